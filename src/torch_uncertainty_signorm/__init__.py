@@ -1,0 +1,53 @@
+"""σNorm-Ensembles for TorchUncertainty: implicit ensembles with temperature-controlled diversity."""
+
+from .conversion import convert_norm_layers, find_norm_layers
+from .diversity import (
+    geometric_ambiguity,
+    jensen_gap,
+    member_ownership,
+    mutual_information,
+    ownership_counts,
+    pairwise_cosine,
+    signorm_cosine,
+)
+from .ensemble import SigmaNormEnsemble, signorm_ensemble
+from .layer_selection import REGULARIZED_LAYER_PRESETS, select_layers
+from .layers import (
+    MemberHeads,
+    SigmaBatchNorm1d,
+    SigmaBatchNorm2d,
+    SigmaBatchNorm3d,
+    SigmaGroupNorm,
+    SigmaLayerNorm,
+    SigmaLayerNorm2d,
+    SigmaRMSNorm,
+)
+from .regularization import ImportanceSharingPenalty, sharing_penalty
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "REGULARIZED_LAYER_PRESETS",
+    "ImportanceSharingPenalty",
+    "MemberHeads",
+    "SigmaBatchNorm1d",
+    "SigmaBatchNorm2d",
+    "SigmaBatchNorm3d",
+    "SigmaGroupNorm",
+    "SigmaLayerNorm",
+    "SigmaLayerNorm2d",
+    "SigmaNormEnsemble",
+    "SigmaRMSNorm",
+    "convert_norm_layers",
+    "find_norm_layers",
+    "geometric_ambiguity",
+    "jensen_gap",
+    "member_ownership",
+    "mutual_information",
+    "ownership_counts",
+    "pairwise_cosine",
+    "select_layers",
+    "sharing_penalty",
+    "signorm_cosine",
+    "signorm_ensemble",
+]

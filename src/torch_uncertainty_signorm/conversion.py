@@ -1,0 +1,105 @@
+"""The walk that swaps every normalisation layer of a backbone for its σNorm counterpart."""
+
+from __future__ import annotations
+
+from torch import nn
+
+from .layers.signorm import (
+    SigmaBatchNorm1d,
+    SigmaBatchNorm2d,
+    SigmaBatchNorm3d,
+    SigmaGroupNorm,
+    SigmaLayerNorm,
+    SigmaLayerNorm2d,
+    SigmaRMSNorm,
+    _SigmaBatchNorm,
+    _SigmaNorm,
+)
+
+__all__ = ["SUPPORTED_NORMS", "convert_norm_layers", "find_norm_layers", "signorm_class_for"]
+
+#: Human-readable list of the layers :func:`convert_norm_layers` replaces.
+SUPPORTED_NORMS = (
+    "BatchNorm1d/2d/3d, SyncBatchNorm, LayerNorm (torch, timm, transformers), "
+    "timm LayerNorm2d, GroupNorm, RMSNorm (torch, timm)"
+)
+_CHANNELS_FIRST_LAYER_NORMS = {"LayerNorm2d", "LayerNorm2dFp32"}
+_RMS_NORMS = {"RMSNorm", "RmsNorm", "RmsNormFp32"}
+
+
+def signorm_class_for(module: nn.Module) -> type[_SigmaNorm] | None:
+    """The σNorm class replacing ``module``, or ``None`` if it is no supported norm layer."""
+    name = type(module).__name__
+    if isinstance(module, nn.BatchNorm1d):
+        return SigmaBatchNorm1d
+    if isinstance(module, nn.BatchNorm2d):
+        return SigmaBatchNorm2d
+    if isinstance(module, nn.BatchNorm3d):
+        return SigmaBatchNorm3d
+    if isinstance(module, nn.modules.batchnorm._BatchNorm):  # SyncBatchNorm: any rank
+        return _SigmaBatchNorm
+    if isinstance(module, nn.LayerNorm):
+        return SigmaLayerNorm2d if name in _CHANNELS_FIRST_LAYER_NORMS else SigmaLayerNorm
+    if isinstance(module, nn.GroupNorm):
+        return SigmaGroupNorm
+    if name in _RMS_NORMS and hasattr(module, "normalized_shape"):
+        return SigmaRMSNorm
+    return None
+
+
+def find_norm_layers(model: nn.Module) -> list[str]:
+    """Qualified names of the supported normalisation layers of ``model``, in module order.
+
+    Raises:
+        ValueError: If ``model`` holds none.
+    """
+    names = [
+        name
+        for name, module in model.named_modules(remove_duplicate=False)
+        if name and signorm_class_for(module) is not None
+    ]
+    if not names:
+        raise ValueError(
+            f"{type(model).__name__} has no normalisation layer to convert into σNorm; "
+            f"σNorm-Ensembles need at least one of: {SUPPORTED_NORMS}."
+        )
+    return names
+
+
+def convert_norm_layers(
+    model: nn.Module,
+    num_estimators: int,
+    *,
+    pretrained: bool = False,
+    scale_init_std: float = 1.0,
+) -> dict[str, _SigmaNorm]:
+    """Replace, in place, every supported normalisation layer of ``model`` by a σNorm layer.
+
+    The targets are collected first and each is replaced through its parent, so nested
+    modules, ``nn.Sequential``/``nn.ModuleList`` children and a layer registered under
+    several parents are all handled (the shared layer becomes one shared σNorm layer).
+
+    Args:
+        model: The backbone, modified in place.
+        num_estimators: Number of members M.
+        pretrained: Output-preserving conversion (``True``) or from-scratch σNorm.
+        scale_init_std: Standard deviation of the from-scratch scale logits.
+
+    Returns:
+        The new σNorm layers by their qualified name in ``model``.
+
+    Raises:
+        ValueError: If ``model`` holds no supported normalisation layer.
+    """
+    targets = [(name, model.get_submodule(name)) for name in find_norm_layers(model)]
+    converted: dict[int, _SigmaNorm] = {}
+    replaced: dict[str, _SigmaNorm] = {}
+    for name, module in targets:
+        if id(module) not in converted:
+            converted[id(module)] = signorm_class_for(module).from_module(
+                module, num_estimators, pretrained=pretrained, scale_init_std=scale_init_std
+            )
+        parent_name, _, child_name = name.rpartition(".")
+        setattr(model.get_submodule(parent_name), child_name, converted[id(module)])
+        replaced[name] = converted[id(module)]
+    return replaced

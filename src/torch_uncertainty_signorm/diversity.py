@@ -1,0 +1,108 @@
+r"""Diversity measures: from the weights (σNorm-cos, ownership) and from member outputs.
+
+Output-space measures take member probabilities ``(M, B, C)``; from TorchUncertainty's
+member-major logits ``(M·B, C)`` use ``logits.softmax(-1).unflatten(0, (M, -1))``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+__all__ = [
+    "geometric_ambiguity",
+    "jensen_gap",
+    "member_ownership",
+    "mutual_information",
+    "ownership_counts",
+    "pairwise_cosine",
+    "signorm_cosine",
+]
+
+
+def pairwise_cosine(importance: Tensor) -> Tensor:
+    r"""Mean cosine over member pairs :math:`i < j` of one layer's ``(..., M, F)`` importances.
+
+    A single member is identical to itself: ``M = 1`` gives 1. Leading dims are kept.
+    """
+    num_members = importance.shape[-2]
+    if num_members == 1:
+        return importance.new_ones(importance.shape[:-2])
+    unit = F.normalize(importance, dim=-1)
+    cosines = unit @ unit.transpose(-1, -2)
+    i, j = torch.triu_indices(num_members, num_members, offset=1, device=importance.device)
+    return cosines[..., i, j].mean(dim=-1)
+
+
+def signorm_cosine(importances: Sequence[Tensor]) -> Tensor:
+    r"""σNorm-cos: :math:`\operatorname{mean}_{\ell, i<j} \cos(\sigma(\gamma^\ell_i),
+    \sigma(\gamma^\ell_j))` over the given layers' ``(M, F_ℓ)`` importances.
+
+    Parameter-space diversity, from the weights alone: 1 means identical members.
+    """
+    if len(importances) == 0:
+        raise ValueError("signorm_cosine needs at least one layer's importances, got none.")
+    return torch.stack([pairwise_cosine(imp) for imp in importances]).mean()
+
+
+def member_ownership(importance: Tensor, threshold: float = 0.5) -> Tensor:
+    """Ownership k per feature: how many members have importance above ``threshold``.
+
+    Args:
+        importance: ``(M, F)`` importances σ(γ).
+        threshold: Importance above which a member owns a feature (paper: 0.5).
+
+    Returns:
+        ``(F,)`` integer tensor with values in ``0..M``.
+    """
+    return (importance > threshold).sum(dim=0)
+
+
+def ownership_counts(importances: Sequence[Tensor], threshold: float = 0.5) -> Tensor:
+    """Number of features owned by k = 0..M members, over all given layers, shape (M+1,)."""
+    num_members = importances[0].shape[0]
+    owners = torch.cat([member_ownership(imp, threshold) for imp in importances])
+    return torch.bincount(owners, minlength=num_members + 1)
+
+
+def _log(probs: Tensor) -> Tensor:
+    return probs.clamp_min(torch.finfo(probs.dtype).tiny).log()
+
+
+def _entropy(probs: Tensor) -> Tensor:
+    return -(probs * _log(probs)).sum(dim=-1)
+
+
+def jensen_gap(probs: Tensor, targets: Tensor) -> Tensor:
+    r"""Jensen gap per input: :math:`\frac1M\sum_m \mathrm{CE}(y, q_m) - \mathrm{CE}(y, \bar q)`.
+
+    The diversity term of the bias-variance-diversity decomposition under the
+    arithmetic-mean combiner; non-negative, zero when members agree.
+
+    Args:
+        probs: Member probabilities ``(M, B, C)``.
+        targets: Class indices ``(B,)``.
+    """
+    index = targets.view(1, -1, 1).expand(probs.shape[0], -1, 1)
+    member_nll = -_log(probs.gather(-1, index)).squeeze(-1).mean(dim=0)
+    mean_nll = -_log(probs.mean(dim=0).gather(-1, targets.view(-1, 1))).squeeze(-1)
+    return member_nll - mean_nll
+
+
+def mutual_information(probs: Tensor) -> Tensor:
+    r"""Modulation uncertainty :math:`U_{mod}(x) = I[Y; M \mid x] = H[\bar q] - \frac1M
+    \sum_m H[q_m]` per input, for member probabilities ``(M, B, C)``."""
+    return _entropy(probs.mean(dim=0)) - _entropy(probs).mean(dim=0)
+
+
+def geometric_ambiguity(probs: Tensor) -> Tensor:
+    r"""Ambiguity under the normalised geometric-mean combiner, per input.
+
+    With :math:`q^* \propto \exp(\frac1M \sum_m \log q_m)`, this is
+    :math:`\frac1M \sum_m \mathrm{KL}(q^* \,\|\, q_m) = -\log \sum_c \exp(\frac1M \sum_m
+    \log q_m(c))`, the cross-entropy's diversity term; label-free and non-negative.
+    """
+    return -torch.logsumexp(_log(probs).mean(dim=0), dim=-1)

@@ -1,0 +1,428 @@
+r"""σNorm layers: one normalisation layer holding M ensemble members.
+
+Every layer here computes, for member :math:`m` of a member-major batch ``(M·B, ...)``,
+
+.. math::
+    y_m = k\,s \odot \sigma(\gamma_m) \odot \mathrm{norm}_m(x_m) + \beta,
+
+where :math:`\mathrm{norm}_m` uses member :math:`m`'s own statistics, :math:`\gamma_m` are
+member :math:`m`'s scale logits and :math:`\sigma(\gamma_m) \in (0, 1)` its feature
+importances. Trained from scratch, :math:`k = 1, s = 1, \beta = 0` and those buffers are
+absent; a converted pretrained layer (:meth:`_SigmaNorm.from_module` with
+``pretrained=True``) holds frozen :math:`k, s, \beta` that reproduce its output
+(see :func:`output_preserving_reparameterization`).
+
+All members are processed in one vectorised pass: statistics come from a single reduction
+over the ``(M, B, ...)`` view, the per-member affine from one fused multiply-add.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+__all__ = [
+    "SigmaBatchNorm1d",
+    "SigmaBatchNorm2d",
+    "SigmaBatchNorm3d",
+    "SigmaGroupNorm",
+    "SigmaLayerNorm",
+    "SigmaLayerNorm2d",
+    "SigmaRMSNorm",
+    "output_preserving_reparameterization",
+]
+
+#: Largest reconstructed importance of a converted layer: keeps σ(γ) off its saturation wall.
+MAX_CONVERTED_IMPORTANCE = 0.95
+#: Importance given to channels whose pretrained scale is exactly zero (their sign is 0).
+DEAD_CHANNEL_IMPORTANCE = 1e-4
+
+
+def output_preserving_reparameterization(
+    weight: Tensor | None, bias: Tensor | None, num_features: int
+) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    r"""Frozen magnitude, sign and shift, and logits that reproduce a pretrained affine.
+
+    Appendix "Adapting pretrained backbones": with :math:`k_\ell = \max_c |w_c| / 0.95`,
+    :math:`\gamma_c = \sigma^{-1}(|w_c| / k_\ell)`, :math:`s_c = \mathrm{sign}(w_c)` and
+    :math:`\beta = b`, the converted layer's :math:`k_\ell\, s \odot \sigma(\gamma) \odot
+    \mathrm{norm}(x) + \beta` equals the pretrained :math:`w \odot \mathrm{norm}(x) + b`.
+
+    The paper assumes positive scales; real checkpoints also hold negative and zero ones.
+    The frozen sign :math:`s_c \in \{-1, 0, 1\}` keeps the equality exact for them: a
+    negative scale keeps its magnitude in :math:`\sigma(\gamma)` and its sign in
+    :math:`s`; a zero scale gets :math:`s_c = 0` (the channel outputs :math:`\beta_c`, as
+    the pretrained one did) and an importance of ``DEAD_CHANNEL_IMPORTANCE``. An all-zero
+    layer uses :math:`k_\ell = 1`. A layer without affine is treated as ``w = 1, b = 0``.
+
+    Args:
+        weight: The pretrained scale (any shape with ``num_features`` elements) or ``None``.
+        bias: The pretrained shift or ``None``.
+        num_features: Number of normalised features.
+
+    Returns:
+        ``(magnitude, sign, logits, shift)``: a 0-d tensor :math:`k_\ell`, and three
+        ``(num_features,)`` tensors in float32.
+    """
+    w = torch.ones(num_features, dtype=torch.float64) if weight is None else weight.detach()
+    w = w.reshape(-1).to(torch.float64).cpu()
+    b = torch.zeros(num_features) if bias is None else bias.detach().reshape(-1).float().cpu()
+    largest = w.abs().max()
+    magnitude = largest / MAX_CONVERTED_IMPORTANCE if largest > 0 else torch.ones((), dtype=w.dtype)
+    ratio = (w.abs() / magnitude).clamp(min=DEAD_CHANNEL_IMPORTANCE)
+    logits = torch.logit(ratio)
+    return magnitude.float(), torch.sign(w).float(), logits.float(), b
+
+
+class _SigmaNorm(nn.Module):
+    """Per-member scale logits, optional frozen reconstruction, member-major input checks."""
+
+    def __init__(
+        self,
+        num_features: int,
+        num_estimators: int,
+        scale_init_std: float = 1.0,
+        device: torch.device | None = None,
+        dtype: torch.dtype | None = None,
+    ) -> None:
+        super().__init__()
+        if not isinstance(num_estimators, int) or num_estimators < 1:
+            raise ValueError(f"num_estimators must be an integer >= 1, got {num_estimators!r}.")
+        if not isinstance(num_features, int) or num_features < 1:
+            raise ValueError(f"num_features must be an integer >= 1, got {num_features!r}.")
+        if scale_init_std < 0 or not math.isfinite(scale_init_std):
+            raise ValueError(f"scale_init_std must be finite and >= 0, got {scale_init_std!r}.")
+        self.num_features = num_features
+        self.num_estimators = num_estimators
+        self.scale_init_std = scale_init_std
+        factory = {"device": device, "dtype": dtype}
+        self.scale_logits = nn.Parameter(torch.empty(num_estimators, num_features, **factory))
+        # Frozen reconstruction of a pretrained affine; None (absent) when trained from scratch.
+        self.register_buffer("magnitude", None)
+        self.register_buffer("sign", None)
+        self.register_buffer("shift", None)
+        self.reset_scale_logits()
+
+    def reset_scale_logits(self) -> None:
+        """Draw the scale logits from N(0, scale_init_std²), the from-scratch initialisation."""
+        with torch.no_grad():
+            self.scale_logits.normal_(0.0, self.scale_init_std)
+
+    def importance(self) -> Tensor:
+        """Members' feature importances σ(γ), shape ``(M, num_features)``."""
+        return torch.sigmoid(self.scale_logits)
+
+    def member_scale(self) -> Tensor:
+        """Per-member multiplicative scale ``k · s · σ(γ)``, shape ``(M, num_features)``."""
+        scale = self.importance()
+        if self.magnitude is not None:
+            scale = scale * (self.magnitude * self.sign)
+        return scale
+
+    def load_pretrained_affine(self, weight: Tensor | None, bias: Tensor | None) -> None:
+        """Set every member so that the layer reproduces the affine ``weight, bias``."""
+        magnitude, sign, logits, shift = output_preserving_reparameterization(
+            weight, bias, self.num_features
+        )
+        ref = self.scale_logits
+        self.magnitude = magnitude.to(device=ref.device, dtype=ref.dtype)
+        self.sign = sign.to(device=ref.device, dtype=ref.dtype)
+        self.shift = shift.to(device=ref.device, dtype=ref.dtype)
+        with torch.no_grad():
+            self.scale_logits.copy_(logits.expand_as(ref))
+
+    def split_members(self, x: Tensor) -> Tensor:
+        """View a member-major ``(M·B, ...)`` batch as ``(M, B, ...)``."""
+        if x.dim() == 0 or x.shape[0] % self.num_estimators != 0:
+            rows = x.shape[0] if x.dim() else "a scalar"
+            raise ValueError(
+                f"{type(self).__name__} expects a member-major batch of M·B rows with "
+                f"M = num_estimators = {self.num_estimators}, got {rows} rows "
+                f"(shape {tuple(x.shape)}), which does not split evenly into "
+                f"{self.num_estimators} members."
+            )
+        return x.unflatten(0, (self.num_estimators, -1))
+
+    def _affine(self, normed: Tensor, feature_dim: int) -> Tensor:
+        """Apply ``k·s·σ(γ_m)`` and ``β`` to an ``(M, B, ...)`` tensor along ``feature_dim``."""
+        shape = [1] * normed.dim()
+        shape[0] = self.num_estimators
+        shape[feature_dim] = self.num_features
+        scale = self.member_scale().to(normed.dtype).view(shape)
+        if self.shift is None:
+            return normed * scale
+        return torch.addcmul(self.shift.to(normed.dtype).view([1, *shape[1:]]), normed, scale)
+
+    def extra_repr(self) -> str:
+        kind = "converted" if self.magnitude is not None else "from scratch"
+        return f"{self.num_features}, num_estimators={self.num_estimators}, {kind}"
+
+    @classmethod
+    def from_module(
+        cls,
+        module: nn.Module,
+        num_estimators: int,
+        *,
+        pretrained: bool = False,
+        scale_init_std: float = 1.0,
+    ) -> _SigmaNorm:
+        """Build the σNorm layer replacing ``module``.
+
+        Args:
+            module: The normalisation layer to replace.
+            num_estimators: Number of members M.
+            pretrained: ``True`` reproduces ``module``'s output in every member (frozen
+                magnitude, sign and shift, copied statistics); ``False`` draws the logits
+                from N(0, scale_init_std²), without shift, with fresh statistics.
+            scale_init_std: Standard deviation of the from-scratch logits.
+        """
+        layer = cls._empty_like(module, num_estimators, scale_init_std)
+        if pretrained:
+            layer.load_pretrained_affine(
+                getattr(module, "weight", None), getattr(module, "bias", None)
+            )
+            layer._copy_statistics(module)
+        return layer
+
+    @classmethod
+    def _empty_like(cls, module: nn.Module, num_estimators: int, scale_init_std: float):
+        raise NotImplementedError
+
+    def _copy_statistics(self, module: nn.Module) -> None:
+        """Copy running statistics from the pretrained layer (only BatchNorm has any)."""
+
+
+class _SigmaBatchNorm(_SigmaNorm):
+    """σBN: BatchNorm with per-member running statistics and per-member scale logits."""
+
+    _input_dims: tuple[int, ...] = ()
+
+    def __init__(
+        self,
+        num_features: int,
+        num_estimators: int,
+        eps: float = 1e-5,
+        momentum: float | None = 0.1,
+        track_running_stats: bool = True,
+        scale_init_std: float = 1.0,
+        device: torch.device | None = None,
+        dtype: torch.dtype | None = None,
+    ) -> None:
+        super().__init__(num_features, num_estimators, scale_init_std, device, dtype)
+        self.eps = eps
+        self.momentum = momentum
+        self.track_running_stats = track_running_stats
+        if track_running_stats:
+            stats_shape = (num_estimators, num_features)
+            self.register_buffer("running_mean", torch.zeros(stats_shape, device=device))
+            self.register_buffer("running_var", torch.ones(stats_shape, device=device))
+            self.register_buffer(
+                "num_batches_tracked", torch.tensor(0, dtype=torch.long, device=device)
+            )
+        else:
+            self.register_buffer("running_mean", None)
+            self.register_buffer("running_var", None)
+            self.register_buffer("num_batches_tracked", None)
+
+    @classmethod
+    def _empty_like(cls, module, num_estimators, scale_init_std):
+        ref = next(module.parameters(), None)
+        if ref is None:
+            ref = module.running_mean if module.running_mean is not None else torch.empty(0)
+        return cls(
+            module.num_features,
+            num_estimators,
+            eps=module.eps,
+            momentum=module.momentum,
+            track_running_stats=module.track_running_stats,
+            scale_init_std=scale_init_std,
+            device=ref.device,
+            dtype=ref.dtype if ref.is_floating_point() else None,
+        )
+
+    def _copy_statistics(self, module: nn.Module) -> None:
+        if self.track_running_stats and module.running_mean is not None:
+            self.running_mean.copy_(module.running_mean.expand_as(self.running_mean))
+            self.running_var.copy_(module.running_var.expand_as(self.running_var))
+            self.num_batches_tracked.copy_(module.num_batches_tracked)
+
+    def forward(self, x: Tensor) -> Tensor:
+        if self._input_dims and x.dim() not in self._input_dims:
+            raise ValueError(
+                f"{type(self).__name__} expects a {' or '.join(map(str, self._input_dims))}-D "
+                f"input, got shape {tuple(x.shape)}."
+            )
+        xs = self.split_members(x)  # (M, B, C, *)
+        use_batch_stats = self.training or not self.track_running_stats
+        if use_batch_stats:
+            reduce_dims = [1, *range(3, xs.dim())]
+            count = xs.numel() // (self.num_estimators * self.num_features)
+            if self.training and count <= 1:
+                raise ValueError(
+                    f"{type(self).__name__} needs more than 1 value per channel and member "
+                    f"when training, got input shape {tuple(x.shape)} with "
+                    f"{self.num_estimators} members."
+                )
+            stats_input = xs.float() if xs.dtype in (torch.float16, torch.bfloat16) else xs
+            var, mean = torch.var_mean(stats_input, dim=reduce_dims, correction=0)
+            if self.training and self.track_running_stats:
+                self._update_running_stats(mean.detach(), var.detach(), count)
+        else:
+            mean, var = self.running_mean, self.running_var
+        # One fused multiply-add: y = x · a + b with a = scale / std, b = shift - mean · a.
+        gain = self.member_scale() * torch.rsqrt(var + self.eps)
+        offset = -mean * gain
+        if self.shift is not None:
+            offset = offset + self.shift
+        shape = [self.num_estimators, 1, self.num_features] + [1] * (xs.dim() - 3)
+        out = torch.addcmul(offset.to(x.dtype).view(shape), xs, gain.to(x.dtype).view(shape))
+        return out.flatten(0, 1)
+
+    @torch.no_grad()
+    def _update_running_stats(self, mean: Tensor, var: Tensor, count: int) -> None:
+        self.num_batches_tracked.add_(1)
+        if self.momentum is None:  # cumulative moving average, as torch's BatchNorm
+            factor = 1.0 / float(self.num_batches_tracked)
+        else:
+            factor = self.momentum
+        unbiased_var = var * (count / (count - 1))
+        self.running_mean.lerp_(mean.to(self.running_mean.dtype), factor)
+        self.running_var.lerp_(unbiased_var.to(self.running_var.dtype), factor)
+
+    def extra_repr(self) -> str:
+        return (
+            f"{super().extra_repr()}, eps={self.eps}, momentum={self.momentum}, "
+            f"track_running_stats={self.track_running_stats}"
+        )
+
+
+class SigmaBatchNorm1d(_SigmaBatchNorm):
+    """σBN over :class:`torch.nn.BatchNorm1d` inputs ``(M·B, C)`` or ``(M·B, C, L)``."""
+
+    _input_dims = (2, 3)
+
+
+class SigmaBatchNorm2d(_SigmaBatchNorm):
+    """σBN over :class:`torch.nn.BatchNorm2d` inputs ``(M·B, C, H, W)``."""
+
+    _input_dims = (4,)
+
+
+class SigmaBatchNorm3d(_SigmaBatchNorm):
+    """σBN over :class:`torch.nn.BatchNorm3d` inputs ``(M·B, C, D, H, W)``."""
+
+    _input_dims = (5,)
+
+
+class SigmaLayerNorm(_SigmaNorm):
+    """σLN: LayerNorm over the trailing ``normalized_shape`` with per-member scale logits.
+
+    LayerNorm statistics are per sample, hence already per member; only the affine is
+    member-specific. Covers :class:`torch.nn.LayerNorm` and its subclasses (timm's
+    ``LayerNorm``, transformers' BERT ``LayerNorm``).
+    """
+
+    def __init__(
+        self,
+        normalized_shape: int | tuple[int, ...],
+        num_estimators: int,
+        eps: float = 1e-5,
+        scale_init_std: float = 1.0,
+        device: torch.device | None = None,
+        dtype: torch.dtype | None = None,
+    ) -> None:
+        shape = (normalized_shape,) if isinstance(normalized_shape, int) else normalized_shape
+        self.normalized_shape = tuple(shape)
+        super().__init__(math.prod(shape), num_estimators, scale_init_std, device, dtype)
+        self.eps = eps
+
+    @classmethod
+    def _empty_like(cls, module, num_estimators, scale_init_std):
+        ref = module.weight if module.weight is not None else torch.empty(0)
+        return cls(
+            tuple(module.normalized_shape),
+            num_estimators,
+            eps=module.eps,
+            scale_init_std=scale_init_std,
+            device=ref.device,
+            dtype=ref.dtype if module.weight is not None else None,
+        )
+
+    def _normalize(self, x: Tensor) -> Tensor:
+        return F.layer_norm(x, self.normalized_shape, None, None, self.eps)
+
+    def forward(self, x: Tensor) -> Tensor:
+        n = len(self.normalized_shape)
+        if tuple(x.shape[-n:]) != self.normalized_shape:
+            raise ValueError(
+                f"{type(self).__name__} normalises trailing shape {self.normalized_shape}, "
+                f"got input shape {tuple(x.shape)}."
+            )
+        normed = self.split_members(self._normalize(x))
+        scaled = self._affine(normed.flatten(-n), feature_dim=normed.dim() - n)
+        return scaled.reshape(x.shape)
+
+
+class SigmaRMSNorm(SigmaLayerNorm):
+    """σRMSNorm: RMSNorm (no centring) with per-member scale logits."""
+
+    @classmethod
+    def _empty_like(cls, module, num_estimators, scale_init_std):
+        ref = module.weight if module.weight is not None else torch.empty(0)
+        eps = module.eps if module.eps is not None else torch.finfo(torch.float32).eps
+        return cls(
+            tuple(module.normalized_shape),
+            num_estimators,
+            eps=eps,
+            scale_init_std=scale_init_std,
+            device=ref.device,
+            dtype=ref.dtype if module.weight is not None else None,
+        )
+
+    def _normalize(self, x: Tensor) -> Tensor:
+        return F.rms_norm(x, self.normalized_shape, None, self.eps)
+
+
+class SigmaLayerNorm2d(SigmaLayerNorm):
+    """σLN over channels-first inputs ``(M·B, C, H, W)``, as timm's ``LayerNorm2d``."""
+
+    def forward(self, x: Tensor) -> Tensor:
+        return super().forward(x.movedim(1, -1)).movedim(-1, 1)
+
+
+class SigmaGroupNorm(_SigmaNorm):
+    """σGN: GroupNorm (per-sample group statistics) with per-member channel scale logits."""
+
+    def __init__(
+        self,
+        num_groups: int,
+        num_channels: int,
+        num_estimators: int,
+        eps: float = 1e-5,
+        scale_init_std: float = 1.0,
+        device: torch.device | None = None,
+        dtype: torch.dtype | None = None,
+    ) -> None:
+        super().__init__(num_channels, num_estimators, scale_init_std, device, dtype)
+        self.num_groups = num_groups
+        self.eps = eps
+
+    @classmethod
+    def _empty_like(cls, module, num_estimators, scale_init_std):
+        ref = module.weight if module.weight is not None else torch.empty(0)
+        return cls(
+            module.num_groups,
+            module.num_channels,
+            num_estimators,
+            eps=module.eps,
+            scale_init_std=scale_init_std,
+            device=ref.device,
+            dtype=ref.dtype if module.weight is not None else None,
+        )
+
+    def forward(self, x: Tensor) -> Tensor:
+        normed = self.split_members(F.group_norm(x, self.num_groups, None, None, self.eps))
+        return self._affine(normed, feature_dim=2).flatten(0, 1)

@@ -1,0 +1,71 @@
+r"""The softmax-temperature diversity regulariser on σNorm importances (paper §3.2)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import torch
+from torch import Tensor, nn
+
+__all__ = ["ImportanceSharingPenalty", "sharing_penalty"]
+
+
+def sharing_penalty(importances: Tensor, tau: float | Tensor) -> Tensor:
+    r"""Sum over features of :math:`\sum_m \log[\mathrm{softmax}_\tau(s_{\cdot, i})]_m`.
+
+    .. math::
+        \mathcal{L} = \sum_{i} \sum_{m=1}^{M} \log
+        \frac{e^{s_{m,i}/\tau}}{\sum_{m'} e^{s_{m',i}/\tau}}
+        = \sum_i \Big( \sum_m s_{m,i}/\tau - M \log \sum_{m'} e^{s_{m',i}/\tau} \Big)
+
+    The softmax runs across the M members of one feature. Its gradient is
+    :math:`\partial \mathcal{L} / \partial s_{j,i} = (1 - M p_{j,i}) / \tau`; minimising
+    it drives each feature towards fewer owners, more sharply the lower :math:`\tau`. The
+    log-sum-exp form is stable for :math:`\tau` from 1e-3 to 1e3.
+
+    Args:
+        importances: Importances :math:`s = \sigma(\gamma)`, shape ``(..., M, num_features)``
+            (the features of all regularised layers concatenated; leading dims are summed).
+        tau: Softmax temperature :math:`\tau > 0`, or a tensor broadcasting against
+            ``importances`` (one temperature per leading index).
+
+    Returns:
+        A scalar (non-positive) tensor.
+    """
+    scaled = importances / tau
+    num_members = importances.shape[-2]
+    return (scaled.sum(dim=-2) - num_members * torch.logsumexp(scaled, dim=-2)).sum()
+
+
+def _check_positive_finite(name: str, value: float, allow_zero: bool) -> float:
+    valid = isinstance(value, (int, float)) and math.isfinite(value)
+    valid = valid and (value >= 0 if allow_zero else value > 0)
+    if not valid:
+        bound = ">= 0" if allow_zero else "> 0"
+        raise ValueError(f"{name} must be a finite number {bound}, got {value!r}.")
+    return float(value)
+
+
+class ImportanceSharingPenalty(nn.Module):
+    r"""Penalises members sharing a feature's importance: :math:`\lambda \sum_{\ell \in
+    \mathcal{R}} \mathcal{L}(\sigma(\gamma^\ell), \tau)`, computed in one pass over layers.
+
+    Args:
+        tau: Softmax temperature :math:`\tau > 0`, the user's control of the diversity
+            equilibrium: low τ drives features to single owners, high τ lets them be shared.
+        strength: Regularisation strength :math:`\lambda \ge 0`.
+    """
+
+    def __init__(self, tau: float = 0.1, strength: float = 1e-2) -> None:
+        super().__init__()
+        self.tau = _check_positive_finite("tau", tau, allow_zero=False)
+        self.strength = _check_positive_finite("diversity strength (lambda)", strength, True)
+
+    def forward(self, importances: Sequence[Tensor] | Tensor) -> Tensor:
+        """λ · penalty of ``(M, F_ℓ)`` importances, concatenated along features."""
+        stacked = importances if isinstance(importances, Tensor) else torch.cat(importances, 1)
+        return self.strength * sharing_penalty(stacked, self.tau)
+
+    def extra_repr(self) -> str:
+        return f"tau={self.tau}, strength={self.strength}"

@@ -1,0 +1,209 @@
+"""SigmaNormEnsemble: member-major contract, conversion, late expansion, bad inputs."""
+
+import copy
+
+import pytest
+import torch
+from torch import nn
+
+from fixtures.backbones import (
+    bert_inputs,
+    randomize_norms,
+    relative_error,
+    tiny_bert,
+    tiny_resnet,
+    tiny_vit,
+    tiny_wideresnet,
+)
+from torch_uncertainty_signorm import SigmaNormEnsemble, signorm_ensemble, signorm_cosine
+from torch_uncertainty_signorm.layers.signorm import _SigmaNorm
+
+M = 4
+
+
+def test_logits_are_member_major_and_members_are_independent():
+    model = signorm_ensemble(tiny_resnet(), M).eval()
+    x = torch.randn(3, 3, 32, 32)
+    logits = model(x)
+    assert logits.shape == (M * 3, 10)
+    with torch.no_grad():
+        model.backbone.layer2[0].bn1.scale_logits[2].add_(1.0)
+        model.heads.weight[2].mul_(2.0)
+    changed = (model(x) - logits).abs().amax(dim=1).view(M, 3).amax(dim=1)
+    assert changed[2] > 1e-5
+    assert torch.all(changed[[0, 1, 3]] == 0)
+
+
+def test_every_norm_layer_is_replaced_and_features_are_member_major():
+    model = signorm_ensemble(tiny_resnet(), M)
+    plain = [m for m in model.modules() if isinstance(m, nn.modules.batchnorm._BatchNorm)]
+    assert plain == []
+    assert len(model.signorm_layers()) == 20  # stem + 16 block norms + 3 shortcut norms
+    assert model.forward_features(torch.randn(2, 3, 32, 32)).shape == (M * 2, 64)
+
+
+@pytest.mark.parametrize("train", [True, False])
+@pytest.mark.parametrize(
+    ("make_model", "shape", "point"),
+    [
+        (tiny_resnet, (3, 3, 32, 32), "bn1"),
+        (tiny_wideresnet, (3, 3, 32, 32), "bn1"),
+        (tiny_vit, (3, 3, 32, 32), "blocks"),
+    ],
+)
+def test_late_expansion_equals_expanding_at_the_input(make_model, shape, point, train):
+    backbone = make_model()
+    torch.manual_seed(1)
+    late = signorm_ensemble(copy.deepcopy(backbone), M)
+    torch.manual_seed(1)
+    early = signorm_ensemble(copy.deepcopy(backbone), M, expand_at="input")
+    assert late.expand_at == point and early.expand_at == "input"
+    late.train(train)
+    early.train(train)
+    x = torch.randn(shape)
+    torch.testing.assert_close(late(x), early(x), rtol=1e-5, atol=1e-5)
+
+
+def test_wrong_expansion_point_is_caught_on_the_first_forward():
+    model = signorm_ensemble(tiny_resnet(), M, expand_at="layer1")
+    with pytest.raises(RuntimeError, match=r"'bn1' received 4 rows, expected M·B = 16"):
+        model(torch.randn(4, 3, 32, 32))
+
+
+def _assert_members_reproduce(original_features, ensemble, inputs):
+    ensemble.eval()
+    with torch.no_grad():
+        features = ensemble.forward_features(inputs).unflatten(0, (M, -1))
+    for member in features:
+        assert relative_error(member, original_features) <= 1e-5
+
+
+def test_conversion_preserves_a_torch_uncertainty_resnet_with_any_scale_sign():
+    original = randomize_norms(tiny_resnet()).eval()
+    assert any((m.weight <= 0).any() for m in original.modules() if isinstance(m, nn.BatchNorm2d))
+    x = torch.randn(5, 3, 32, 32)
+    with torch.no_grad():
+        expected = original.feats_forward(x)
+    ensemble = signorm_ensemble(copy.deepcopy(original), M, pretrained=True)
+    _assert_members_reproduce(expected, ensemble, x)
+
+
+def test_conversion_preserves_a_timm_vit():
+    original = randomize_norms(tiny_vit()).eval()
+    x = torch.randn(3, 3, 32, 32)
+    with torch.no_grad():
+        expected = original.forward_head(original.forward_features(x), pre_logits=True)
+    ensemble = signorm_ensemble(copy.deepcopy(original), M, pretrained=True)
+    _assert_members_reproduce(expected, ensemble, x)
+
+
+def test_conversion_preserves_a_bert_classifier_on_tokenizer_inputs():
+    original = randomize_norms(tiny_bert()).eval()
+    inputs = bert_inputs()
+    with torch.no_grad():
+        expected = original.bert(**inputs).pooler_output
+    ensemble = signorm_ensemble(copy.deepcopy(original), M, pretrained=True)
+    assert ensemble.expand_at == "input"
+    _assert_members_reproduce(expected, ensemble, inputs)
+    assert ensemble(inputs).shape == (M * 3, 2)
+
+
+def test_from_scratch_members_differ_and_heads_are_fresh():
+    model = signorm_ensemble(tiny_resnet(), M).eval()
+    logits = model(torch.randn(2, 3, 32, 32)).view(M, 2, -1)
+    assert (logits[0] - logits[1]).abs().max() > 1e-3
+    assert signorm_cosine(model.importances()) < 0.95
+
+
+def test_torchvision_resnet_and_nested_modules_with_a_shared_norm():
+    from torchvision.models import resnet18
+
+    model = signorm_ensemble(resnet18(num_classes=7), M)
+    assert model.expand_at == "bn1" and model(torch.randn(2, 3, 32, 32)).shape == (M * 2, 7)
+
+    shared = nn.BatchNorm1d(8)
+    nested = nn.Sequential(
+        nn.Linear(4, 8),
+        nn.ModuleList([nn.Sequential(shared, nn.ReLU()), nn.Sequential(shared)]),
+        nn.ModuleDict({"inner": nn.Sequential(nn.Linear(8, 8), nn.LayerNorm(8))}),
+    )
+
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.body, self.fc = nested, nn.Linear(8, 3)
+
+        def forward(self, x):
+            x = self.body[0](x)
+            x = self.body[1][1](self.body[1][0](x))
+            return self.fc(self.body[2]["inner"](x))
+
+    net = signorm_ensemble(Net(), M)
+    assert net.backbone.body[1][0][0] is net.backbone.body[1][1][0]  # still shared
+    assert not any(type(m) in (nn.BatchNorm1d, nn.LayerNorm) for m in net.modules())
+    assert net(torch.randn(5, 4)).shape == (M * 5, 3)
+    assert net.heads.norm.__class__.__name__ == "SigmaLayerNorm"
+
+
+def test_diversity_loss_and_scale_logit_accessor():
+    model = signorm_ensemble(tiny_resnet(), M, regularized_layers="resnet18", tau=0.2,
+                             diversity_strength=0.5)
+    from torch_uncertainty_signorm import sharing_penalty
+
+    regularized = [model.backbone.get_submodule(n).importance() for n in model.regularized_layer_names]
+    expected = 0.5 * sum(sharing_penalty(imp, 0.2) for imp in regularized)
+    torch.testing.assert_close(model.diversity_loss(), expected)
+    logits = model.scale_logits()
+    named = [p for n, p in model.named_parameters() if n.endswith("scale_logits")]
+    assert len(logits) == len(named) == 21  # 20 backbone σBN layers + the heads' σBN
+    assert {id(p) for p in logits} == {id(p) for p in named}
+    model.diversity_loss().backward()
+    assert model.backbone.layer1[0].bn2.scale_logits.grad.abs().sum() > 0
+    assert model.backbone.layer1[0].bn1.scale_logits.grad is None  # not regularised
+
+
+def test_state_dict_round_trip_keeps_every_member():
+    model = signorm_ensemble(tiny_resnet(), M).eval()
+    clone = signorm_ensemble(tiny_resnet(), M).eval()
+    clone.load_state_dict(model.state_dict())
+    x = torch.randn(2, 3, 32, 32)
+    torch.testing.assert_close(clone(x), model(x))
+
+
+def _no_norm_model():
+    return nn.Sequential(nn.Flatten(), nn.Linear(12, 6), nn.ReLU(), nn.Linear(6, 2))
+
+
+@pytest.mark.parametrize(
+    ("make", "kwargs", "error", "message"),
+    [
+        (tiny_resnet, {"num_estimators": 0}, ValueError, "num_estimators must be an integer >= 1, got 0"),
+        (tiny_resnet, {"num_estimators": True}, ValueError, "num_estimators must be an integer >= 1, got True"),
+        (tiny_resnet, {"num_estimators": 2.0}, ValueError, "num_estimators must be an integer >= 1, got 2.0"),
+        (tiny_resnet, {"tau": 0.0}, ValueError, "tau must be a finite number > 0, got 0.0"),
+        (tiny_resnet, {"tau": -0.1}, ValueError, "tau must be a finite number > 0, got -0.1"),
+        (tiny_resnet, {"diversity_strength": -1.0}, ValueError, r"lambda\) must be a finite number >= 0, got -1.0"),
+        (tiny_resnet, {"regularized_layers": "resnet34"}, ValueError, "pattern 'resnet34' matches no σNorm layer.*Presets: all, resnet18"),
+        (tiny_resnet, {"regularized_layers": ["bn9"]}, ValueError, "entry 'bn9' matches no σNorm layer. Available layers: bn1, layer1.0.bn1"),
+        (tiny_resnet, {"expand_at": "stem"}, ValueError, "expand_at='stem' is not a module of _ResNet"),
+        (tiny_resnet, {"head": "classifier"}, ValueError, "Cannot find the classifier of _ResNet: head='classifier'"),
+        (tiny_resnet, {"head_norm": "group"}, ValueError, "head_norm must be 'auto', 'batch' or 'layer', got 'group'"),
+        (tiny_resnet, {"num_classes": 0}, ValueError, "num_classes must be an integer >= 1, got 0"),
+        (tiny_resnet, {"scale_init_std": -1.0}, ValueError, "scale_init_std must be finite and >= 0, got -1.0"),
+        (_no_norm_model, {}, ValueError, "Sequential has no normalisation layer to convert into σNorm"),
+    ],
+)
+def test_bad_inputs_name_the_value_and_leave_the_model_untouched(make, kwargs, error, message):
+    model = make()
+    before = copy.deepcopy(model.state_dict())
+    kwargs = {"num_estimators": M, **kwargs}
+    with pytest.raises(error, match=message):
+        SigmaNormEnsemble(model, **kwargs)
+    assert not any(isinstance(m, _SigmaNorm) for m in model.modules())
+    assert model.state_dict().keys() == before.keys()
+
+
+def test_inputs_of_the_wrong_type_are_rejected():
+    model = signorm_ensemble(tiny_resnet(), M)
+    with pytest.raises(TypeError, match="tensor or a mapping of tensors.*got list"):
+        model([torch.randn(1, 3, 32, 32)])

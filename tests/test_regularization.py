@@ -1,0 +1,90 @@
+"""The softmax-temperature penalty against the paper's Appendix "Temperature limits"."""
+
+import math
+
+import pytest
+import torch
+
+from torch_uncertainty_signorm import ImportanceSharingPenalty, sharing_penalty
+
+
+def shares(s: torch.Tensor, tau: float) -> torch.Tensor:
+    return torch.softmax(s / tau, dim=0)
+
+
+def penalty_gradient(s: torch.Tensor, tau: float) -> torch.Tensor:
+    s = s.clone().requires_grad_(True)
+    sharing_penalty(s, tau).backward()
+    return s.grad
+
+
+@pytest.mark.parametrize("num_members", [2, 4, 16])
+@pytest.mark.parametrize("tau", [1e-3, 0.1, 1.0, 1e3])
+def test_gradient_equals_one_minus_m_p_over_tau(num_members, tau):
+    s = torch.rand(num_members, 50, dtype=torch.float64)
+    expected = (1 - num_members * shares(s, tau)) / tau
+    torch.testing.assert_close(penalty_gradient(s, tau), expected, rtol=1e-9, atol=1e-9)
+
+
+def test_penalty_is_the_sum_of_log_shares():
+    s = torch.rand(4, 7, dtype=torch.float64)
+    expected = torch.log(shares(s, 0.3)).sum()
+    torch.testing.assert_close(sharing_penalty(s, 0.3), expected)
+
+
+@pytest.mark.parametrize("num_members", [2, 4, 8])
+@pytest.mark.parametrize("tau", [0.05, 0.5, 5.0])
+def test_peak_share_is_bounded_by_the_one_hot_share(num_members, tau):
+    bound = math.exp(1 / tau) / (math.exp(1 / tau) + num_members - 1)
+    one_hot = torch.zeros(num_members, 1, dtype=torch.float64)
+    one_hot[0] = 1.0
+    assert shares(one_hot, tau).max().item() == pytest.approx(bound, rel=1e-12)
+    inside_box = torch.rand(num_members, 10_000, dtype=torch.float64)
+    assert shares(inside_box, tau).max().item() < bound
+
+
+@pytest.mark.parametrize("num_members", [2, 3, 4, 8])
+@pytest.mark.parametrize("tau", [0.01, 0.1, 1.0, 10.0, 100.0])
+def test_descent_points_into_every_k_owner_corner(num_members, tau):
+    for k in range(1, num_members):
+        corner = torch.zeros(num_members, 1, dtype=torch.float64)
+        corner[:k] = 1.0
+        descent = -penalty_gradient(corner, tau).squeeze(1)
+        assert torch.all(descent[:k] > 0), f"owners must move up at k={k}"
+        assert torch.all(descent[k:] < 0), f"non-owners must move down at k={k}"
+
+
+def test_gradient_vanishes_as_tau_grows():
+    s = torch.rand(4, 100, dtype=torch.float64)
+    peaks = [penalty_gradient(s, tau).abs().max().item() for tau in (1.0, 10.0, 100.0, 1000.0)]
+    assert all(later < earlier for earlier, later in zip(peaks, peaks[1:]))
+    assert peaks[-1] < 1e-6
+
+
+@pytest.mark.parametrize("tau", [1e-3, 1e-2, 1.0, 1e2, 1e3])
+def test_stable_for_extreme_temperatures_in_float32(tau):
+    logits = (torch.randn(16, 300) * 6).requires_grad_(True)
+    loss = ImportanceSharingPenalty(tau=tau, strength=1.0)([torch.sigmoid(logits)])
+    loss.backward()
+    assert torch.isfinite(loss) and torch.isfinite(logits.grad).all()
+
+
+def test_layers_are_summed_in_one_pass_and_scaled_by_lambda():
+    layers = [torch.rand(4, 5), torch.rand(4, 3)]
+    penalty = ImportanceSharingPenalty(tau=0.2, strength=0.5)
+    expected = 0.5 * sum(sharing_penalty(layer, 0.2) for layer in layers)
+    torch.testing.assert_close(penalty(layers), expected)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"tau": 0.0}, "tau must be a finite number > 0, got 0.0"),
+        ({"tau": -1.0}, "tau must be a finite number > 0, got -1.0"),
+        ({"tau": float("nan")}, "tau must be a finite number > 0, got nan"),
+        ({"strength": -1e-3}, r"strength \(lambda\) must be a finite number >= 0, got -0.001"),
+    ],
+)
+def test_bad_temperature_or_strength_is_rejected(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        ImportanceSharingPenalty(**kwargs)
