@@ -1,0 +1,179 @@
+"""TorchUncertainty's classification routine with the σNorm diversity regulariser."""
+
+from __future__ import annotations
+
+import csv
+import math
+from pathlib import Path
+
+import torch
+from lightning.pytorch.utilities import rank_zero_warn
+from torch import Tensor, nn
+from torch_uncertainty.routines import ClassificationRoutine
+from torch_uncertainty.transforms import RepeatTarget
+from torch_uncertainty.utils import get_logger_dir
+from torchmetrics import MeanMetric, MetricCollection
+
+from ..diversity import geometric_ambiguity, jensen_gap, mutual_information, signorm_cosine
+from ..ensemble import SigmaNormEnsemble
+from ..optim import DEFAULT_SCALE_LR_MULTIPLIER, signorm_param_groups
+
+__all__ = ["SigmaNormClassificationRoutine"]
+
+_OUTPUT_MEASURES = {
+    "jensen_gap": jensen_gap,
+    "MI": mutual_information,
+    "geometric_ambiguity": geometric_ambiguity,
+}
+
+
+class SigmaNormClassificationRoutine(ClassificationRoutine):
+    r"""Classification with a σNorm-Ensemble: task loss plus :math:`\lambda \mathcal{L}_{div}`.
+
+    Keeps every argument and metric of TorchUncertainty's
+    :class:`~torch_uncertainty.routines.ClassificationRoutine` and adds:
+
+    - training: ``train_loss`` stays the task loss; ``train/diversity_loss`` (the
+      regulariser :math:`\lambda \mathcal{L}_{div}`, with τ and λ set on the model),
+      ``train/total_loss`` (what is optimised) and ``train/signorm_cos``;
+    - validation and test: ``{val,test}/div/signorm_cos`` (all layers),
+      ``.../signorm_cos_regularized``, ``.../jensen_gap``, ``.../MI`` (modulation
+      uncertainty) and ``.../geometric_ambiguity`` on the in-distribution set; the test
+      values are appended to TorchUncertainty's ``results.csv`` row;
+    - :meth:`optimizer_param_groups`: the σNorm scale logits in their own group at
+      ``scale_lr_multiplier`` × the learning rate with no weight decay. The
+      ``torch-uncertainty`` command builds the recipe's ``optimizer:`` from these groups.
+
+    Args:
+        model: The :class:`~torch_uncertainty_signorm.SigmaNormEnsemble` to train.
+        num_classes: Number of classes.
+        loss: The task loss, e.g. :class:`torch.nn.CrossEntropyLoss`.
+        scale_lr_multiplier: Learning-rate multiplier of the σNorm scale logits.
+        **kwargs: Every other argument of ``ClassificationRoutine``. ``is_ensemble``
+            defaults to ``True`` and ``format_batch_fn`` to ``RepeatTarget(M)``.
+    """
+
+    def __init__(
+        self,
+        model: SigmaNormEnsemble,
+        num_classes: int,
+        loss: nn.Module | None = None,
+        *,
+        scale_lr_multiplier: float = DEFAULT_SCALE_LR_MULTIPLIER,
+        **kwargs,
+    ) -> None:
+        if not isinstance(model, SigmaNormEnsemble):
+            raise TypeError(
+                f"SigmaNormClassificationRoutine trains a SigmaNormEnsemble (build one with "
+                f"torch_uncertainty_signorm.signorm_ensemble), got {type(model).__name__}."
+            )
+        if not (
+            isinstance(scale_lr_multiplier, (int, float))
+            and math.isfinite(scale_lr_multiplier)
+            and scale_lr_multiplier > 0
+        ):
+            raise ValueError(
+                f"scale_lr_multiplier must be a finite number > 0, got {scale_lr_multiplier!r}."
+            )
+        kwargs.setdefault("is_ensemble", True)
+        if kwargs.get("format_batch_fn") is None:
+            kwargs["format_batch_fn"] = RepeatTarget(num_repeats=model.num_estimators)
+        super().__init__(model, num_classes, loss, **kwargs)
+        self.scale_lr_multiplier = float(scale_lr_multiplier)
+        measures = MetricCollection({name: MeanMetric() for name in _OUTPUT_MEASURES})
+        self.val_diversity = measures.clone(prefix="val/div/")
+        self.test_diversity = measures.clone(prefix="test/div/")
+        self._eval_logits: Tensor | None = None
+
+    def optimizer_param_groups(self, lr: float) -> list[dict]:
+        """Every parameter at ``lr``; the σNorm scale logits at ``lr * scale_lr_multiplier``
+        without weight decay."""
+        return signorm_param_groups(self, lr, self.scale_lr_multiplier)
+
+    def on_train_start(self) -> None:
+        super().on_train_start()
+        scale_ids = {id(p) for p in self.model.scale_logits()}
+        for optimizer in self.trainer.optimizers:
+            for group in optimizer.param_groups:
+                if any(id(p) in scale_ids for p in group["params"]) and any(
+                    id(p) not in scale_ids for p in group["params"]
+                ):
+                    rank_zero_warn(
+                        "The σNorm scale logits share an optimizer group with the other "
+                        "parameters, so they train without their learning-rate multiplier. "
+                        "Build the optimizer from routine.optimizer_param_groups(lr) (the "
+                        "torch-uncertainty command does this for the YAML `optimizer:`)."
+                    )
+                    return
+
+    def forward(self, inputs: Tensor, save_feats: bool = False) -> Tensor:
+        logits = super().forward(inputs, save_feats=save_feats)
+        self._eval_logits = None if self.training else logits.detach()
+        return logits
+
+    def training_step(self, batch: tuple[Tensor, Tensor]) -> Tensor:
+        task_loss = super().training_step(batch)
+        diversity_loss = self.model.diversity_loss()
+        loss = task_loss + diversity_loss
+        self.log("train/diversity_loss", diversity_loss, logger=True)
+        self.log("train/total_loss", loss, logger=True)
+        self.log("train/signorm_cos", signorm_cosine(self.model.importances()).detach())
+        return loss
+
+    def validation_step(self, batch: tuple[Tensor, Tensor]) -> None:
+        super().validation_step(batch)
+        self._update_output_measures(self.val_diversity, batch[1][:: self.num_tta])
+
+    def test_step(
+        self, batch: tuple[Tensor, Tensor], batch_idx: int, dataloader_idx: int = 0
+    ) -> None:
+        super().test_step(batch, batch_idx, dataloader_idx)
+        if dataloader_idx == 0:
+            self._update_output_measures(self.test_diversity, batch[1][:: self.num_tta])
+
+    def _update_output_measures(self, measures: MetricCollection, targets: Tensor) -> None:
+        """Per-input Jensen gap, MI and geometric ambiguity of the last evaluated batch."""
+        logits = self._eval_logits.float().unflatten(0, (-1, targets.size(0)))  # (M, B, C)
+        if self.binary_cls:
+            positive = torch.sigmoid(logits)
+            probs = torch.cat([1 - positive, positive], dim=-1)
+        else:
+            probs = logits.softmax(dim=-1)
+        for name, measure in _OUTPUT_MEASURES.items():
+            value = measure(probs, targets) if name == "jensen_gap" else measure(probs)
+            measures[name].update(value)
+
+    def _diversity_results(self, measures: MetricCollection, stage: str) -> dict[str, Tensor]:
+        results = measures.compute()
+        measures.reset()
+        with torch.no_grad():
+            results[f"{stage}/div/signorm_cos"] = signorm_cosine(self.model.importances())
+            results[f"{stage}/div/signorm_cos_regularized"] = signorm_cosine(
+                self.model.importances(regularized_only=True)
+            )
+        return results
+
+    def on_validation_epoch_end(self) -> None:
+        super().on_validation_epoch_end()
+        self.log_dict(self._diversity_results(self.val_diversity, "val"), sync_dist=True)
+
+    def on_test_epoch_end(self) -> None:
+        results = self._diversity_results(self.test_diversity, "test")
+        super().on_test_epoch_end()
+        self.log_dict(results, sync_dist=True)
+        if self.save_to_csv and self.logger is not None and self.trainer.is_global_zero:
+            log_dir = get_logger_dir(self.logger)
+            if log_dir is not None and (log_dir / self.csv_filename).is_file():
+                _append_to_last_row(log_dir / self.csv_filename, results)
+
+
+def _append_to_last_row(path: Path, values: dict[str, Tensor]) -> None:
+    """Add columns to the row TorchUncertainty's ``csv_writer`` just wrote (same format)."""
+    with path.open(newline="") as file:
+        rows = list(csv.reader(file))
+    header = rows[0] + [key for key in values if key not in rows[0]]
+    body = [row + [""] * (len(header) - len(row)) for row in rows[1:]]
+    for key, value in values.items():
+        body[-1][header.index(key)] = f"{float(value):.4f}"
+    with path.open("w", newline="") as file:
+        csv.writer(file, delimiter=",").writerows([header, *body])
