@@ -47,6 +47,7 @@ def test_every_norm_layer_is_replaced_and_features_are_member_major():
     ("make_model", "shape", "point"),
     [
         (tiny_resnet, (3, 3, 32, 32), "bn1"),
+        (lambda: tiny_resnet(50), (2, 3, 32, 32), "bn1"),
         (tiny_wideresnet, (3, 3, 32, 32), "bn1"),
         (tiny_vit, (3, 3, 32, 32), "blocks"),
     ],
