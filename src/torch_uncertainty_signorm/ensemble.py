@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any, Literal
 
 import torch
 from torch import Tensor, nn
 
+from .checkpoints import load_backbone_checkpoint
 from .conversion import convert_norm_layers, find_norm_layers
 from .layer_selection import select_layers
 from .layers.member_heads import MemberHeads
@@ -115,6 +117,9 @@ class SigmaNormEnsemble(nn.Module):
         pretrained: ``True`` converts each norm layer so that every member reproduces the
             pretrained output (frozen magnitude, sign and shift); ``False`` builds
             from-scratch σNorm with :math:`\gamma \sim \mathcal{N}(0, 1)` and no shift.
+        checkpoint: A single model's checkpoint (TorchUncertainty/Lightning ``.ckpt``, torch
+            state dict or ``.safetensors``) loaded into ``model`` before the conversion;
+            requires ``pretrained=True`` (the σN-Ens FineTune recipe).
         regularized_layers: Layers the diversity regulariser acts on: a preset
             (``"all"``, ``"resnet18"``, ``"resnet50"``, ``"wideresnet28x10"``,
             ``"transformer"``), a regex matching whole layer names, or a list of names or
@@ -142,6 +147,7 @@ class SigmaNormEnsemble(nn.Module):
         *,
         num_classes: int | None = None,
         pretrained: bool = False,
+        checkpoint: str | Path | None = None,
         regularized_layers: str | Sequence[str] = "all",
         tau: float = 0.1,
         diversity_strength: float = 1e-2,
@@ -178,9 +184,16 @@ class SigmaNormEnsemble(nn.Module):
             raise ValueError(f"num_classes must be an integer >= 1, got {num_classes!r}.")
         if not isinstance(pretrained, bool):
             raise ValueError(f"pretrained must be True or False, got {pretrained!r}.")
+        if checkpoint is not None and not pretrained:
+            raise ValueError(
+                f"checkpoint={str(checkpoint)!r} needs pretrained=True: from-scratch σNorm would "
+                f"discard the checkpoint's normalisation layers."
+            )
         if not (isinstance(scale_init_std, (int, float)) and 0 <= scale_init_std < float("inf")):
             raise ValueError(f"scale_init_std must be finite and >= 0, got {scale_init_std!r}.")
 
+        if checkpoint is not None:
+            load_backbone_checkpoint(model, checkpoint)
         converted = convert_norm_layers(
             model, num_estimators, pretrained=pretrained, scale_init_std=scale_init_std
         )
@@ -279,6 +292,7 @@ def signorm_ensemble(
     num_estimators: int,
     *,
     pretrained: bool = False,
+    checkpoint: str | None = None,
     num_classes: int | None = None,
     regularized_layers: str | list[str] = "all",
     tau: float = 0.1,
@@ -291,13 +305,15 @@ def signorm_ensemble(
     """Build a :class:`SigmaNormEnsemble` (TorchUncertainty-style factory, usable from YAML).
 
     Args are those of :class:`SigmaNormEnsemble`; ``pretrained=True`` selects the
-    output-preserving conversion of a pretrained backbone, ``False`` from-scratch σNorm.
+    output-preserving conversion of a pretrained backbone, ``False`` from-scratch σNorm;
+    ``checkpoint`` loads a single model's weights first (FineTune).
     """
     return SigmaNormEnsemble(
         model,
         num_estimators,
         num_classes=num_classes,
         pretrained=pretrained,
+        checkpoint=checkpoint,
         regularized_layers=regularized_layers,
         tau=tau,
         diversity_strength=diversity_strength,

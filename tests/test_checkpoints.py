@@ -1,0 +1,83 @@
+"""FineTune start: a single model's checkpoint loads, converts and is reproduced by every member."""
+
+import copy
+
+import pytest
+import torch
+from lightning.pytorch.callbacks import ModelCheckpoint
+from safetensors.torch import save_file
+from torch import nn
+from torch_uncertainty.models.classification import resnet
+from torch_uncertainty.routines import ClassificationRoutine
+
+from fixtures.backbones import relative_error, tiny_resnet
+from fixtures.digits import cpu_trainer
+from torch_uncertainty_signorm import signorm_ensemble
+from torch_uncertainty_signorm.datamodules import DigitsDataModule
+from torch_uncertainty_signorm.layers.signorm import _SigmaNorm
+
+
+def digits_resnet():
+    return resnet(1, 10, 18, style="cifar", width_multiplier=0.25)
+
+
+def test_lightning_checkpoint_of_a_trained_single_model_is_reproduced_by_every_member(tmp_path):
+    single = digits_resnet()
+    routine = ClassificationRoutine(
+        single, 10, nn.CrossEntropyLoss(),
+        optim_recipe=torch.optim.SGD(single.parameters(), lr=0.05, momentum=0.9),
+    )
+    checkpointing = ModelCheckpoint(dirpath=tmp_path, save_last=True)
+    trainer = cpu_trainer(max_epochs=1, limit_train_batches=5, limit_val_batches=1,
+                          enable_checkpointing=True, callbacks=[checkpointing])
+    trainer.fit(routine, DigitsDataModule(batch_size=32))
+    x = torch.randn(6, 1, 8, 8)
+    with torch.no_grad():
+        expected = single.eval().feats_forward(x)
+    ensemble = signorm_ensemble(digits_resnet(), 4, pretrained=True,
+                                checkpoint=str(tmp_path / "last.ckpt")).eval()
+    with torch.no_grad():
+        members = ensemble.forward_features(x).unflatten(0, (4, -1))
+    for member in members:
+        assert relative_error(member, expected) <= 1e-5
+
+
+@pytest.mark.parametrize("suffix", [".pt", ".safetensors"])
+def test_plain_state_dicts_load(tmp_path, suffix):
+    source = tiny_resnet()
+    path = tmp_path / f"weights{suffix}"
+    state = {k: v.contiguous() for k, v in source.state_dict().items()}
+    torch.save(state, path) if suffix == ".pt" else save_file(state, path)
+    target = tiny_resnet()
+    ensemble = signorm_ensemble(target, 2, pretrained=True, checkpoint=path)
+    torch.testing.assert_close(ensemble.backbone.conv1.weight, source.conv1.weight)
+
+
+@pytest.mark.parametrize(
+    ("write", "error", "message"),
+    [
+        (lambda p: torch.save(resnet(3, 10, 50, style="cifar", width_multiplier=0.125).state_dict(), p),
+         ValueError, r"does not fit _ResNet: unexpected: .*shape mismatch: layer1.0.conv1.weight"),
+        (lambda p: p.write_bytes(b"PK\x03\x04 truncated"), ValueError, "could not be read"),
+        (lambda p: torch.save({"step": torch.tensor(1), "notes": "x"}, p), ValueError,
+         "holds no state dict of tensors"),
+        (lambda p: None, FileNotFoundError, "does not exist or is not a file"),
+    ],
+    ids=["other-architecture", "truncated", "not-a-state-dict", "missing-file"],
+)
+def test_bad_checkpoints_name_the_file_and_leave_the_model_untouched(tmp_path, write, error, message):
+    path = tmp_path / "bad.ckpt"
+    write(path)
+    model = tiny_resnet()
+    before = copy.deepcopy(model.state_dict())
+    with pytest.raises(error, match=message) as raised:
+        signorm_ensemble(model, 4, pretrained=True, checkpoint=path)
+    assert str(path) in str(raised.value)
+    assert not any(isinstance(m, _SigmaNorm) for m in model.modules())
+    for key, value in model.state_dict().items():
+        assert torch.equal(value, before[key]), key
+
+
+def test_checkpoint_requires_the_output_preserving_conversion(tmp_path):
+    with pytest.raises(ValueError, match="checkpoint='single.ckpt' needs pretrained=True"):
+        signorm_ensemble(tiny_resnet(), 4, checkpoint="single.ckpt")

@@ -1,0 +1,414 @@
+"""The ``torch-uncertainty`` command and the recipes in ``experiments/``.
+
+Runs offline on CPU in seconds: recipes are parsed, not trained, except a few one-step or
+one-epoch runs of ResNet-18 recipes on the random datamodule of
+``tests/fixtures/synthetic_datamodule.py``, with the backbone narrowed through TU's
+``width_multiplier`` (stem 64 -> 8 channels; depth, blocks, heads and every other recipe value
+unchanged) and ``precision=32`` on the CPU.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+import yaml
+from fixtures.synthetic_datamodule import SyntheticDataModule
+from lightning.pytorch import LightningDataModule, LightningModule
+from lightning.pytorch.callbacks import ProgressBar
+from lightning.pytorch.cli import SaveConfigCallback
+from torch import nn
+from torch_uncertainty.routines import ClassificationRoutine
+from torch_uncertainty.utils.cli import TULightningCLI, TUSaveConfigCallback
+
+from torch_uncertainty_signorm.cli import TUSigmaNormCLI, cli_main, main
+
+EXPERIMENTS = Path(__file__).parents[1] / "experiments"
+RECIPES = sorted(EXPERIMENTS.glob("*.yaml"))
+#: The CIFAR benchmark recipes (the digits quickstart follows its own CPU protocol).
+BENCHMARK_RECIPES = [p for p in RECIPES if not p.stem.startswith("digits")]
+SYNTHETIC = f"{SyntheticDataModule.__module__}.SyntheticDataModule"
+# Smallest width keeping the ResNet structure: stem 64 * 0.125 = 8 channels, stages 8/16/32/64.
+NARROW = "--routine.init_args.model.init_args.width_multiplier=0.125"
+CPU = ["--trainer.accelerator=cpu", "--trainer.devices=1", "--trainer.precision=32"]
+
+
+def _load(path: Path) -> dict:
+    return yaml.safe_load(path.read_text())
+
+
+def _uses_signorm(config: dict) -> bool:
+    return config["routine"]["class_path"].startswith("torch_uncertainty_signorm")
+
+
+def _find(tree, key: str) -> list:
+    """Every value of ``key`` anywhere in a nested dict/list."""
+    found = []
+    if isinstance(tree, dict):
+        for k, v in tree.items():
+            if k == key:
+                found.append(v)
+            found += _find(v, key)
+    elif isinstance(tree, list):
+        for v in tree:
+            found += _find(v, key)
+    return found
+
+
+def _class(path: str):
+    module, _, name = path.rpartition(".")
+    return getattr(__import__(module, fromlist=[name]), name)
+
+
+@pytest.fixture(autouse=True)
+def _clean_argv(monkeypatch):
+    # LightningCLI warns when both `args` and sys.argv (here pytest's) are given.
+    monkeypatch.setattr(sys, "argv", ["torch-uncertainty"])
+
+
+def test_recipes_exist():
+    names = {p.name for p in RECIPES}
+    assert "wrn_c100_signorm.yaml" in names
+    for backbone in ("resnet18", "resnet50", "wrn"):
+        for dataset in ("c10", "c100"):
+            for method in ("single", "packed", "signorm", "signorm_finetune"):
+                assert f"{backbone}_{dataset}_{method}.yaml" in names
+
+
+def test_readme_lists_every_recipe():
+    readme = (EXPERIMENTS / "README.md").read_text()
+    missing = [p.name for p in RECIPES if f"`{p.name}`" not in readme]
+    assert not missing
+
+
+@pytest.mark.parametrize("recipe", RECIPES, ids=lambda p: p.stem)
+def test_recipe_parses(recipe: Path):
+    """Each recipe parses through the command's parser (class paths, argument names and types)."""
+    config = _load(recipe)
+    if _uses_signorm(config):
+        pytest.importorskip("torch_uncertainty_signorm.routines")
+    out, err = io.StringIO(), io.StringIO()
+    with (
+        contextlib.redirect_stdout(out),
+        contextlib.redirect_stderr(err),
+        pytest.raises(SystemExit) as exit_info,
+    ):
+        main(["fit", "--config", str(recipe), "--print_config"])
+    assert exit_info.value.code in (0, None), "error:" + err.getvalue().partition("error:")[2]
+    resolved = yaml.safe_load(out.getvalue())
+    assert resolved["routine"]["class_path"] == config["routine"]["class_path"]
+    assert resolved["data"]["class_path"] == config["data"]["class_path"]
+
+
+@pytest.mark.parametrize("recipe", BENCHMARK_RECIPES, ids=lambda p: p.stem)
+def test_recipe_is_consistent(recipe: Path):
+    """Class counts, ensemble sizes and the protocol's fixed settings agree within a recipe."""
+    config = _load(recipe)
+    routine, data = config["routine"]["init_args"], config["data"]
+    num_classes = _class(data["class_path"]).num_classes
+    assert routine["num_classes"] == num_classes
+    assert set(_find(routine["model"], "num_classes")) == {num_classes}
+
+    assert data["init_args"]["batch_size"] == 128
+    assert data["init_args"]["root"] == "./data"
+    assert config["trainer"]["precision"] == "16-mixed"
+    assert config["eval_after_fit"] is True
+    callbacks = [c["class_path"] for c in config["trainer"]["callbacks"]]
+    assert "torch_uncertainty.callbacks.TUClsCheckpoint" in callbacks
+    assert "optimizer" in config
+    assert "optim_recipe" not in routine
+
+    estimators = set(_find(routine["model"], "num_estimators"))
+    if estimators:
+        assert estimators == {4}
+        assert routine["is_ensemble"] is True
+        batch_format = routine["format_batch_fn"]["init_args"]
+        assert batch_format.get("num_repeats", batch_format.get("num_estimators")) == 4
+
+
+def test_recipes_log_to_distinct_directories():
+    targets = {}
+    for recipe in RECIPES:
+        logger = _load(recipe)["trainer"]["logger"]["init_args"]
+        targets.setdefault((logger["save_dir"], logger["name"]), []).append(recipe.name)
+    assert all(len(files) == 1 for files in targets.values()), targets
+
+
+# --- forwarding of eval_ood / eval_shift / num_tta ------------------------------------------
+
+ROUTINE = "torch_uncertainty.routines.ClassificationRoutine"
+
+
+def _args(routine: str = ROUTINE, **data_args) -> list[str]:
+    args = [
+        f"--routine={routine}",
+        "--routine.init_args.model=torch.nn.Linear",
+        "--routine.init_args.model.init_args.in_features=3",
+        "--routine.init_args.model.init_args.out_features=10",
+        f"--data={SYNTHETIC}",
+        "--data.init_args.batch_size=4",
+    ]
+    if routine == ROUTINE:
+        args.append("--routine.init_args.num_classes=10")
+    return args + [f"--data.init_args.{k}={str(v).lower()}" for k, v in data_args.items()]
+
+
+@pytest.mark.parametrize(
+    ("eval_ood", "eval_shift", "num_tta"), [(True, False, 1), (False, True, 2), (True, True, 4)]
+)
+def test_datamodule_args_reach_the_routine(eval_ood, eval_shift, num_tta, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    args = _args(eval_ood=eval_ood, eval_shift=eval_shift, num_tta=num_tta)
+    cli = cli_main(args, run=False)
+    for key in ("eval_ood", "eval_shift", "num_tta"):
+        assert getattr(cli.routine, key) == getattr(cli.datamodule, key)
+    assert cli.forwarded_data_args == {
+        "eval_ood": eval_ood,
+        "eval_shift": eval_shift,
+        "num_tta": num_tta,
+    }
+
+
+def test_tu_links_do_nothing_with_class_paths(tmp_path, monkeypatch):
+    """The claim this CLI fixes: TU's own CLI in subclass mode leaves the routine's values alone."""
+    monkeypatch.chdir(tmp_path)
+    args = _args(eval_ood=True, eval_shift=True, num_tta=2)
+    cli = TULightningCLI(
+        LightningModule,
+        LightningDataModule,
+        subclass_mode_model=True,
+        subclass_mode_data=True,
+        run=False,
+        args=args,
+    )
+    assert (cli.datamodule.eval_ood, cli.datamodule.eval_shift, cli.datamodule.num_tta) == (
+        True,
+        True,
+        2,
+    )
+    assert (cli.routine.eval_ood, cli.routine.eval_shift, cli.routine.num_tta) == (False, False, 1)
+    # TU 0.13 also defaults to no config-saving callback; the command adds TU's own.
+    assert not any(isinstance(c, SaveConfigCallback) for c in cli.trainer.callbacks)
+    ours = cli_main(args, run=False)
+    assert any(isinstance(c, TUSaveConfigCallback) for c in ours.trainer.callbacks)
+
+
+def test_datamodule_wins_over_a_conflicting_routine_value(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    args = [*_args(eval_ood=False), "--routine.init_args.eval_ood=true"]
+    with pytest.warns(
+        UserWarning, match="eval_ood=True replaced by the datamodule's eval_ood=False"
+    ):
+        cli = cli_main(args, run=False)
+    assert cli.routine.eval_ood is False
+
+
+class PlainRoutine(LightningModule):
+    """A routine taking none of the forwarded arguments."""
+
+    def __init__(self, model: nn.Module) -> None:
+        super().__init__()
+        self.model = model
+
+
+class HParamsRoutine(ClassificationRoutine):
+    """A routine saving its arguments, as Lightning's load_from_checkpoint needs."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.save_hyperparameters()
+
+
+class GroupedRoutine(ClassificationRoutine):
+    """Biases at 100x the learning rate and without weight decay, through the CLI's hook."""
+
+    def optimizer_param_groups(self, lr: float):
+        named = list(self.named_parameters())
+        return [
+            {"params": [p for n, p in named if not n.endswith("bias")]},
+            {
+                "params": [p for n, p in named if n.endswith("bias")],
+                "lr": 100 * lr,
+                "weight_decay": 0.0,
+            },
+        ]
+
+
+def _path(cls: type) -> str:
+    return f"{cls.__module__}.{cls.__qualname__}"
+
+
+def test_routines_without_those_arguments_are_left_alone(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    cli = cli_main(_args(routine=_path(PlainRoutine), eval_ood=True), run=False)
+    assert isinstance(cli.routine, PlainRoutine)
+    assert cli.forwarded_data_args == {}
+
+
+def test_routine_hyperparameters_hold_the_routine_block(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    args = [
+        *_args(routine=_path(HParamsRoutine), eval_ood=True),
+        "--routine.init_args.num_classes=10",
+    ]
+    cli = cli_main(args, run=False)
+    hparams = cli.routine.hparams
+    assert hparams["_class_path"] == _path(HParamsRoutine)
+    assert hparams["num_classes"] == 10
+    assert hparams["eval_ood"] is True  # the forwarded value
+
+
+def test_optimizer_param_groups_hook(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    args = [
+        *_args(routine=_path(GroupedRoutine)),
+        "--routine.init_args.num_classes=10",
+        "--optimizer=torch.optim.SGD",
+        "--optimizer.init_args.lr=0.05",
+        "--optimizer.init_args.weight_decay=5e-4",
+        "--lr_scheduler=torch.optim.lr_scheduler.MultiStepLR",
+        "--lr_scheduler.init_args.milestones=[25, 50]",
+    ]
+    cli = cli_main(args, run=False)
+    optimizers, schedulers = cli.routine.configure_optimizers()
+    weights, biases = optimizers[0].param_groups
+    assert (weights["lr"], weights["weight_decay"]) == (0.05, 5e-4)
+    assert (biases["lr"], biases["weight_decay"]) == (pytest.approx(5.0), 0.0)
+    assert [p.shape for p in biases["params"]] == [torch.Size([10])]
+    assert schedulers[0].base_lrs == [0.05, pytest.approx(5.0)]
+    assert "parameters" not in vars(cli.routine)  # the temporary override is gone
+
+
+# --- running recipes ------------------------------------------------------------------------
+
+
+def _run_recipe(recipe: str, *extra: str) -> TUSigmaNormCLI:
+    return cli_main(
+        [
+            "fit",
+            "--config",
+            str(EXPERIMENTS / recipe),
+            f"--data={SYNTHETIC}",
+            "--data.init_args.batch_size=4",
+            "--data.init_args.num_workers=0",
+            NARROW,
+            *CPU,
+            *extra,
+        ]
+    )
+
+
+@pytest.mark.slow
+def test_baseline_recipe_fast_dev_run(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    cli = _run_recipe("resnet18_c10_single.yaml", "--trainer.fast_dev_run=1")
+    assert cli.trainer.state.finished
+    assert cli.trainer.global_step == 1
+    assert isinstance(cli.datamodule, SyntheticDataModule)
+    assert cli.routine.model.linear.out_features == 10
+    # Recipe values survive the overrides.
+    optimizer = cli.trainer.optimizers[0]
+    assert optimizer.defaults["lr"] == 0.05 and optimizer.defaults["weight_decay"] == 5e-4
+    assert cli.config.fit.trainer.max_epochs == 75  # fast_dev_run itself runs one step
+    assert any(isinstance(c, ProgressBar) for c in cli.trainer.callbacks)
+
+
+@pytest.mark.slow
+def test_eval_after_fit_tests_the_best_checkpoint_and_config_is_saved(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    cli = _run_recipe(
+        "resnet18_c10_packed.yaml",
+        "--data.init_args.eval_ood=true",
+        "--trainer.max_epochs=1",
+        "--trainer.limit_train_batches=1",
+        "--trainer.limit_val_batches=1",
+        "--trainer.num_sanity_val_steps=0",
+    )
+    best = cli.trainer.checkpoint_callback.best_model_path
+    assert best and Path(best).is_file()
+    assert cli.trainer.state.fn == "test"  # fit, then test
+    assert cli.trainer.ckpt_path == best
+    metrics = cli.trainer.callback_metrics
+    assert "test/cls/Acc" in metrics
+    assert any(k.startswith("ood/") for k in metrics)  # eval_ood reached the routine
+
+    saved = Path(cli.trainer.log_dir) / "config.yaml"
+    assert saved.is_file()
+    config = yaml.safe_load(saved.read_text())
+    assert config["routine"]["class_path"] == ROUTINE
+    assert config["data"]["class_path"] == SYNTHETIC
+    assert config["routine"]["init_args"]["eval_ood"] is True
+    assert saved.resolve().parents[2] == tmp_path.resolve() / "logs" / "resnet18_c10"
+
+
+@pytest.mark.slow
+def test_signorm_recipe_trains_scale_logits_in_their_own_group(tmp_path, monkeypatch):
+    """The σN-Ens recipe runs, its optimizer built from the routine's parameter groups."""
+    pytest.importorskip("torch_uncertainty_signorm.routines")
+    monkeypatch.chdir(tmp_path)
+    cli = cli_main(
+        [
+            "fit",
+            "--config",
+            str(EXPERIMENTS / "resnet18_c10_signorm.yaml"),
+            f"--data={SYNTHETIC}",
+            "--data.init_args.batch_size=4",
+            "--routine.init_args.model.init_args.model.init_args.width_multiplier=0.125",
+            *CPU,
+            "--trainer.fast_dev_run=1",
+        ]
+    )
+    assert cli.trainer.state.finished and cli.trainer.global_step == 1
+    scale_ids = {id(p) for p in cli.routine.model.scale_logits()}
+    groups = cli.trainer.optimizers[0].param_groups
+    scale_groups = [g for g in groups if {id(p) for p in g["params"]} == scale_ids]
+    assert len(scale_groups) == 1
+    assert scale_groups[0]["lr"] == pytest.approx(0.05 * 100)
+    assert scale_groups[0]["weight_decay"] == 0.0
+    others = [g for g in groups if g is not scale_groups[0]]
+    assert all(g["lr"] == 0.05 and g["weight_decay"] == 5e-4 for g in others)
+
+
+def test_eval_after_fit_can_be_switched_off(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    recipe = str(EXPERIMENTS / "resnet18_c10_single.yaml")
+    for flag, expected in (
+        ([], True),
+        (["--eval_after_fit=false"], False),
+        (["--eval_after_fit"], True),
+    ):
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out), pytest.raises(SystemExit):
+            main(["fit", "--config", recipe, *flag, "--print_config"])
+        assert yaml.safe_load(out.getvalue())["eval_after_fit"] is expected
+
+
+@pytest.mark.slow
+def test_checkpoints_reload_with_their_routine_block(tmp_path, monkeypatch):
+    """Routines saving their hyperparameters reload from checkpoints written by the command."""
+    monkeypatch.chdir(tmp_path)
+    common = [
+        "--config",
+        str(EXPERIMENTS / "resnet18_c10_single.yaml"),
+        "--eval_after_fit=false",
+        f"--routine={_path(HParamsRoutine)}",
+        f"--data={SYNTHETIC}",
+        "--data.init_args.batch_size=4",
+        "--data.init_args.num_workers=0",
+        NARROW,
+        *CPU,
+    ]
+    cli = cli_main(["fit", *common, "--trainer.max_epochs=1"])
+    best = cli.trainer.checkpoint_callback.best_model_path
+    assert cli.trainer.state.fn == "fit"  # eval_after_fit switched off
+
+    routine = HParamsRoutine.load_from_checkpoint(best)
+    assert routine.num_classes == 10
+    assert routine.model.linear.out_features == 10
+    tested = cli_main(["test", *common, "--ckpt_path", best])
+    assert tested.trainer.ckpt_path == best
+    assert "test/cls/Acc" in tested.trainer.callback_metrics
