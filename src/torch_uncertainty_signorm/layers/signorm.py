@@ -77,6 +77,12 @@ def output_preserving_reparameterization(
     return magnitude.float(), torch.sign(w).float(), logits.float(), b
 
 
+def _placement(module: nn.Module) -> dict:
+    """Device and dtype of ``module``'s affine weight (defaults when it has none)."""
+    weight = getattr(module, "weight", None)
+    return {} if weight is None else {"device": weight.device, "dtype": weight.dtype}
+
+
 class _SigmaNorm(nn.Module):
     """Per-member scale logits, optional frozen reconstruction, member-major input checks."""
 
@@ -341,14 +347,13 @@ class SigmaLayerNorm(_SigmaNorm):
 
     @classmethod
     def _empty_like(cls, module, num_estimators, scale_init_std):
-        ref = module.weight if module.weight is not None else torch.empty(0)
+        eps = module.eps if module.eps is not None else torch.finfo(torch.float32).eps
         return cls(
             tuple(module.normalized_shape),
             num_estimators,
-            eps=module.eps,
+            eps=eps,
             scale_init_std=scale_init_std,
-            device=ref.device,
-            dtype=ref.dtype if module.weight is not None else None,
+            **_placement(module),
         )
 
     def _normalize(self, x: Tensor) -> Tensor:
@@ -368,19 +373,6 @@ class SigmaLayerNorm(_SigmaNorm):
 
 class SigmaRMSNorm(SigmaLayerNorm):
     """σRMSNorm: RMSNorm (no centring) with per-member scale logits."""
-
-    @classmethod
-    def _empty_like(cls, module, num_estimators, scale_init_std):
-        ref = module.weight if module.weight is not None else torch.empty(0)
-        eps = module.eps if module.eps is not None else torch.finfo(torch.float32).eps
-        return cls(
-            tuple(module.normalized_shape),
-            num_estimators,
-            eps=eps,
-            scale_init_std=scale_init_std,
-            device=ref.device,
-            dtype=ref.dtype if module.weight is not None else None,
-        )
 
     def _normalize(self, x: Tensor) -> Tensor:
         return F.rms_norm(x, self.normalized_shape, None, self.eps)
@@ -412,15 +404,13 @@ class SigmaGroupNorm(_SigmaNorm):
 
     @classmethod
     def _empty_like(cls, module, num_estimators, scale_init_std):
-        ref = module.weight if module.weight is not None else torch.empty(0)
         return cls(
             module.num_groups,
             module.num_channels,
             num_estimators,
             eps=module.eps,
             scale_init_std=scale_init_std,
-            device=ref.device,
-            dtype=ref.dtype if module.weight is not None else None,
+            **_placement(module),
         )
 
     def forward(self, x: Tensor) -> Tensor:
