@@ -371,6 +371,8 @@ def test_signorm_recipe_trains_scale_logits_in_their_own_group(tmp_path, monkeyp
     assert scale_groups[0]["weight_decay"] == 0.0
     others = [g for g in groups if g is not scale_groups[0]]
     assert all(g["lr"] == 0.05 and g["weight_decay"] == 5e-4 for g in others)
+    every_other = {id(p) for p in cli.routine.parameters()} - scale_ids
+    assert {id(p) for g in others for p in g["params"]} == every_other
 
 
 def test_eval_after_fit_can_be_switched_off(tmp_path, monkeypatch):
