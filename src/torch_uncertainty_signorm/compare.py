@@ -37,7 +37,7 @@ from .ensemble import signorm_ensemble
 from .optim import signorm_param_groups
 from .routines import SigmaNormClassificationRoutine
 
-__all__ = ["compare", "main"]
+__all__ = ["compare", "main", "signorm_routine"]
 
 NUM_CLASSES = 10
 WIDTH = 0.25  # CIFAR-style ResNet-18 at 1/4 width: 16-32-64-128 channels
@@ -55,24 +55,23 @@ def _sgd(params) -> torch.optim.Optimizer:
     return torch.optim.SGD(params, lr=LR, momentum=MOMENTUM, weight_decay=WEIGHT_DECAY)
 
 
-def _ensemble_routine(model: nn.Module, num_estimators: int) -> ClassificationRoutine:
+def _routine(model: nn.Module, num_estimators: int = 1) -> ClassificationRoutine:
+    """TorchUncertainty's routine with the shared recipe; an ensemble when ``num_estimators > 1``."""
+    ensemble = num_estimators > 1
     return ClassificationRoutine(
-        model, NUM_CLASSES, nn.CrossEntropyLoss(), is_ensemble=True,
-        format_batch_fn=RepeatTarget(num_repeats=num_estimators),
+        model, NUM_CLASSES, nn.CrossEntropyLoss(), is_ensemble=ensemble,
+        format_batch_fn=RepeatTarget(num_repeats=num_estimators) if ensemble else None,
         optim_recipe=lambda m: _sgd(m.parameters()), eval_ood=True,
     )
 
 
 def _single(num_estimators: int) -> ClassificationRoutine:
-    return ClassificationRoutine(
-        _resnet(), NUM_CLASSES, nn.CrossEntropyLoss(),
-        optim_recipe=lambda m: _sgd(m.parameters()), eval_ood=True,
-    )
+    return _routine(_resnet())
 
 
 def _deep_ensembles(num_estimators: int) -> ClassificationRoutine:
     model = deep_ensembles(_resnet(), num_estimators=num_estimators)  # re-initialises each copy
-    return _ensemble_routine(model, num_estimators)
+    return _routine(model, num_estimators)
 
 
 def _packed_resnet(num_estimators: int) -> nn.Module:
@@ -83,17 +82,30 @@ def _packed_resnet(num_estimators: int) -> nn.Module:
 
 
 def _packed(num_estimators: int) -> ClassificationRoutine:
-    return _ensemble_routine(_packed_resnet(num_estimators), num_estimators)
+    return _routine(_packed_resnet(num_estimators), num_estimators)
 
 
-def _signorm(num_estimators: int) -> SigmaNormClassificationRoutine:
+def signorm_routine(
+    num_estimators: int = DEFAULT_NUM_ESTIMATORS,
+    tau: float = TAU,
+    diversity_strength: float = DIVERSITY_STRENGTH,
+    **routine_kwargs,
+) -> SigmaNormClassificationRoutine:
+    """The σN-Ens row: the shared backbone and recipe, scale logits at 100× lr, OOD on.
+
+    ``routine_kwargs`` override or extend the routine's arguments (e.g. ``save_to_csv``).
+    """
     model = signorm_ensemble(
-        _resnet(), num_estimators, regularized_layers="resnet18", tau=TAU,
-        diversity_strength=DIVERSITY_STRENGTH,
+        _resnet(), num_estimators, regularized_layers="resnet18", tau=tau,
+        diversity_strength=diversity_strength,
     )
     return SigmaNormClassificationRoutine(
         model, NUM_CLASSES, nn.CrossEntropyLoss(),
-        optim_recipe=lambda m: _sgd(signorm_param_groups(m, lr=LR)), eval_ood=True,
+        **{
+            "optim_recipe": lambda m: _sgd(signorm_param_groups(m, lr=LR)),
+            "eval_ood": True,
+            **routine_kwargs,
+        },
     )
 
 
@@ -102,7 +114,7 @@ METHODS: dict[str, Callable[[int], ClassificationRoutine]] = {
     "Single": _single,
     "Deep Ensembles": _deep_ensembles,
     "Packed Ensembles": _packed,
-    "σN-Ens": _signorm,
+    "σN-Ens": signorm_routine,
 }
 
 #: (row key, column title, TorchUncertainty test metric, scale, format) of the table.

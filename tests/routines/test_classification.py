@@ -15,7 +15,7 @@ from torch_uncertainty_signorm.routines import SigmaNormClassificationRoutine
 
 
 def test_scale_logits_get_their_own_group_at_100x_without_weight_decay():
-    routine = digits_signorm_routine(lr=0.05)
+    routine = digits_signorm_routine()  # base lr 0.05
     optimizer = routine.configure_optimizers()
     base, scales = optimizer.param_groups
     assert scales["lr"] == pytest.approx(5.0) and scales["weight_decay"] == 0.0
