@@ -1,0 +1,318 @@
+r"""FiLM-Ensemble (Turkoglu et al., 2022): M members modulating one backbone's BatchNorm layers.
+
+Every BatchNorm layer of the backbone becomes a :class:`FiLMBatchNorm` holding, for each
+member :math:`m`, its own running statistics and its own unconstrained affine
+
+.. math::
+    y_m = \gamma_m \odot \frac{x_m - \mu_m}{\sqrt{\sigma^2_m + \epsilon}} + \beta_m ,
+
+while every other weight, the classifier included, is shared. The members differ only
+through the initialisation of :math:`(\gamma_m, \beta_m)`: each is drawn around a centre with
+a spread set by ``gain``,
+
+.. math::
+    \gamma_m = c_\gamma + g\,\xi_m, \quad \beta_m = c_\beta + g\,\eta_m, \quad
+    \xi_m, \eta_m \sim \mathcal{U}\!\left(-\sqrt{6 / (M + F)},\ \sqrt{6 / (M + F)}\right),
+
+the bound being Xavier-uniform's for an ``(M, F)`` tensor, the distribution of the official
+implementation. The centre is the replaced layer's own affine (``init_center="affine"``,
+so ``gain=0`` gives M identical copies of the backbone) or zero (``init_center="zero"``,
+as the official code, where :math:`\gamma_m, \beta_m` are Xavier-uniform draws with gain
+:math:`g`). Training uses one learning rate for every parameter and no regulariser, so the
+diversity is whatever the initialisation seeded.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any, Literal
+
+import torch
+from torch import Tensor, nn
+
+from ..conversion import replace_modules
+from ..ensemble import (
+    MemberExpansion,
+    _auto_expansion_point,
+    _batch_size,
+    _find_classifier,
+)
+from ..layers.member_statistics import (
+    copy_member_statistics,
+    member_batch_norm,
+    register_member_statistics,
+)
+
+__all__ = ["FiLMBatchNorm", "FiLMEnsemble", "film_ensemble"]
+
+InitCenter = Literal["affine", "zero"]
+
+
+def _check_gain(gain: Any) -> None:
+    if isinstance(gain, bool) or not isinstance(gain, (int, float)) or not (
+        0 <= gain < float("inf")
+    ):
+        raise ValueError(f"gain must be a finite number >= 0, got {gain!r}.")
+
+
+def _check_init_center(init_center: Any) -> None:
+    if init_center not in ("affine", "zero"):
+        raise ValueError(f"init_center must be 'affine' or 'zero', got {init_center!r}.")
+
+
+class FiLMBatchNorm(nn.Module):
+    """BatchNorm of any rank over member-major ``(M·B, C, ...)`` inputs, one affine per member.
+
+    Each member's contiguous block of rows is normalised with its own batch statistics (in
+    training) or running statistics (in evaluation) and its own ``weight[m]``, ``bias[m]``,
+    through torch's fused BatchNorm kernel, which also updates row ``m`` of the running
+    statistics exactly as :class:`torch.nn.BatchNorm2d` would.
+
+    Args:
+        num_features: Number of channels C.
+        num_estimators: Number of members M.
+        eps: Added to the variance, as in BatchNorm.
+        momentum: Running-statistics momentum; ``None`` for a cumulative average.
+        track_running_stats: Whether to keep running statistics (else batch statistics
+            are used in evaluation too).
+    """
+
+    def __init__(
+        self,
+        num_features: int,
+        num_estimators: int,
+        eps: float = 1e-5,
+        momentum: float | None = 0.1,
+        track_running_stats: bool = True,
+        device: torch.device | None = None,
+        dtype: torch.dtype | None = None,
+    ) -> None:
+        super().__init__()
+        for name, value in (("num_features", num_features), ("num_estimators", num_estimators)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"{name} must be an integer >= 1, got {value!r}.")
+        self.num_features = num_features
+        self.num_estimators = num_estimators
+        self.eps = eps
+        self.momentum = momentum
+        self.track_running_stats = track_running_stats
+        factory = {"device": device, "dtype": dtype}
+        self.weight = nn.Parameter(torch.ones(num_estimators, num_features, **factory))
+        self.bias = nn.Parameter(torch.zeros(num_estimators, num_features, **factory))
+        register_member_statistics(self, num_estimators, num_features, track_running_stats, device)
+
+    @torch.no_grad()
+    def reset_members(
+        self,
+        gain: float,
+        weight_center: Tensor | float = 1.0,
+        bias_center: Tensor | float = 0.0,
+    ) -> None:
+        """Draw every member's affine as ``center + gain · U(±sqrt(6 / (M + C)))``."""
+        _check_gain(gain)
+        bound = gain * math.sqrt(6.0 / (self.num_estimators + self.num_features))
+        for param, center in ((self.weight, weight_center), (self.bias, bias_center)):
+            param.uniform_(-bound, bound).add_(torch.as_tensor(center).to(param).reshape(-1))
+
+    @classmethod
+    def from_batch_norm(
+        cls,
+        module: nn.modules.batchnorm._BatchNorm,
+        num_estimators: int,
+        *,
+        gain: float,
+        init_center: InitCenter = "affine",
+    ) -> FiLMBatchNorm:
+        """The FiLM layer replacing ``module``: its hyper-parameters and running statistics,
+        members drawn around ``module``'s affine (``"affine"``) or around zero (``"zero"``)."""
+        _check_init_center(init_center)
+        ref = module.weight if module.weight is not None else module.running_mean
+        layer = cls(
+            module.num_features,
+            num_estimators,
+            eps=module.eps,
+            momentum=module.momentum,
+            track_running_stats=module.track_running_stats,
+            device=None if ref is None else ref.device,
+            dtype=None if module.weight is None else module.weight.dtype,
+        )
+        if init_center == "affine" and module.affine:
+            layer.reset_members(gain, module.weight.detach(), module.bias.detach())
+        elif init_center == "affine":
+            layer.reset_members(gain)
+        else:
+            layer.reset_members(gain, 0.0, 0.0)
+        copy_member_statistics(layer, module)
+        return layer
+
+    def forward(self, x: Tensor) -> Tensor:
+        if x.dim() < 2 or x.shape[1] != self.num_features:
+            raise ValueError(
+                f"FiLMBatchNorm expects (M·B, {self.num_features}, ...) inputs, got shape "
+                f"{tuple(x.shape)}."
+            )
+        if x.shape[0] % self.num_estimators != 0:
+            raise ValueError(
+                f"FiLMBatchNorm expects a member-major batch of M·B rows with M = "
+                f"num_estimators = {self.num_estimators}, got {x.shape[0]} rows."
+            )
+        return member_batch_norm(self, x, self.weight, self.bias)
+
+    def extra_repr(self) -> str:
+        return (
+            f"{self.num_features}, num_estimators={self.num_estimators}, eps={self.eps}, "
+            f"momentum={self.momentum}, track_running_stats={self.track_running_stats}"
+        )
+
+
+def _batch_norm_names(model: nn.Module) -> list[str]:
+    names = [
+        name
+        for name, module in model.named_modules(remove_duplicate=False)
+        if name and isinstance(module, nn.modules.batchnorm._BatchNorm)
+    ]
+    if not names:
+        raise ValueError(
+            f"{type(model).__name__} has no BatchNorm layer: FiLM-Ensemble modulates the "
+            f"BatchNorm layers of a convolutional backbone (e.g. TorchUncertainty's resnet "
+            f"or wideresnet28x10)."
+        )
+    return names
+
+
+def _replace_classifier(
+    model: nn.Module, name: str | None, in_features: int, classes: int
+) -> None:
+    """A fresh shared classifier with ``classes`` outputs in place of the backbone's."""
+    if name is None:
+        model.reset_classifier(classes)
+        return
+    old = model.get_submodule(name)
+    parent_name, _, child_name = name.rpartition(".")
+    new = nn.Linear(in_features, classes, device=old.weight.device, dtype=old.weight.dtype)
+    setattr(model.get_submodule(parent_name), child_name, new)
+
+
+class FiLMEnsemble(MemberExpansion):
+    """Wrap a convolutional classifier into a FiLM-Ensemble of ``num_estimators`` members.
+
+    Every BatchNorm layer becomes a :class:`FiLMBatchNorm`; every other weight, the
+    classifier included (as in the official implementation), is shared. The backbone is
+    modified in place.
+
+    Args:
+        model: A classifier with BatchNorm layers (TorchUncertainty ResNet/WideResNet,
+            torchvision ResNet, timm CNN).
+        num_estimators: Number of members M.
+        num_classes: Replace the classifier by a fresh shared one with this many classes;
+            ``None`` keeps the backbone's.
+        gain: Spread of the members' affine initialisation, the only source of diversity.
+        init_center: Centre of that initialisation: ``"affine"`` (the replaced layer's
+            affine; ``gain=0`` gives identical members) or ``"zero"`` (the official code).
+        head: Name of the classifier (found automatically when ``None``); used only when
+            ``num_classes`` replaces it.
+        expand_at: Where members split off: ``"input"``, a module name, or ``"auto"``
+            (a ResNet stem's first BatchNorm, else the input).
+
+    Example:
+        >>> from torch_uncertainty.models.classification import resnet
+        >>> model = FiLMEnsemble(resnet(3, 10, 18, style="cifar"), num_estimators=4)
+        >>> model(torch.randn(2, 3, 32, 32)).shape
+        torch.Size([8, 10])
+    """
+
+    def __init__(
+        self,
+        model: nn.Module,
+        num_estimators: int,
+        *,
+        num_classes: int | None = None,
+        gain: float = 1.0,
+        init_center: InitCenter = "affine",
+        head: str | None = None,
+        expand_at: str = "auto",
+    ) -> None:
+        super().__init__()
+        if isinstance(num_estimators, bool) or not isinstance(num_estimators, int) or (
+            num_estimators < 1
+        ):
+            raise ValueError(f"num_estimators must be an integer >= 1, got {num_estimators!r}.")
+        if num_classes is not None and (
+            isinstance(num_classes, bool) or not isinstance(num_classes, int) or num_classes < 1
+        ):
+            raise ValueError(f"num_classes must be an integer >= 1, got {num_classes!r}.")
+        _check_gain(gain)
+        _check_init_center(init_center)
+        names = _batch_norm_names(model)
+        if expand_at == "auto":
+            expand_at = _auto_expansion_point(model, names)
+        if expand_at != "input":
+            try:
+                model.get_submodule(expand_at)
+            except AttributeError:
+                raise ValueError(
+                    f"expand_at={expand_at!r} is not a module of {type(model).__name__}; use "
+                    f"'auto', 'input' or a module name such as {names[0]!r}."
+                ) from None
+        if num_classes is not None:
+            classifier, in_features, classes = _find_classifier(model, head)
+            if classes != num_classes:
+                _replace_classifier(model, classifier, in_features, num_classes)
+
+        self.num_estimators = num_estimators
+        self.gain = float(gain)
+        self.init_center = init_center
+        self.film_layer_names = names
+        replace_modules(
+            model,
+            names,
+            lambda bn: FiLMBatchNorm.from_batch_norm(
+                bn, num_estimators, gain=gain, init_center=init_center
+            ),
+        )
+        self._set_backbone(model, expand_at)
+
+    def film_layers(self) -> dict[str, FiLMBatchNorm]:
+        """The backbone's FiLM layers by name."""
+        return {name: self.backbone.get_submodule(name) for name in self.film_layer_names}
+
+    def forward(self, inputs: Tensor | Mapping[str, Tensor]) -> Tensor:
+        """Member-major logits ``(M·B, C)`` from ``(B, ...)`` inputs."""
+        batch_size = _batch_size(inputs)
+        output = self._call_backbone(inputs)
+        if hasattr(output, "logits"):
+            output = output.logits
+        expected = self.num_estimators * batch_size
+        if not isinstance(output, Tensor) or output.dim() != 2 or output.shape[0] != expected:
+            shape = tuple(output.shape) if isinstance(output, Tensor) else type(output)
+            raise ValueError(
+                f"The backbone {type(self.backbone).__name__} returned {shape}; expected "
+                f"logits of shape ({expected}, C). Use expand_at='input'."
+            )
+        return output
+
+
+def film_ensemble(
+    model: nn.Module,
+    num_estimators: int,
+    *,
+    num_classes: int | None = None,
+    gain: float = 1.0,
+    init_center: InitCenter = "affine",
+    head: str | None = None,
+    expand_at: str = "auto",
+) -> FiLMEnsemble:
+    """Build a :class:`FiLMEnsemble` (TorchUncertainty-style factory, usable from YAML).
+
+    Args are those of :class:`FiLMEnsemble`.
+    """
+    return FiLMEnsemble(
+        model,
+        num_estimators,
+        num_classes=num_classes,
+        gain=gain,
+        init_center=init_center,
+        head=head,
+        expand_at=expand_at,
+    )

@@ -1,0 +1,365 @@
+r"""LoRA-Ensemble (Mühlematter et al., 2024): M sets of low-rank attention adapters on one
+frozen pretrained transformer.
+
+Every targeted projection :math:`W` (the attention query, key and value) of the frozen
+backbone gets, for each member :math:`m`, a rank-:math:`r` update
+
+.. math::
+    h_m = W x_m + \frac{\alpha}{r} B_m A_m x_m ,
+
+with :math:`A_m \in \mathbb{R}^{r \times d_{in}}` drawn with high variance (Xavier-uniform
+with gain 10, the LoRA-Ensemble code's setting for ViT) and :math:`B_m = 0`, so that every
+member starts as the frozen backbone and the members differ through :math:`A_m` alone. Each
+member has its own freshly initialised linear head; adapters and heads are the only
+trainable parameters. A fused ``qkv`` projection (timm's ViT) gets separate adapters for
+its query, key and value slices, as separate projections (transformers' BERT) do.
+
+All members run in one batched pass: a member-major batch ``(M·B, ..., d)`` is viewed as
+``(M, B, ..., d)`` and the adapters, stored as ``(M, S, r, d_in)`` and
+``(M, S, d_out / S, r)`` tensors for ``S`` slices, are applied with two ``einsum`` calls
+(batched matrix products over members). peft is not used: its LoRA layers run one adapter
+per forward pass, and its mixed-batch path (``adapter_names=`` in ``LoraLayer
+._mixed_batch_forward``) groups the rows by adapter name and loops over the adapters in
+Python, applying each adapter to its sub-batch in turn; it cannot apply M adapters to their
+M row blocks in one batched product.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+
+from ..conversion import replace_modules
+from ..ensemble import (
+    MemberExpansion,
+    _auto_expansion_point,
+    _batch_size,
+    _features,
+    _find_classifier,
+    _remove_classifier,
+)
+
+__all__ = [
+    "DEFAULT_TARGET_MODULES",
+    "LoRAEnsemble",
+    "MemberLinear",
+    "MemberLoRALinear",
+    "lora_ensemble",
+]
+
+#: Last name component of the attention projections adapted by default: timm's fused
+#: ``qkv``, transformers' ``query``/``key``/``value`` and ``q_proj``/``k_proj``/``v_proj``.
+DEFAULT_TARGET_MODULES = ("qkv", "query", "key", "value", "q_proj", "k_proj", "v_proj")
+#: Projections whose output concatenates query, key and value (adapted per slice).
+_FUSED_QKV = ("qkv",)
+
+
+def _check_positive_int(name: str, value: Any) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"{name} must be an integer >= 1, got {value!r}.")
+
+
+def _check_positive_number(name: str, value: Any, allow_zero: bool = False) -> None:
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    if not ok or value < 0 or (value == 0 and not allow_zero):
+        bound = ">= 0" if allow_zero else "> 0"
+        raise ValueError(f"{name} must be a finite number {bound}, got {value!r}.")
+
+
+class MemberLoRALinear(nn.Module):
+    """A frozen :class:`torch.nn.Linear` plus one rank-``r`` adapter per member and slice.
+
+    Args:
+        base: The projection to adapt (kept as is, frozen by the caller).
+        num_estimators: Number of members M.
+        rank: Adapter rank r.
+        alpha: Adapter scaling numerator: the update is ``alpha / rank · B A``.
+        num_slices: Number S of equal output slices adapted separately (3 for a fused
+            query-key-value projection, else 1).
+        init_gain: Xavier-uniform gain of the down-projections ``A``.
+    """
+
+    def __init__(
+        self,
+        base: nn.Linear,
+        num_estimators: int,
+        rank: int = 8,
+        alpha: float = 8.0,
+        num_slices: int = 1,
+        init_gain: float = 10.0,
+    ) -> None:
+        super().__init__()
+        if not isinstance(base, nn.Linear):
+            raise TypeError(f"MemberLoRALinear adapts an nn.Linear, got {type(base).__name__}.")
+        _check_positive_int("num_estimators", num_estimators)
+        _check_positive_int("rank", rank)
+        _check_positive_int("num_slices", num_slices)
+        _check_positive_number("alpha", alpha)
+        _check_positive_number("init_gain", init_gain, allow_zero=True)
+        if base.out_features % num_slices != 0:
+            raise ValueError(
+                f"num_slices={num_slices} does not divide the {base.out_features} output "
+                f"features of the adapted projection."
+            )
+        self.base = base
+        self.num_estimators = num_estimators
+        self.rank = rank
+        self.scaling = alpha / rank
+        self.num_slices = num_slices
+        self.init_gain = init_gain
+        factory = {"device": base.weight.device, "dtype": base.weight.dtype}
+        slice_out = base.out_features // num_slices
+        self.lora_A = nn.Parameter(
+            torch.empty(num_estimators, num_slices, rank, base.in_features, **factory)
+        )
+        self.lora_B = nn.Parameter(
+            torch.zeros(num_estimators, num_slices, slice_out, rank, **factory)
+        )
+        self.reset_adapters()
+
+    @torch.no_grad()
+    def reset_adapters(self) -> None:
+        """``A`` Xavier-uniform with gain ``init_gain`` (per ``r × d_in`` matrix), ``B = 0``."""
+        fan_in, fan_out = self.lora_A.shape[-1], self.lora_A.shape[-2]
+        bound = self.init_gain * math.sqrt(6.0 / (fan_in + fan_out))
+        self.lora_A.uniform_(-bound, bound)
+        self.lora_B.zero_()
+
+    def delta_weight(self, member: int) -> Tensor:
+        r"""Member ``member``'s update :math:`\frac{\alpha}{r} B_m A_m`, ``(d_out, d_in)``.
+
+        Adding it to the projection's weight merges the member into a plain backbone.
+        """
+        return self.scaling * torch.cat(
+            [b @ a for a, b in zip(self.lora_A[member], self.lora_B[member], strict=True)]
+        )
+
+    def forward(self, x: Tensor) -> Tensor:
+        """``W x + b`` for every row plus member m's update on member m's rows."""
+        if x.shape[0] % self.num_estimators != 0:
+            raise ValueError(
+                f"MemberLoRALinear expects a member-major batch of M·B rows with M = "
+                f"num_estimators = {self.num_estimators}, got {x.shape[0]} rows."
+            )
+        members = x.unflatten(0, (self.num_estimators, -1))  # (M, B, ..., d_in)
+        hidden = torch.einsum("m...i,msri->m...sr", members, self.lora_A.to(x.dtype))
+        update = torch.einsum("m...sr,msor->m...so", hidden, self.lora_B.to(x.dtype))
+        return self.base(x) + self.scaling * update.flatten(-2).flatten(0, 1)
+
+    def extra_repr(self) -> str:
+        return (
+            f"num_estimators={self.num_estimators}, rank={self.rank}, scaling={self.scaling}, "
+            f"num_slices={self.num_slices}"
+        )
+
+
+class MemberLinear(nn.Module):
+    """M independent linear heads applied to member-major features ``(M·B, D)`` in one pass.
+
+    Each member's head is initialised as :class:`torch.nn.Linear` would be.
+    """
+
+    def __init__(self, in_features: int, num_classes: int, num_estimators: int) -> None:
+        super().__init__()
+        for name, value in (
+            ("in_features", in_features),
+            ("num_classes", num_classes),
+            ("num_estimators", num_estimators),
+        ):
+            _check_positive_int(name, value)
+        self.num_estimators = num_estimators
+        self.weight = nn.Parameter(torch.empty(num_estimators, num_classes, in_features))
+        self.bias = nn.Parameter(torch.empty(num_estimators, num_classes))
+        self.reset_parameters()
+
+    @torch.no_grad()
+    def reset_parameters(self) -> None:
+        bound = 1 / math.sqrt(self.weight.shape[-1])
+        for member_weight in self.weight:  # initialisation only, not the forward pass
+            nn.init.kaiming_uniform_(member_weight, a=math.sqrt(5))
+        self.bias.uniform_(-bound, bound)
+
+    def forward(self, features: Tensor) -> Tensor:
+        """Member-major logits ``(M·B, C)``."""
+        if features.dim() != 2 or features.shape[1] != self.weight.shape[-1]:
+            raise ValueError(
+                f"MemberLinear expects features of shape (M·B, {self.weight.shape[-1]}), got "
+                f"{tuple(features.shape)}."
+            )
+        hidden = features.unflatten(0, (self.num_estimators, -1))
+        weight = self.weight.to(hidden.dtype).transpose(1, 2)
+        logits = torch.baddbmm(self.bias.to(hidden.dtype).unsqueeze(1), hidden, weight)
+        return logits.flatten(0, 1)
+
+
+def _find_targets(model: nn.Module, target_modules: str | Sequence[str] | None) -> list[str]:
+    """Names of the ``nn.Linear`` layers to adapt: a regex (full match on the qualified
+    name), a list of names or name suffixes (whole components), or the defaults."""
+    linears = [n for n, m in model.named_modules() if n and isinstance(m, nn.Linear)]
+    if target_modules is None:
+        names = [n for n in linears if n.rpartition(".")[2] in DEFAULT_TARGET_MODULES]
+        wanted = f"the default attention projections {DEFAULT_TARGET_MODULES}"
+    elif isinstance(target_modules, str):
+        names = [n for n in linears if re.fullmatch(target_modules, n)]
+        wanted = f"target_modules={target_modules!r}"
+    elif isinstance(target_modules, Sequence) and all(
+        isinstance(t, str) for t in target_modules
+    ):
+        names = [n for n in linears if any(n == t or n.endswith("." + t) for t in target_modules)]
+        wanted = f"target_modules={list(target_modules)!r}"
+    else:
+        raise TypeError(
+            f"target_modules must be None, a regex string or a list of module names, got "
+            f"{type(target_modules).__name__}."
+        )
+    if not names:
+        examples = ", ".join(linears[:6]) or "none"
+        raise ValueError(
+            f"No nn.Linear of {type(model).__name__} matches {wanted}. Its linear layers "
+            f"include: {examples}."
+        )
+    return names
+
+
+class LoRAEnsemble(MemberExpansion):
+    """Wrap a pretrained transformer classifier into a LoRA-Ensemble of ``num_estimators``.
+
+    The backbone is frozen and modified in place: its attention projections become
+    :class:`MemberLoRALinear` layers and its classifier is replaced by per-member
+    :class:`MemberLinear` heads.
+
+    Args:
+        model: A timm ViT or a transformers sequence classifier (BERT).
+        num_estimators: Number of members M.
+        num_classes: Classes of the member heads; defaults to the replaced classifier's.
+        rank: Adapter rank r (8 in the paper).
+        alpha: Adapter scaling numerator; ``alpha / rank = 1`` in the paper.
+        target_modules: Projections to adapt: ``None`` (query, key and value: timm's fused
+            ``qkv``, transformers' ``query``/``key``/``value``), a regex matching whole
+            qualified names, or a list of names or name suffixes. A target whose last name
+            component is ``qkv`` is adapted per query/key/value slice.
+        init_gain: Xavier-uniform gain of the down-projections (the diversity source).
+        head: Name of the classifier to replace; found automatically when ``None``.
+        expand_at: Where members split off: ``"input"``, a module name, or ``"auto"`` (a
+            timm ViT's ``blocks``, else the input).
+
+    Example:
+        >>> import timm
+        >>> vit = timm.create_model("vit_base_patch16_224.orig_in21k", pretrained=True)
+        >>> model = LoRAEnsemble(vit, num_estimators=4, num_classes=100)
+        >>> model(torch.randn(2, 3, 224, 224)).shape
+        torch.Size([8, 100])
+    """
+
+    def __init__(
+        self,
+        model: nn.Module,
+        num_estimators: int,
+        *,
+        num_classes: int | None = None,
+        rank: int = 8,
+        alpha: float = 8.0,
+        target_modules: str | Sequence[str] | None = None,
+        init_gain: float = 10.0,
+        head: str | None = None,
+        expand_at: str = "auto",
+    ) -> None:
+        super().__init__()
+        _check_positive_int("num_estimators", num_estimators)
+        _check_positive_int("rank", rank)
+        _check_positive_number("alpha", alpha)
+        _check_positive_number("init_gain", init_gain, allow_zero=True)
+        if num_classes is not None:
+            _check_positive_int("num_classes", num_classes)
+        classifier, in_features, replaced_classes = _find_classifier(model, head)
+        targets = _find_targets(model, target_modules)
+        if classifier is not None:
+            targets = [t for t in targets if t != classifier and not t.startswith(classifier + ".")]
+        if expand_at == "auto":
+            expand_at = _auto_expansion_point(model, targets)
+        if expand_at != "input":
+            try:
+                model.get_submodule(expand_at)
+            except AttributeError:
+                raise ValueError(
+                    f"expand_at={expand_at!r} is not a module of {type(model).__name__}; use "
+                    f"'auto', 'input' or a module name before {targets[0]!r}."
+                ) from None
+
+        self.num_estimators = num_estimators
+        self.rank = rank
+        self.alpha = float(alpha)
+        model.requires_grad_(False)
+        _remove_classifier(model, classifier)
+        self.adapted_layer_names = targets
+        fused = {id(model.get_submodule(t)) for t in targets if t.rpartition(".")[2] in _FUSED_QKV}
+        replace_modules(
+            model,
+            targets,
+            lambda linear: MemberLoRALinear(
+                linear,
+                num_estimators,
+                rank=rank,
+                alpha=alpha,
+                num_slices=3 if id(linear) in fused else 1,
+                init_gain=init_gain,
+            ),
+        )
+        self._set_backbone(model, expand_at)
+        self.heads = MemberLinear(in_features, num_classes or replaced_classes, num_estimators)
+
+    def adapters(self) -> dict[str, MemberLoRALinear]:
+        """The adapted projections by name."""
+        return {name: self.backbone.get_submodule(name) for name in self.adapted_layer_names}
+
+    def forward_features(self, inputs: Tensor | Mapping[str, Tensor]) -> Tensor:
+        """Members' pooled features ``(M·B, D)``, member-major, from ``(B, ...)`` inputs."""
+        batch_size = _batch_size(inputs)
+        output = self._call_backbone(inputs)
+        features = _features(output)
+        expected = self.num_estimators * batch_size
+        if not isinstance(features, Tensor) or features.dim() != 2 or features.shape[0] != expected:
+            shape = tuple(features.shape) if isinstance(features, Tensor) else type(features)
+            raise ValueError(
+                f"The backbone {type(self.backbone).__name__} without its classifier returned "
+                f"{shape}; expected pooled features of shape ({expected}, D)."
+            )
+        return features
+
+    def forward(self, inputs: Tensor | Mapping[str, Tensor]) -> Tensor:
+        """Member-major logits ``(M·B, C)`` from ``(B, ...)`` inputs."""
+        return self.heads(self.forward_features(inputs))
+
+
+def lora_ensemble(
+    model: nn.Module,
+    num_estimators: int,
+    *,
+    num_classes: int | None = None,
+    rank: int = 8,
+    alpha: float = 8.0,
+    target_modules: str | list[str] | None = None,
+    init_gain: float = 10.0,
+    head: str | None = None,
+    expand_at: str = "auto",
+) -> LoRAEnsemble:
+    """Build a :class:`LoRAEnsemble` (TorchUncertainty-style factory, usable from YAML).
+
+    Args are those of :class:`LoRAEnsemble`.
+    """
+    return LoRAEnsemble(
+        model,
+        num_estimators,
+        num_classes=num_classes,
+        rank=rank,
+        alpha=alpha,
+        target_modules=target_modules,
+        init_gain=init_gain,
+        head=head,
+        expand_at=expand_at,
+    )
