@@ -1,0 +1,217 @@
+"""Log near/far OOD detection and per-severity shift metrics during ``trainer.test``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from lightning.pytorch import Callback, LightningModule, Trainer
+from torch import Tensor, nn
+from torch.utils.hooks import RemovableHandle
+from torch_uncertainty.ood_criteria import MaxSoftmaxCriterion, OODCriterionInputType
+from torch_uncertainty.utils import get_logger_dir
+from torch_uncertainty.utils.evaluation_loop import TUEvaluationLoop
+
+from ..evaluation import EvalSet, NearFarOODMetrics, SeverityShiftMetrics
+from ..evaluation.printing import OODShiftEvaluationLoop
+from ..routines.classification import _append_to_last_row
+
+__all__ = ["OODShiftEvaluation"]
+
+
+class OODShiftEvaluation(Callback):
+    r"""Score every OOD and corrupted test loader of the datamodule, whatever the routine.
+
+    TorchUncertainty's routine reads one OOD loader and one shifted loader by position. With a
+    datamodule publishing ``eval_sets`` (one
+    :class:`~torch_uncertainty_signorm.evaluation.EvalSet` per test loader, e.g.
+    :class:`~torch_uncertainty_signorm.datamodules.CIFAR100OODShiftDataModule`), this callback
+    reads the routine's logits on every test batch (a forward hook on ``routine.model``, so the
+    model runs once), forms the ensemble prediction as the routine does
+    (:math:`\bar p = \frac{1}{M} \sum_m \mathrm{softmax}(z_m)` over the member-major
+    ``(M·B, C)`` logits) and logs at the end of the test epoch:
+
+    - ``ood_near/{AUROC,AUPR,FPR95}``, ``ood_far/...`` (group means) and
+      ``ood_{near,far}/<set>/...``, scored with the routine's ``ood_criterion`` (MSP by
+      default, :class:`~torch_uncertainty.ood_criteria.MaxSoftmaxCriterion` when the routine
+      has none) — see :class:`~torch_uncertainty_signorm.evaluation.NearFarOODMetrics`;
+    - ``shift/s{k}/{Acc,NLL,ECE}`` and ``shift/mean/...`` — see
+      :class:`~torch_uncertainty_signorm.evaluation.SeverityShiftMetrics`.
+
+    The values are also appended to the routine's ``results.csv`` row when it writes one. Works
+    with TorchUncertainty's ``ClassificationRoutine`` and
+    :class:`~torch_uncertainty_signorm.routines.SigmaNormClassificationRoutine` alike; the
+    routine's own ``eval_ood`` / ``eval_shift`` must be off (they would misread the loaders).
+
+    Args:
+        num_bins: Bins of the calibration error; the routine's ``num_bins_calibration_error``
+            (15 in TorchUncertainty) when ``None``.
+
+    Raises:
+        ValueError: If ``num_bins`` is not a positive integer.
+
+    Example (YAML)::
+
+        trainer:
+          callbacks:
+            - class_path: torch_uncertainty_signorm.callbacks.OODShiftEvaluation
+    """
+
+    def __init__(self, num_bins: int | None = None) -> None:
+        super().__init__()
+        if num_bins is not None and (not isinstance(num_bins, int) or num_bins < 1):
+            raise ValueError(f"num_bins must be a positive integer or None, got {num_bins!r}.")
+        self.num_bins = num_bins
+        self.ood: NearFarOODMetrics | None = None
+        self.shift: SeverityShiftMetrics | None = None
+        self.results: dict[str, Tensor] = {}
+        self._sets: list[EvalSet] = []
+        self._hook: RemovableHandle | None = None
+        self._logits: Tensor | None = None
+
+    def setup(self, trainer: Trainer, pl_module: LightningModule, stage: str) -> None:
+        """Under TorchUncertainty's trainer, print these results in their own tables.
+
+        ``TUTrainer``'s test loop files every ``shift...`` key under one severity and fails
+        without a ``shift/severity`` key; the replacement loop differs only in its printing.
+        """
+        if stage == "test" and type(trainer.test_loop) is TUEvaluationLoop:
+            # Same loop object (its data source and progress are already attached); the
+            # subclass adds no state and overrides only the static `_print_results`.
+            trainer.test_loop.__class__ = OODShiftEvaluationLoop
+
+    def on_test_start(self, trainer: Trainer, pl_module: LightningModule) -> None:
+        self._sets = self._check_setup(trainer, pl_module)
+        ood_sets = [(s.group, s.name) for s in self._sets if s.kind == "ood"]
+        shifted = [s for s in self._sets if s.kind == "shift"]
+        self.ood = NearFarOODMetrics(ood_sets).to(pl_module.device) if ood_sets else None
+        self.shift = None
+        if shifted:
+            num_classes = 2 if getattr(pl_module, "binary_cls", False) else pl_module.num_classes
+            self.shift = SeverityShiftMetrics(
+                num_classes,
+                corruptions=list(dict.fromkeys(s.name for s in shifted)),
+                severities=list(dict.fromkeys(s.severity for s in shifted)),
+                num_bins=self.num_bins or getattr(pl_module, "num_bins_calibration_error", 15),
+            ).to(pl_module.device)
+        self.results = {}
+        self._hook = pl_module.model.register_forward_hook(self._keep_logits)
+
+    def _check_setup(self, trainer: Trainer, pl_module: LightningModule) -> list[EvalSet]:
+        sets = getattr(trainer.datamodule, "eval_sets", None)
+        if sets is None:
+            raise TypeError(
+                f"OODShiftEvaluation needs a datamodule with `eval_sets` (e.g. "
+                f"CIFAR100OODShiftDataModule), got {type(trainer.datamodule).__name__}."
+            )
+        if len(sets) != len(trainer.test_dataloaders):
+            raise ValueError(
+                f"The datamodule lists {len(sets)} eval_sets for "
+                f"{len(trainer.test_dataloaders)} test loaders; they must match one to one."
+            )
+        if getattr(pl_module, "eval_ood", False) or getattr(pl_module, "eval_shift", False):
+            raise ValueError(
+                "Set the routine's eval_ood and eval_shift to False with OODShiftEvaluation: the "
+                "routine would read OOD/shifted sets from loaders 1 and 2, which are others here."
+            )
+        if not isinstance(getattr(pl_module, "model", None), nn.Module):
+            raise TypeError(
+                f"OODShiftEvaluation reads the logits of `routine.model`; "
+                f"{type(pl_module).__name__} has no `model` module."
+            )
+        criterion = getattr(pl_module, "ood_criterion", None)
+        if criterion is not None and criterion.input_type == OODCriterionInputType.POST_PROCESSING:
+            raise ValueError(
+                "OODShiftEvaluation scores OOD from the model's outputs; the routine's "
+                f"{type(criterion).__name__} needs post-processing outputs."
+            )
+        return list(sets)
+
+    def _keep_logits(self, module: nn.Module, args: Any, output: Any) -> None:
+        # The last call of the step wins (TorchUncertainty also runs the model once under a
+        # flop counter on the first batch, with the same inputs).
+        if not isinstance(output, Tensor):
+            raise TypeError(
+                f"OODShiftEvaluation expects the model to return logits, got {type(output)}."
+            )
+        self._logits = output.detach()
+
+    def on_test_batch_end(
+        self,
+        trainer: Trainer,
+        pl_module: LightningModule,
+        outputs: Any,
+        batch: Any,
+        batch_idx: int,
+        dataloader_idx: int = 0,
+    ) -> None:
+        spec = self._sets[dataloader_idx]
+        if spec.kind == "id" and self.ood is None:
+            return
+        targets = batch[1][:: getattr(pl_module, "num_tta", 1)]
+        logits, probs_per_member = self._ensemble_outputs(pl_module, targets.size(0))
+        probs = probs_per_member.mean(dim=1)
+        if spec.kind == "shift":
+            self.shift.update(spec.severity, spec.name, probs, targets)
+            return
+        scores = self._ood_scores(pl_module, logits, probs_per_member, probs)
+        if spec.kind == "id":
+            self.ood.update_id(scores)
+        else:
+            self.ood.update_ood(spec.group, spec.name, scores)
+
+    def _ensemble_outputs(
+        self, pl_module: LightningModule, batch_size: int
+    ) -> tuple[Tensor, Tensor]:
+        """Logits ``(B, M, C)`` and categorical member probabilities ``(B, M, C')``."""
+        logits = self._logits.float()
+        logits = logits.reshape(-1, batch_size, logits.size(-1)).transpose(0, 1)
+        if getattr(pl_module, "binary_cls", False):
+            positive = torch.sigmoid(logits)
+            return logits, torch.cat([1 - positive, positive], dim=-1)
+        return logits, logits.softmax(dim=-1)
+
+    @staticmethod
+    def _ood_scores(
+        pl_module: LightningModule, logits: Tensor, probs_per_member: Tensor, probs: Tensor
+    ) -> Tensor:
+        """The routine's OOD criterion on the input it expects (higher means more OOD)."""
+        criterion = getattr(pl_module, "ood_criterion", None) or MaxSoftmaxCriterion()
+        if criterion.input_type == OODCriterionInputType.LOGIT:
+            return criterion(logits)
+        if criterion.input_type == OODCriterionInputType.ESTIMATOR_PROB:
+            return criterion(probs_per_member)
+        return criterion(probs)
+
+    def on_test_epoch_end(self, trainer: Trainer, pl_module: LightningModule) -> None:
+        results: dict[str, Tensor] = {}
+        for metrics in (self.ood, self.shift):
+            if metrics is not None:
+                results |= metrics.compute()
+                metrics.reset()
+        self.results = results
+        if results:
+            pl_module.log_dict(results, sync_dist=True)
+
+    def _remove_hook(self) -> None:
+        if self._hook is not None:
+            self._hook.remove()
+            self._hook = None
+        self._logits = None
+
+    def on_exception(
+        self, trainer: Trainer, pl_module: LightningModule, exception: BaseException
+    ) -> None:
+        self._remove_hook()
+
+    def on_test_end(self, trainer: Trainer, pl_module: LightningModule) -> None:
+        """Remove the hook; add the values to the row the routine wrote in ``results.csv``."""
+        self._remove_hook()
+        if not self.results or not getattr(pl_module, "save_to_csv", False):
+            return
+        if pl_module.logger is None or not trainer.is_global_zero:
+            return
+        log_dir = get_logger_dir(pl_module.logger)
+        csv_path = None if log_dir is None else log_dir / pl_module.csv_filename
+        if csv_path is not None and csv_path.is_file():
+            _append_to_last_row(csv_path, self.results)

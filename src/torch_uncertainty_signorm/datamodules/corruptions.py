@@ -1,0 +1,238 @@
+"""CIFAR-10-C, CIFAR-100-C and ImageNet-C at a chosen corruption and severity.
+
+TorchUncertainty 0.13 has the datasets but two datamodule paths drop the severity:
+``CIFAR10DataModule.setup`` builds ``CIFAR10C`` without ``shift_severity`` (every run evaluates
+severity 1), and ``ImageNetDataModule.setup`` calls ``ImageNetC(root, ..., shift_severity=...)``,
+a ``TypeError`` (``ImageNetC`` takes keywords only, and none is a severity; its ``ImageFolder``
+would also read the corruption folders as classes). The classes here select one
+``(corruption, severity)`` set each and are what
+:mod:`~torch_uncertainty_signorm.datamodules.ood_shift` builds its shifted loaders from.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+from torch_uncertainty.datasets.classification import CIFAR10C, CIFAR100C, ImageNetC
+from torchvision.datasets import ImageFolder
+from torchvision.datasets.utils import check_integrity, download_and_extract_archive
+
+from ..evaluation.eval_sets import SEVERITIES
+
+__all__ = [
+    "BENCHMARK_CORRUPTIONS",
+    "CIFAR10CSeverity",
+    "CIFAR100CSeverity",
+    "ImageNetCSeverity",
+    "check_corruptions",
+    "check_severities",
+]
+
+#: The 15 corruptions of the benchmark (Hendrycks & Dietterich, 2019); the four "extra" ones
+#: (speckle_noise, gaussian_blur, spatter, saturate) are held out as validation corruptions.
+BENCHMARK_CORRUPTIONS = (
+    "gaussian_noise",
+    "shot_noise",
+    "impulse_noise",
+    "defocus_blur",
+    "glass_blur",
+    "motion_blur",
+    "zoom_blur",
+    "snow",
+    "frost",
+    "fog",
+    "brightness",
+    "contrast",
+    "elastic_transform",
+    "pixelate",
+    "jpeg_compression",
+)
+_ALL_CORRUPTIONS = tuple(CIFAR10C.cifarc_subsets)
+
+
+def check_severities(severities) -> tuple[int, ...]:
+    """Validate a list of severities (distinct integers in 1..5).
+
+    Raises:
+        ValueError: Naming the bad value and the valid range.
+    """
+    severities = tuple(severities)
+    bad = [s for s in severities if isinstance(s, bool) or s not in SEVERITIES]
+    if not severities or bad or len(set(severities)) != len(severities):
+        raise ValueError(
+            f"Corruption severities must be distinct integers in 1..5, got {list(severities)}."
+        )
+    return severities
+
+
+def check_corruptions(corruptions) -> tuple[str, ...]:
+    """Validate a list of corruption names (of the 19 CIFAR-C/ImageNet-C corruptions).
+
+    Raises:
+        ValueError: Naming the unknown corruptions and the valid names.
+    """
+    corruptions = (corruptions,) if isinstance(corruptions, str) else tuple(corruptions)
+    unknown = [c for c in corruptions if c not in _ALL_CORRUPTIONS]
+    if not corruptions or unknown or len(set(corruptions)) != len(corruptions):
+        raise ValueError(
+            f"Unknown, missing or repeated corruptions {unknown or list(corruptions)}; valid "
+            f"names: {list(_ALL_CORRUPTIONS)}."
+        )
+    return corruptions
+
+
+class _CIFARCSeverity:
+    """One ``(corruption, severity)`` set of a CIFAR-C dataset, read lazily from the ``.npy``.
+
+    The files are ``<corruption>.npy`` of shape ``(5 n, 32, 32, 3)`` (uint8) and ``labels.npy``
+    of shape ``(5 n,)``, severities stacked in order (``n = 10000`` in the released files).
+    Rows ``(s - 1) n`` to ``s n`` are severity ``s``; ``n`` is read from ``labels.npy`` rather
+    than assumed, and the arrays are memory-mapped, so the 75 sets of a sweep share the files.
+    Integrity is checked by the archive's md5 at download; loading checks the files exist.
+    """
+
+    def __init__(
+        self,
+        root: str | Path,
+        corruption: str,
+        shift_severity: int,
+        transform: Callable | None = None,
+        target_transform: Callable | None = None,
+        download: bool = False,
+    ) -> None:
+        check_corruptions([corruption])
+        check_severities([shift_severity])
+        folder = Path(root) / self.base_folder
+        if not download and not self._files_exist(folder, corruption):
+            raise FileNotFoundError(
+                f"{self.base_folder} not found in {Path(root)}: need {corruption}.npy and "
+                f"labels.npy in {folder}. Pass download=True to fetch it."
+            )
+        self._corruption = corruption
+        super().__init__(
+            root,
+            transform=transform,
+            target_transform=target_transform,
+            subset=corruption,
+            shift_severity=shift_severity,
+            download=download,
+        )
+
+    @classmethod
+    def is_available(cls, root: str | Path, corruption: str, shift_severity: int) -> bool:
+        """Whether the files of ``corruption`` are under ``root`` (every severity is)."""
+        return cls._files_exist(Path(root) / cls.base_folder, corruption)
+
+    @staticmethod
+    def _files_exist(folder: Path, corruption: str) -> bool:
+        return (folder / f"{corruption}.npy").is_file() and (folder / "labels.npy").is_file()
+
+    def _check_integrity(self) -> bool:
+        return self._files_exist(self.root / self.base_folder, self._corruption)
+
+    def make_dataset(
+        self, root: Path, subset: str, shift_severity: int
+    ) -> tuple[np.ndarray, np.ndarray]:
+        labels = np.load(root / "labels.npy", mmap_mode="r")
+        samples = np.load(root / f"{subset}.npy", mmap_mode="r")
+        if len(labels) % len(SEVERITIES) or len(samples) != len(labels):
+            raise ValueError(
+                f"{root}: {subset}.npy has {len(samples)} rows and labels.npy {len(labels)}; "
+                f"expected the same number, a multiple of {len(SEVERITIES)} (one block per "
+                "severity)."
+            )
+        per_severity = len(labels) // len(SEVERITIES)
+        rows = slice((shift_severity - 1) * per_severity, shift_severity * per_severity)
+        return samples[rows], np.asarray(labels[rows])
+
+    def __getitem__(self, index: int):
+        sample, target = np.array(self.samples[index]), int(self.labels[index])
+        if self.transform is not None:
+            sample = self.transform(sample)
+        if self.target_transform is not None:
+            target = self.target_transform(target)
+        return sample, target
+
+
+class CIFAR10CSeverity(_CIFARCSeverity, CIFAR10C):
+    """CIFAR-10-C, one corruption at one severity (TorchUncertainty's archive and URL).
+
+    Args:
+        root: Directory holding ``CIFAR-10-C/``.
+        corruption: One of the 19 corruption names (see :data:`BENCHMARK_CORRUPTIONS`).
+        shift_severity: Severity in 1..5.
+        transform: Transform applied to each ``(32, 32, 3)`` uint8 array.
+        target_transform: Transform applied to each label.
+        download: Fetch and extract the archive when the files are missing.
+
+    Raises:
+        ValueError: On an unknown corruption or a severity outside 1..5.
+        FileNotFoundError: If the files are missing and ``download`` is ``False``.
+    """
+
+
+class CIFAR100CSeverity(_CIFARCSeverity, CIFAR100C):
+    """CIFAR-100-C, one corruption at one severity; arguments as :class:`CIFAR10CSeverity`."""
+
+
+class ImageNetCSeverity(ImageFolder):
+    """ImageNet-C, one corruption at one severity: ``<root>/imagenet-c/<corruption>/<s>/<wnid>/``.
+
+    Downloads TorchUncertainty's :class:`~torch_uncertainty.datasets.classification.ImageNetC`
+    archives (the five Zenodo tars, extracted into ``<root>/imagenet-c``). Class indices are the
+    sorted wnids, ImageNet's order (the released folders hold all 1,000 classes).
+
+    Args:
+        root: Directory holding ``imagenet-c/``.
+        corruption: One of the 19 corruption names (see :data:`BENCHMARK_CORRUPTIONS`).
+        shift_severity: Severity in 1..5.
+        transform: Transform applied to each PIL image.
+        target_transform: Transform applied to each label.
+        download: Fetch and extract the archives when the folder is missing.
+
+    Raises:
+        ValueError: On an unknown corruption or a severity outside 1..5.
+        FileNotFoundError: If the folder is missing and ``download`` is ``False``.
+    """
+
+    base_folder = ImageNetC.root_appendix
+
+    def __init__(
+        self,
+        root: str | Path,
+        corruption: str,
+        shift_severity: int,
+        transform: Callable | None = None,
+        target_transform: Callable | None = None,
+        download: bool = False,
+    ) -> None:
+        check_corruptions([corruption])
+        check_severities([shift_severity])
+        folder = Path(root) / self.base_folder / corruption / str(shift_severity)
+        if download and not folder.is_dir():
+            self.download(root)
+        if not folder.is_dir():
+            raise FileNotFoundError(
+                f"ImageNet-C not found: no folder {folder} (<root>/imagenet-c/<corruption>/"
+                "<severity>/<wnid>/<image>). Pass download=True to fetch it."
+            )
+        self.corruption, self.shift_severity = corruption, shift_severity
+        super().__init__(folder, transform=transform, target_transform=target_transform)
+
+    @classmethod
+    def is_available(cls, root: str | Path, corruption: str, shift_severity: int) -> bool:
+        """Whether the folder of ``(corruption, shift_severity)`` is under ``root``."""
+        return (Path(root) / cls.base_folder / corruption / str(shift_severity)).is_dir()
+
+    @staticmethod
+    def download(root: str | Path) -> None:
+        """Fetch and extract TorchUncertainty's ImageNet-C archives into ``<root>/imagenet-c``."""
+        extract_root = Path(root) / ImageNetC.root_appendix
+        archives = zip(ImageNetC.url, ImageNetC.filename, ImageNetC.tgz_md5, strict=True)
+        for url, filename, md5 in archives:
+            if not check_integrity(extract_root / filename, md5):
+                download_and_extract_archive(
+                    url, extract_root, extract_root=extract_root, filename=filename, md5=md5
+                )

@@ -1,0 +1,207 @@
+"""TorchUncertainty's CIFAR-10/100 and ImageNet datamodules with near/far OOD and severity sweeps.
+
+The test loaders are, in order: the clean test set, one loader per OOD set (OpenOOD v1.5 near
+then far groups), and one loader per ``(severity, corruption)`` of the matching ``-C`` set. Each
+loader's role is published in ``eval_sets`` (one
+:class:`~torch_uncertainty_signorm.evaluation.EvalSet` per loader), which
+:class:`~torch_uncertainty_signorm.callbacks.OODShiftEvaluation` reads to log ``ood_near/*``,
+``ood_far/*`` and ``shift/s{k}/*``. TorchUncertainty's own ``eval_ood`` / ``eval_shift`` (one OOD
+set, one severity, read by position by the routine) stay off: the routine only scores loader 0.
+
+Example (YAML)::
+
+    data:
+      class_path: torch_uncertainty_signorm.datamodules.CIFAR100OODShiftDataModule
+      init_args: {root: ./data, batch_size: 128, eval_near_far_ood: true,
+                  eval_shift_severities: true}
+    trainer:
+      callbacks: [{class_path: torch_uncertainty_signorm.callbacks.OODShiftEvaluation}]
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from torch.utils.data import DataLoader, Dataset
+from torch_uncertainty.datamodules import CIFAR10DataModule, CIFAR100DataModule
+from torch_uncertainty.datamodules.classification import ImageNetDataModule
+from torch_uncertainty.datasets.utils import TTADataset
+from torchvision.transforms import v2
+
+from ..evaluation.eval_sets import SEVERITIES, EvalSet
+from .corruptions import (
+    BENCHMARK_CORRUPTIONS,
+    CIFAR10CSeverity,
+    CIFAR100CSeverity,
+    ImageNetCSeverity,
+    check_corruptions,
+    check_severities,
+)
+from .ood_datasets import OPENOOD_SPLITS, build_ood_dataset, check_ood_groups
+
+__all__ = [
+    "CIFAR10OODShiftDataModule",
+    "CIFAR100OODShiftDataModule",
+    "ImageNetOODShiftDataModule",
+    "OODShiftMixin",
+]
+
+logger = logging.getLogger(__name__)
+
+
+class OODShiftMixin:
+    """Near/far OOD and per-severity corruption loaders for a TorchUncertainty datamodule.
+
+    Mixed in before a ``TUDataModule`` subclass that defines ``root``, ``test_transform``,
+    ``num_tta``, ``_data_loader`` and a ``test_dataloader()`` returning the clean loader first.
+    Subclasses set :attr:`benchmark` (a key of
+    :data:`~torch_uncertainty_signorm.datamodules.ood_datasets.OPENOOD_SPLITS`),
+    :attr:`shift_dataset_class` and :attr:`resize_ood` (resize OOD images to ``input_shape``,
+    as OpenOOD does for its 32x32 benchmarks).
+
+    Args:
+        root: Root directory of all datasets (each in its usual sub-folder).
+        batch_size: Training batch size.
+        eval_near_far_ood: Add one test loader per OOD set of ``ood_groups``.
+        ood_groups: ``{"near": [...], "far": [...]}`` names of
+            :data:`~torch_uncertainty_signorm.datamodules.ood_datasets.OOD_DATASETS`; the
+            OpenOOD v1.5 split of this dataset when ``None``.
+        eval_shift_severities: Add one test loader per corruption and severity.
+        shift_severities: Severities to evaluate. Defaults to 1..5.
+        corruptions: Corruptions averaged per severity. Defaults to the 15 benchmark ones.
+        **kwargs: Every other argument of the TorchUncertainty datamodule, except
+            ``eval_ood``/``eval_shift`` which must stay ``False``.
+
+    Raises:
+        ValueError: On unknown OOD group or set names, severities outside 1..5, unknown
+            corruptions, or ``eval_ood``/``eval_shift`` set.
+    """
+
+    benchmark: str
+    shift_dataset_class: type[Dataset]
+    resize_ood: bool = False
+
+    def __init__(
+        self,
+        root: str,
+        batch_size: int,
+        eval_near_far_ood: bool = False,
+        ood_groups: dict[str, list[str]] | None = None,
+        eval_shift_severities: bool = False,
+        shift_severities: list[int] = list(SEVERITIES),  # noqa: B006 (never mutated)
+        corruptions: list[str] = list(BENCHMARK_CORRUPTIONS),  # noqa: B006
+        **kwargs: Any,
+    ) -> None:
+        ours_by_flag = {"eval_ood": "eval_near_far_ood", "eval_shift": "eval_shift_severities"}
+        for flag, ours in ours_by_flag.items():
+            if kwargs.get(flag):
+                raise ValueError(
+                    f"{type(self).__name__} evaluates OOD and shift with `{ours}`; `{flag}=True` "
+                    "would add TorchUncertainty's single-set loader and shift the loader "
+                    f"positions. Set {ours}=True instead."
+                )
+        super().__init__(root=root, batch_size=batch_size, **kwargs)
+        self.eval_near_far_ood = bool(eval_near_far_ood)
+        self.ood_groups = check_ood_groups(
+            OPENOOD_SPLITS[self.benchmark] if ood_groups is None else ood_groups
+        )
+        self.eval_shift_severities = bool(eval_shift_severities)
+        self.shift_severities = check_severities(shift_severities)
+        self.corruptions = check_corruptions(corruptions)
+        self.eval_sets: list[EvalSet] = [EvalSet("id", self.benchmark)]
+        self.eval_datasets: list[Dataset] = []
+
+    def _planned_sets(self) -> list[EvalSet]:
+        sets = []
+        if self.eval_near_far_ood:
+            for group, names in self.ood_groups.items():
+                sets += [EvalSet("ood", name, group=group) for name in names]
+        if self.eval_shift_severities:
+            sets += [
+                EvalSet("shift", corruption, severity=severity)
+                for severity in self.shift_severities
+                for corruption in self.corruptions
+            ]
+        return sets
+
+    def _ood_transform(self) -> v2.Transform:
+        # MNIST is grayscale, Textures/Places/TinyImageNet larger than CIFAR: RGB, then resized.
+        steps = [v2.RGB()]
+        if self.resize_ood:
+            steps.append(v2.Resize(tuple(self.input_shape[-2:]), antialias=True))
+        return v2.Compose([*steps, self.test_transform])
+
+    def _build(self, spec: EvalSet, download: bool) -> Dataset:
+        if spec.kind == "ood":
+            return build_ood_dataset(spec.name, self.root, self._ood_transform(), download)
+        return self.shift_dataset_class(
+            self.root, spec.name, spec.severity, transform=self.test_transform, download=download
+        )
+
+    def prepare_data(self) -> None:
+        """Download the OOD and corrupted sets that are missing under ``root``."""
+        super().prepare_data()
+        for spec in self._planned_sets():
+            if spec.kind == "shift":
+                if not self.shift_dataset_class.is_available(self.root, spec.name, spec.severity):
+                    self._build(spec, download=True)
+                continue
+            try:
+                self._build(spec, download=False)
+            except (FileNotFoundError, RuntimeError):
+                logger.info("Downloading the OOD set %s into %s", spec.name, self.root)
+                self._build(spec, download=True)
+
+    def setup(self, stage: str | None = None) -> None:
+        """TorchUncertainty's setup, then the OOD and corrupted test sets at ``test``."""
+        super().setup(stage)
+        if stage in ("test", None):
+            self.setup_eval_sets()
+
+    def setup_eval_sets(self) -> None:
+        """Build the OOD and corrupted sets (from local files) and :attr:`eval_sets`."""
+        planned = self._planned_sets()
+        self.eval_datasets = [self._build(spec, download=False) for spec in planned]
+        self.eval_sets = [EvalSet("id", self.benchmark), *planned]
+
+    def eval_dataloaders(self) -> list[DataLoader]:
+        """One loader per OOD / corrupted set, in :attr:`eval_sets` order (after the clean one)."""
+        return [
+            self._data_loader(
+                TTADataset(dataset, self.num_tta) if self.num_tta > 1 else dataset,
+                training=False,
+                shuffle=False,
+            )
+            for dataset in self.eval_datasets
+        ]
+
+    def test_dataloader(self) -> list[DataLoader]:
+        """The clean test loader, then :meth:`eval_dataloaders`."""
+        return [*super().test_dataloader(), *self.eval_dataloaders()]
+
+
+class CIFAR10OODShiftDataModule(OODShiftMixin, CIFAR10DataModule):
+    """CIFAR-10; near OOD: CIFAR-100, TinyImageNet; far: MNIST, SVHN, Textures, Places365;
+    shift: CIFAR-10-C. Arguments as :class:`OODShiftMixin`."""
+
+    benchmark = "CIFAR10"
+    shift_dataset_class = CIFAR10CSeverity
+    resize_ood = True
+
+
+class CIFAR100OODShiftDataModule(OODShiftMixin, CIFAR100DataModule):
+    """CIFAR-100; near OOD: CIFAR-10, TinyImageNet; far: MNIST, SVHN, Textures, Places365;
+    shift: CIFAR-100-C. Arguments as :class:`OODShiftMixin`."""
+
+    benchmark = "CIFAR100"
+    shift_dataset_class = CIFAR100CSeverity
+    resize_ood = True
+
+
+class ImageNetOODShiftDataModule(OODShiftMixin, ImageNetDataModule):
+    """ImageNet-1k; near OOD: SSB-hard, NINCO; far: iNaturalist, Textures, OpenImage-O;
+    shift: ImageNet-C. Arguments as :class:`OODShiftMixin`."""
+
+    benchmark = "ImageNet"
+    shift_dataset_class = ImageNetCSeverity

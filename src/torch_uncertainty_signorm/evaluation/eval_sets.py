@@ -1,0 +1,78 @@
+"""What each test dataloader holds, so one evaluation can score many OOD and shifted sets.
+
+TorchUncertainty's routine reads the test loaders by position (0: in-distribution, 1: OOD,
+2: shifted). A near/far OOD benchmark and a severity sweep need many more loaders, each with a
+label: an :class:`EvalSet` per loader, in ``test_dataloader()`` order, published by the
+datamodule as ``eval_sets`` and read by
+:class:`~torch_uncertainty_signorm.callbacks.OODShiftEvaluation`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+__all__ = [
+    "OOD_GROUPS",
+    "OOD_METRICS",
+    "SEVERITIES",
+    "SHIFT_METRICS",
+    "SHIFT_PREFIX",
+    "EvalSet",
+    "ood_metric_name",
+    "shift_metric_name",
+]
+
+#: OOD groups, in the order OpenOOD v1.5 reports them.
+OOD_GROUPS = ("near", "far")
+#: The OOD detection metrics logged per set and per group.
+OOD_METRICS = ("AUROC", "AUPR", "FPR95")
+#: Corruption severities of the ``-C`` benchmarks.
+SEVERITIES = (1, 2, 3, 4, 5)
+#: The metrics logged per severity.
+SHIFT_METRICS = ("Acc", "NLL", "ECE")
+SHIFT_PREFIX = "shift"
+
+
+def ood_metric_name(group: str, metric: str, set_name: str | None = None) -> str:
+    """``ood_near/AUROC`` (group mean) or ``ood_near/CIFAR100/AUROC`` (one set)."""
+    return f"ood_{group}/{metric}" if set_name is None else f"ood_{group}/{set_name}/{metric}"
+
+
+def shift_metric_name(severity: int | str, metric: str) -> str:
+    """``shift/s3/ECE`` for a severity, ``shift/mean/ECE`` for ``severity="mean"``."""
+    level = severity if severity == "mean" else f"s{severity}"
+    return f"{SHIFT_PREFIX}/{level}/{metric}"
+
+
+@dataclass(frozen=True)
+class EvalSet:
+    """The role of one test dataloader.
+
+    Args:
+        kind: ``"id"`` (the clean test set), ``"ood"`` or ``"shift"``.
+        name: Display name, used in metric names (``SVHN``, ``gaussian_noise``...).
+        group: For ``kind="ood"``, ``"near"`` or ``"far"``.
+        severity: For ``kind="shift"``, the corruption severity in 1..5.
+
+    Raises:
+        ValueError: If the fields do not describe one of the three kinds.
+    """
+
+    kind: Literal["id", "ood", "shift"]
+    name: str
+    group: str | None = None
+    severity: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.kind not in ("id", "ood", "shift"):
+            raise ValueError(f"EvalSet kind must be 'id', 'ood' or 'shift', got {self.kind!r}.")
+        if self.kind == "ood" and self.group not in OOD_GROUPS:
+            raise ValueError(
+                f"OOD set {self.name!r} needs group 'near' or 'far', got {self.group!r}."
+            )
+        if self.kind == "shift" and self.severity not in SEVERITIES:
+            raise ValueError(
+                f"Shifted set {self.name!r} needs a severity in {SEVERITIES}, got "
+                f"{self.severity!r}."
+            )

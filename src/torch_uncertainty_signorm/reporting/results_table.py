@@ -1,0 +1,326 @@
+r"""Results to tables: TorchUncertainty ``results.csv`` files → mean ± std rows in the paper's columns.
+
+Each ``--run LABEL=PATH...`` group (one folder per seed, or ``results.csv`` files) becomes
+one row: for every paper column, the mean and the sample standard deviation (``ddof=1``; 0
+for a single run) over the group's runs. The rows are written as a CSV (``rows.csv``, the
+input of :mod:`~torch_uncertainty_signorm.reporting.regression`) and, appended under the
+rows of a published table (``--published main --where dataset=CIFAR-100
+arch=WideResNet-28-10``), as Markdown (``table.md``) and LaTeX (``table.tex``)::
+
+    python -m torch_uncertainty_signorm.reporting.results_table \
+        --run "σN-Ens (ours)=logs/wrn_c100/signorm" --published main \
+        --where dataset=CIFAR-100 arch=WideResNet-28-10 --out tables/wrn_c100
+
+Columns (paper name ← TorchUncertainty 0.13 ``results.csv`` column, unit):
+
+* ``Acc`` ← ``test/cls/Acc``, ``ECE`` ← ``test/cal/ECE``, ``aECE`` ← ``test/cal/aECE``,
+  ``AUPR`` ← ``ood/AUPR``, ``AUROC`` ← ``ood/AUROC``, ``FPR95`` ← ``ood/FPR95``: ×100 (%);
+* ``NLL`` ← ``test/cls/NLL`` (nats), ``Brier`` ← ``test/cls/Brier``;
+* near/far OOD: ``AUROC_near`` ← ``ood_near/AUROC`` (and ``AUPR_``/``FPR95_``, ``_far``), %;
+* corruption shift: ``Acc``/``NLL``/``ECE`` at severity ``k`` ← ``shift/s{k}/Acc`` … (tables
+  with a ``severity`` key get one row per severity);
+* ``Params`` ← ``test/cplx/params`` / 10⁶ (millions);
+* ``MAdds`` ← ``test/cplx/flops``, in G multiply-adds per image, see :func:`madds_per_image`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import math
+import statistics
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..published import PublishedTable, load_table
+from ._runs import Run, find_runs
+
+__all__ = [
+    "PAPER_COLUMNS",
+    "aggregate",
+    "madds_per_image",
+    "paper_metrics",
+    "to_latex",
+    "to_markdown",
+    "write_rows",
+]
+
+SHIFT_SEVERITIES = (1, 2, 3, 4, 5)
+
+
+@dataclass(frozen=True)
+class PaperColumn:
+    """A column of the paper's tables and the TorchUncertainty metric it is computed from."""
+
+    source: str
+    scale: float
+    fmt: str
+
+
+#: Paper column -> (results.csv column, factor to the paper's unit, display format).
+PAPER_COLUMNS: dict[str, PaperColumn] = {
+    "Acc": PaperColumn("test/cls/Acc", 100, ".1f"),
+    "NLL": PaperColumn("test/cls/NLL", 1, ".3f"),
+    "ECE": PaperColumn("test/cal/ECE", 100, ".2f"),
+    "aECE": PaperColumn("test/cal/aECE", 100, ".2f"),
+    "Brier": PaperColumn("test/cls/Brier", 1, ".4f"),
+    "AUPR": PaperColumn("ood/AUPR", 100, ".1f"),
+    "AUROC": PaperColumn("ood/AUROC", 100, ".1f"),
+    "FPR95": PaperColumn("ood/FPR95", 100, ".1f"),
+    **{
+        f"{metric}_{group}": PaperColumn(f"ood_{group}/{metric}", 100, ".2f")
+        for group in ("near", "far") for metric in ("AUROC", "AUPR", "FPR95")
+    },
+    "Params": PaperColumn("test/cplx/params", 1e-6, ".2f"),
+    "MAdds": PaperColumn("test/cplx/flops", math.nan, ".3g"),  # see madds_per_image
+}
+#: Per-severity shift columns: paper column -> (``shift/s{k}/<name>``, factor).
+SHIFT_COLUMNS = {"Acc": ("Acc", 100), "NLL": ("NLL", 1), "ECE": ("ECE", 100)}
+
+
+def madds_per_image(flops: float, images_per_batch: int) -> float:
+    r"""G multiply-adds per test image, all members, from TorchUncertainty's ``test/cplx/flops``.
+
+    TorchUncertainty 0.13's ``ClassificationRoutine.test_step`` runs
+    :class:`torch.utils.flop_counter.FlopCounterMode` around one forward pass of the *first
+    test batch* (``B`` images, before any member repetition; an ensemble's forward
+    computes all ``M`` members) and logs the total as ``test/cplx/flops``. PyTorch counts 2
+    FLOPs per multiply-add (a matmul of ``(m, k)`` by ``(k, n)`` is ``2mkn``), and only
+    matmuls, convolutions and attention (not norms or activations, which papers' MAdds
+    omit too). Hence
+
+    .. math::
+
+        \text{MAdds per image} = \frac{\text{flops}}{2\,B} \times 10^{-9}\ \text{G}.
+
+    ``B`` is the test loader's batch size, or the test set size if smaller; with
+    test-time augmentation it counts the images of the batch, so the views' cost is
+    included per image.
+
+    Raises:
+        ValueError: If ``images_per_batch`` is not a positive integer.
+    """
+    if isinstance(images_per_batch, bool) or not isinstance(images_per_batch, int) or (
+        images_per_batch < 1
+    ):
+        raise ValueError(
+            f"images_per_batch must be a positive integer (the first test batch's size), "
+            f"got {images_per_batch!r}."
+        )
+    return flops / (2 * images_per_batch) * 1e-9
+
+
+def paper_metrics(run: Run, test_batch_size: int | None = None) -> dict[str, float]:
+    """One run's metrics in the paper's columns and units (only the columns it logged).
+
+    ``MAdds`` needs the first test batch's size: ``test_batch_size``, else the run's
+    ``test_batch_size`` setting; without either it is left out.
+    Shift columns are ``s{k}/Acc`` … for each logged severity ``k``.
+    """
+    row: dict[str, float] = {}
+    for name, column in PAPER_COLUMNS.items():
+        if column.source in run.metrics and name != "MAdds":
+            row[name] = run.metrics[column.source] * column.scale
+    batch = test_batch_size if test_batch_size is not None else run.settings.get("test_batch_size")
+    if "test/cplx/flops" in run.metrics and batch is not None:
+        row["MAdds"] = madds_per_image(run.metrics["test/cplx/flops"], int(batch))
+    for k in SHIFT_SEVERITIES:
+        for name, (metric, scale) in SHIFT_COLUMNS.items():
+            if (source := f"shift/s{k}/{metric}") in run.metrics:
+                row[f"s{k}/{name}"] = run.metrics[source] * scale
+    return row
+
+
+def aggregate(runs: Sequence[Run], label: str, test_batch_size: int | None = None) -> dict[str, Any]:
+    """Mean and sample std (``ddof=1``; 0 for one run) of each paper column over ``runs``.
+
+    Returns ``{"method": label, "runs": n, "Acc": mean, "Acc_std": std, ...}`` with the
+    columns every run logged.
+
+    Raises:
+        ValueError: If ``runs`` is empty.
+    """
+    if not runs:
+        raise ValueError(f"no runs to aggregate for {label!r}.")
+    per_run = [paper_metrics(run, test_batch_size) for run in runs]
+    names = [n for n in per_run[0] if all(n in metrics for metrics in per_run[1:])]
+    row: dict[str, Any] = {"method": label, "runs": len(runs)}
+    for name in names:
+        values = [metrics[name] for metrics in per_run]
+        row[name] = statistics.fmean(values)
+        row[f"{name}_std"] = statistics.stdev(values) if len(values) > 1 else 0.0
+    return row
+
+
+def write_rows(rows: Sequence[Mapping[str, Any]], path: str | Path) -> None:
+    """Write aggregated rows as CSV (columns: union of the rows', first row's order first)."""
+    columns = list(dict.fromkeys(key for row in rows for key in row))
+    with Path(path).open("w", newline="") as file:
+        writer = csv.DictWriter(file, fieldnames=columns, restval="")
+        writer.writeheader()
+        writer.writerows({k: f"{v:.10g}" if isinstance(v, float) else v for k, v in row.items()}
+                         for row in rows)  # no float noise such as 4.390000000000001
+
+
+def read_rows(path: str | Path) -> list[dict[str, Any]]:
+    """Read rows written by :func:`write_rows` (numbers as floats)."""
+    def value(text: str) -> Any:
+        try:
+            return float(text)
+        except ValueError:
+            return text if text != "" else math.nan
+
+    with Path(path).open(newline="") as file:
+        return [{k: value(v) for k, v in row.items()} for row in csv.DictReader(file)]
+
+
+def _format(value: Any, std: Any, column: str) -> str:
+    if not isinstance(value, float) or math.isnan(value):
+        return "--"
+    fmt = PAPER_COLUMNS[column].fmt if column in PAPER_COLUMNS else ".3f"
+    text = f"{value:{fmt}}"
+    if isinstance(std, float) and std > 0:
+        text += f" ± {std:{fmt}}"
+    return text
+
+
+def _our_rows(table: PublishedTable | None, rows: Sequence[Mapping[str, Any]],
+              where: Mapping[str, str]) -> list[dict[str, str]]:
+    """Our aggregated rows as display cells in the published table's columns."""
+    keys = table.key_columns if table else ["method"]
+    metric_columns = _metric_columns(table, rows)
+    severities = "severity" in keys
+    out = []
+    for row in rows:
+        for k in SHIFT_SEVERITIES if severities else (None,):
+            cells = {key: str(where.get(key, "")) for key in keys}
+            cells["method" if "method" in keys else keys[-1]] = f"{row['method']} (n={row['runs']:g})"
+            prefix = ""
+            if k is not None:
+                cells["severity"], prefix = str(k), f"s{k}/"
+            for column in metric_columns:
+                cells[column] = _format(row.get(prefix + column), row.get(f"{prefix}{column}_std"),
+                                        column)
+            out.append(cells)
+    return out
+
+
+def _metric_columns(table: PublishedTable | None, rows: Sequence[Mapping[str, Any]]) -> list[str]:
+    if table is not None:
+        return [c for c in table.metric_columns if not c.endswith("_std")]
+    return [c for c in PAPER_COLUMNS if any(c in row for row in rows)]
+
+
+def table_cells(table: PublishedTable | None, rows: Sequence[Mapping[str, Any]],
+                where: Mapping[str, str] | None = None) -> tuple[list[str], list[list[str]]]:
+    """Header and body: the published rows matching ``where``, then ours.
+
+    Key columns fixed by ``where`` are dropped; published ``X ± X_std`` pairs are joined.
+    """
+    where = dict(where or {})
+    metric_columns = _metric_columns(table, rows)
+    keys = [k for k in (table.key_columns if table else ["method"]) if k not in where]
+    body: list[dict[str, str]] = []
+    if table is not None:
+        for row in table.select_text(**where):
+            cells = {k: row[k] for k in keys}
+            for column in metric_columns:
+                std = row.get(f"{column}_std", "")
+                cells[column] = (row[column] or "--") + (f" ± {std}" if std else "")
+            body.append(cells)
+    body += _our_rows(table, rows, where)
+    header = keys + metric_columns
+    return header, [[cells.get(c, "") for c in header] for cells in body]
+
+
+def to_markdown(header: Sequence[str], body: Sequence[Sequence[str]], caption: str = "") -> str:
+    """A GitHub-flavoured Markdown table (numbers right-aligned)."""
+    lines = [f"{caption}\n" if caption else ""]
+    lines.append("| " + " | ".join(header) + " |")
+    lines.append("|" + "|".join("---" if i == 0 else "---:" for i in range(len(header))) + "|")
+    lines += ["| " + " | ".join(row) + " |" for row in body]
+    return "\n".join(lines).lstrip("\n") + "\n"
+
+
+def _latex_escape(text: str) -> str:
+    for char, escaped in (("\\", r"\textbackslash{}"), ("&", r"\&"), ("%", r"\%"), ("_", r"\_"),
+                          ("#", r"\#"), ("σ", r"$\sigma$"), ("±", r"$\pm$")):
+        text = text.replace(char, escaped)
+    return text
+
+
+def to_latex(header: Sequence[str], body: Sequence[Sequence[str]], caption: str = "",
+             label: str = "", num_key_columns: int = 1) -> str:
+    """A booktabs ``table`` environment; ``caption`` is LaTeX already (the paper's own)."""
+    spec = "l" * num_key_columns + "r" * (len(header) - num_key_columns)
+    lines = [r"\begin{table}[t]", r"\centering"]
+    if caption:
+        lines.append(rf"\caption{{{caption}}}")
+    if label:
+        lines.append(rf"\label{{{label}}}")
+    lines += [rf"\begin{{tabular}}{{{spec}}}", r"\toprule",
+              " & ".join(map(_latex_escape, header)) + r" \\", r"\midrule"]
+    lines += [" & ".join(map(_latex_escape, row)) + r" \\" for row in body]
+    lines += [r"\bottomrule", r"\end{tabular}", r"\end{table}"]
+    return "\n".join(lines) + "\n"
+
+
+def _parse_pairs(pairs: Sequence[str], option: str) -> dict[str, str]:
+    parsed = {}
+    for pair in pairs:
+        name, sep, value = pair.partition("=")
+        if not sep or not name:
+            raise ValueError(f"{option} expects NAME=VALUE, got {pair!r}.")
+        parsed[name] = value
+    return parsed
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m torch_uncertainty_signorm.reporting.results_table",
+        description="Collect TorchUncertainty results.csv files into mean ± std rows and append "
+        "them to a published table (Markdown, LaTeX, CSV).",
+    )
+    parser.add_argument("--run", action="append", required=True, metavar="LABEL=PATH[,PATH...]",
+                        help="one row: its label and the runs (folders searched for results.csv, "
+                        "or files) averaged into it; repeat for several rows")
+    parser.add_argument("--published", help="published table to append to, e.g. main, rn18, vit")
+    parser.add_argument("--where", nargs="*", default=[], metavar="KEY=VALUE",
+                        help="published rows to keep, e.g. dataset=CIFAR-100 arch=ResNet-50")
+    parser.add_argument("--test-batch-size", type=int,
+                        help="size of the first test batch, for MAdds per image (default: from "
+                        "each run's settings.json or config.yaml)")
+    parser.add_argument("--out", default=".", help="folder for rows.csv, table.md and table.tex")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> tuple[list[str], list[list[str]]]:
+    parser = _parser()
+    args = parser.parse_args(argv)
+    try:
+        where = _parse_pairs(args.where, "--where")
+        groups = _parse_pairs(args.run, "--run")
+        table = load_table(args.published) if args.published else None
+        if table is not None and not table.select(**where):
+            raise ValueError(f"no row of table {args.published!r} matches {where}.")
+        rows = [aggregate(find_runs(paths.split(",")), label, args.test_batch_size)
+                for label, paths in groups.items()]
+    except ValueError as error:
+        parser.error(str(error))
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    write_rows(rows, out / "rows.csv")
+    header, body = table_cells(table, rows, where)
+    num_keys = len(header) - len(_metric_columns(table, rows))
+    caption = f"{table.meta['caption']} Our rows appended." if table else ""
+    label = f"{table.label}-ours" if table else ""
+    (out / "table.md").write_text(to_markdown(header, body))
+    (out / "table.tex").write_text(to_latex(header, body, caption, label, num_keys))
+    print(to_markdown(header, body))
+    return header, body
+
+
+if __name__ == "__main__":
+    main()

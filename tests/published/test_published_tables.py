@@ -1,0 +1,93 @@
+"""The paper's tables as package data: every table present, sidecars complete, numbers transcribed."""
+
+import math
+
+import pytest
+
+from torch_uncertainty_signorm.published import TABLES, load_table
+
+#: Every ``\begin{table}`` label of the paper (signorm_ensembles.tex), in order of appearance.
+PAPER_TABLE_LABELS = [
+    "tab:main", "tab:sst2", "tab:vit", "tab:lambda", "tab:rn18", "tab:fourmetric",
+    "tab:mscaling", "tab:shift-cnn", "tab:shift-vit",
+]
+
+
+def test_every_table_of_the_paper_has_a_data_file():
+    assert sorted(TABLES.values()) == sorted(PAPER_TABLE_LABELS)
+    for name, label in TABLES.items():
+        assert load_table(name).label == label
+
+
+@pytest.mark.parametrize("name", sorted(TABLES))
+def test_sidecar_names_its_source_settings_and_units(name):
+    table = load_table(name)
+    assert table.meta["caption"] and table.meta["section"].startswith("sec:")
+    assert len(table.meta["settings"]) > 40
+    assert set(table.key_columns) <= set(table.columns)
+    for column in table.metric_columns:
+        base = column.removesuffix("_std")
+        assert base in table.meta["units"], f"{name}: no unit for {column}"
+        if column.endswith("_std"):
+            assert base in table.columns
+    keys = [tuple(row[k] for k in table.key_columns) for row in table.rows]
+    assert len(set(keys)) == len(keys), f"{name}: key columns do not identify rows"
+
+
+@pytest.mark.parametrize(
+    ("name", "keys", "column", "value"),
+    [
+        ("main", {"dataset": "CIFAR-10", "arch": "ResNet-50", "method": "Packed"}, "FPR95", 14.4),
+        ("main", {"dataset": "CIFAR-100", "arch": "WideResNet-28-10", "method": "σN-Ens"},
+         "NLL", 0.584),
+        ("main", {"dataset": "CIFAR-100", "arch": "ResNet-50", "method": "Deep Ensembles"},
+         "Params", 94.82),
+        ("main", {"dataset": "CIFAR-10", "arch": "WideResNet-28-10",
+                  "method": "σN-Ens FineTune"}, "ECE", 0.79),
+        ("rn18", {"dataset": "CIFAR-100", "method": "MIMO"}, "AUROC", 80.7),
+        ("rn18", {"dataset": "CIFAR-10", "method": "Packed"}, "MAdds", 0.48),
+        ("sst2", {"method": "Hydra-Ens (Circ)"}, "FPR95", 55.06),
+        ("vit", {"dataset": "ImageNet-1k", "method": "LoRA-Ens"}, "ECE_std", 9.21),
+        ("vit", {"dataset": "CIFAR-100", "method": "σN-Ens"}, "Brier", 0.1055),
+        ("mscaling", {"method": "σN-Ens", "num_estimators": 12}, "AUROC_std", 3.2),
+        ("mscaling", {"method": "Packed", "num_estimators": 16}, "ECE", 11.9),
+        ("lambda", {"arch": "ResNet-50", "diversity_strength": "1e-1"}, "ECE", 2.3),
+        ("fourmetric", {"arch": "ResNet-50", "correlation": "pearson", "metric": "jensen_gap"},
+         "rho", -0.83),
+        ("shift_cnn", {"arch": "WideResNet-28-10", "method": "σN-Ens", "severity": 5},
+         "NLL", 1.992),
+        ("shift_cnn", {"arch": "ResNet-50", "method": "FiLM-Ensemble", "severity": 3},
+         "ECE", 13.5),
+        ("shift_vit", {"dataset": "ImageNet-C", "method": "Deep Ensembles", "severity": 5},
+         "ECE", 0.86),
+        ("shift_vit", {"dataset": "CIFAR-100-C", "method": "LoRA-Ens", "severity": 2},
+         "Acc", 80.61),
+    ],
+)
+def test_spot_checked_numbers_match_the_paper(name, keys, column, value):
+    assert load_table(name).row(**keys)[column] == pytest.approx(value, abs=1e-9)
+
+
+def test_table_sizes_match_the_paper():
+    sizes = {name: len(load_table(name).rows) for name in TABLES}
+    assert sizes == {"main": 36, "rn18": 18, "sst2": 6, "vit": 8, "mscaling": 10, "lambda": 12,
+                     "fourmetric": 18, "shift_cnn": 40, "shift_vit": 40}
+
+
+def test_unreported_values_are_nan_and_printed_text_is_kept():
+    table = load_table("mscaling")
+    assert math.isnan(table.row(method="Packed", num_estimators=12)["Acc"])
+    (printed,) = table.select_text(method="Packed", num_estimators=12)
+    assert printed["Acc"] == ""
+    (main_row,) = load_table("main").select_text(dataset="CIFAR-10", arch="ResNet-50",
+                                                  method="Packed")
+    assert main_row["MAdds"] == "1.00"  # trailing zero as printed
+
+
+def test_bad_names_and_ambiguous_rows_raise_clear_errors():
+    with pytest.raises(ValueError, match="unknown published table 'tab:main'.*available"):
+        load_table("tab:main")
+    with pytest.raises(ValueError, match=r"\['model'\] are not columns of table 'main'"):
+        load_table("main").select(model="x")
+    with pytest.raises(ValueError, match="4 rows of table 'main' match.*key values"):
+        load_table("main").row(method="σN-Ens")
