@@ -1,0 +1,263 @@
+"""A catalogue of bad inputs: each one fails with an error naming the value and what is valid.
+
+Config values, YAML typos through the ``torch-uncertainty`` command, wrong tensor shapes,
+batches not divisible by M, a backbone without normalisation layers, checkpoints of another
+architecture or M, truncated checkpoint files and missing dataset directories. Every case also
+checks that no file on disk changed (hashes of the working directory before and after).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import io
+import json
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+import torch
+import yaml
+from fixtures.backbones import tiny_resnet
+from torch import nn
+
+from torch_uncertainty_signorm import (
+    MemberHeads,
+    SigmaBatchNorm2d,
+    SigmaLayerNorm,
+    signorm_ensemble,
+)
+from torch_uncertainty_signorm.callbacks import ExactResumeCheckpoint
+from torch_uncertainty_signorm.cli import cli_main
+from torch_uncertainty_signorm.datamodules import DigitsDataModule
+from torch_uncertainty_signorm.export import export_ensemble, load_ensemble, load_member, main
+from torch_uncertainty_signorm.routines import SigmaNormClassificationRoutine
+
+M = 3
+DIGITS_RECIPE = Path(__file__).parents[1] / "experiments" / "digits_signorm.yaml"
+RESNET_SPEC = {"class_path": "torch_uncertainty.models.classification.resnet",
+               "init_args": {"in_channels": 3, "num_classes": 10, "arch": 18, "style": "cifar",
+                             "width_multiplier": 0.125}}
+
+
+class CommandLineError(Exception):
+    """What the command printed before exiting with an error."""
+
+
+def _command(*args: str) -> None:
+    stderr = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(stderr), contextlib.redirect_stdout(io.StringIO()):
+            cli_main(list(args))
+    except SystemExit as exit_:
+        if exit_.code:
+            raise CommandLineError(stderr.getvalue()) from None
+
+
+def _recipe_with(files: Path, old: str, new: str) -> str:
+    """The digits recipe with one edit, written beside (not into) the checked directory."""
+    text = DIGITS_RECIPE.read_text()
+    assert old in text
+    path = files.parent / f"{files.name}_inputs" / "edited_recipe.yaml"
+    path.parent.mkdir(exist_ok=True)
+    path.write_text(text.replace(old, new))
+    return str(path)
+
+
+def _ensemble(**kwargs) -> nn.Module:
+    return signorm_ensemble(tiny_resnet(), M, **kwargs)
+
+
+def _spec(num_estimators: int) -> dict:
+    return {"class_path": "torch_uncertainty_signorm.signorm_ensemble",
+            "init_args": {"model": RESNET_SPEC, "num_estimators": num_estimators}}
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory) -> Path:
+    """Checkpoints (good, truncated, another architecture, another M), recipes and an export."""
+    root = tmp_path_factory.mktemp("bad_inputs")
+    torch.save(tiny_resnet().state_dict(), root / "resnet18.pt")
+    (root / "truncated.pt").write_bytes((root / "resnet18.pt").read_bytes()[:2000])
+    ensemble_m2 = signorm_ensemble(tiny_resnet(), 2)
+    torch.save({"state_dict": {f"model.{k}": v for k, v in ensemble_m2.state_dict().items()}},
+               root / "ensemble_m2.ckpt")
+    (root / "recipe_m3.yaml").write_text(
+        yaml.safe_dump({"routine": {"init_args": {"model": _spec(M)}}})
+    )
+    export_ensemble(signorm_ensemble(tiny_resnet(), M), _spec(M), root / "export")
+    untrusted = root / "untrusted_export"
+    untrusted.mkdir()
+    config = json.loads((root / "export" / "config.json").read_text())
+    config["model"]["class_path"] = "os.system"
+    (untrusted / "config.json").write_text(json.dumps(config))
+    return root
+
+
+@dataclass(frozen=True)
+class Case:
+    id: str
+    action: Callable[[Path], object]
+    error: type[BaseException]
+    match: str
+
+
+CASES = [
+    # ---------------------------------------------------------------- configuration values
+    Case("num_estimators=0", lambda d: _ensemble_m(0), ValueError,
+         r"num_estimators must be an integer >= 1, got 0"),
+    Case("num_estimators='4'", lambda d: _ensemble_m("4"), ValueError,
+         r"num_estimators must be an integer >= 1, got '4'"),
+    Case("num_estimators=True", lambda d: _ensemble_m(True), ValueError,
+         r"num_estimators must be an integer >= 1, got True"),
+    Case("tau=0", lambda d: _ensemble(tau=0), ValueError,
+         r"tau must be a finite number > 0, got 0"),
+    Case("tau=-1", lambda d: _ensemble(tau=-1.0), ValueError,
+         r"tau must be a finite number > 0, got -1.0"),
+    Case("tau=inf", lambda d: _ensemble(tau=float("inf")), ValueError,
+         r"tau must be a finite number > 0, got inf"),
+    Case("diversity_strength<0", lambda d: _ensemble(diversity_strength=-0.1), ValueError,
+         r"diversity strength \(lambda\) must be a finite number >= 0, got -0.1"),
+    Case("scale_init_std=nan", lambda d: _ensemble(scale_init_std=float("nan")), ValueError,
+         r"scale_init_std must be finite and >= 0, got nan"),
+    Case("head_norm='group'", lambda d: _ensemble(head_norm="group"), ValueError,
+         r"head_norm must be 'auto', 'batch' or 'layer', got 'group'"),
+    Case("head='fc9'", lambda d: _ensemble(head="fc9"), ValueError,
+         r"head='fc9' is not an nn.Linear submodule. Pass head='<name of the final nn.Linear>'"),
+    Case("expand_at='layer9'", lambda d: _ensemble(expand_at="layer9"), ValueError,
+         r"expand_at='layer9' is not a module of _?ResNet; use 'auto', 'input' or a module name"),
+    Case("regularized_layers='resnet19'", lambda d: _ensemble(regularized_layers="resnet19"),
+         ValueError, r"pattern 'resnet19' matches no σNorm layer. Presets: all, resnet18"),
+    Case("regularized_layers=['layer9.bn2']",
+         lambda d: _ensemble(regularized_layers=["layer9.bn2"]), ValueError,
+         r"entry 'layer9.bn2' matches no σNorm layer. Available layers: .*layer1"),
+    Case("pretrained='yes'", lambda d: _ensemble(pretrained="yes"), ValueError,
+         r"pretrained must be True or False, got 'yes'"),
+    Case("checkpoint without pretrained",
+         lambda d: _ensemble(checkpoint=str(d / "resnet18.pt")), ValueError,
+         r"checkpoint='.*resnet18.pt' needs pretrained=True"),
+    Case("num_classes=0", lambda d: _ensemble(num_classes=0), ValueError,
+         r"num_classes must be an integer >= 1, got 0"),
+    Case("routine of a plain model",
+         lambda d: SigmaNormClassificationRoutine(tiny_resnet(), 10), TypeError,
+         r"trains a SigmaNormEnsemble \(build one with torch_uncertainty_signorm.signorm_ensemble"
+         r"\), got _?ResNet"),
+    Case("scale_lr_multiplier=0",
+         lambda d: SigmaNormClassificationRoutine(_ensemble(), 10, scale_lr_multiplier=0),
+         ValueError, r"scale_lr_multiplier must be a finite number > 0, got 0"),
+    Case("MemberHeads norm='group'", lambda d: MemberHeads(8, 10, M, norm="group"), ValueError,
+         r"head norm must be 'batch' or 'layer', got 'group'"),
+    Case("ExactResumeCheckpoint filename=''", lambda d: ExactResumeCheckpoint(filename=""),
+         ValueError, r"filename must be a non-empty file name without directory, got ''"),
+    Case("DigitsDataModule batch_size=0", lambda d: DigitsDataModule(batch_size=0), ValueError,
+         r"batch_size should be an integer >= 1. Got 0"),
+    # ---------------------------------------------------------------- tensor shapes
+    Case("σBN2d on a 3-D input", lambda d: SigmaBatchNorm2d(4, M)(torch.randn(6, 4, 5)),
+         ValueError, r"SigmaBatchNorm2d expects a 4-D input, got shape \(6, 4, 5\)"),
+    Case("batch not divisible by M",
+         lambda d: SigmaBatchNorm2d(4, M)(torch.randn(4, 4, 2, 2)), ValueError,
+         r"M = num_estimators = 3, got 4 rows .* does not split evenly into 3 members"),
+    Case("head features of the wrong width", lambda d: MemberHeads(8, 10, M)(torch.randn(6, 5)),
+         ValueError, r"MemberHeads expects features of shape \(M·B, 8\), got \(6, 5\)"),
+    Case("σLN trailing shape", lambda d: SigmaLayerNorm(8, M)(torch.randn(6, 7)), ValueError,
+         r"SigmaLayerNorm normalises trailing shape \(8,\), got input shape \(6, 7\)"),
+    Case("ensemble input as a list", lambda d: _ensemble()([torch.randn(2, 3, 32, 32)]),
+         TypeError, r"takes a tensor or a mapping of tensors .*, got list"),
+    Case("σBN training on one value per channel",
+         lambda d: SigmaBatchNorm2d(4, M).train()(torch.randn(M, 4, 1, 1)), ValueError,
+         r"needs more than 1 value per channel and member when training, got input shape "
+         r"\(3, 4, 1, 1\)"),
+    # ---------------------------------------------------------------- backbones
+    Case("backbone without normalisation layers",
+         lambda d: signorm_ensemble(nn.Sequential(nn.Flatten(), nn.Linear(4, 2)), M),
+         ValueError, r"Sequential has no normalisation layer to convert into σNorm; σNorm-"
+                     r"Ensembles need at least one of: .*BatchNorm"),
+    # ---------------------------------------------------------------- checkpoints
+    Case("missing checkpoint file",
+         lambda d: _ensemble(pretrained=True, checkpoint=str(d / "absent.pt")),
+         FileNotFoundError, r"checkpoint='.*absent.pt' does not exist or is not a file"),
+    Case("truncated checkpoint file",
+         lambda d: _ensemble(pretrained=True, checkpoint=str(d / "truncated.pt")), ValueError,
+         r"checkpoint='.*truncated.pt' could not be read .*; expected a Lightning/"
+         r"TorchUncertainty .ckpt, a torch state dict or a .safetensors file"),
+    Case("checkpoint of another architecture",
+         lambda d: signorm_ensemble(tiny_resnet(50), M, pretrained=True,
+                                    checkpoint=str(d / "resnet18.pt")), ValueError,
+         r"checkpoint='.*resnet18.pt' does not fit _?ResNet: missing: .*It must come from the "
+         r"same architecture"),
+    Case("checkpoint of another M (export command)",
+         lambda d: main(["--config", str(d / "recipe_m3.yaml"), "--ckpt_path",
+                         str(d / "ensemble_m2.ckpt"), "--output", str(d / "out")]),
+         ValueError, r"does not fit SigmaNormEnsemble: shape mismatch: .*\(2, .*\) != \(3, "),
+    Case("truncated checkpoint through the command",
+         lambda d: _command("test", "--config", str(DIGITS_RECIPE), "--ckpt_path",
+                            str(d / "truncated.pt")), ValueError,
+         r"ckpt_path='.*truncated.pt' could not be read .*; expected a Lightning checkpoint"),
+    Case("loading a directory that is no export", lambda d: load_ensemble(d), FileNotFoundError,
+         r"config.json' does not exist: .* is no σN-Ens export"),
+    Case("exported member out of range", lambda d: load_member(d / "export", 7), ValueError,
+         r"member 7 was not exported to .*; exported members: none \(export with members=True"),
+    Case("export config naming untrusted code", lambda d: load_ensemble(d / "untrusted_export"),
+         ValueError, r"class_path 'os.system' is outside the trusted packages torch, "),
+    # ---------------------------------------------------------------- YAML typos (command)
+    Case("YAML typo num_estimator",
+         lambda d: _command("fit", "--config",
+                            _recipe_with(d, "num_estimators: 4", "num_estimator: 4")),
+         CommandLineError, r"Option 'num_estimator' is not accepted"),
+    Case("YAML typo trainer.max_epoch",
+         lambda d: _command("fit", "--config",
+                            _recipe_with(d, "max_epochs: 5", "max_epoch: 5")),
+         CommandLineError, r"run: torch-uncertainty fit --help\nerror: Subcommand 'fit' does "
+         r"not accept option 'trainer.max_epoch'"),
+    Case("YAML tau: -0.1",
+         lambda d: _command("fit", "--config", _recipe_with(d, "tau: 0.1", "tau: -0.1")),
+         ValueError, r"tau must be a finite number > 0, got -0.1"),
+    # ---------------------------------------------------------------- missing datasets
+    Case("OOD folder missing, no download",
+         lambda d: _open_ood(d / "no_data"), FileNotFoundError,
+         r"ninco not found in .*no_data: expected .*ninco/<class>/<image>. Pass download=True"),
+    Case("SST-2 local_path missing",
+         lambda d: _sst2(local_path=d / "no_sst2"), FileNotFoundError,
+         r"local_path='.*no_sst2' is not a directory; write one with"),
+]
+
+
+def _ensemble_m(num_estimators) -> nn.Module:
+    return signorm_ensemble(tiny_resnet(), num_estimators)
+
+
+def _open_ood(root: Path):
+    from torch_uncertainty_signorm.datamodules.ood_datasets import OpenOODImageFolder
+
+    return OpenOODImageFolder(root, "ninco", download=False)
+
+
+def _sst2(**kwargs):
+    from torch_uncertainty_signorm.datamodules.sst2 import SST2DataModule
+
+    return SST2DataModule(**kwargs)
+
+
+def _hashes(root: Path) -> dict[str, str]:
+    return {
+        str(path.relative_to(root)): hashlib.sha256(path.read_bytes()).hexdigest()
+        for path in sorted(root.rglob("*")) if path.is_file()
+    }
+
+
+@pytest.mark.parametrize("case", CASES, ids=[case.id for case in CASES])
+def test_bad_input_is_rejected_clearly_and_changes_no_file(case, files, monkeypatch):
+    monkeypatch.setattr(sys, "argv", ["torch-uncertainty"])
+    monkeypatch.chdir(files)  # anything a case would write lands where it is checked
+    before = _hashes(files)
+    with pytest.raises(case.error, match=case.match):
+        case.action(files)
+    assert _hashes(files) == before
+
+
+def test_catalogue_size():
+    print(f"\nbad-input catalogue: {len(CASES)} cases")
+    assert len(CASES) >= 25
+    assert len({case.id for case in CASES}) == len(CASES)

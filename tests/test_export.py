@@ -1,0 +1,177 @@
+"""Export to safetensors + JSON, reload into an identical model, and plain member models."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+import yaml
+from fixtures.backbones import bert_inputs, randomize_norms, tiny_bert, tiny_resnet, tiny_vit
+from fixtures.synthetic_datamodule import SyntheticDataModule
+from lightning.pytorch import Trainer
+from torch import nn
+
+from torch_uncertainty_signorm import SigmaGroupNorm, SigmaRMSNorm, signorm_ensemble
+from torch_uncertainty_signorm.export import (
+    SigmaNormMember,
+    build_model,
+    export_ensemble,
+    fold_signorm,
+    load_ensemble,
+    load_member,
+    main,
+    member_model,
+)
+from torch_uncertainty_signorm.layers.signorm import _SigmaNorm
+from torch_uncertainty_signorm.routines import SigmaNormClassificationRoutine
+
+M = 3
+SPEC = {
+    "class_path": "torch_uncertainty_signorm.signorm_ensemble",
+    "init_args": {
+        "model": {
+            "class_path": "torch_uncertainty.models.classification.resnet",
+            "init_args": {"in_channels": 3, "num_classes": 10, "arch": 18, "style": "cifar",
+                          "width_multiplier": 0.125},
+        },
+        "num_estimators": M,
+        "tau": 0.5,
+    },
+}
+
+
+def _trained_like(model: nn.Module) -> nn.Module:
+    """Move the running statistics away from their initial values, then switch to eval."""
+    model.train()
+    with torch.no_grad():
+        for _ in range(2):
+            model(torch.randn(4, 3, 32, 32) * 2 + 1)
+    return model.eval()
+
+
+def _member_rows(ensemble: nn.Module, inputs, member: int) -> torch.Tensor:
+    return ensemble(inputs).unflatten(0, (ensemble.num_estimators, -1))[member]
+
+
+def test_export_then_reload_gives_identical_outputs(tmp_path):
+    model = _trained_like(build_model(SPEC))
+    export_ensemble(model, SPEC, tmp_path)
+    reloaded = load_ensemble(tmp_path)
+
+    state, reloaded_state = model.state_dict(), reloaded.state_dict()
+    assert state.keys() == reloaded_state.keys()
+    assert all(torch.equal(state[k], reloaded_state[k]) for k in state)
+    inputs = torch.randn(5, 3, 32, 32)
+    assert torch.equal(reloaded(inputs), model(inputs))
+    config = json.loads((tmp_path / "config.json").read_text())
+    assert config["num_estimators"] == M and config["members"] == []
+    assert not list(tmp_path.glob("*.pt*")) and (tmp_path / "ensemble.safetensors").is_file()
+
+
+def _pretrained_resnet():
+    return signorm_ensemble(randomize_norms(tiny_resnet()), M, pretrained=True)
+
+
+def _vit():
+    return signorm_ensemble(randomize_norms(tiny_vit()), M, pretrained=True)
+
+
+def _groupnorm_cnn():
+    torch.manual_seed(0)
+    backbone = nn.Sequential(
+        nn.Conv2d(3, 8, 3), nn.GroupNorm(2, 8), nn.ReLU(), nn.AdaptiveAvgPool2d(1), nn.Flatten(),
+        nn.Linear(8, 8), nn.RMSNorm(8), nn.Linear(8, 5),
+    )
+    return signorm_ensemble(backbone, M, head="7", head_norm="layer")
+
+
+CASES = {
+    "resnet-from-scratch": (lambda: build_model(SPEC), lambda: torch.randn(4, 3, 32, 32)),
+    "resnet-converted-pretrained": (_pretrained_resnet, lambda: torch.randn(4, 3, 32, 32)),
+    "vit-layernorm-expand-at-blocks": (_vit, lambda: torch.randn(4, 3, 32, 32)),
+    "groupnorm-rmsnorm": (_groupnorm_cnn, lambda: torch.randn(4, 3, 8, 8)),
+    "bert-mapping-inputs": (lambda: signorm_ensemble(tiny_bert(), M, pretrained=True),
+                            bert_inputs),
+}
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_member_model_equals_the_members_output(case):
+    build, make_inputs = CASES[case]
+    torch.manual_seed(0)
+    ensemble = build()
+    if case.startswith("resnet"):
+        _trained_like(ensemble)
+    ensemble.eval()
+    inputs = make_inputs()
+    for member in range(M):
+        plain = member_model(ensemble, member).eval()
+        assert not any(isinstance(m, _SigmaNorm) for m in plain.modules())
+        with torch.no_grad():
+            torch.testing.assert_close(plain(inputs), _member_rows(ensemble, inputs, member),
+                                       rtol=1e-5, atol=1e-5)
+    kinds = {type(m) for m in ensemble.modules()}
+    if case == "groupnorm-rmsnorm":
+        assert {SigmaGroupNorm, SigmaRMSNorm} <= kinds
+
+
+def test_members_differ_and_training_mode_matches_too():
+    ensemble = _trained_like(build_model(SPEC)).train()
+    inputs = torch.randn(6, 3, 32, 32)
+    member = member_model(ensemble, 1)
+    assert member.training
+    with torch.no_grad():
+        torch.testing.assert_close(member(inputs), _member_rows(ensemble, inputs, 1),
+                                   rtol=1e-5, atol=1e-5)
+        ensemble.eval()
+        assert not torch.allclose(member_model(ensemble, 0).eval()(inputs),
+                                  member_model(ensemble, 1).eval()(inputs), atol=1e-3)
+
+
+def test_folded_batchnorm_holds_the_members_statistics_and_effective_scale():
+    ensemble = _trained_like(_pretrained_resnet())
+    layer = ensemble.backbone.layer1[0].bn1
+    plain = fold_signorm(layer, 2)
+    assert type(plain) is nn.BatchNorm2d
+    assert torch.equal(plain.running_mean, layer.running_mean[2])
+    assert torch.equal(plain.running_var, layer.running_var[2])
+    expected_scale = layer.magnitude * layer.sign * torch.sigmoid(layer.scale_logits[2])
+    torch.testing.assert_close(plain.weight, expected_scale)
+    assert torch.equal(plain.bias, layer.shift)
+
+
+def test_exported_members_reload(tmp_path):
+    model = _trained_like(build_model(SPEC))
+    export_ensemble(model, SPEC, tmp_path, members=True)
+    inputs = torch.randn(3, 3, 32, 32)
+    for member in range(M):
+        reloaded = load_member(tmp_path, member)
+        assert isinstance(reloaded, SigmaNormMember)
+        assert torch.equal(reloaded(inputs), member_model(model, member).eval()(inputs))
+
+
+@pytest.mark.slow
+def test_command_exports_a_lightning_checkpoint(tmp_path):
+    """Train one step, save the Lightning checkpoint, export it from the recipe, reload."""
+    routine = SigmaNormClassificationRoutine(
+        build_model(SPEC), 10, nn.CrossEntropyLoss(),
+        optim_recipe=lambda m: torch.optim.SGD(m.parameters(), lr=0.1),
+    )
+    trainer = Trainer(accelerator="cpu", max_steps=1, logger=False, enable_progress_bar=False,
+                      enable_model_summary=False, default_root_dir=tmp_path,
+                      enable_checkpointing=False, limit_val_batches=0)
+    trainer.fit(routine, SyntheticDataModule(batch_size=4))
+    trainer.save_checkpoint(tmp_path / "run.ckpt")
+    assert "state_dict" in torch.load(tmp_path / "run.ckpt", weights_only=True)
+    recipe = tmp_path / "recipe.yaml"
+    recipe.write_text(yaml.safe_dump({"routine": {"init_args": {"model": SPEC}}}))
+
+    out = main(["--config", str(recipe), "--ckpt_path", str(tmp_path / "run.ckpt"),
+                "--output", str(tmp_path / "export"), "--members"])
+
+    reloaded = load_ensemble(out)
+    inputs = torch.randn(2, 3, 32, 32)
+    routine.model.eval()
+    assert torch.equal(reloaded(inputs), routine.model(inputs))
+    assert torch.equal(load_member(out, 2)(inputs), _member_rows(routine.model, inputs, 2))
