@@ -6,8 +6,12 @@ from pathlib import Path
 import pytest
 
 from torch_uncertainty_signorm.cli import main
+from torch_uncertainty_signorm.reporting import regression
 
 RECIPE = Path(__file__).parents[1] / "experiments" / "digits_signorm.yaml"
+REFERENCE = Path(__file__).parents[1] / "docs" / "reference" / "digits_signorm.csv"
+#: Digits-scale tolerances (docs/reference/README.md): 360 test images, one image = 0.28 points.
+TOLERANCES = ["Acc=1.5", "NLL=0.05", "ECE=1.5", "aECE=1.5", "AUPR=1.5", "AUROC=1.5", "FPR95=5"]
 
 
 @pytest.mark.slow
@@ -25,3 +29,8 @@ def test_quickstart_trains_tests_and_prints_its_wall_time(tmp_path, monkeypatch,
     assert float(row["test/div/signorm_cos_regularized"]) < float(row["test/div/signorm_cos"])
     assert list((tmp_path / "logs" / "digits").rglob("ownership.csv"))
     assert list((tmp_path / "logs" / "digits").rglob("config.yaml"))
+    # The regression check passes against the committed reference of this recipe.
+    capsys.readouterr()
+    status = regression.main([str(results.parent), "--reference", str(REFERENCE),
+                              "--tol", *TOLERANCES])
+    assert status == 0, capsys.readouterr().out

@@ -22,12 +22,15 @@ from .layers import (
     SigmaLayerNorm2d,
     SigmaRMSNorm,
 )
+from .parameter_counts import parameter_counts
+from .prediction import EnsemblePrediction, ensemble_prediction, predict
 from .regularization import ImportanceSharingPenalty, sharing_penalty
 
 __version__ = "0.1.0"
 
 __all__ = [
     "REGULARIZED_LAYER_PRESETS",
+    "EnsemblePrediction",
     "ImportanceSharingPenalty",
     "MemberHeads",
     "SigmaBatchNorm1d",
@@ -39,6 +42,7 @@ __all__ = [
     "SigmaNormEnsemble",
     "SigmaRMSNorm",
     "convert_norm_layers",
+    "ensemble_prediction",
     "find_norm_layers",
     "geometric_ambiguity",
     "jensen_gap",
@@ -46,6 +50,8 @@ __all__ = [
     "mutual_information",
     "ownership_counts",
     "pairwise_cosine",
+    "parameter_counts",
+    "predict",
     "select_layers",
     "sharing_penalty",
     "signorm_cosine",

@@ -214,6 +214,16 @@ class TUSigmaNormCLI(TULightningCLI):
             )
         self.trainer.test(self.routine, datamodule=self.datamodule, ckpt_path=ckpt_path)
 
+    def instantiate_trainer(self, **kwargs: Any) -> Any:
+        """As Lightning's; ``trainer.sync_batchnorm: true`` also synchronises σBN statistics
+        (:class:`~torch_uncertainty_signorm.distributed.SigmaNormSyncBatchNorm`)."""
+        from .distributed import signorm_sync_batchnorm_plugins
+
+        config = {**self._get(self.config_init, "trainer", default={}), **kwargs}
+        if (plugins := signorm_sync_batchnorm_plugins(config)) is not None:
+            kwargs["plugins"] = plugins
+        return super().instantiate_trainer(**kwargs)
+
     # Lightning's load-from-checkpoint support reads the `model:` block; TorchUncertainty calls it
     # `routine:`. Both hooks are private Lightning API (stable across lightning 2.x).
     def _add_instantiators(self) -> None:
@@ -235,7 +245,13 @@ class TUSigmaNormCLI(TULightningCLI):
         ckpt_path = self.config[subcommand].get("ckpt_path") if subcommand else None
         if not ckpt_path or not Path(ckpt_path).is_file():
             return  # "best", "last", remote paths: resolved by Lightning when it loads them
-        hparams = torch.load(ckpt_path, weights_only=True, map_location="cpu")
+        try:
+            hparams = torch.load(ckpt_path, weights_only=True, map_location="cpu")
+        except Exception as error:  # truncated file, not a checkpoint, unsafe pickle content
+            raise ValueError(
+                f"ckpt_path='{ckpt_path}' could not be read ({type(error).__name__}: "
+                f"{str(error).splitlines()[0]}); expected a Lightning checkpoint (.ckpt)."
+            ) from error
         hparams = hparams.get("hyper_parameters", {})
         hparams = {k: v for k, v in hparams.items() if k != "_instantiator"}
         if "_class_path" not in hparams:
@@ -261,6 +277,16 @@ class TUSigmaNormCLI(TULightningCLI):
         if not callable(hook):
             return None
         return [dict(group) for group in hook(lr)]
+
+    @staticmethod
+    def configure_optimizers(lightning_module: LightningModule, optimizer, lr_scheduler=None):
+        """As Lightning's; a scheduler declaring ``interval = "step"`` (such as
+        :class:`~torch_uncertainty_signorm.lr_schedulers.WarmupCosineLR`) is stepped every
+        optimisation step instead of every epoch."""
+        if getattr(lr_scheduler, "interval", None) == "step":
+            return {"optimizer": optimizer,
+                    "lr_scheduler": {"scheduler": lr_scheduler, "interval": "step"}}
+        return LightningCLI.configure_optimizers(lightning_module, optimizer, lr_scheduler)
 
     def _add_configure_optimizers_method_to_model(self, subcommand: str | None) -> None:
         optimizer = self._get(self.config_init, "optimizer")

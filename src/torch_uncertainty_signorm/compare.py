@@ -55,13 +55,16 @@ def _sgd(params) -> torch.optim.Optimizer:
     return torch.optim.SGD(params, lr=LR, momentum=MOMENTUM, weight_decay=WEIGHT_DECAY)
 
 
-def _routine(model: nn.Module, num_estimators: int = 1) -> ClassificationRoutine:
-    """TorchUncertainty's routine with the shared recipe; an ensemble when ``num_estimators > 1``."""
+def _routine(model: nn.Module, num_estimators: int = 1, **routine_kwargs) -> ClassificationRoutine:
+    """TorchUncertainty's routine with the shared recipe; an ensemble when ``num_estimators > 1``.
+
+    ``routine_kwargs`` extend the routine's arguments (e.g. ``save_to_csv``).
+    """
     ensemble = num_estimators > 1
     return ClassificationRoutine(
         model, NUM_CLASSES, nn.CrossEntropyLoss(), is_ensemble=ensemble,
         format_batch_fn=RepeatTarget(num_repeats=num_estimators) if ensemble else None,
-        optim_recipe=lambda m: _sgd(m.parameters()), eval_ood=True,
+        optim_recipe=lambda m: _sgd(m.parameters()), eval_ood=True, **routine_kwargs,
     )
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from torch import nn
 
 from .layers.signorm import (
@@ -16,7 +18,13 @@ from .layers.signorm import (
     _SigmaNorm,
 )
 
-__all__ = ["SUPPORTED_NORMS", "convert_norm_layers", "find_norm_layers", "signorm_class_for"]
+__all__ = [
+    "SUPPORTED_NORMS",
+    "convert_norm_layers",
+    "find_norm_layers",
+    "replace_modules",
+    "signorm_class_for",
+]
 
 #: Human-readable list of the layers :func:`convert_norm_layers` replaces.
 SUPPORTED_NORMS = (
@@ -91,15 +99,34 @@ def convert_norm_layers(
     Raises:
         ValueError: If ``model`` holds no supported normalisation layer.
     """
-    targets = [(name, model.get_submodule(name)) for name in find_norm_layers(model)]
-    converted: dict[int, _SigmaNorm] = {}
-    replaced: dict[str, _SigmaNorm] = {}
+    return replace_modules(
+        model,
+        find_norm_layers(model),
+        lambda module: signorm_class_for(module).from_module(
+            module, num_estimators, pretrained=pretrained, scale_init_std=scale_init_std
+        ),
+    )
+
+
+def replace_modules(
+    model: nn.Module, names: list[str], build: Callable[[nn.Module], nn.Module]
+) -> dict[str, nn.Module]:
+    """Replace, in place, each named submodule of ``model`` by ``build(submodule)``.
+
+    The targets are collected first and each is replaced through its parent, so nested
+    modules, ``nn.Sequential``/``nn.ModuleList`` children and a module registered under
+    several names are all handled (a shared module is built once and stays shared).
+
+    Returns:
+        The new modules by their qualified name in ``model``.
+    """
+    targets = [(name, model.get_submodule(name)) for name in names]
+    built: dict[int, nn.Module] = {}
+    replaced: dict[str, nn.Module] = {}
     for name, module in targets:
-        if id(module) not in converted:
-            converted[id(module)] = signorm_class_for(module).from_module(
-                module, num_estimators, pretrained=pretrained, scale_init_std=scale_init_std
-            )
+        if id(module) not in built:
+            built[id(module)] = build(module)
         parent_name, _, child_name = name.rpartition(".")
-        setattr(model.get_submodule(parent_name), child_name, converted[id(module)])
-        replaced[name] = converted[id(module)]
+        setattr(model.get_submodule(parent_name), child_name, built[id(module)])
+        replaced[name] = built[id(module)]
     return replaced

@@ -6,7 +6,6 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
-import torch
 from torch import Tensor, nn
 
 from .checkpoints import load_backbone_checkpoint
@@ -18,8 +17,9 @@ from .regularization import ImportanceSharingPenalty
 
 __all__ = ["SigmaNormEnsemble", "signorm_ensemble"]
 
-#: Classifier attribute names tried, in order, when ``head`` is not given.
-_HEAD_NAMES = ("linear", "fc", "classifier", "head", "score")
+#: Classifier attribute names tried, in order, when ``head`` is not given
+#: (``model.classifier``: a transformers model inside ``backbones.SequenceClassifier``).
+_HEAD_NAMES = ("linear", "fc", "classifier", "head", "score", "model.classifier")
 
 
 def repeat_members(inputs: Any, num_estimators: int) -> Any:
@@ -101,7 +101,33 @@ def _auto_expansion_point(model: nn.Module, norm_names: Sequence[str]) -> str:
     return "input"
 
 
-class SigmaNormEnsemble(nn.Module):
+class MemberExpansion(nn.Module):
+    """Base of the member wrappers: one backbone pass over member-major ``(M·B, ...)`` rows.
+
+    Members split off at ``expand_at``: a forward pre-hook repeats that module's input M
+    times, so the work before it runs once per input; ``"input"`` repeats the inputs.
+    Subclasses set ``num_estimators`` and call :meth:`_set_backbone`.
+    """
+
+    num_estimators: int
+
+    def _set_backbone(self, model: nn.Module, expand_at: str) -> None:
+        self.backbone = model
+        self.expand_at = expand_at
+        if expand_at != "input":
+            model.get_submodule(expand_at).register_forward_pre_hook(self._expand_first_argument)
+
+    def _expand_first_argument(self, module: nn.Module, args: tuple) -> tuple:
+        return (repeat_members(args[0], self.num_estimators), *args[1:])
+
+    def _call_backbone(self, inputs: Any) -> Any:
+        """The backbone's output on the members' rows, from ``(B, ...)`` inputs."""
+        if self.expand_at == "input":
+            inputs = repeat_members(inputs, self.num_estimators)
+        return self.backbone(**inputs) if isinstance(inputs, Mapping) else self.backbone(inputs)
+
+
+class SigmaNormEnsemble(MemberExpansion):
     r"""Wrap a classifier into a σNorm-Ensemble of ``num_estimators`` members.
 
     Every normalisation layer becomes a σNorm layer :math:`\sigma(\gamma_m) \odot
@@ -198,20 +224,14 @@ class SigmaNormEnsemble(nn.Module):
             model, num_estimators, pretrained=pretrained, scale_init_std=scale_init_std
         )
         _remove_classifier(model, classifier)
-        self.backbone = model
+        self._set_backbone(model, expand_at)
         if head_norm == "auto":
             is_layer_norm = any(isinstance(m, SigmaLayerNorm) for m in converted.values())
             head_norm = "layer" if is_layer_norm else "batch"
         self.heads = MemberHeads(
             in_features, num_classes or replaced_classes, num_estimators, norm=head_norm
         )
-        self.expand_at = expand_at
-        if expand_at != "input":
-            model.get_submodule(expand_at).register_forward_pre_hook(self._expand_first_argument)
         self._rows_checked = False
-
-    def _expand_first_argument(self, module: nn.Module, args: tuple) -> tuple:
-        return (repeat_members(args[0], self.num_estimators), *args[1:])
 
     def signorm_layers(self, regularized_only: bool = False) -> dict[str, _SigmaNorm]:
         """The backbone's σNorm layers by name (member heads excluded)."""
@@ -237,8 +257,6 @@ class SigmaNormEnsemble(nn.Module):
     def forward_features(self, inputs: Tensor | Mapping[str, Tensor]) -> Tensor:
         """Members' penultimate features ``(M·B, D)``, member-major, from ``(B, ...)`` inputs."""
         batch_size = _batch_size(inputs)
-        if self.expand_at == "input":
-            inputs = repeat_members(inputs, self.num_estimators)
         if self._rows_checked:
             output = self._call_backbone(inputs)
         else:
@@ -257,9 +275,6 @@ class SigmaNormEnsemble(nn.Module):
     def forward(self, inputs: Tensor | Mapping[str, Tensor]) -> Tensor:
         """Member-major logits ``(M·B, C)`` from ``(B, ...)`` inputs."""
         return self.heads(self.forward_features(inputs))
-
-    def _call_backbone(self, inputs: Any) -> Any:
-        return self.backbone(**inputs) if isinstance(inputs, Mapping) else self.backbone(inputs)
 
     def _call_backbone_checking_rows(self, inputs: Any, batch_size: int) -> Any:
         """First call: every σNorm layer must see all M·B member rows, or expand_at is wrong."""

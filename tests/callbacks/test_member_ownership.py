@@ -69,6 +69,7 @@ def read_logged_csv(log_dir):
 
 def live_figures():
     gc.collect()
+    gc.collect()  # objects freed by a finaliser during the first pass are reclaimed in the second
     return sum(type(obj) is Figure for obj in gc.get_objects())
 
 

@@ -1,5 +1,13 @@
 """Lightning callbacks for σNorm-Ensembles."""
 
+from .exact_resume import ExactResumeCheckpoint
 from .member_ownership import MemberOwnershipCallback
+from .ood_shift import OODShiftEvaluation
+from .parameter_counts import ParameterCountCallback
 
-__all__ = ["MemberOwnershipCallback"]
+__all__ = [
+    "ExactResumeCheckpoint",
+    "MemberOwnershipCallback",
+    "OODShiftEvaluation",
+    "ParameterCountCallback",
+]

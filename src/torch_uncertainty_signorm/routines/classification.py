@@ -16,7 +16,9 @@ from torchmetrics import MeanMetric, MetricCollection
 
 from ..diversity import geometric_ambiguity, jensen_gap, mutual_information, signorm_cosine
 from ..ensemble import SigmaNormEnsemble
+from ..numerics import check_finite_losses
 from ..optim import DEFAULT_SCALE_LR_MULTIPLIER, signorm_param_groups
+from ..prediction import EnsemblePrediction, ensemble_prediction
 
 __all__ = ["SigmaNormClassificationRoutine"]
 
@@ -49,6 +51,10 @@ class SigmaNormClassificationRoutine(ClassificationRoutine):
         num_classes: Number of classes.
         loss: The task loss, e.g. :class:`torch.nn.CrossEntropyLoss`.
         scale_lr_multiplier: Learning-rate multiplier of the σNorm scale logits.
+        check_finite_loss: Stop at the first non-finite task or diversity loss with an error
+            naming the term (:func:`~torch_uncertainty_signorm.numerics.check_finite_losses`).
+            It reads one boolean back from the device per training step; turn it off for the
+            last bit of GPU throughput.
         **kwargs: Every other argument of ``ClassificationRoutine``. ``is_ensemble``
             defaults to ``True`` and ``format_batch_fn`` to ``RepeatTarget(M)``.
     """
@@ -60,6 +66,7 @@ class SigmaNormClassificationRoutine(ClassificationRoutine):
         loss: nn.Module | None = None,
         *,
         scale_lr_multiplier: float = DEFAULT_SCALE_LR_MULTIPLIER,
+        check_finite_loss: bool = True,
         **kwargs,
     ) -> None:
         if not isinstance(model, SigmaNormEnsemble):
@@ -80,6 +87,7 @@ class SigmaNormClassificationRoutine(ClassificationRoutine):
             kwargs["format_batch_fn"] = RepeatTarget(num_repeats=model.num_estimators)
         super().__init__(model, num_classes, loss, **kwargs)
         self.scale_lr_multiplier = float(scale_lr_multiplier)
+        self.check_finite_loss = bool(check_finite_loss)
         measures = MetricCollection({name: MeanMetric() for name in _OUTPUT_MEASURES})
         self.val_diversity = measures.clone(prefix="val/div/")
         self.test_diversity = measures.clone(prefix="test/div/")
@@ -114,6 +122,10 @@ class SigmaNormClassificationRoutine(ClassificationRoutine):
     def training_step(self, batch: tuple[Tensor, Tensor]) -> Tensor:
         task_loss = super().training_step(batch)
         diversity_loss = self.model.diversity_loss()
+        if self.check_finite_loss:
+            check_finite_losses(
+                self.global_step, task_loss=task_loss, diversity_loss=diversity_loss
+            )
         loss = task_loss + diversity_loss
         self.log("train/diversity_loss", diversity_loss, logger=True)
         self.log("train/total_loss", loss, logger=True)
@@ -130,6 +142,14 @@ class SigmaNormClassificationRoutine(ClassificationRoutine):
         super().test_step(batch, batch_idx, dataloader_idx)
         if dataloader_idx == 0:
             self._update_output_measures(self.test_diversity, batch[1][:: self.num_tta])
+
+    def predict_step(
+        self, batch: Tensor | tuple[Tensor, Tensor], batch_idx: int = 0, dataloader_idx: int = 0
+    ) -> EnsemblePrediction:
+        """Mean probabilities and modulation uncertainty U_mod per input (``trainer.predict``)."""
+        inputs = batch[0] if isinstance(batch, (tuple, list)) else batch
+        logits = self.forward(inputs)
+        return ensemble_prediction(logits, self.model.num_estimators, self.binary_cls)
 
     def _update_output_measures(self, measures: MetricCollection, targets: Tensor) -> None:
         """Per-input Jensen gap, MI and geometric ambiguity of the last evaluated batch."""

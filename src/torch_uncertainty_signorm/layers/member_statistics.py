@@ -1,0 +1,79 @@
+"""Per-member BatchNorm statistics on member-major ``(M·B, C, ...)`` batches.
+
+Shared by σBN and FiLM-Ensemble's BatchNorm: both keep one set of running statistics per
+member in ``(M, C)`` buffers and normalise member m's contiguous row block with torch's fused
+``batch_norm`` kernel, which updates row ``m`` of the buffers exactly as
+:class:`torch.nn.BatchNorm2d` updates its own.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+__all__ = ["copy_member_statistics", "member_batch_norm", "register_member_statistics"]
+
+
+def register_member_statistics(
+    layer: nn.Module,
+    num_estimators: int,
+    num_features: int,
+    track_running_stats: bool,
+    device: torch.device | None = None,
+) -> None:
+    """Register ``running_mean``/``running_var`` ``(M, C)`` and ``num_batches_tracked``
+    (``None`` buffers when ``track_running_stats`` is off, as torch's BatchNorm does)."""
+    if not track_running_stats:
+        for name in ("running_mean", "running_var", "num_batches_tracked"):
+            layer.register_buffer(name, None)
+        return
+    shape = (num_estimators, num_features)
+    layer.register_buffer("running_mean", torch.zeros(shape, device=device))
+    layer.register_buffer("running_var", torch.ones(shape, device=device))
+    layer.register_buffer("num_batches_tracked", torch.tensor(0, dtype=torch.long, device=device))
+
+
+@torch.no_grad()
+def copy_member_statistics(layer: nn.Module, source: nn.Module) -> None:
+    """Give every member the running statistics of the plain BatchNorm ``source``."""
+    if layer.track_running_stats and getattr(source, "running_mean", None) is not None:
+        layer.running_mean.copy_(source.running_mean.expand_as(layer.running_mean))
+        layer.running_var.copy_(source.running_var.expand_as(layer.running_var))
+        layer.num_batches_tracked.copy_(source.num_batches_tracked)
+
+
+def member_batch_norm(
+    layer: nn.Module, x: Tensor, weight: Tensor, bias: Tensor | None
+) -> Tensor:
+    """BatchNorm of each member's row block with its own statistics and affine.
+
+    Args:
+        layer: Holds ``num_estimators``, ``eps``, ``momentum``, ``track_running_stats``,
+            ``training`` and the buffers of :func:`register_member_statistics`.
+        x: Member-major input ``(M·B, C, ...)``.
+        weight: Members' scales ``(M, C)``.
+        bias: Members' shifts ``(M, C)``, one shift ``(C,)`` for all, or ``None``.
+
+    Returns:
+        The normalised ``(M·B, C, ...)`` tensor. Running statistics are updated on the device;
+        the only host read is the cumulative average (``momentum=None``), as in torch.
+    """
+    update_stats = layer.training and layer.track_running_stats
+    if update_stats:
+        layer.num_batches_tracked.add_(1)
+    if update_stats and layer.momentum is None:
+        factor = 1.0 / float(layer.num_batches_tracked)  # cumulative average, as torch's BN
+    else:
+        factor = 0.0 if layer.momentum is None else layer.momentum
+    use_batch_stats = layer.training or not layer.track_running_stats
+    outputs = []
+    for m, x_m in enumerate(x.unflatten(0, (layer.num_estimators, -1)).unbind(0)):
+        stats = (None, None) if layer.running_mean is None else (
+            layer.running_mean[m], layer.running_var[m]
+        )
+        bias_m = bias[m] if bias is not None and bias.dim() == 2 else bias
+        outputs.append(
+            F.batch_norm(x_m, *stats, weight[m], bias_m, use_batch_stats, factor, layer.eps)
+        )
+    return torch.cat(outputs)
