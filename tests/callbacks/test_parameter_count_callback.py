@@ -3,17 +3,18 @@
 from __future__ import annotations
 
 import csv
+from pathlib import Path
 
 import pytest
 import torch
+from fixtures.backbones import tiny_vit
+from fixtures.digits import cpu_trainer
+from fixtures.synthetic_datamodule import SyntheticDataModule
 from lightning.pytorch.loggers import CSVLogger
 from torch import nn
 from torch_uncertainty.routines import ClassificationRoutine
 from torch_uncertainty.transforms import RepeatTarget
 
-from fixtures.backbones import tiny_vit
-from fixtures.digits import cpu_trainer
-from fixtures.synthetic_datamodule import SyntheticDataModule
 from torch_uncertainty_signorm import parameter_counts
 from torch_uncertainty_signorm.baselines import lora_ensemble
 from torch_uncertainty_signorm.callbacks import ParameterCountCallback
@@ -36,7 +37,7 @@ def test_counts_reach_the_logger_on_fit_and_test(tmp_path):
     for key, value in expected.items():
         assert float(trainer.callback_metrics[f"params/{key}"]) == pytest.approx(value)
     trainer.test(routine, SyntheticDataModule(batch_size=4))
-    with open(trainer.logger.log_dir + "/metrics.csv", newline="") as file:
+    with (Path(trainer.logger.log_dir) / "metrics.csv").open(newline="") as file:
         rows = [row for row in csv.DictReader(file) if row.get("params/total")]
     assert len(rows) == 2  # once at fit start, once at test start
     assert float(rows[0]["params/trainable"]) == pytest.approx(expected["trainable"], rel=1e-6)

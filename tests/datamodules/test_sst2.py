@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 import torch
 from fixtures.text import NEWSGROUPS, write_newsgroups, write_sst2, write_tokenizer
@@ -77,13 +79,18 @@ def test_truncation_to_max_length(files):
         ({"num_tta": 2}, ValueError, "num_tta must be 1"),
         ({"batch_size": 0}, ValueError, "batch_size.*got 0"),
         ({"max_length": 1}, ValueError, "max_length.*got 1"),
-        ({"local_path": "/no/such/dir"}, FileNotFoundError, "local_path='/no/such/dir'"),
         ({"tokenizer": 3}, TypeError, "tokenizer must be.*int"),
     ],
 )
 def test_bad_arguments_name_the_value(files, kwargs, error, message):
     with pytest.raises(error, match=message):
         _datamodule(files, **kwargs)
+
+
+def test_missing_local_directory_is_named(files, tmp_path):
+    missing = str(tmp_path / "missing")
+    with pytest.raises(FileNotFoundError, match=f"local_path={re.escape(repr(missing))}"):
+        _datamodule(files, local_path=missing)
 
 
 def test_local_data_without_the_expected_splits_or_columns_is_rejected(files, tmp_path):

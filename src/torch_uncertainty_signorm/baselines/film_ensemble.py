@@ -40,8 +40,8 @@ from ..ensemble import (
 )
 from ..layers.member_statistics import (
     copy_member_statistics,
+    init_member_statistics,
     member_batch_norm,
-    register_member_statistics,
 )
 
 __all__ = ["FiLMBatchNorm", "FiLMEnsemble", "film_ensemble"]
@@ -94,13 +94,12 @@ class FiLMBatchNorm(nn.Module):
                 raise ValueError(f"{name} must be an integer >= 1, got {value!r}.")
         self.num_features = num_features
         self.num_estimators = num_estimators
-        self.eps = eps
-        self.momentum = momentum
-        self.track_running_stats = track_running_stats
         factory = {"device": device, "dtype": dtype}
         self.weight = nn.Parameter(torch.ones(num_estimators, num_features, **factory))
         self.bias = nn.Parameter(torch.zeros(num_estimators, num_features, **factory))
-        register_member_statistics(self, num_estimators, num_features, track_running_stats, device)
+        init_member_statistics(
+            self, num_estimators, num_features, eps, momentum, track_running_stats, device
+        )
 
     @torch.no_grad()
     def reset_members(

@@ -12,18 +12,24 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-__all__ = ["copy_member_statistics", "member_batch_norm", "register_member_statistics"]
+__all__ = ["copy_member_statistics", "init_member_statistics", "member_batch_norm"]
 
 
-def register_member_statistics(
+def init_member_statistics(
     layer: nn.Module,
     num_estimators: int,
     num_features: int,
+    eps: float,
+    momentum: float | None,
     track_running_stats: bool,
     device: torch.device | None = None,
 ) -> None:
-    """Register ``running_mean``/``running_var`` ``(M, C)`` and ``num_batches_tracked``
+    """Set BatchNorm's ``eps``, ``momentum``, ``track_running_stats`` on ``layer`` and
+    register ``running_mean``/``running_var`` ``(M, C)`` and ``num_batches_tracked``
     (``None`` buffers when ``track_running_stats`` is off, as torch's BatchNorm does)."""
+    layer.eps = eps
+    layer.momentum = momentum
+    layer.track_running_stats = track_running_stats
     if not track_running_stats:
         for name in ("running_mean", "running_var", "num_batches_tracked"):
             layer.register_buffer(name, None)
@@ -50,7 +56,7 @@ def member_batch_norm(
 
     Args:
         layer: Holds ``num_estimators``, ``eps``, ``momentum``, ``track_running_stats``,
-            ``training`` and the buffers of :func:`register_member_statistics`.
+            ``training`` and the buffers of :func:`init_member_statistics`.
         x: Member-major input ``(M·B, C, ...)``.
         weight: Members' scales ``(M, C)``.
         bias: Members' shifts ``(M, C)``, one shift ``(C,)`` for all, or ``None``.

@@ -33,8 +33,8 @@ from torch import Tensor, nn
 
 from .member_statistics import (
     copy_member_statistics,
+    init_member_statistics,
     member_batch_norm,
-    register_member_statistics,
 )
 
 __all__ = [
@@ -239,11 +239,8 @@ class _SigmaBatchNorm(_SigmaNorm):
         dtype: torch.dtype | None = None,
     ) -> None:
         super().__init__(num_features, num_estimators, scale_init_std, device, dtype)
-        self.eps = eps
-        self.momentum = momentum
-        self.track_running_stats = track_running_stats
-        register_member_statistics(
-            self, num_estimators, num_features, track_running_stats, device
+        init_member_statistics(
+            self, num_estimators, num_features, eps, momentum, track_running_stats, device
         )
 
     @classmethod
