@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import io
 import sys
+import warnings
 from pathlib import Path
 
 import pytest
@@ -31,7 +32,9 @@ EXPERIMENTS = Path(__file__).parents[1] / "experiments"
 RECIPES = sorted(EXPERIMENTS.glob("*.yaml"))
 #: The CIFAR benchmark recipes (the digits quickstart follows its own CPU protocol; the
 #: transformer recipes are checked in test_transformer_recipes_run.py).
-BENCHMARK_RECIPES = [p for p in RECIPES if not p.stem.startswith(("digits", "vit_", "bert_"))]
+BENCHMARK_RECIPES = [
+    p for p in RECIPES if not p.stem.startswith(("digits", "vit_", "bert_", "tweets_"))
+]
 SYNTHETIC = f"{SyntheticDataModule.__module__}.SyntheticDataModule"
 # Smallest width keeping the ResNet structure: stem 64 * 0.125 = 8 channels, stages 8/16/32/64.
 NARROW = "--routine.init_args.model.init_args.width_multiplier=0.125"
@@ -124,7 +127,10 @@ def test_recipe_is_consistent(recipe: Path):
     assert "optim_recipe" not in routine
 
     estimators = set(_find(routine["model"], "num_estimators"))
-    if estimators:
+    if _uses_signorm(config):  # the routine derives them from the model's M: one place to set
+        assert "format_batch_fn" not in routine and "is_ensemble" not in routine
+        assert estimators == {4}
+    elif estimators:
         assert estimators == {4}
         assert routine["is_ensemble"] is True
         batch_format = routine["format_batch_fn"]["init_args"]
@@ -281,7 +287,7 @@ def test_optimizer_param_groups_hook(tmp_path, monkeypatch):
     assert (biases["lr"], biases["weight_decay"]) == (pytest.approx(5.0), 0.0)
     assert [p.shape for p in biases["params"]] == [torch.Size([10])]
     assert schedulers[0].base_lrs == [0.05, pytest.approx(5.0)]
-    assert "parameters" not in vars(cli.routine)  # the temporary override is gone
+    assert "parameters" not in vars(cli.routine) and "configure_optimizers" not in vars(cli.routine)
 
 
 # --- running recipes ------------------------------------------------------------------------
@@ -415,3 +421,140 @@ def test_checkpoints_reload_with_their_routine_block(tmp_path, monkeypatch):
     tested = cli_main(["test", *common, "--ckpt_path", best])
     assert tested.trainer.ckpt_path == best
     assert "test/cls/Acc" in tested.trainer.callback_metrics
+
+
+# --- --ckpt_path: the recipe names the classes, the checkpoint only fills unset values -------
+
+SIGNORM_RECIPE = str(EXPERIMENTS / "resnet18_c10_signorm.yaml")
+SIGNORM_ROUTINE = "torch_uncertainty_signorm.routines.SigmaNormClassificationRoutine"
+SIGNORM_NARROW = "--routine.init_args.model.init_args.model.init_args.width_multiplier=0.125"
+
+
+def _signorm_args(*extra: str) -> list[str]:
+    return [
+        "--config", SIGNORM_RECIPE, f"--data={SYNTHETIC}", "--data.init_args.batch_size=4",
+        "--data.init_args.num_workers=0", SIGNORM_NARROW, *CPU, *extra,
+    ]
+
+
+def _checkpoint(tmp_path: Path, hyper_parameters: dict) -> str:
+    path = tmp_path / "crafted.ckpt"
+    torch.save({"state_dict": {}, "hyper_parameters": hyper_parameters}, path)
+    return str(path)
+
+
+def test_checkpoint_routine_class_is_never_imported(tmp_path, monkeypatch):
+    from fixtures.marker_module import assert_not_imported, marker_module
+
+    monkeypatch.chdir(tmp_path)
+    name, marker = marker_module(tmp_path, monkeypatch, "ckpt_routine_marker")
+    ckpt = _checkpoint(tmp_path, {
+        "_class_path": f"{name}.Evil", "_instantiator": "lightning.pytorch.cli.instantiate_module"
+    })
+    with pytest.raises(ValueError, match=rf"saved by the routine '{name}.Evil'.*'{ROUTINE}'"):
+        cli_main(["test", *_args(), "--ckpt_path", ckpt])
+    assert_not_imported(name, marker)
+
+
+def test_checkpoint_model_class_is_never_imported(tmp_path, monkeypatch):
+    from fixtures.marker_module import assert_not_imported, marker_module
+
+    monkeypatch.chdir(tmp_path)
+    name, marker = marker_module(tmp_path, monkeypatch, "ckpt_model_marker")
+    ckpt = _checkpoint(tmp_path, {"_class_path": SIGNORM_ROUTINE,
+                                  "model": {"class_path": f"{name}.Evil", "init_args": {}}})
+    with pytest.raises(ValueError, match=r"model.class_path='ckpt_model_marker.Evil' where the "
+                       r"recipe has 'torch_uncertainty_signorm.signorm_ensemble'"):
+        cli_main(["test", *_signorm_args(), "--ckpt_path", ckpt])
+    assert_not_imported(name, marker)
+
+
+@pytest.mark.parametrize("command_line", [True, False], ids=["command_line", "recipe"])
+def test_checkpoint_values_never_override_given_ones(command_line, tmp_path, monkeypatch):
+    """M = 3 saved, 4 given explicitly (on the command line, or by the recipe alone)."""
+    monkeypatch.chdir(tmp_path)
+    ckpt = _checkpoint(tmp_path, {"_class_path": SIGNORM_ROUTINE, "model": {
+        "class_path": "torch_uncertainty_signorm.signorm_ensemble",
+        "init_args": {"num_estimators": 3}}})
+    given = ["--routine.init_args.model.init_args.num_estimators=4"] if command_line else []
+    with pytest.raises(ValueError, match=r"model.init_args.num_estimators=3, but the recipe or "
+                       r"the command line sets 4"):
+        cli_main(["test", *_signorm_args(*given), "--ckpt_path", ckpt])
+
+
+def test_unset_values_come_from_the_checkpoint(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(TUSigmaNormCLI, "_run_subcommand", lambda self, subcommand: None)
+    ckpt = _checkpoint(tmp_path, {
+        "_class_path": "torch_uncertainty_signorm.routines.classification."
+                       "SigmaNormClassificationRoutine",  # another name of the recipe's class
+        "check_finite_loss": False,  # left at its default by the recipe
+        "model": {"class_path": "torch_uncertainty_signorm.signorm_ensemble",
+                  "init_args": {"num_estimators": 4, "scale_init_std": 0.5}},
+    })
+    cli = cli_main(["test", *_signorm_args(), "--ckpt_path", ckpt])
+    assert cli.routine.check_finite_loss is False
+    assert cli.config.test.routine.init_args.model.init_args.scale_init_std == 0.5
+    assert cli.routine.model.num_estimators == 4
+
+
+def test_recipe_inconsistency_fails_before_training(tmp_path, monkeypatch):
+    """format_batch_fn repeating 2x for M = 4 fails when the routine is built, not in the loss."""
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ValueError, match=r"repeats the targets 2 times.*num_estimators=4"):
+        cli_main(["fit", *_signorm_args(
+            "--routine.init_args.format_batch_fn=torch_uncertainty.transforms.RepeatTarget",
+            "--routine.init_args.format_batch_fn.init_args.num_repeats=2")])
+    assert not (tmp_path / "logs").exists()  # no logger directory: nothing ran
+
+
+@pytest.mark.slow
+def test_signorm_checkpoint_reloads_and_tests_through_the_command(tmp_path, monkeypatch):
+    """load_from_checkpoint rebuilds the fitted routine exactly; ``test --ckpt_path`` accepts
+    the checkpoint with the recipe that wrote it."""
+    from torch_uncertainty_signorm.routines import SigmaNormClassificationRoutine
+
+    monkeypatch.chdir(tmp_path)
+    common = _signorm_args("--eval_after_fit=false", "--trainer.limit_val_batches=1",
+                           "--trainer.num_sanity_val_steps=0")
+    cli = cli_main(["fit", *common, "--trainer.max_epochs=1", "--trainer.limit_train_batches=1"])
+    best = cli.trainer.checkpoint_callback.best_model_path
+    loaded = SigmaNormClassificationRoutine.load_from_checkpoint(best)
+    inputs = torch.randn(2, 3, 32, 32)
+    with torch.no_grad():
+        assert torch.equal(loaded.eval()(inputs), cli.routine.eval()(inputs))
+    assert loaded.model.num_estimators == 4 and loaded.scale_lr_multiplier == 100.0
+
+    assert loaded.eval_ood is True  # forwarded from the recipe's datamodule when fitting
+
+    # An evaluation overlay may switch the datamodule's loaders: the checkpoint does not decide.
+    with warnings.catch_warnings():
+        warnings.filterwarnings("error", message=".*replaced by the datamodule's")
+        tested = cli_main(["test", *common, "--ckpt_path", best, "--trainer.limit_test_batches=1",
+                           "--data.init_args.eval_ood=false"])
+    assert tested.trainer.ckpt_path == best and tested.routine.eval_ood is False
+    assert "test/div/jensen_gap" in tested.trainer.callback_metrics
+
+
+def test_evaluation_arguments_given_with_a_checkpoint_are_used(tmp_path, monkeypatch):
+    """``test --ckpt_path ... --routine.init_args.ood_criterion=entropy``: evaluation-only values
+    do not change the trained model, so the given one wins; model values still must agree."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(TUSigmaNormCLI, "_run_subcommand", lambda self, subcommand: None)
+    ckpt = _checkpoint(tmp_path, {"_class_path": SIGNORM_ROUTINE, "ood_criterion": "msp",
+                                  "save_to_csv": True, "csv_filename": "results.csv"})
+    cli = cli_main(["test", *_signorm_args("--routine.init_args.ood_criterion=entropy",
+                                           "--routine.init_args.csv_filename=eval.csv"),
+                    "--ckpt_path", ckpt])
+    assert type(cli.routine.ood_criterion).__name__ == "EntropyCriterion"
+    assert cli.routine.csv_filename == "eval.csv"
+    assert cli.routine.save_to_csv is True  # the recipe's, equal to the checkpoint's
+
+
+def test_signorm_recipes_take_members_from_the_model_alone(tmp_path, monkeypatch):
+    """One path sets M: the routine's RepeatTarget and is_ensemble follow the model's."""
+    monkeypatch.chdir(tmp_path)
+    cli = cli_main(_signorm_args("--routine.init_args.model.init_args.num_estimators=2"),
+                   run=False)
+    assert cli.routine.model.num_estimators == 2
+    assert cli.routine.format_batch_fn.num_repeats == 2 and cli.routine.is_ensemble is True

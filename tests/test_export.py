@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import json
 
 import pytest
@@ -91,7 +92,8 @@ CASES = {
     "resnet-converted-pretrained": (_pretrained_resnet, lambda: torch.randn(4, 3, 32, 32)),
     "vit-layernorm-expand-at-blocks": (_vit, lambda: torch.randn(4, 3, 32, 32)),
     "groupnorm-rmsnorm": (_groupnorm_cnn, lambda: torch.randn(4, 3, 8, 8)),
-    "bert-mapping-inputs": (lambda: signorm_ensemble(tiny_bert(), M, pretrained=True),
+    "bert-mapping-inputs": (lambda: signorm_ensemble(randomize_norms(tiny_bert()), M,
+                                                     pretrained=True),
                             bert_inputs),
 }
 
@@ -164,8 +166,16 @@ def test_command_exports_a_lightning_checkpoint(tmp_path):
     trainer.fit(routine, SyntheticDataModule(batch_size=4))
     trainer.save_checkpoint(tmp_path / "run.ckpt")
     assert "state_dict" in torch.load(tmp_path / "run.ckpt", weights_only=True)
-    recipe = tmp_path / "recipe.yaml"
-    recipe.write_text(yaml.safe_dump({"routine": {"init_args": {"model": SPEC}}}))
+    recipe = tmp_path / "recipe.yaml"  # as in experiments/: the command's enum names (CIFAR)
+    recipe_spec = copy.deepcopy(SPEC)
+    recipe_spec["init_args"]["model"]["init_args"]["style"] = "CIFAR"
+    recipe.write_text(yaml.safe_dump({
+        "routine": {"class_path": "torch_uncertainty_signorm.routines."
+                                  "SigmaNormClassificationRoutine",
+                    "init_args": {"num_classes": 10, "model": recipe_spec,
+                                  "loss": {"class_path": "torch.nn.CrossEntropyLoss"}}},
+        "data": {"class_path": "torch_uncertainty_signorm.datamodules.DigitsDataModule"},
+    }))
 
     out = main(["--config", str(recipe), "--ckpt_path", str(tmp_path / "run.ckpt"),
                 "--output", str(tmp_path / "export"), "--members"])
@@ -175,3 +185,16 @@ def test_command_exports_a_lightning_checkpoint(tmp_path):
     routine.model.eval()
     assert torch.equal(reloaded(inputs), routine.model(inputs))
     assert torch.equal(load_member(out, 2)(inputs), _member_rows(routine.model, inputs, 2))
+
+
+def test_an_argument_holding_an_object_other_than_its_default_is_not_exported(tmp_path):
+    spec = copy.deepcopy(SPEC)
+    spec["init_args"]["model"]["init_args"]["activation_fn"] = torch.nn.functional.gelu
+    with pytest.raises(ValueError, match=r"model\.init_args\.model\.init_args\.activation_fn="
+                                         r".*gelu.* cannot be exported: config.json holds data"):
+        export_ensemble(build_model(SPEC), spec, tmp_path / "out")
+    assert not (tmp_path / "out").exists()
+    spec["init_args"]["model"]["init_args"]["activation_fn"] = torch.nn.functional.relu  # default
+    export_ensemble(build_model(SPEC), spec, tmp_path / "out")
+    exported = json.loads((tmp_path / "out" / "config.json").read_text())["model"]
+    assert "activation_fn" not in exported["init_args"]["model"]["init_args"]

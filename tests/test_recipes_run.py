@@ -9,6 +9,7 @@ those of the recipe.
 
 from __future__ import annotations
 
+import csv
 from pathlib import Path
 
 import pytest
@@ -21,8 +22,10 @@ from fixtures.synthetic_datamodule import SyntheticDataModule
 from torch_uncertainty_signorm.cli import cli_main
 
 EXPERIMENTS = Path(__file__).parents[1] / "experiments"
-# Transformer recipes (pretrained ViT / BERT) run in test_transformer_recipes_run.py.
-RECIPES = sorted(p for p in EXPERIMENTS.glob("*.yaml") if not p.stem.startswith(("vit_", "bert_")))
+# Transformer recipes (pretrained ViT / BERT) run in test_transformer_recipes_run.py, the text
+# quickstart (tweets_minilm_*, a tokenizer and text data) in its own tests.
+RECIPES = sorted(p for p in EXPERIMENTS.glob("*.yaml")
+                 if not p.stem.startswith(("vit_", "bert_", "tweets_")))
 NARROW_RESNET = 0.25  # Masksembles needs >= 10 channels: stem 16, stages 16/32/64/128
 WIDE_RESNETS = (
     std._WideResNet, packed._PackedWideResNet, batched._BatchWideResNet,
@@ -60,8 +63,13 @@ def _single_model_checkpoint(block: dict, directory: Path) -> Path:
     args["style"] = ResNetStyle[args["style"]]
     if name == "resnet":
         args["width_multiplier"] = NARROW_RESNET
+    model = factory(**args)
+    for module in model.modules():  # as after training: norms away from their initial state
+        if isinstance(module, torch.nn.modules.batchnorm._BatchNorm):
+            module.running_mean.add_(0.1)
+            module.num_batches_tracked.fill_(1)
     path = directory / "single.pt"
-    torch.save(factory(**args).state_dict(), path)
+    torch.save(model.state_dict(), path)
     return path
 
 
@@ -87,3 +95,73 @@ def test_recipe_fast_dev_runs_on_cpu(recipe, tmp_path, monkeypatch, narrow_wider
     if "signorm" in recipe.stem:
         base, scales = cli.trainer.optimizers[0].param_groups
         assert scales["lr"] == pytest.approx(100 * base["lr"]) and scales["weight_decay"] == 0
+
+
+ALL_RECIPES = sorted(EXPERIMENTS.glob("*.yaml"))
+CIFAR_DATAMODULES = ("torch_uncertainty.datamodules.CIFAR10DataModule",
+                     "torch_uncertainty.datamodules.CIFAR100DataModule")
+
+
+@pytest.mark.parametrize("recipe", ALL_RECIPES, ids=lambda p: p.stem)
+def test_every_recipe_writes_results_for_the_tables(recipe):
+    """results.csv (save_to_csv), OOD columns on CIFAR (eval_ood, SVHN), and an EarlyStopping on
+    accuracy that maximises it and waits for a validation."""
+    config = yaml.safe_load(recipe.read_text())
+    assert config["routine"]["init_args"].get("save_to_csv") is True, recipe.name
+    assert config.get("eval_after_fit") is True, recipe.name
+    data = config["data"]
+    # ImageNet's OOD sets come from experiments/eval/imagenet_ood_shift.yaml.
+    if data["class_path"] in CIFAR_DATAMODULES or data["class_path"].startswith(
+        "torch_uncertainty_signorm.datamodules."
+    ):
+        assert data["init_args"].get("eval_ood") is True, recipe.name
+    for callback in config["trainer"].get("callbacks", []):
+        if callback["class_path"].endswith("EarlyStopping"):
+            args = callback["init_args"]
+            assert args["monitor"] == "val/cls/Acc"
+            assert args["mode"] == "max" and args["check_on_train_epoch_end"] is False
+
+
+def test_recipe_families_are_all_covered():
+    """The check above sees every family: 54 CNN CIFAR recipes and 4 ViT CIFAR-100 ones (OOD on),
+    ViT ImageNet, BERT SST-2 and the digits quickstart."""
+    cifar = [p for p in ALL_RECIPES
+             if yaml.safe_load(p.read_text())["data"]["class_path"] in CIFAR_DATAMODULES]
+    assert len(cifar) >= 58
+    for family in ("resnet18_c10_", "resnet50_c100_", "wrn_c10_", "vit_c100_", "vit_imagenet_",
+                   "bert_sst2_", "digits_"):
+        assert any(p.stem.startswith(family) for p in ALL_RECIPES), family
+
+
+@pytest.mark.slow
+def test_one_step_run_writes_results_that_the_tables_and_regression_read(
+    tmp_path, monkeypatch, capsys
+):
+    """recipe -> fit (max_steps=1, ending before the first validation: EarlyStopping must not fail)
+    -> test -> results.csv with OOD columns -> results_table -> regression."""
+    from fixtures.tu_results import TU_HEADER
+
+    from torch_uncertainty_signorm.reporting import regression, results_table
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr("sys.argv", ["torch-uncertainty"])
+    cli = cli_main([
+        "fit", "--config", str(EXPERIMENTS / "resnet18_c10_signorm.yaml"),
+        "--trainer.max_steps=1", "--trainer.accelerator=cpu", "--trainer.precision=32",
+        f"--data={SyntheticDataModule.__module__}.SyntheticDataModule",
+        "--data.init_args.batch_size=4", "--data.init_args.num_samples=16",
+        f"--routine.init_args.model.init_args.model.init_args.width_multiplier={NARROW_RESNET}",
+    ])
+    assert cli.trainer.global_step == 1 and cli.trainer.fit_loop.epoch_loop.batch_idx < 3
+    (results,) = (tmp_path / "logs").rglob("results.csv")
+    with results.open() as file:
+        header = next(csv.reader(file))
+    assert set(TU_HEADER) <= set(header)  # the format the fast reporting tests assume
+    out = tmp_path / "tables"
+    results_table.main(["--run", f"ours={results.parent}", "--out", str(out)])
+    (row,) = csv.DictReader((out / "rows.csv").open())
+    assert {"Acc", "AUROC", "AUPR", "FPR95", "Params", "MAdds"} <= set(row)
+    assert 0 <= float(row["AUROC"]) <= 100  # percent, from ood/AUROC's fraction
+    capsys.readouterr()
+    assert regression.main([str(out / "rows.csv"), "--reference", str(out / "rows.csv")]) == 0
+    assert "0 of 10 metrics out of tolerance" in capsys.readouterr().out

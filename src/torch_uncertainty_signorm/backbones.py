@@ -11,19 +11,26 @@ Both factories load pretrained weights by name on a machine with internet access
   ``num_classes`` as a download would.
 * :func:`bert_classifier` — a Hugging Face model id (``bert-base-uncased``);
   ``pretrained_path`` is a *directory* written by ``save_pretrained`` or a downloaded
-  snapshot (``from_pretrained(directory)``).
+  snapshot (``from_pretrained(directory)``); ``config`` (the Hugging Face configuration as
+  data, :func:`bert_config`) rebuilds the architecture with no directory or hub at all, as
+  exports do.
 
 Dropout is 0 in both (the paper trains every transformer without dropout).
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 from torch import Tensor, nn
 
-__all__ = ["SequenceClassifier", "bert_classifier", "timm_vit"]
+__all__ = ["SequenceClassifier", "bert_classifier", "bert_config", "timm_vit"]
+
+#: Dropout settings of the transformers configurations (the paper trains without dropout).
+_NO_DROPOUT = {"hidden_dropout_prob": 0.0, "attention_probs_dropout_prob": 0.0}
 
 
 def _check_num_classes(num_classes: int) -> None:
@@ -128,6 +135,7 @@ def bert_classifier(
     *,
     pretrained: bool = True,
     pretrained_path: str | Path | None = None,
+    config: Mapping[str, Any] | None = None,
 ) -> SequenceClassifier:
     """A Hugging Face sequence classifier (BERT) by name with a fresh classifier, no dropout.
 
@@ -142,20 +150,63 @@ def bert_classifier(
             random initialisation from the model's configuration.
         pretrained_path: A local directory (``save_pretrained`` output or downloaded
             snapshot) read instead of the hub, for offline machines.
+        config: The model's Hugging Face configuration as data (:func:`bert_config`); builds
+            a random initialisation from it alone, without hub or directory (exports store
+            it). Requires ``pretrained=False`` and no ``pretrained_path``.
 
     Raises:
         FileNotFoundError: If ``pretrained_path`` is not an existing directory.
-        ValueError: If ``model_name`` cannot be resolved, or ``num_classes`` is invalid.
+        ValueError: If ``model_name`` cannot be resolved, ``num_classes`` is invalid, or
+            ``config`` comes with ``pretrained``/``pretrained_path`` or names remote code.
 
     Example:
         >>> model = bert_classifier(pretrained_path="weights/bert-base-uncased")
         >>> model(tokenizer(["a fine film"], return_tensors="pt")).shape
         torch.Size([1, 2])
     """
-    from transformers import AutoConfig, AutoModelForSequenceClassification
+    from transformers import AutoModelForSequenceClassification
 
     _check_num_classes(num_classes)
-    source = model_name
+    source = _config_source(model_name, pretrained_path)
+    if config is None:
+        hf_config = _resolve_config(source, num_classes)
+    elif pretrained or pretrained_path is not None:
+        raise ValueError(
+            f"config builds a random initialisation: pass pretrained=False and no "
+            f"pretrained_path (got pretrained={pretrained!r}, pretrained_path={pretrained_path!r})."
+        )
+    else:
+        hf_config = _config_from_data(config, num_classes)
+    if pretrained:
+        model = AutoModelForSequenceClassification.from_pretrained(
+            source, config=hf_config, ignore_mismatched_sizes=True
+        )
+    else:
+        model = AutoModelForSequenceClassification.from_config(hf_config)
+    _reinitialize_linears(model.classifier, std=getattr(hf_config, "initializer_range", 0.02))
+    return SequenceClassifier(model)
+
+
+def bert_config(
+    model_name: str = "bert-base-uncased",
+    num_classes: int = 2,
+    *,
+    pretrained_path: str | Path | None = None,
+) -> dict[str, Any]:
+    """The Hugging Face configuration :func:`bert_classifier` builds, as JSON data.
+
+    Read from ``pretrained_path`` or the hub (no weights). Exports store it, so that
+    ``bert_classifier(config=..., pretrained=False)`` rebuilds the architecture offline.
+    """
+    _check_num_classes(num_classes)
+    hf_config = _resolve_config(_config_source(model_name, pretrained_path), num_classes)
+    data = json.loads(hf_config.to_json_string(use_diff=False))
+    data.pop("_name_or_path", None)  # where it was read from: not part of the architecture
+    return data
+
+
+def _config_source(model_name: str, pretrained_path: str | Path | None) -> str:
+    """Where the model is read from: the local ``pretrained_path`` if given, else the hub id."""
     if pretrained_path is not None:
         path = Path(pretrained_path)
         if not path.is_dir() or not (path / "config.json").is_file():
@@ -163,23 +214,42 @@ def bert_classifier(
                 f"pretrained_path='{path}' is not a model directory with a config.json; save "
                 f"one with model.save_pretrained(path) or download a snapshot of {model_name!r}."
             )
-        source = str(path)
-    no_dropout = {"hidden_dropout_prob": 0.0, "attention_probs_dropout_prob": 0.0}
+        return str(path)
+    return model_name
+
+
+def _resolve_config(source: str, num_classes: int):
+    """``AutoConfig`` of ``source`` (hub id or local directory), without dropout."""
+    from transformers import AutoConfig
+
     try:
-        config = AutoConfig.from_pretrained(source, num_labels=num_classes, **no_dropout)
+        return AutoConfig.from_pretrained(source, num_labels=num_classes, **_NO_DROPOUT)
     except OSError as error:
         raise ValueError(
             f"model_name={source!r} could not be resolved ({error}). Pass a Hugging Face model "
             f"id such as 'bert-base-uncased' (needs internet) or pretrained_path=<local dir>."
         ) from error
-    if pretrained:
-        model = AutoModelForSequenceClassification.from_pretrained(
-            source, config=config, ignore_mismatched_sizes=True
-        )
-    else:
-        model = AutoModelForSequenceClassification.from_config(config)
-    _reinitialize_linears(model.classifier, std=getattr(config, "initializer_range", 0.02))
-    return SequenceClassifier(model)
+
+
+def _config_from_data(data: Mapping[str, Any], num_classes: int):
+    """A transformers configuration from :func:`bert_config`'s data; never remote code."""
+    from transformers import AutoConfig
+
+    if not isinstance(data, Mapping) or "model_type" not in data:
+        raise ValueError(f"config must be a mapping with a 'model_type' (bert_config()), got "
+                         f"{data!r:.200}.")
+    if "auto_map" in data:
+        raise ValueError(f"config names remote code (auto_map={data['auto_map']!r}); only "
+                         f"transformers' own architectures are built.")
+    try:
+        hf_config = AutoConfig.for_model(**data)
+    except ValueError as error:
+        raise ValueError(f"config has model_type={data['model_type']!r}, which transformers "
+                         f"does not know ({error}).") from None
+    hf_config.num_labels = num_classes
+    for key, value in _NO_DROPOUT.items():
+        setattr(hf_config, key, value)
+    return hf_config
 
 
 def _reinitialize_linears(module: nn.Module, std: float) -> None:

@@ -9,6 +9,12 @@ class and one datamodule class. This module provides a single command instead: t
     torch-uncertainty fit --config experiments/wrn_c100_signorm.yaml
     torch-uncertainty test --config experiments/wrn_c100_signorm.yaml --ckpt_path path/to/best.ckpt
 
+TorchUncertainty's own recipes run unmodified (:func:`tu_format_args`): a ``routine:`` block
+without ``class_path`` is its ``ClassificationRoutine``, and the datamodule of a ``data:`` block
+without ``class_path`` is named once on the command line::
+
+    torch-uncertainty fit --config cifar10/configs/resnet18/packed.yaml --data CIFAR10DataModule
+
 On top of :class:`TULightningCLI`, with class_path blocks:
 
 * ``eval_ood``, ``eval_shift`` and ``num_tta`` are forwarded from the datamodule to the routine.
@@ -22,11 +28,16 @@ On top of :class:`TULightningCLI`, with class_path blocks:
   :class:`~torch_uncertainty.utils.cli.TUSaveConfigCallback` is the default here.
 * Routines calling ``save_hyperparameters()`` store their ``routine:`` block, so
   ``load_from_checkpoint`` and ``--ckpt_path`` work (Lightning reads a ``model:`` block).
+  ``--ckpt_path`` never imports a class the checkpoint names: the recipe names the classes, a
+  checkpoint contradicting the recipe or the command line is an error (but for
+  :data:`EVALUATION_ONLY_ARGS`, where the given value is used), and only values left at their
+  defaults are taken from it.
 
-Optimiser parameter groups: from the top-level ``optimizer:`` / ``lr_scheduler:`` blocks of the
-recipes, Lightning builds the optimiser on ``routine.parameters()``, a single group. A routine
-needing several (the σNorm scale logits at a larger learning rate, without weight decay) defines
-``optimizer_param_groups(lr)``; see :meth:`TUSigmaNormCLI.optimizer_param_groups`.
+Optimiser parameter groups: the top-level ``optimizer:`` / ``lr_scheduler:`` blocks are parsed
+as Lightning's ``OptimizerCallable`` / ``LRSchedulerCallable`` and built on the routine's
+``optimizer_param_groups(lr)`` when it defines one (the σNorm scale logits at a larger learning
+rate, without weight decay), else on ``routine.parameters()``; the result is the routine's
+TorchUncertainty ``optim_recipe``. See :meth:`TUSigmaNormCLI.configure_routine_optimizer`.
 """
 
 from __future__ import annotations
@@ -34,24 +45,55 @@ from __future__ import annotations
 import importlib
 import inspect
 import logging
+import re
+import shlex
+import sys
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
 import torch
+import yaml
 from jsonargparse import Namespace
 from lightning.pytorch import LightningDataModule, LightningModule
-from lightning.pytorch.cli import ArgsType, LightningArgumentParser, LightningCLI
+from lightning.pytorch.cli import (
+    ArgsType, LightningArgumentParser, LightningCLI, LRSchedulerCallable, OptimizerCallable,
+)
+from lightning.pytorch.trainer.states import TrainerStatus
+from lightning.pytorch.utilities.exceptions import SIGTERMException
 from lightning.pytorch.utilities.rank_zero import rank_zero_warn
 from torch_uncertainty.utils.cli import TULightningCLI, TUSaveConfigCallback
 
-__all__ = ["FORWARDED_DATA_ARGS", "TUSigmaNormCLI", "cli_main", "forward_datamodule_args", "main"]
+from .allowlist import check_spec
+from .tu_format import (
+    DEFAULT_ROUTINE, check_datamodule_named, normalise_recipe, register_shorthands,
+    resolve_datamodule,
+)
+
+__all__ = [
+    "EVALUATION_ONLY_ARGS", "FORWARDED_DATA_ARGS", "RunInterrupted", "TUSigmaNormCLI", "cli_main",
+    "forward_datamodule_args", "main", "resume_command", "tu_format_args",
+]
+
+#: Exit codes of a run stopped by SIGTERM / Ctrl-C (128 + signal number, as shells report them).
+SIGTERM_EXIT_CODE, SIGINT_EXIT_CODE = 143, 130
 
 logger = logging.getLogger(__name__)
+register_shorthands()  # TorchUncertainty's `style: cifar`
+
+#: Lightning's subcommands.
+SUBCOMMANDS = ("fit", "validate", "test", "predict")
 
 #: Datamodule arguments that decide which evaluation loaders exist, and that the routine must match.
 FORWARDED_DATA_ARGS = ("eval_ood", "eval_shift", "num_tta")
+#: Routine arguments that only change how a trained model is evaluated: ``--ckpt_path`` takes
+#: a value given for them over the checkpoint's (``test --routine.init_args.ood_criterion=energy``).
+EVALUATION_ONLY_ARGS = frozenset({
+    *FORWARDED_DATA_ARGS, "eval_grouping_loss", "ood_criterion", "post_processing",
+    "scod_ood_cost", "num_bins_calibration_error", "log_plots", "save_to_csv", "csv_filename",
+    "check_finite_loss",
+})
 
 
 def _import_object(path: str) -> Any:
@@ -119,6 +161,31 @@ def forward_datamodule_args(
     return forwarded
 
 
+_MISSING = object()
+
+
+def _differences(saved: Any, current: Any, key: str = "") -> Iterator[tuple[str, Any, Any]]:
+    """``(dotted key, saved value, current value)`` for each leaf where a saved tree differs."""
+    if isinstance(saved, dict) and isinstance(current, dict):
+        for name, value in saved.items():
+            child = f"{key}.{name}" if key else name
+            yield from _differences(value, current.get(name, _MISSING), child)
+    elif (list(saved) if isinstance(saved, tuple) else saved) != current:
+        yield key, saved, current
+
+
+def _nested(flat: dict[str, Any]) -> dict[str, Any]:
+    """``{"a.b": 1}`` -> ``{"a": {"b": 1}}``."""
+    tree: dict[str, Any] = {}
+    for key, value in flat.items():
+        *parents, leaf = key.split(".")
+        node = tree
+        for parent in parents:
+            node = node.setdefault(parent, {})
+        node[leaf] = value
+    return tree
+
+
 class TUSigmaNormCLI(TULightningCLI):
     r"""TorchUncertainty's Lightning CLI with the routine and the datamodule chosen by ``class_path``.
 
@@ -138,7 +205,8 @@ class TUSigmaNormCLI(TULightningCLI):
     * stores the ``routine:`` block as the routine's hyperparameters when the routine calls
       ``save_hyperparameters()``, so ``Routine.load_from_checkpoint`` and ``--ckpt_path`` work
       (Lightning looks for a ``model:`` block, which TorchUncertainty renamed ``routine:``);
-    * builds the optimiser from the routine's ``optimizer_param_groups(lr)`` when it defines one.
+    * builds the optimiser from the routine's ``optimizer_param_groups(lr)`` when it defines one;
+    * reads TorchUncertainty's own recipe format (:func:`tu_format_args`).
 
     Lightning's progress bar and callbacks are left as they are.
 
@@ -168,6 +236,7 @@ class TUSigmaNormCLI(TULightningCLI):
             save_config_callback=save_config_callback,
             subclass_mode_model=subclass_mode_model,
             subclass_mode_data=subclass_mode_data,
+            auto_configure_optimizers=False,  # see configure_routine_optimizer
             **kwargs,
         )
 
@@ -198,6 +267,15 @@ class TUSigmaNormCLI(TULightningCLI):
             logger.info(
                 "Forwarded from the datamodule to the routine: %s", self.forwarded_data_args
             )
+
+    def before_validate(self) -> None:
+        """Set the datamodule up as for ``fit`` when validating.
+
+        TorchUncertainty's datamodules (CIFAR, ImageNet, MNIST, ...) accept only the ``fit`` and
+        ``test`` stages and raise on ``validate``; ``fit`` builds the validation split they serve.
+        """
+        setup = self.datamodule.setup
+        self.datamodule.setup = lambda stage=None: setup("fit" if stage == "validate" else stage)
 
     def after_fit(self) -> None:
         """With ``--eval_after_fit``, test the best checkpoint (the last weights if none was saved).
@@ -240,43 +318,143 @@ class TUSigmaNormCLI(TULightningCLI):
             subclasses=self.subclass_mode_data,
         )
 
+    def parse_arguments(self, parser: LightningArgumentParser, args: ArgsType) -> None:
+        """As Lightning's, reading TorchUncertainty's recipe format too (:func:`tu_format_args`);
+        keeps ``args`` to tell given values from defaults (``--ckpt_path``)."""
+        if args is None or isinstance(args, list | tuple):
+            args = tu_format_args(sys.argv[1:] if args is None else args)
+        self._args = args
+        super().parse_arguments(parser, args)
+
+    def _given_routine_keys(self, subcommand: str) -> set[str]:
+        """Dotted ``routine.init_args`` keys set by the recipe or the command line."""
+        args = self._args
+        if isinstance(args, dict | Namespace):
+            given = self.parser.parse_object(args, defaults=False)
+        else:
+            given = self.parser.parse_args(sys.argv[1:] if args is None else args, defaults=False)
+        routine = given[subcommand].get("routine")
+        init_args = routine.get("init_args") if isinstance(routine, Namespace) else None
+        return set(init_args.keys()) if isinstance(init_args, Namespace) else set()
+
     def _parse_ckpt_path(self) -> None:
+        """Check a checkpoint's saved routine arguments against the recipe, never importing them.
+
+        Lightning's version imports the checkpoint's ``_class_path`` and lets its values override
+        the command line. Here the recipe names every class: a checkpoint naming another routine
+        or model class, or a value contradicting one the recipe or command line sets, is an
+        error; values left at their defaults are taken from the checkpoint, as Lightning does.
+        """
         subcommand = self.config.get("subcommand")
         ckpt_path = self.config[subcommand].get("ckpt_path") if subcommand else None
         if not ckpt_path or not Path(ckpt_path).is_file():
             return  # "best", "last", remote paths: resolved by Lightning when it loads them
         try:
-            hparams = torch.load(ckpt_path, weights_only=True, map_location="cpu")
+            checkpoint = torch.load(ckpt_path, weights_only=True, map_location="cpu")
         except Exception as error:  # truncated file, not a checkpoint, unsafe pickle content
             raise ValueError(
                 f"ckpt_path='{ckpt_path}' could not be read ({type(error).__name__}: "
                 f"{str(error).splitlines()[0]}); expected a Lightning checkpoint (.ckpt)."
             ) from error
-        hparams = hparams.get("hyper_parameters", {})
-        hparams = {k: v for k, v in hparams.items() if k != "_instantiator"}
-        if "_class_path" not in hparams:
-            return  # routines that do not save their hyperparameters (TorchUncertainty's)
-        routine = {"class_path": hparams.pop("_class_path"), "dict_kwargs": hparams}
-        self.config = self.parser.parse_object({subcommand: {"routine": routine}}, self.config)
+        if not isinstance(checkpoint, dict):
+            raise ValueError(
+                f"ckpt_path='{ckpt_path}' holds a {type(checkpoint).__name__}; expected a "
+                f"Lightning checkpoint (.ckpt, a dict with 'state_dict')."
+            )
+        hparams = dict(checkpoint.get("hyper_parameters") or {})
+        hparams.pop("_instantiator", None)
+        routine = self.config[subcommand].get("routine")
+        recipe_class = routine.get("class_path") if isinstance(routine, Namespace) else None
+        saved_class = hparams.pop("_class_path", None)
+        if saved_class is not None and saved_class not in self._routine_names(recipe_class):
+            raise ValueError(
+                f"ckpt_path='{ckpt_path}' was saved by the routine {saved_class!r}, but the "
+                f"recipe's routine is {recipe_class!r}: use the recipe the checkpoint was "
+                f"trained with (its classes are never imported from the checkpoint)."
+            )
+        if not hparams or recipe_class is None:
+            return
+        config = yaml.safe_load(
+            self.parser.dump(self.config, skip_link_targets=False, skip_none=False)
+        )[subcommand]["routine"]["init_args"]
+        given = self._given_routine_keys(subcommand)
+        taken = {}
+        for key, saved, current in _differences(hparams, config):
+            if key in FORWARDED_DATA_ARGS:
+                continue  # the datamodule decides (forward_datamodule_args)
+            where = f"routine.init_args.{key}"
+            if current is _MISSING:
+                raise ValueError(
+                    f"ckpt_path='{ckpt_path}' sets {where}={saved!r}, which the recipe's routine "
+                    f"{recipe_class!r} does not take: use the recipe it was trained with."
+                )
+            if key.endswith("class_path") or (isinstance(saved, dict) and "class_path" in saved):
+                raise ValueError(
+                    f"ckpt_path='{ckpt_path}' has {where}={saved!r} where the recipe has "
+                    f"{current!r}: the command builds the classes the recipe names, never a "
+                    f"checkpoint's; use the recipe the checkpoint was trained with."
+                )
+            if key in given or any(name.startswith(f"{key}.") for name in given):
+                if key.partition(".")[0] in EVALUATION_ONLY_ARGS:
+                    continue  # the given value: it does not change the trained model
+                raise ValueError(
+                    f"ckpt_path='{ckpt_path}' has {where}={saved!r}, but the recipe or the "
+                    f"command line sets {current!r}: give the checkpoint's value or leave it "
+                    f"unset (unset values are taken from the checkpoint)."
+                )
+            taken[key] = saved
+        if taken:
+            check_spec(_nested(taken), where=f"ckpt_path='{ckpt_path}': routine.init_args")
+            update = {"class_path": recipe_class, "init_args": _nested(taken)}
+            self.config = self.parser.parse_object({subcommand: {"routine": update}}, self.config)
 
-    def optimizer_param_groups(self, lr: float | None) -> list[dict[str, Any]] | None:
-        """The routine's optimiser parameter groups, or ``None`` when it defines none.
+    @staticmethod
+    def _routine_names(class_path: str | None) -> set[str]:
+        """The names of the recipe's routine class (as written, and where it is defined)."""
+        if class_path is None:
+            return set()
+        routine_class = _import_object(class_path)  # the recipe's, imported by the parser already
+        return {class_path, f"{routine_class.__module__}.{routine_class.__qualname__}"}
 
-        A routine may define ``optimizer_param_groups(lr) -> list[dict]``: torch param-group
-        dicts (``params`` plus per-group options such as ``lr`` or ``weight_decay``) for the base
-        learning rate ``lr``, which is the ``lr`` of the recipe's ``optimizer:`` block (or the
-        optimiser's default). The optimiser is then built from these groups, before the
-        ``lr_scheduler:``, so the schedule scales every group.
-        :class:`~torch_uncertainty_signorm.routines.SigmaNormClassificationRoutine` uses it to
-        give the σNorm scale logits their learning-rate multiplier and no weight decay.
+    def add_arguments_to_parser(self, parser: LightningArgumentParser) -> None:
+        """Top-level ``optimizer:`` / ``lr_scheduler:`` blocks, parsed as Lightning's
+        ``OptimizerCallable`` / ``LRSchedulerCallable`` (dependency injection, see
+        :meth:`configure_routine_optimizer`)."""
+        super().add_arguments_to_parser(parser)
+        parser.add_argument("--optimizer", type=OptimizerCallable | None, default=None)
+        parser.add_argument("--lr_scheduler", type=LRSchedulerCallable | None, default=None)
 
-        Args:
-            lr: The base learning rate.
+    def configure_routine_optimizer(self) -> None:
+        """Build the recipe's optimiser and scheduler and hand them to the routine.
+
+        The optimiser is built on the routine's ``optimizer_param_groups(lr)`` when it defines
+        one (torch param-group dicts for the base learning rate ``lr``, the ``optimizer:``
+        block's), else on ``routine.parameters()``; the ``lr_scheduler:`` is built on it, so the
+        schedule scales every group.
+        :class:`~torch_uncertainty_signorm.routines.SigmaNormClassificationRoutine` puts the σNorm
+        scale logits at their learning-rate multiplier without weight decay this way. The result
+        goes to TorchUncertainty's ``optim_recipe`` (what its routines' ``configure_optimizers``
+        returns), so no method of the routine is replaced.
         """
-        hook = getattr(self.routine, "optimizer_param_groups", None)
-        if not callable(hook):
-            return None
-        return [dict(group) for group in hook(lr)]
+        optimizer = self._get(self.config_init, "optimizer")
+        if optimizer is None:
+            return
+        if not hasattr(self.routine, "optim_recipe"):
+            raise ValueError(
+                f"The recipe has an `optimizer:` block, but the routine "
+                f"{type(self.routine).__name__} takes no `optim_recipe` (TorchUncertainty's "
+                f"routines do): remove the block, or configure the optimiser in the routine."
+            )
+        groups = getattr(self.routine, "optimizer_param_groups", None)
+        parameters = list(self.routine.parameters())
+        if callable(groups):
+            lr = optimizer(parameters).defaults["lr"]
+            parameters = [dict(group) for group in groups(lr)]
+        built = optimizer(parameters)
+        lr_scheduler = self._get(self.config_init, "lr_scheduler")
+        self.routine.optim_recipe = self.configure_optimizers(
+            self.routine, built, None if lr_scheduler is None else lr_scheduler(built)
+        )
 
     @staticmethod
     def configure_optimizers(lightning_module: LightningModule, optimizer, lr_scheduler=None):
@@ -288,25 +466,132 @@ class TUSigmaNormCLI(TULightningCLI):
                     "lr_scheduler": {"scheduler": lr_scheduler, "interval": "step"}}
         return LightningCLI.configure_optimizers(lightning_module, optimizer, lr_scheduler)
 
-    def _add_configure_optimizers_method_to_model(self, subcommand: str | None) -> None:
-        optimizer = self._get(self.config_init, "optimizer")
-        if not isinstance(optimizer, dict | Namespace) or "class_path" not in optimizer:
-            super()._add_configure_optimizers_method_to_model(subcommand)
+    # ------------------------------------------ interrupted runs (see ExactResumeCheckpoint)
+    def instantiate_classes(self) -> None:
+        """As TorchUncertainty's; ``fit --ckpt_path <log dir>/version_<n>/checkpoints/<file>``
+        first sets the logger's ``version`` to ``n``, so a resumed run logs into its own version."""
+        if self.subcommand == "fit":
+            self._continue_logged_run(self.config["fit"])
+        super().instantiate_classes()
+        self.configure_routine_optimizer()
+
+    def _continue_logged_run(self, config: Namespace) -> None:
+        ckpt_path = config.get("ckpt_path")
+        if not ckpt_path or not Path(ckpt_path).is_file():
             return
-        lr = (optimizer.get("init_args") or {}).get("lr")
-        if lr is None:
-            lr = _signature_default(optimizer["class_path"], "lr")
-            lr = None if lr is inspect.Parameter.empty else lr
-        groups = self.optimizer_param_groups(lr)
-        if groups is None:
-            super()._add_configure_optimizers_method_to_model(subcommand)
+        run_dir = Path(ckpt_path).resolve().parent.parent  # <save_dir>/<name>/version_<n>
+        version = run_dir.name.removeprefix("version_")
+        if not (run_dir.name.startswith("version_") and version.isdigit()):
             return
-        # Lightning builds the optimiser from `model.parameters()`: hand it the groups instead.
-        self.routine.parameters = lambda *args, **kwargs: groups
+        loggers = config.get("trainer", Namespace()).get("logger")
+        for logger_config in loggers if isinstance(loggers, list) else [loggers]:
+            is_block = isinstance(logger_config, Namespace)
+            init_args = logger_config.get("init_args") if is_block else None
+            if init_args is None or "version" not in init_args or init_args.version is not None:
+                continue  # not a class_path logger with a version, or the user chose the version
+            if Path(init_args.get("save_dir") or ".", init_args.get("name") or "").resolve() == (
+                run_dir.parent
+            ):
+                init_args.version = int(version)
+                # Its config.yaml is this run's: overwritten, it now records the `ckpt_path`.
+                self.save_config_kwargs = {**self.save_config_kwargs, "overwrite": True}
+
+    def _run_subcommand(self, subcommand: str) -> None:
+        """As Lightning's, with a stop by SIGTERM or Ctrl-C raising :class:`RunInterrupted`."""
         try:
-            super()._add_configure_optimizers_method_to_model(subcommand)
-        finally:
-            del self.routine.parameters
+            super()._run_subcommand(subcommand)
+        except SIGTERMException as stop:
+            raise RunInterrupted(SIGTERM_EXIT_CODE, self._interruption_checkpoint()) from stop
+        except SystemExit as stop:  # Lightning exits with 1 after Ctrl-C
+            if self.trainer.state.status != TrainerStatus.INTERRUPTED:
+                raise
+            raise RunInterrupted(SIGINT_EXIT_CODE, self._interruption_checkpoint()) from stop
+
+    def _interruption_checkpoint(self) -> Path | None:
+        from .callbacks.exact_resume import ExactResumeCheckpoint
+
+        paths = [callback.saved_path for callback in self.trainer.callbacks
+                 if isinstance(callback, ExactResumeCheckpoint)]
+        return next((path for path in paths if path is not None), None)
+
+
+def _option_value(args: list[str], index: int, option: str) -> int | None:
+    """The index of ``option``'s value when ``args[index]`` is ``option`` or ``option=...``."""
+    if args[index] == option and index + 1 < len(args):
+        return index + 1
+    return index if args[index].startswith(f"{option}=") else None
+
+
+def _set_value(args: list[str], index: int, option: str, value: str) -> None:
+    args[index] = f"{option}={value}" if args[index].startswith(f"{option}=") else value
+
+
+def _value(args: list[str], index: int, option: str) -> str:
+    return args[index].removeprefix(f"{option}=")
+
+
+def tu_format_args(args: Iterable[str]) -> list[str]:
+    """Command-line ``args`` reading TorchUncertainty's recipes as its ``main.py`` does.
+
+    * ``--data CIFAR10DataModule`` (a class name or an import path) names the datamodule of
+      ``data:`` blocks without ``class_path``;
+    * a ``routine:`` block without ``class_path`` is
+      :data:`~torch_uncertainty_signorm.tu_format.DEFAULT_ROUTINE`;
+    * ``--config`` recipes are updated by
+      :func:`~torch_uncertainty_signorm.tu_format.normalise_recipe` (a recipe it changes is
+      passed on as a YAML string), and a datamodule no recipe nor ``--data`` names is an error
+      (:func:`~torch_uncertainty_signorm.tu_format.check_datamodule_named`).
+
+    Both classes are given as the first options of the subcommand, so a recipe's or a later
+    option's ``class_path`` still overrides them.
+    """
+    args = list(args)
+    datamodule = None
+    for index in range(len(args)):
+        at = _option_value(args, index, "--data")
+        value = None if at is None else _value(args, at, "--data")
+        if value and re.fullmatch(r"[A-Za-z_][\w.]*", value) and not Path(value).is_file():
+            datamodule = resolve_datamodule(value)
+            _set_value(args, at, "--data", datamodule)
+    recipes = []
+    for index in range(len(args)):
+        at = _option_value(args, index, "--config")
+        path = None if at is None else Path(_value(args, at, "--config"))
+        recipe = yaml.safe_load(path.read_text()) if path and path.is_file() else None
+        if not isinstance(recipe, dict):
+            continue
+        recipes.append(recipe)
+        if (normalised := normalise_recipe(recipe)) != recipe:
+            _set_value(args, at, "--config", yaml.safe_dump(normalised, sort_keys=False))
+    check_datamodule_named(recipes, datamodule)
+    start = next((i + 1 for i, arg in enumerate(args) if arg in SUBCOMMANDS), 0)
+    defaults = [f"--routine={DEFAULT_ROUTINE}"] + ([f"--data={datamodule}"] if datamodule else [])
+    return args[:start] + defaults + args[start:]
+
+
+class RunInterrupted(SystemExit):
+    """A run stopped by SIGTERM (exit code 143 = 128 + 15) or Ctrl-C (130 = 128 + 2).
+
+    Schedulers read a non-zero code as "not finished"; ``checkpoint`` is the interruption
+    checkpoint to resume from (``None`` when none was written).
+    """
+
+    def __init__(self, code: int, checkpoint: Path | None) -> None:
+        super().__init__(code)
+        self.checkpoint = checkpoint
+
+
+def resume_command(args: list[str], checkpoint: Path) -> str:
+    """The ``torch-uncertainty`` command line ``args`` resumed from ``checkpoint``."""
+    kept, skip = [], False
+    for arg in args:
+        if skip or arg.startswith("--ckpt_path="):
+            skip = False
+            continue
+        skip = arg == "--ckpt_path"
+        if not skip:
+            kept.append(arg)
+    return shlex.join(["torch-uncertainty", *kept, "--ckpt_path", str(checkpoint)])
 
 
 def cli_main(args: ArgsType = None, **kwargs: Any) -> TUSigmaNormCLI:
@@ -326,7 +611,19 @@ def main(args: ArgsType = None) -> None:
     if torch.cuda.is_available():
         torch.set_float32_matmul_precision("medium")
     start = time.perf_counter()
-    cli_main(args)
+    try:
+        cli_main(args)
+    except RunInterrupted as stop:
+        if stop.checkpoint is not None:
+            argv = sys.argv[1:] if args is None else args
+            command = resume_command(argv, stop.checkpoint) if isinstance(argv, list) else None
+            print(f"torch-uncertainty interrupted: checkpoint {stop.checkpoint}"
+                  + (f"\nResume with: {command}" if command else ""), file=sys.stderr)
+        else:
+            print("torch-uncertainty interrupted: no checkpoint written (nothing to resume: no "
+                  "optimisation step was taken, or the state was not finite); run the same "
+                  "command again.", file=sys.stderr)
+        raise
     print(f"torch-uncertainty finished in {time.perf_counter() - start:.1f} s (wall time)")
 
 

@@ -1,12 +1,26 @@
 r"""Export a trained σNorm-Ensemble as safetensors, and each member as a plain model.
 
 An export directory holds ``ensemble.safetensors`` (every weight and buffer), ``config.json``
-(the recipe's ``model:`` block, which rebuilds the architecture, and the number of members)
-and, with ``--members``, ``member_<m>.safetensors`` for each member ``m``. No pickle is
-involved: weights are safetensors, the architecture is a class path with its arguments::
+(the number of members and the model block that rebuilds the architecture) and, with
+``--members``, ``member_<m>.safetensors`` for each member ``m``::
 
     python -m torch_uncertainty_signorm.export --config recipe.yaml \
         --ckpt_path logs/.../best.ckpt --output exported/ [--members]
+
+The command reads the recipe with the ``torch-uncertainty`` command's own parser
+(:func:`~torch_uncertainty_signorm.recipe_parsing.parse_recipe`; further arguments such as
+``--routine.init_args.model.init_args.num_estimators=2`` override it as on that command), so
+it builds the model the command trained.
+
+**Loading runs no code of the export.** Weights are safetensors (no pickle); ``config.json``
+is JSON whose ``class_path`` entries must each be one of :data:`EXPORTABLE_CLASS_PATHS` (plus
+the exact ``extra_class_paths`` a caller trusts), checked over the whole spec before
+anything is imported or built.
+
+**Exports are self-contained**: ``config.json`` describes the architecture alone, so loading
+needs neither the FineTune ``checkpoint``, nor ``pretrained_path``, nor a download; the
+weights come from the safetensors files (a ``bert_classifier`` stores its Hugging Face
+configuration, see :func:`~torch_uncertainty_signorm.backbones.bert_config`).
 
 A *member model* (:func:`member_model`) is member ``m`` alone, built from ordinary layers:
 every σNorm layer is folded back into the normalisation layer it came from, with member
@@ -24,9 +38,11 @@ from __future__ import annotations
 
 import argparse
 import copy
+import enum
 import importlib
+import inspect
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +51,7 @@ import yaml
 from safetensors.torch import load_model, save_model
 from torch import Tensor, nn
 
+from . import allowlist
 from .checkpoints import load_backbone_checkpoint
 from .ensemble import SigmaNormEnsemble, _features
 from .layers.member_heads import MemberHeads
@@ -50,8 +67,10 @@ from .layers.signorm import (
 )
 
 __all__ = [
+    "EXPORTABLE_CLASS_PATHS",
     "SigmaNormMember",
     "build_model",
+    "check_spec",
     "export_ensemble",
     "fold_signorm",
     "load_ensemble",
@@ -62,20 +81,66 @@ __all__ = [
 
 CONFIG_NAME, WEIGHTS_NAME = "config.json", "ensemble.safetensors"
 FORMAT = "torch-uncertainty-signorm/ensemble"
-#: Packages whose classes a ``config.json`` may name: a config is data, not arbitrary code.
-TRUSTED_PACKAGES = ("torch", "torch_uncertainty", "torch_uncertainty_signorm", "timm",
-                    "torchvision", "transformers")
+
+_ENSEMBLES = tuple(f"torch_uncertainty_signorm{module}.{name}" for module in ("", ".ensemble")
+                   for name in ("signorm_ensemble", "SigmaNormEnsemble"))
+_BACKBONE_FACTORIES = ("torch_uncertainty_signorm.backbones.timm_vit",
+                       "torch_uncertainty_signorm.backbones.bert_classifier",
+                       "torch_uncertainty_signorm.offline_assets.minilm_classifier")
+_BERT = _BACKBONE_FACTORIES[1]
+_TORCHVISION_RESNETS = tuple(
+    f"torchvision.models{module}.{name}" for module in ("", ".resnet")
+    for name in ("resnet18", "resnet34", "resnet50", "resnet101", "resnet152",
+                 "wide_resnet50_2", "wide_resnet101_2")
+)
+#: Arguments that fetch weights from elsewhere, per factory, and the value building the
+#: architecture alone (``None``: argument dropped); an export's weights are its own.
+_WEIGHT_SOURCES: dict[str, dict[str, Any]] = {
+    **dict.fromkeys(_ENSEMBLES, {"checkpoint": None}),
+    **dict.fromkeys(_BACKBONE_FACTORIES, {"pretrained": False, "pretrained_path": None}),
+    **dict.fromkeys(_TORCHVISION_RESNETS, {"weights": None}),
+}
+#: The only ``class_path`` values an export's model block may name: the models of
+#: :data:`~torch_uncertainty_signorm.allowlist.MODEL_CLASS_PATHS` (σN-Ens, i.e. the
+#: ``signorm_ensemble`` factory or its class, around a TorchUncertainty
+#: ``resnet``/``wideresnet28x10``, this package's ``timm_vit``/``bert_classifier``/
+#: ``minilm_classifier``) and the torchvision ResNets. The baselines (``film_ensemble``,
+#: ``lora_ensemble``, TorchUncertainty's packed, masked, batched, MIMO and deep ensembles) are
+#: not σNorm-Ensembles, so they are not exportable.
+EXPORTABLE_CLASS_PATHS = allowlist.MODEL_CLASS_PATHS | frozenset(_TORCHVISION_RESNETS)
 
 
 # --------------------------------------------------------------------------- architecture
-def _import(class_path: str, trusted: Sequence[str]) -> Any:
-    if not isinstance(class_path, str) or "." not in class_path:
-        raise ValueError(f"class_path must be a dotted 'package.module.Name', got {class_path!r}.")
-    if class_path.split(".")[0] not in trusted:
-        raise ValueError(
-            f"class_path {class_path!r} is outside the trusted packages {', '.join(trusted)}; "
-            f"pass trusted=(..., {class_path.split('.')[0]!r}) if you trust this config."
-        )
+def check_spec(spec: Any, extra_class_paths: Iterable[str] = ()) -> None:
+    """Refuse a model spec naming anything but allow-listed classes, before importing any.
+
+    Every ``class_path`` (and importable dotted string) at any depth is checked by
+    :func:`torch_uncertainty_signorm.allowlist.check_spec`; the top-level block must then
+    build a σNorm-Ensemble.
+
+    Args:
+        spec: A ``class_path``/``init_args`` block (``config.json``'s ``model``).
+        extra_class_paths: Exact class paths trusted on top of :data:`EXPORTABLE_CLASS_PATHS`.
+
+    Raises:
+        ValueError: Naming the refused entry (its place in the spec and its class path)
+            and listing what is allowed.
+    """
+    extra = tuple(extra_class_paths)
+    if not all(isinstance(path, str) and "." in path for path in extra):
+        raise ValueError(f"extra_class_paths must be exact dotted paths "
+                         f"('package.module.factory'), got {extra!r}.")
+    if not isinstance(spec, Mapping) or "class_path" not in spec:
+        raise ValueError(f"The model spec must be a class_path/init_args mapping (a recipe's "
+                         f"model block), got {spec!r:.200}.")
+    allowlist.check_spec(spec, EXPORTABLE_CLASS_PATHS | frozenset(extra), where="model")
+    if spec["class_path"] not in (*_ENSEMBLES, *extra):
+        raise ValueError(f"model.class_path={spec['class_path']!r} is no σNorm-Ensemble; an "
+                         f"export holds {_ENSEMBLES[0]} (or {_ENSEMBLES[1]}).")
+
+
+def _import(class_path: str) -> Any:
+    """The object at ``class_path``; only called on allow-listed paths."""
     module_name, _, name = class_path.rpartition(".")
     try:
         return getattr(importlib.import_module(module_name), name)
@@ -83,60 +148,142 @@ def _import(class_path: str, trusted: Sequence[str]) -> Any:
         raise ValueError(f"class_path {class_path!r} cannot be imported ({error}).") from None
 
 
-def build_model(spec: Any, trusted: Sequence[str] = TRUSTED_PACKAGES) -> Any:
-    """Instantiate a ``class_path``/``init_args`` block (nested blocks first), as a recipe does."""
-    if isinstance(spec, Mapping) and "class_path" in spec:
-        target = _import(spec["class_path"], trusted)
-        init_args = spec.get("init_args") or {}
-        return target(**{key: build_model(value, trusted) for key, value in init_args.items()})
-    if isinstance(spec, Mapping):
-        return {key: build_model(value, trusted) for key, value in spec.items()}
-    if isinstance(spec, list):
-        return [build_model(value, trusted) for value in spec]
-    return spec
+def _build(node: Any) -> Any:
+    """Instantiate ``class_path`` blocks (nested blocks first); other values pass through."""
+    if isinstance(node, Mapping) and "class_path" in node:
+        init_args = {key: _build(value) for key, value in (node.get("init_args") or {}).items()}
+        return _import(node["class_path"])(**init_args)
+    if isinstance(node, Mapping):
+        return {key: _build(value) for key, value in node.items()}
+    if isinstance(node, list):
+        return [_build(value) for value in node]
+    return node
 
 
-def _architecture_only(spec: dict) -> dict:
-    """``spec`` without what loads weights (``checkpoint``): they come from the export."""
-    spec = copy.deepcopy(dict(spec))
-    spec["init_args"] = {k: v for k, v in (spec.get("init_args") or {}).items()
-                         if k != "checkpoint"}
-    return spec
+def build_model(spec: Any, extra_class_paths: Iterable[str] = ()) -> Any:
+    """Instantiate a model block as a recipe does, after :func:`check_spec` accepted it."""
+    check_spec(spec, extra_class_paths)
+    return _build(spec)
 
 
-def _ensemble_from_spec(spec: dict, trusted: Sequence[str]) -> SigmaNormEnsemble:
-    model = build_model(_architecture_only(spec), trusted)
+def _is_data(value: Any) -> bool:
+    if isinstance(value, (list, tuple)):
+        return all(_is_data(item) for item in value)
+    if isinstance(value, Mapping):
+        return all(isinstance(key, str) and _is_data(item) for key, item in value.items())
+    return value is None or isinstance(value, (bool, int, float, str, Path, enum.Enum))
+
+
+def _as_data(node: Any, where: str = "model") -> Any:
+    """``node`` (a parsed recipe block) as JSON data that the factories accept directly.
+
+    Enums become their values (``ResNetStyle.CIFAR`` → ``"cifar"``), paths strings; an
+    argument holding an object (``activation_fn``, ``normalization_layer``) is dropped when
+    it is the factory's default and refused otherwise: config.json holds data only.
+    """
+    if isinstance(node, Mapping) and "class_path" in node:
+        init_args = {**(node.get("init_args") or {}), **(node.get("dict_kwargs") or {})}
+        parameters = inspect.signature(_import(node["class_path"])).parameters
+        defaults = {key: p.default for key, p in parameters.items()}
+        kept = {key: value for key, value in init_args.items()
+                if _is_data(value) or isinstance(value, Mapping) or defaults.get(key) is not value}
+        return {"class_path": node["class_path"],
+                "init_args": {key: _as_data(value, f"{where}.init_args.{key}")
+                              for key, value in kept.items()}}
+    if isinstance(node, Mapping):
+        return {str(key): _as_data(value, f"{where}.{key}") for key, value in node.items()}
+    if isinstance(node, (list, tuple)):
+        return [_as_data(value, f"{where}[{index}]") for index, value in enumerate(node)]
+    if isinstance(node, enum.Enum):
+        return _as_data(node.value, where)
+    if isinstance(node, Path):
+        return str(node)
+    if node is None or isinstance(node, (bool, int, float, str)):
+        return node
+    raise ValueError(
+        f"{where}={node!r} cannot be exported: config.json holds data only (numbers, strings, "
+        f"lists, mappings, class_path blocks); use the factory's default for this argument."
+    )
+
+
+def _portable(node: Any) -> Any:
+    """The architecture alone: every argument fetching weights from elsewhere replaced.
+
+    Drops the FineTune ``checkpoint``, ``pretrained_path`` and torchvision ``weights``, sets
+    ``pretrained=False`` on the backbone factories (the σN-Ens ``pretrained`` conversion flag
+    stays: it decides the parameter and buffer layout) and stores a ``bert_classifier``'s
+    Hugging Face configuration (read, without weights, from where it was built).
+    """
+    if isinstance(node, list):
+        return [_portable(value) for value in node]
+    if not isinstance(node, Mapping):
+        return node
+    if "class_path" not in node:
+        return {key: _portable(value) for key, value in node.items()}
+    original = dict(node.get("init_args") or {})
+    init_args = {key: _portable(value) for key, value in original.items()}
+    if node["class_path"] == _BERT and "config" not in init_args:
+        from .backbones import bert_config
+
+        init_args["config"] = bert_config(**{key: original[key] for key in (
+            "model_name", "num_classes", "pretrained_path") if key in original})
+    for key, value in _WEIGHT_SOURCES.get(node["class_path"], {}).items():
+        if value is None:
+            init_args.pop(key, None)
+        else:
+            init_args[key] = value
+    return {"class_path": node["class_path"], "init_args": init_args}
+
+
+def _ensemble_from_spec(spec: Any, extra_class_paths: Iterable[str]) -> SigmaNormEnsemble:
+    """The architecture of ``spec``, checked first; its weights are left to the caller.
+
+    A converted (``pretrained=True``) ensemble is built from scratch, then given the frozen
+    magnitude, sign and shift buffers of the conversion: the conversion itself refuses an
+    untrained backbone, and the values come from the export anyway.
+    """
+    check_spec(spec, extra_class_paths)
+    spec = _portable(spec)
+    converted = spec["init_args"].get("pretrained", False)
+    model = _build({**spec, "init_args": {**spec["init_args"], "pretrained": False}})
     if not isinstance(model, SigmaNormEnsemble):
         raise TypeError(
             f"The model block builds a {type(model).__name__}, not a SigmaNormEnsemble; its "
-            f"class_path must be torch_uncertainty_signorm.signorm_ensemble (got "
-            f"{spec.get('class_path')!r})."
+            f"class_path must be {_ENSEMBLES[0]} (got {spec.get('class_path')!r})."
         )
+    if converted:
+        for layer in model.signorm_layers().values():
+            layer.load_pretrained_affine(None, None)
     return model
 
 
 # --------------------------------------------------------------------------- ensemble
 def export_ensemble(
-    model: SigmaNormEnsemble, spec: Mapping, directory: str | Path, members: bool = False
+    model: SigmaNormEnsemble,
+    spec: Mapping,
+    directory: str | Path,
+    members: bool = False,
+    extra_class_paths: Iterable[str] = (),
 ) -> Path:
     """Write ``model`` to ``directory``: safetensors weights and a JSON architecture.
 
     Args:
         model: The trained ensemble.
         spec: The ``class_path``/``init_args`` block that built it (a recipe's
-            ``routine.init_args.model``); ``checkpoint`` entries are dropped.
+            ``routine.init_args.model``); stored architecture-only (no ``checkpoint``,
+            ``pretrained_path`` or download, see the module docs).
         directory: Output directory (created).
         members: Also write every member as a plain model (:func:`member_model`).
+        extra_class_paths: Exact class paths trusted on top of
+            :data:`EXPORTABLE_CLASS_PATHS` (loading will need them too).
 
     Returns:
         The directory.
     """
     if not isinstance(model, SigmaNormEnsemble):
         raise TypeError(f"export_ensemble exports a SigmaNormEnsemble, got {type(model).__name__}.")
-    if not isinstance(spec, Mapping) or "class_path" not in spec:
-        raise ValueError(
-            f"spec must be a class_path/init_args mapping (a recipe's model block), got {spec!r}."
-        )
+    check_spec(spec, extra_class_paths)
+    spec = _portable(_as_data(spec))
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
     save_model(model, str(directory / WEIGHTS_NAME))
@@ -145,8 +292,8 @@ def export_ensemble(
         for m in range(model.num_estimators):
             member_files.append(f"member_{m}.safetensors")
             save_model(member_model(model, m), str(directory / member_files[-1]))
-    config = {"format": FORMAT, "version": 1, "num_estimators": model.num_estimators,
-              "model": _architecture_only(spec), "members": member_files}
+    config = {"format": FORMAT, "version": 2, "num_estimators": model.num_estimators,
+              "model": spec, "members": member_files}
     (directory / CONFIG_NAME).write_text(json.dumps(config, indent=2))
     return directory
 
@@ -162,12 +309,15 @@ def _read_config(directory: Path) -> dict:
 
 
 def load_ensemble(
-    directory: str | Path, trusted: Sequence[str] = TRUSTED_PACKAGES
+    directory: str | Path, extra_class_paths: Iterable[str] = ()
 ) -> SigmaNormEnsemble:
-    """Rebuild an exported ensemble (in eval mode) with exactly the exported weights."""
+    """Rebuild an exported ensemble (in eval mode) with exactly the exported weights.
+
+    ``config.json`` is checked against the allow-list (:func:`check_spec`) before anything
+    is imported, and rebuilt architecture-only: nothing outside ``directory`` is read.
+    """
     directory = Path(directory)
-    config = _read_config(directory)
-    model = _ensemble_from_spec(config["model"], trusted)
+    model = _ensemble_from_spec(_read_config(directory)["model"], extra_class_paths)
     load_model(model, str(directory / WEIGHTS_NAME), strict=True)
     return model.eval()
 
@@ -267,9 +417,9 @@ def member_model(ensemble: SigmaNormEnsemble, member: int) -> SigmaNormMember:
 
 
 def load_member(
-    directory: str | Path, member: int, trusted: Sequence[str] = TRUSTED_PACKAGES
+    directory: str | Path, member: int, extra_class_paths: Iterable[str] = ()
 ) -> SigmaNormMember:
-    """Rebuild exported member ``member`` (in eval mode) from an export directory."""
+    """Rebuild exported member ``member`` (in eval mode), as safely as :func:`load_ensemble`."""
     directory = Path(directory)
     config = _read_config(directory)
     name = f"member_{member}.safetensors"
@@ -278,32 +428,41 @@ def load_member(
             f"member {member!r} was not exported to {directory}; exported members: "
             f"{config['members'] or 'none (export with members=True / --members)'}."
         )
-    model = member_model(_ensemble_from_spec(config["model"], trusted), member)
+    model = member_model(_ensemble_from_spec(config["model"], extra_class_paths), member)
     load_model(model, str(directory / name), strict=True)
     return model.eval()
 
 
 # --------------------------------------------------------------------------- command
-def _model_block(recipe: Path) -> dict:
+def _recipe_model_block(recipe: Path, overrides: Sequence[str], allowed: Sequence[str]) -> dict:
+    """The recipe's model block as the command parses it, allow-listed before and after."""
+    from .recipe_parsing import parse_recipe
+
     if not recipe.is_file():
         raise FileNotFoundError(f"--config {str(recipe)!r} does not exist.")
-    config = yaml.safe_load(recipe.read_text())
-    for path in (("routine", "init_args", "model"), ("model", "init_args", "model")):
-        block: Any = config
-        for key in path:
-            block = block.get(key) if isinstance(block, Mapping) else None
-        if isinstance(block, Mapping) and "class_path" in block:
-            return dict(block)
-    raise ValueError(
-        f"--config {str(recipe)!r} has no routine.init_args.model block with a class_path; "
-        f"pass a recipe of experiments/ or the config.yaml saved next to the run's logs."
-    )
+    raw_block = yaml.safe_load(recipe.read_text())
+    for key in ("routine", "init_args", "model"):
+        raw_block = raw_block.get(key) if isinstance(raw_block, Mapping) else None
+    if isinstance(raw_block, Mapping):  # refuse before the parser imports any class path
+        check_spec(raw_block, allowed)
+    routine = parse_recipe(recipe, overrides).get("routine")
+    block = routine.get("init_args", {}).get("model") if routine is not None else None
+    if block is None or "class_path" not in block:
+        raise ValueError(
+            f"--config {str(recipe)!r} has no routine.init_args.model block with a class_path; "
+            f"pass a recipe of experiments/ or the config.yaml saved next to the run's logs."
+        )
+    block = block.as_dict()
+    check_spec(block, allowed)
+    return block
 
 
 def main(argv: Sequence[str] | None = None) -> Path:
     """``python -m torch_uncertainty_signorm.export``: checkpoint + recipe → export directory."""
     parser = argparse.ArgumentParser(
-        prog="python -m torch_uncertainty_signorm.export", description=__doc__.split("\n")[0]
+        prog="python -m torch_uncertainty_signorm.export", description=__doc__.split("\n")[0],
+        epilog="Other arguments override the recipe as on the torch-uncertainty command, e.g. "
+               "--routine.init_args.model.init_args.num_estimators=2.", allow_abbrev=False,
     )
     parser.add_argument("--config", type=Path, required=True,
                         help="The recipe (or the run's saved config.yaml) that built the model.")
@@ -312,9 +471,16 @@ def main(argv: Sequence[str] | None = None) -> Path:
     parser.add_argument("--output", type=Path, required=True, help="The export directory.")
     parser.add_argument("--members", action="store_true",
                         help="Also export each member as a plain model.")
-    args = parser.parse_args(argv)
-    spec = _model_block(args.config)
-    model = _ensemble_from_spec(spec, TRUSTED_PACKAGES)
+    parser.add_argument("--allow", action="append", default=[], metavar="CLASS_PATH",
+                        help="Trust this exact class path too (loading needs it as well).")
+    args, overrides = parser.parse_known_args(argv)
+    # A run's saved config.yaml spells out defaults such as `activation_fn: torch.nn.functional.relu`;
+    # they are accepted here and dropped from the export when they are the default (_as_data).
+    block = _recipe_model_block(
+        args.config, overrides, [*args.allow, *sorted(allowlist.ARGUMENT_CLASS_PATHS)]
+    )
+    spec = _portable(_as_data(block))
+    model = _ensemble_from_spec(spec, args.allow)
     try:
         load_backbone_checkpoint(model, args.ckpt_path)
     except ValueError as error:
@@ -322,7 +488,8 @@ def main(argv: Sequence[str] | None = None) -> Path:
             f"{error} For export, --ckpt_path must come from a run of --config "
             f"{str(args.config)!r} (same backbone and num_estimators)."
         ) from error
-    directory = export_ensemble(model.eval(), spec, args.output, members=args.members)
+    directory = export_ensemble(model.eval(), spec, args.output, members=args.members,
+                                extra_class_paths=args.allow)
     print(f"Exported {model.num_estimators} members to {directory}")
     return directory
 

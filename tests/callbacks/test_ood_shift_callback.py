@@ -260,3 +260,5 @@ def test_overlays_keep_the_recipe_data_arguments(recipe, overlay, tmp_path, monk
     assert len(datamodule._planned_sets()) == 6 + 5 * 15
     assert any(isinstance(c, OODShiftEvaluation) for c in cli.trainer.callbacks)
     assert not cli.routine.eval_ood and not cli.routine.eval_shift
+    # The recipe's eval_ood: true is turned off by the overlay, its results.csv kept.
+    assert not datamodule.eval_ood and datamodule.download and cli.routine.save_to_csv

@@ -157,5 +157,64 @@ def test_bad_arguments_name_the_value(tmp_path):
     with pytest.raises(ValueError, match=r"Unknown OOD groups \['middle'\]"):
         CIFAR10OODShiftDataModule(tmp_path, 4, ood_groups={"middle": ["SVHN"]})
     datamodule = _cifar_module(tmp_path, eval_shift_severities=True, corruptions=["fog"])
-    with pytest.raises(FileNotFoundError, match=r"CIFAR-10-C not found in .*download=True"):
+    with pytest.raises(FileNotFoundError, match=r"missing under root.*\n.*CIFAR-10-C.*\n.*fog"):
         datamodule.setup_eval_sets()
+
+
+def _lines_naming(message: str, *names: str) -> dict[str, str]:
+    return {name: next(line for line in message.splitlines() if name in line) for name in names}
+
+
+def test_offline_check_lists_every_missing_set_with_path_and_layout(tmp_path):
+    """download=False: every set is checked before any work, and one error lists each missing
+    one (the present MNIST is not listed), with its expected path and on-disk layout."""
+    write_mnist_test(tmp_path, [40, 50])
+    datamodule = _cifar_module(tmp_path, eval_near_far_ood=True, eval_shift_severities=True,
+                               corruptions=["fog", "snow"], download=False)
+    with pytest.raises(FileNotFoundError) as error:
+        datamodule.prepare_data()
+    message = str(error.value)
+    lines = _lines_naming(message, "CIFAR10 (in-distribution)", "CIFAR100", "TinyImageNet",
+                          "SVHN", "Textures", "Places365", "CIFAR-10-C", "fog", "snow")
+    assert str(tmp_path / "tiny-imagenet-200" / "val") in lines["TinyImageNet"]
+    assert "val_annotations.txt" in lines["TinyImageNet"]
+    assert str(tmp_path / "test_32x32.mat") in lines["SVHN"]
+    assert "images/<class>/<image>.jpg" in lines["Textures"]
+    assert "labels.npy" in lines["CIFAR-10-C"]
+    assert str(tmp_path / "CIFAR-10-C" / "fog.npy") in lines["fog"]
+    assert "MNIST" not in message and "gaussian_noise" not in message
+    assert "download=true" in message
+    assert not any(tmp_path.glob("*.tar.gz")) and not any(tmp_path.glob("*.zip"))
+
+
+def test_failed_download_stops_and_reports_every_set_in_one_error(tmp_path, monkeypatch):
+    """Offline with download=True: the first failure stops the downloads; one error (no chained
+    urllib traceback) gives the cause and lists every set still missing."""
+    from urllib.error import URLError
+
+    from torch_uncertainty.datamodules import CIFAR10DataModule
+
+    from torch_uncertainty_signorm.datamodules.ood_shift import OODShiftMixin
+
+    attempts = []
+
+    def build(self, spec, download):
+        if download:
+            attempts.append(spec.name)
+            raise URLError("[Errno -2] Name or service not known")
+        return original(self, spec, download)
+
+    original = OODShiftMixin._build
+    monkeypatch.setattr(OODShiftMixin, "_build", build)
+    # TorchUncertainty's own download of CIFAR-10 (its prepare_data) is not under test here.
+    monkeypatch.setattr(CIFAR10DataModule, "prepare_data", lambda self: None)
+    datamodule = _cifar_module(tmp_path, eval_near_far_ood=True,
+                               ood_groups={"near": ["TinyImageNet"], "far": ["SVHN", "MNIST"]})
+    with pytest.raises(FileNotFoundError) as error:
+        datamodule.prepare_data()
+    assert attempts == ["TinyImageNet"]
+    assert error.value.__cause__ is None and error.value.__suppress_context__
+    message = str(error.value)
+    assert "first failure (TinyImageNet: URLError:" in message and "offline" in message
+    lines = _lines_naming(message, "TinyImageNet (near OOD)", "SVHN (far OOD)", "MNIST (far OOD)")
+    assert str(tmp_path / "MNIST" / "raw") in lines["MNIST (far OOD)"]

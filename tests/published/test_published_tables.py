@@ -91,3 +91,60 @@ def test_bad_names_and_ambiguous_rows_raise_clear_errors():
         load_table("main").select(model="x")
     with pytest.raises(ValueError, match="4 rows of table 'main' match.*key values"):
         load_table("main").row(method="σN-Ens")
+
+
+def _build(block):
+    """A recipe's ``class_path``/``init_args`` block, built (ResNet ``style`` names as the enum)."""
+    import importlib
+
+    from torch_uncertainty.models.classification.resnet.utils import ResNetStyle
+
+    if not (isinstance(block, dict) and "class_path" in block):
+        return block
+    module, _, name = block["class_path"].rpartition(".")
+    args = {key: _build(value) for key, value in (block.get("init_args") or {}).items()}
+    if "style" in args:
+        args["style"] = ResNetStyle[args["style"]]
+    args.pop("checkpoint", None)  # FineTune: the architecture, not the single model's weights
+    if name == "signorm_ensemble":
+        args["pretrained"] = False
+    return getattr(importlib.import_module(module), name)(**args)
+
+
+ERRATA = [(name, erratum) for name in ("main", "rn18")
+          for erratum in load_table(name).meta["errata"]]
+
+
+@pytest.mark.parametrize(("name", "erratum"), ERRATA,
+                         ids=[f"{e['row']['arch']}-{e['row']['method']}" for _, e in ERRATA])
+def test_params_errata_hold_the_printed_and_the_recomputed_count(name, erratum):
+    """The published value is the CSV's (as printed); the corrected one is parameter_counts of
+    the CIFAR-10 recipe's model (built on the meta device: no memory, no time)."""
+    from pathlib import Path
+
+    import torch
+    import yaml
+
+    from torch_uncertainty_signorm import parameter_counts
+
+    table = load_table(name)
+    row = table.row(**erratum["row"])
+    assert row[erratum["column"]] == pytest.approx(erratum["published"])
+    assert table.errata(row) == {"Params": erratum}
+    recipe = erratum["reason"].split("experiments/")[1].split(".yaml")[0]
+    config = yaml.safe_load((Path(__file__).parents[2] / "experiments" / f"{recipe}.yaml")
+                            .read_text())
+    with torch.device("meta"):
+        model = _build(config["routine"]["init_args"]["model"])
+    millions = parameter_counts(model)["total"] / 1e6
+    assert round(millions, 2) == pytest.approx(erratum["corrected"])
+    assert abs(millions - erratum["published"]) > 0.01  # the printed value would fail regression
+
+
+def test_only_cifar10_params_of_the_affected_methods_have_errata():
+    rows = {(e["row"]["dataset"], e["row"]["method"], e["column"]) for _, e in ERRATA}
+    assert rows == {("CIFAR-10", m, "Params")
+                    for m in ("σN-Ens", "σN-Ens FineTune", "FiLM-Ensemble")}
+    assert len(ERRATA) == 9  # x ResNet-18, ResNet-50, WideResNet-28-10
+    table = load_table("main")
+    assert table.errata(table.row(dataset="CIFAR-100", arch="ResNet-50", method="σN-Ens")) == {}

@@ -49,7 +49,7 @@ def test_recipe_command_overrides_reach_the_resolved_config(tmp_path, capsys, mo
     with pytest.raises(SystemExit):
         cli_main([*command[1:], "--print_config"])
     printed = capsys.readouterr().out
-    for line in ("seed_everything: 7", "num_estimators: 2", "num_repeats: 2", "tau: 0.5",
+    for line in ("seed_everything: 7", "num_estimators: 2", "tau: 0.5",
                  "diversity_strength: 0.001", "save_to_csv: true", "version: seed7",
                  "name: signorm_M2_tau0.5_lambda0.001"):
         assert line in printed, line

@@ -2,15 +2,24 @@
 
 import csv
 
+import lightning
 import pytest
 import torch
 from lightning.pytorch.loggers import CSVLogger
 from torch import nn
+from torch.utils.data import DataLoader, TensorDataset
+from torch_uncertainty.routines import ClassificationRoutine
+from torch_uncertainty.transforms import RepeatTarget
 
 from fixtures.backbones import tiny_resnet
 from fixtures.digits import cpu_trainer, digits_signorm_routine
+from fixtures.marker_module import assert_not_imported, marker_module
 from torch_uncertainty_signorm import signorm_ensemble
 from torch_uncertainty_signorm.datamodules import DigitsDataModule
+from torch_uncertainty_signorm.regulariser_check import (
+    MissingRegulariserError,
+    require_diversity_loss,
+)
 from torch_uncertainty_signorm.routines import SigmaNormClassificationRoutine
 
 
@@ -90,3 +99,137 @@ def test_bad_routine_arguments_name_the_value():
     model = signorm_ensemble(tiny_resnet(), 2)
     with pytest.raises(ValueError, match="scale_lr_multiplier must be a finite number > 0, got 0"):
         SigmaNormClassificationRoutine(model, 10, nn.CrossEntropyLoss(), scale_lr_multiplier=0)
+
+
+#: The recipes' model block, narrowed: TU's CIFAR ResNet-18 at 1/8 width, M = 2.
+MODEL_SPEC = {
+    "class_path": "torch_uncertainty_signorm.signorm_ensemble",
+    "init_args": {
+        "model": {
+            "class_path": "torch_uncertainty.models.classification.resnet",
+            "init_args": {"in_channels": 3, "num_classes": 10, "arch": 18, "style": "CIFAR",
+                          "width_multiplier": 0.125},
+        },
+        "num_estimators": 2,
+    },
+}
+
+
+def test_routine_built_in_python_reloads_from_its_checkpoint(tmp_path):
+    """Built from the model's spec, fitted by a plain Trainer: load_from_checkpoint(path) alone
+    rebuilds it (weights_only loading), with the same logits."""
+    torch.manual_seed(0)
+    routine = SigmaNormClassificationRoutine(
+        MODEL_SPEC, loss={"class_path": "torch.nn.CrossEntropyLoss"},
+        optim_recipe=lambda model: torch.optim.SGD(model.parameters(), lr=0.1),
+    )
+    data = TensorDataset(torch.randn(8, 3, 32, 32), torch.randint(0, 10, (8,)))
+    trainer = cpu_trainer(max_epochs=1, enable_checkpointing=True, default_root_dir=tmp_path)
+    trainer.fit(routine, DataLoader(data, batch_size=4))
+    (path,) = tmp_path.rglob("*.ckpt")
+
+    loaded = SigmaNormClassificationRoutine.load_from_checkpoint(path)
+    inputs = torch.randn(3, 3, 32, 32)
+    with torch.no_grad():
+        assert torch.equal(loaded.eval()(inputs), routine.eval()(inputs))
+    assert loaded.num_classes == 10 and isinstance(loaded.loss, nn.CrossEntropyLoss)
+    assert loaded.format_batch_fn.num_repeats == 2
+
+
+def test_load_from_checkpoint_never_imports_a_checkpoint_class(tmp_path, monkeypatch):
+    """A crafted checkpoint asking for Lightning's jsonargparse instantiator and naming its own
+    model class fails on the allow-list, before that class's module is imported."""
+    name, marker = marker_module(tmp_path, monkeypatch, "routine_load_marker")
+    path = tmp_path / "crafted.ckpt"
+    torch.save({"state_dict": {}, "pytorch-lightning_version": lightning.__version__,
+                "hyper_parameters": {
+        "_class_path": "torch_uncertainty_signorm.routines.SigmaNormClassificationRoutine",
+        "_instantiator": "lightning.pytorch.cli.instantiate_module",
+        "model": {"class_path": f"{name}.Evil"}, "num_classes": 10,
+    }}, path)
+    with pytest.raises(ValueError, match=rf"model.class_path='{name}.Evil' is not an allowed"):
+        SigmaNormClassificationRoutine.load_from_checkpoint(path)
+    assert_not_imported(name, marker)
+
+
+def test_ensemble_arguments_are_derived_from_the_model():
+    routine = SigmaNormClassificationRoutine(signorm_ensemble(tiny_resnet(num_classes=7), 3))
+    assert routine.num_classes == 7 and routine.is_ensemble is True
+    assert isinstance(routine.format_batch_fn, RepeatTarget)
+    assert routine.format_batch_fn.num_repeats == 3
+    assert "model" not in routine.hparams  # an object, not data: give it to load_from_checkpoint
+
+
+@pytest.mark.parametrize(("arguments", "message"), [
+    ({"num_classes": 5}, r"num_classes=5, but the model's member heads predict 10 classes"),
+    ({"is_ensemble": False}, r"is_ensemble=False, but the model is an ensemble of "
+                             r"num_estimators=2"),
+    ({"format_batch_fn": RepeatTarget(3)}, r"repeats the targets 3 times, but the model has "
+                                           r"num_estimators=2"),
+], ids=["num_classes", "is_ensemble", "format_batch_fn"])
+def test_arguments_contradicting_the_model_fail_at_construction(arguments, message):
+    model = signorm_ensemble(tiny_resnet(), 2)
+    with pytest.raises(ValueError, match=message):
+        SigmaNormClassificationRoutine(model, loss=nn.CrossEntropyLoss(), **arguments)
+
+
+# --- TorchUncertainty's plain ClassificationRoutine with a σN-Ens ------------------------------
+
+
+def _plain_routine(model) -> ClassificationRoutine:
+    return ClassificationRoutine(
+        model, 10, nn.CrossEntropyLoss(), is_ensemble=True,
+        format_batch_fn=RepeatTarget(model.num_estimators),
+        optim_recipe=torch.optim.SGD(model.parameters(), lr=0.1),
+    )
+
+
+def _loader() -> DataLoader:
+    generator = torch.Generator().manual_seed(0)
+    data = TensorDataset(torch.randn(4, 3, 32, 32, generator=generator), torch.arange(4))
+    return DataLoader(data, batch_size=2)
+
+
+def test_plain_routine_fit_fails_before_the_first_step():
+    """TU's routine would optimise the task loss alone (another method): stopped at the first
+    backward, the weights untouched, the error naming the routine to use."""
+    model = signorm_ensemble(tiny_resnet(), 2)
+    require_diversity_loss(model)  # idempotent; SigmaNormEnsemble should register it itself
+    before = {k: v.clone() for k, v in model.state_dict().items() if v.is_floating_point()}
+    trainer = cpu_trainer(max_epochs=1, limit_val_batches=0)
+    with pytest.raises(MissingRegulariserError, match="without its diversity regulariser.*"
+                                                      "SigmaNormClassificationRoutine"):
+        trainer.fit(_plain_routine(model), _loader())
+    assert trainer.global_step == 0
+    for name, value in model.state_dict().items():
+        if name in before and "running" not in name and "num_batches" not in name:
+            assert torch.equal(value, before[name]), name
+
+
+def test_plain_routine_evaluates_a_signorm_ensemble():
+    """Testing, validating and predicting a trained σN-Ens with TU's routine stay legitimate."""
+    model = signorm_ensemble(tiny_resnet(), 2)
+    require_diversity_loss(model)
+    routine, trainer = _plain_routine(model), cpu_trainer(max_epochs=1)
+    assert "test/cls/Acc" in trainer.test(routine, _loader(), verbose=False)[0]
+    assert "val/cls/Acc" in trainer.validate(routine, _loader(), verbose=False)[0]
+    logits = trainer.predict(routine, DataLoader(torch.randn(4, 3, 32, 32), batch_size=2))
+    assert [x.shape for x in logits] == [(2 * 2, 10)] * 2  # (M B) member-major, per batch
+
+
+def test_regulariser_check_passes_signorm_routine_and_manual_loops():
+    model = signorm_ensemble(tiny_resnet(), 2)
+    require_diversity_loss(model)
+    inputs, targets = torch.randn(2, 3, 32, 32), torch.arange(2)
+    diversity = model.diversity_loss()  # before the forward: counted too
+    loss = nn.functional.cross_entropy(model(inputs), targets.repeat(2)) + diversity
+    loss.backward()
+    assert model.scale_logits()[0].grad is not None
+    routine = SigmaNormClassificationRoutine(
+        signorm_ensemble(tiny_resnet(), 2), loss=nn.CrossEntropyLoss(),
+        optim_recipe=lambda m: torch.optim.SGD(m.parameters(), lr=0.1),
+    )
+    require_diversity_loss(routine.model)
+    trainer = cpu_trainer(max_epochs=1, limit_val_batches=0)
+    trainer.fit(routine, _loader())
+    assert trainer.global_step == 2

@@ -16,22 +16,27 @@ map-style loader, without changing the user's datamodule:
 
 * each epoch's shuffle is drawn from a generator seeded by ``(seed, epoch)``, the seed being
   drawn once from the global RNG (so ``seed_everything`` fixes it) and saved in the checkpoint;
+* each sample is loaded with the global torch (CPU), numpy and Python RNGs seeded from
+  ``(seed, epoch, rank, position in the epoch)`` and put back afterwards, so that random
+  augmentation is the same in the main process and in any worker, before and after a resume;
 * on resume, the first ``k · batch_size`` indices of the interrupted epoch are skipped, ``k``
   being the number of batches already trained (no data is loaded for them);
 * the global RNG states (torch, CUDA, numpy, Python) saved with the checkpoint are restored
-  when training restarts.
+  when training restarts, for the model's own randomness (dropout...).
 
-Resumed and uninterrupted runs then end with bit-identical weights on CPU (tested), as long as
-the data pipeline draws no random numbers in worker processes (the workers are restarted
-with fresh seeds; the batch order stays exact) and, with random augmentation in the main
-process, except for the augmentation of the one batch Lightning prefetches before the
-checkpoint is written.
+Resumed and uninterrupted runs then end with bit-identical weights on CPU (tested, with random
+augmentation and worker processes), as long as the data pipeline draws its random numbers in
+the dataset's ``__getitem__`` (a ``collate_fn`` or ``worker_init_fn`` drawing from the workers'
+fresh RNG streams is not replayed). Seeding each sample adds a small CPU cost in the process
+that loads it (a worker, with ``num_workers > 0``).
 """
 
 from __future__ import annotations
 
 import itertools
+import random
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -39,28 +44,71 @@ import numpy as np
 import torch
 from lightning.fabric.utilities.seed import _collect_rng_states, _set_rng_states
 from lightning.pytorch import Callback, LightningModule, Trainer
-from lightning.pytorch.utilities import rank_zero_warn
-from torch.utils.data import DataLoader, RandomSampler, Sampler
+from lightning.pytorch.trainer.states import TrainerFn
+from lightning.pytorch.utilities import rank_zero_info, rank_zero_warn
+from torch.utils.data import DataLoader, Dataset, RandomSampler, Sampler
 
 __all__ = ["ExactResumeCheckpoint"]
 
 
 class _EpochSeededOrder(Sampler):
-    """Wraps a loader's sampler: per-epoch seeded shuffle, and ``skip`` leading indices once."""
+    """Wraps a loader's sampler: per-epoch seeded shuffle, ``(index, sample seed)`` pairs, and
+    ``skip`` leading positions once."""
 
-    def __init__(self, sampler: Sampler, seed_for_epoch: Callable[[], int]) -> None:
+    def __init__(self, sampler: Sampler, epoch_key: Callable[[], tuple[int, int, int]]) -> None:
         self.sampler = sampler
-        self.seed_for_epoch = seed_for_epoch
+        self.epoch_key = epoch_key  # (run seed, epoch, rank)
         self.skip = 0
 
-    def __iter__(self) -> Iterator[int]:
+    def __iter__(self) -> Iterator[tuple[Any, int]]:
+        seed, epoch, rank = key = self.epoch_key()
         if isinstance(self.sampler, RandomSampler):
-            self.sampler.generator = torch.Generator().manual_seed(self.seed_for_epoch())
+            self.sampler.generator = torch.Generator().manual_seed(seed + epoch)
+        sample_seeds = np.random.SeedSequence(key).generate_state(len(self), np.uint64).tolist()
         skip, self.skip = self.skip, 0
-        return itertools.islice(iter(self.sampler), skip, None)
+        return itertools.islice(zip(self.sampler, sample_seeds), skip, None)
 
     def __len__(self) -> int:
         return len(self.sampler)
+
+
+class _SeededSamples(Dataset):
+    """Wraps a loader's dataset: loads ``(index, seed)`` with the global RNGs seeded by ``seed``.
+
+    Random augmentation then depends only on the sample's seed, not on the process loading it
+    nor on what that process drew before; the caller's RNG states are put back after each batch.
+    """
+
+    def __init__(self, dataset: Dataset) -> None:
+        self.dataset = dataset
+
+    def __len__(self) -> int:
+        return len(self.dataset)
+
+    def __getitem__(self, item: tuple[Any, int]) -> Any:
+        return self.__getitems__([item])[0]
+
+    def __getitems__(self, items: list[tuple[Any, int]]) -> list[Any]:
+        with _kept_global_rngs():
+            return [self._load(index, seed) for index, seed in items]
+
+    def _load(self, index: Any, seed: int) -> Any:
+        torch.default_generator.manual_seed(seed)  # the CPU generator only: CUDA's untouched
+        random.seed(seed)
+        np.random.seed(seed % 2**32)  # numpy's global seed has 32 bits
+        return self.dataset[index]
+
+
+@contextmanager
+def _kept_global_rngs() -> Iterator[None]:
+    """Put torch's CPU, numpy's and Python's global RNG states back as they were on exit."""
+    python_state, numpy_state = random.getstate(), np.random.get_state()
+    try:
+        with torch.random.fork_rng(devices=[]):
+            yield
+    finally:
+        random.setstate(python_state)
+        np.random.set_state(numpy_state)
 
 
 def _portable_rng_states() -> dict[str, Any]:
@@ -108,45 +156,80 @@ class ExactResumeCheckpoint(Callback):
         self.dirpath = None if dirpath is None else Path(dirpath)
         self.filename = filename
         self.seed: int | None = None
+        #: Where the last interruption was saved (``None``: not interrupted, or nothing saved).
+        self.saved_path: Path | None = None
         self._rng_to_restore: dict[str, Any] | None = None
-        self._training = False
-        self._epoch = 0
+        self._saving = False
+        self._resumed_from_interruption = False
+        self._epoch = self._rank = 0
 
     def ckpt_path(self, trainer: Trainer) -> Path:
-        """Where the interruption checkpoint is written."""
-        if self.dirpath is not None:
-            return self.dirpath / f"{self.filename}.ckpt"
-        checkpoint = trainer.checkpoint_callback
-        dirpath = getattr(checkpoint, "dirpath", None)
+        """Where the interruption checkpoint is written: with the run's own checkpoints.
+
+        ``dirpath`` if given, else the ``ModelCheckpoint``'s directory, else the logger's run
+        directory (``<save_dir>/<name>/version_<n>/checkpoints``), else
+        ``<default_root_dir>/checkpoints``. A file there from another run is never overwritten:
+        this run writes ``<filename>-v1.ckpt`` (``-v2``...) instead.
+        """
+        dirpath = self.dirpath or getattr(trainer.checkpoint_callback, "dirpath", None)
         if dirpath is None:
-            dirpath = Path(trainer.default_root_dir) / "checkpoints"
-        return Path(dirpath) / f"{self.filename}.ckpt"
+            root = trainer.log_dir if trainer.loggers else trainer.default_root_dir
+            dirpath = Path(root) / "checkpoints"
+        path = Path(dirpath) / f"{self.filename}.ckpt"
+        own = Path(trainer.ckpt_path).resolve() if trainer.ckpt_path else None
+        version = 0
+        while path.exists() and path.resolve() != own:
+            version += 1
+            path = path.with_name(f"{self.filename}-v{version}.ckpt")
+        return path
 
     # ----------------------------------------------------------------------------- state
     def state_dict(self) -> dict[str, Any]:
-        return {"seed": self.seed, "rng_states": _portable_rng_states()}
+        return {"seed": self.seed, "rng_states": _portable_rng_states(),
+                "interrupted": self._saving}
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         self.seed = state_dict["seed"]
         self._rng_to_restore = state_dict["rng_states"]
+        self._resumed_from_interruption = state_dict.get("interrupted", False)
+
+    def on_save_checkpoint(
+        self, trainer: Trainer, pl_module: LightningModule, checkpoint: dict[str, Any]
+    ) -> None:
+        if self._saving and trainer.validating:
+            _restart_validation(checkpoint["loops"]["fit_loop"])
 
     # ----------------------------------------------------------------------------- hooks
     def on_train_start(self, trainer: Trainer, pl_module: LightningModule) -> None:
+        self._epoch = trainer.current_epoch  # restored from the checkpoint by now
+        self._rank = trainer.global_rank
+        if self._rng_to_restore is not None:  # before anything draws from the global RNGs
+            _restore_rng_states(self._rng_to_restore)
+            self._rng_to_restore = None
         if self.seed is None:
             self.seed = int(torch.randint(0, 2**62, ()).item())
-        self._epoch = trainer.current_epoch  # restored from the checkpoint by now
-        self._training = True
         if trainer.fit_loop._combined_loader is None:  # no training batches
             return
         skipped = trainer.fit_loop.epoch_loop.batch_progress.current.completed
+        if skipped >= trainer.num_training_batches:  # the epoch's batches are all done
+            skipped = 0
+        val_loader = trainer.fit_loop.epoch_loop.val_loop._combined_loader
+        for loader in val_loader.flattened if val_loader is not None else ():
+            self._keep_off_global_rng(loader)
         for loader in trainer.fit_loop._combined_loader.flattened:
+            self._keep_off_global_rng(loader)
             self._make_order_resumable(loader, skipped)
         # Lightning created the epoch's iterator before this hook: create it again with the
-        # seeded order (and the skip) in place.
-        iter(trainer.fit_loop._data_fetcher)
-        if self._rng_to_restore is not None:
-            _restore_rng_states(self._rng_to_restore)
-            self._rng_to_restore = None
+        # seeded order (and the skip) in place, leaving the restored global RNGs as they are.
+        with _kept_global_rngs():
+            iter(trainer.fit_loop._data_fetcher)
+
+    def _keep_off_global_rng(self, loader: Any) -> None:
+        """Let ``loader`` draw its workers' base seed from a generator of its own: a new
+        iterator (a resumed validation, a persistent one started later) then leaves the global
+        RNG, that of the model's dropout, as in the uninterrupted run."""
+        if isinstance(loader, DataLoader) and loader.generator is None:
+            loader.generator = torch.Generator().manual_seed(self.seed)
 
     def _make_order_resumable(self, loader: Any, skipped_batches: int) -> None:
         batch_sampler = getattr(loader, "batch_sampler", None)
@@ -158,11 +241,15 @@ class ExactResumeCheckpoint(Callback):
             return
         order = batch_sampler.sampler
         if not isinstance(order, _EpochSeededOrder):
-            order = batch_sampler.sampler = _EpochSeededOrder(order, self._epoch_seed)
+            order = batch_sampler.sampler = _EpochSeededOrder(order, self._epoch_key)
+            # DataLoader forbids setting ``dataset`` once built; its workers started with the
+            # unwrapped one are dropped (persistent workers restart with the wrapped one).
+            object.__setattr__(loader, "dataset", _SeededSamples(loader.dataset))
+            loader._iterator = None
         order.skip = skipped_batches * batch_sampler.batch_size
 
-    def _epoch_seed(self) -> int:
-        return self.seed + self._epoch
+    def _epoch_key(self) -> tuple[int, int, int]:
+        return self.seed, self._epoch, self._rank
 
     def on_train_epoch_start(self, trainer: Trainer, pl_module: LightningModule) -> None:
         self._epoch = trainer.current_epoch  # before Lightning draws the epoch's order
@@ -170,11 +257,59 @@ class ExactResumeCheckpoint(Callback):
     def on_exception(
         self, trainer: Trainer, pl_module: LightningModule, exception: BaseException
     ) -> None:
-        if self._training:
-            trainer.save_checkpoint(self.ckpt_path(trainer))
+        """Save the interruption checkpoint, unless there is nothing worth resuming."""
+        if trainer.state.fn != TrainerFn.FITTING:
+            return
+        reason = _not_resumable(trainer, pl_module, exception)
+        if reason is not None:
+            rank_zero_info(f"{type(exception).__name__}: no interruption checkpoint written "
+                           f"({reason}).")
+            return
+        path = self.ckpt_path(trainer)
+        self._saving = True
+        try:
+            trainer.save_checkpoint(path, weights_only=False)
+        finally:
+            self._saving = False
+        self.saved_path = path
+        rank_zero_info(
+            f"{type(exception).__name__} at epoch {trainer.current_epoch}, step "
+            f"{trainer.global_step}: checkpoint written to {path}; resume with --ckpt_path {path}"
+        )
 
     def on_train_end(self, trainer: Trainer, pl_module: LightningModule) -> None:
-        self._training = False
-        path = self.ckpt_path(trainer)
-        if trainer.is_global_zero and path.is_file():
+        """Remove the interruption checkpoint this run resumed from: it is stale now."""
+        path = Path(trainer.ckpt_path) if trainer.ckpt_path else None
+        if (self._resumed_from_interruption and trainer.is_global_zero and path is not None
+                and path.is_file()):
             path.unlink()
+        self._resumed_from_interruption = False
+
+
+def _not_resumable(trainer: Trainer, pl_module: LightningModule,
+                   exception: BaseException) -> str | None:
+    """Why the state at ``exception`` is not worth a checkpoint, or ``None`` when it is."""
+    if trainer.global_step == 0:
+        return "no optimisation step was taken: running the same command again is the same"
+    if isinstance(exception, FloatingPointError):
+        return "the training state is not finite"
+    tensors = itertools.chain(pl_module.parameters(), pl_module.buffers())
+    if not all(torch.isfinite(t).all() for t in tensors if t.is_floating_point()):
+        return "the weights are not finite"
+    return None
+
+
+def _restart_validation(fit_loop_state: dict[str, Any]) -> None:
+    """Make an interrupted validation start over on resume, instead of being skipped.
+
+    The validation loop's progress is rewound to "its first batch was started", the state that
+    Lightning resumes as a validation to run again (``RESTARTED_MID_EVALUATION``), from batch 0
+    since no batch of it counts as completed. Its metrics then cover the whole validation set.
+    """
+    progress = fit_loop_state["epoch_loop.val_loop.batch_progress"]
+    done = progress["current"]["completed"]
+    progress["total"] = {key: value - done for key, value in progress["total"].items()}
+    progress["total"]["ready"] += 1
+    progress["total"]["started"] += 1
+    progress["current"] = {"ready": 1, "started": 1, "processed": 0, "completed": 0}
+    progress["is_last_batch"] = False

@@ -7,6 +7,7 @@ from .ood_shift import (
     ImageNetOODShiftDataModule,
 )
 from .sst2 import SST2DataModule
+from .tweets import TweetsDataModule
 
 __all__ = [
     "CIFAR10OODShiftDataModule",
@@ -14,4 +15,5 @@ __all__ = [
     "DigitsDataModule",
     "ImageNetOODShiftDataModule",
     "SST2DataModule",
+    "TweetsDataModule",
 ]

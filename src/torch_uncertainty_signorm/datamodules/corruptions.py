@@ -125,6 +125,16 @@ class _CIFARCSeverity:
         """Whether the files of ``corruption`` are under ``root`` (every severity is)."""
         return cls._files_exist(Path(root) / cls.base_folder, corruption)
 
+    @classmethod
+    def expected_path(cls, root: str | Path, corruption: str, shift_severity: int) -> Path:
+        """The file holding ``corruption`` (all severities) under ``root``."""
+        return Path(root) / cls.base_folder / f"{corruption}.npy"
+
+    #: On-disk layout of :attr:`base_folder`, quoted when files are missing.
+    layout = (
+        "<corruption>.npy (uint8, 5 n x 32 x 32 x 3, severities 1-5 stacked) and labels.npy (5 n,)"
+    )
+
     @staticmethod
     def _files_exist(folder: Path, corruption: str) -> bool:
         return (folder / f"{corruption}.npy").is_file() and (folder / "labels.npy").is_file()
@@ -225,6 +235,14 @@ class ImageNetCSeverity(ImageFolder):
     def is_available(cls, root: str | Path, corruption: str, shift_severity: int) -> bool:
         """Whether the folder of ``(corruption, shift_severity)`` is under ``root``."""
         return (Path(root) / cls.base_folder / corruption / str(shift_severity)).is_dir()
+
+    @classmethod
+    def expected_path(cls, root: str | Path, corruption: str, shift_severity: int) -> Path:
+        """The folder of ``(corruption, shift_severity)`` under ``root``."""
+        return Path(root) / cls.base_folder / corruption / str(shift_severity)
+
+    #: On-disk layout of :attr:`base_folder`, quoted when folders are missing.
+    layout = "<corruption>/<severity>/<wnid>/<image>.JPEG (the Zenodo ImageNet-C tars)"
 
     @staticmethod
     def download(root: str | Path) -> None:

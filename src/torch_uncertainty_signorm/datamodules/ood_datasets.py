@@ -37,6 +37,7 @@ from torchvision.datasets.utils import (
 
 __all__ = [
     "OOD_DATASETS",
+    "OOD_LAYOUTS",
     "OPENOOD_SPLITS",
     "OpenOODImageFolder",
     "TinyImageNetVal",
@@ -149,6 +150,25 @@ OOD_DATASETS: dict[str, OODFactory] = {
         root, version="2021_valid", transform=t, download=d
     ),
     "OpenImage-O": lambda root, t, d: OpenImageO(root, transform=t, download=d),
+}
+
+#: Where each set lies under ``root`` (the path checked first) and its on-disk layout, as the
+#: factories above read it; quoted in the error listing missing sets.
+OOD_LAYOUTS: dict[str, tuple[str, str]] = {
+    "CIFAR10": ("cifar-10-batches-py", "torchvision's python archive: test_batch, batches.meta"),
+    "CIFAR100": ("cifar-100-python", "torchvision's python archive: test, meta, train"),
+    "TinyImageNet": ("tiny-imagenet-200/val", "val_annotations.txt and images/<image>.JPEG"),
+    "MNIST": ("MNIST/raw", "t10k-images-idx3-ubyte and t10k-labels-idx1-ubyte"),
+    "SVHN": ("test_32x32.mat", "the SVHN cropped-digits test file"),
+    "Textures": ("dtd/dtd", "images/<class>/<image>.jpg and labels/{train,val,test}1.txt"),
+    "Places365": (
+        "val_256", "val_256/<image>.jpg, with places365_val.txt and categories_places365.txt "
+        "beside it in the root"
+    ),
+    "SSB-hard": ("ssb_hard", "<class>/<image> (OpenOOD's ssb_hard.zip)"),
+    "NINCO": ("ninco", "<class>/<image> (OpenOOD's ninco.zip)"),
+    "iNaturalist": ("2021_valid", "<category>/<image>.jpg (torchvision's 2021_valid.tgz)"),
+    "OpenImage-O": ("openimage-o", "<folder>/<image>.jpg (TorchUncertainty's OpenImage-O.zip)"),
 }
 
 _FAR_SMALL = ("MNIST", "SVHN", "Textures", "Places365")

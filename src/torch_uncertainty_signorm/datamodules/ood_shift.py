@@ -21,6 +21,7 @@ Example (YAML)::
 from __future__ import annotations
 
 import logging
+from pathlib import Path
 from typing import Any
 
 from torch.utils.data import DataLoader, Dataset
@@ -38,7 +39,7 @@ from .corruptions import (
     check_corruptions,
     check_severities,
 )
-from .ood_datasets import OPENOOD_SPLITS, build_ood_dataset, check_ood_groups
+from .ood_datasets import OOD_LAYOUTS, OPENOOD_SPLITS, build_ood_dataset, check_ood_groups
 
 __all__ = [
     "CIFAR10OODShiftDataModule",
@@ -70,6 +71,10 @@ class OODShiftMixin:
         eval_shift_severities: Add one test loader per corruption and severity.
         shift_severities: Severities to evaluate. Defaults to 1..5.
         corruptions: Corruptions averaged per severity. Defaults to the 15 benchmark ones.
+        download: Fetch the missing OOD and corrupted sets (and the in-distribution set, as
+            TorchUncertainty does) in ``prepare_data``. ``False`` downloads nothing; either way
+            every set is checked first and the missing ones are reported together, see
+            :meth:`prepare_data`.
         **kwargs: Every other argument of the TorchUncertainty datamodule, except
             ``eval_ood``/``eval_shift`` which must stay ``False``.
 
@@ -91,6 +96,7 @@ class OODShiftMixin:
         eval_shift_severities: bool = False,
         shift_severities: list[int] = list(SEVERITIES),  # noqa: B006 (never mutated)
         corruptions: list[str] = list(BENCHMARK_CORRUPTIONS),  # noqa: B006
+        download: bool = True,
         **kwargs: Any,
     ) -> None:
         ours_by_flag = {"eval_ood": "eval_near_far_ood", "eval_shift": "eval_shift_severities"}
@@ -109,6 +115,7 @@ class OODShiftMixin:
         self.eval_shift_severities = bool(eval_shift_severities)
         self.shift_severities = check_severities(shift_severities)
         self.corruptions = check_corruptions(corruptions)
+        self.download = bool(download)
         self.eval_sets: list[EvalSet] = [EvalSet("id", self.benchmark)]
         self.eval_datasets: list[Dataset] = []
 
@@ -139,19 +146,99 @@ class OODShiftMixin:
             self.root, spec.name, spec.severity, transform=self.test_transform, download=download
         )
 
-    def prepare_data(self) -> None:
-        """Download the OOD and corrupted sets that are missing under ``root``."""
-        super().prepare_data()
-        for spec in self._planned_sets():
+    def _try_build(self, spec: EvalSet) -> Dataset | None:
+        """The set from local files, or ``None`` when it is missing (nothing is downloaded)."""
+        try:
+            return self._build(spec, download=False)
+        except (FileNotFoundError, RuntimeError):  # ours / torchvision's "Dataset not found"
+            return None
+
+    def _is_available(self, spec: EvalSet) -> bool:
+        if spec.kind == "shift":
+            return self.shift_dataset_class.is_available(self.root, spec.name, spec.severity)
+        return self._try_build(spec) is not None
+
+    def _id_available(self) -> bool:
+        """Whether the in-distribution CIFAR set is on disk (ImageNet is never downloaded)."""
+        if self.benchmark not in OOD_LAYOUTS:
+            return True
+        return self._try_build(EvalSet("ood", self.benchmark, group="near")) is not None
+
+    def _describe_missing(self, missing: list[EvalSet], id_missing: bool = False) -> list[str]:
+        """One line per missing set (per corruption for shifted ones): expected path and layout."""
+        lines = []
+        if id_missing:
+            path, layout = OOD_LAYOUTS[self.benchmark]
+            lines.append(f"{self.benchmark} (in-distribution): {Path(self.root) / path} ({layout})")
+        for spec in missing:
+            if spec.kind == "ood":
+                path, layout = OOD_LAYOUTS[spec.name]
+                lines.append(f"{spec.name} ({spec.group} OOD): {Path(self.root) / path} ({layout})")
+        severities: dict[str, list[int]] = {}
+        for spec in missing:
             if spec.kind == "shift":
-                if not self.shift_dataset_class.is_available(self.root, spec.name, spec.severity):
-                    self._build(spec, download=True)
+                severities.setdefault(spec.name, []).append(spec.severity)
+        shift = self.shift_dataset_class
+        if severities:
+            lines.append(f"{shift.base_folder} (shift): {Path(self.root) / shift.base_folder} "
+                         f"({shift.layout}), missing:")
+        for corruption, levels in severities.items():
+            path = shift.expected_path(self.root, corruption, levels[0] if len(levels) == 1
+                                       else "<severity>")
+            lines.append(f"  {corruption} (severities {levels}): {path}")
+        return lines
+
+    def _missing_error(
+        self, missing: list[EvalSet], cause: str | None = None, id_missing: bool = False
+    ) -> FileNotFoundError:
+        lines = "\n".join(f"  {line}" for line in self._describe_missing(missing, id_missing))
+        if cause is not None:
+            advice = (f"Downloading stopped at the first failure ({cause}); the machine may be "
+                      "offline. Put each set at its path, or run once with network access.")
+        else:
+            advice = ("Put each set at its path, or let prepare_data fetch them "
+                      "(data.init_args.download=true, with network access).")
+        return FileNotFoundError(
+            f"Evaluation sets missing under root '{self.root}' (expected path, then on-disk "
+            f"layout):\n{lines}\n{advice}"
+        )
+
+    def prepare_data(self) -> None:
+        """Check every planned OOD and corrupted set, then download the missing ones.
+
+        The check comes first and opens local files only. With ``download=False`` any missing
+        set ends it: one :class:`FileNotFoundError` lists every missing set with its expected
+        path and on-disk layout. With ``download=True`` the missing sets are fetched one by
+        one (after TorchUncertainty's own downloads); the first failure (offline, say) stops
+        the downloads and the same single error lists every set still missing, with the
+        failure's cause, instead of a network traceback.
+
+        Raises:
+            FileNotFoundError: If sets are missing and could not be downloaded.
+        """
+        missing = [spec for spec in self._planned_sets() if not self._is_available(spec)]
+        id_missing = not self._id_available()
+        if not self.download:
+            if missing or id_missing:
+                raise self._missing_error(missing, id_missing=id_missing)
+            return
+        cause = None
+        try:
+            super().prepare_data()
+        except (OSError, RuntimeError) as error:  # URLError is an OSError
+            cause = f"{self.benchmark}: {type(error).__name__}: {_first_line(error)}"
+        for spec in missing if cause is None else []:
+            if self._is_available(spec):  # fetched with an earlier set's archive (CIFAR-C)
                 continue
+            logger.info("Downloading the evaluation set %s into %s", spec.name, self.root)
             try:
-                self._build(spec, download=False)
-            except (FileNotFoundError, RuntimeError):
-                logger.info("Downloading the OOD set %s into %s", spec.name, self.root)
                 self._build(spec, download=True)
+            except (OSError, RuntimeError) as error:
+                cause = f"{spec.name}: {type(error).__name__}: {_first_line(error)}"
+                break
+        if cause is not None:
+            still_missing = [spec for spec in missing if not self._is_available(spec)]
+            raise self._missing_error(still_missing, cause, not self._id_available()) from None
 
     def setup(self, stage: str | None = None) -> None:
         """TorchUncertainty's setup, then the OOD and corrupted test sets at ``test``."""
@@ -160,9 +247,16 @@ class OODShiftMixin:
             self.setup_eval_sets()
 
     def setup_eval_sets(self) -> None:
-        """Build the OOD and corrupted sets (from local files) and :attr:`eval_sets`."""
+        """Build the OOD and corrupted sets (from local files) and :attr:`eval_sets`.
+
+        Raises:
+            FileNotFoundError: Listing every missing set with its expected path and layout.
+        """
         planned = self._planned_sets()
-        self.eval_datasets = [self._build(spec, download=False) for spec in planned]
+        datasets = [self._try_build(spec) for spec in planned]
+        if missing := [spec for spec, data in zip(planned, datasets, strict=True) if data is None]:
+            raise self._missing_error(missing)
+        self.eval_datasets = datasets
         self.eval_sets = [EvalSet("id", self.benchmark), *planned]
 
     def eval_dataloaders(self) -> list[DataLoader]:
@@ -179,6 +273,10 @@ class OODShiftMixin:
     def test_dataloader(self) -> list[DataLoader]:
         """The clean test loader, then :meth:`eval_dataloaders`."""
         return [*super().test_dataloader(), *self.eval_dataloaders()]
+
+
+def _first_line(error: BaseException) -> str:
+    return (str(error).splitlines() or [""])[0]
 
 
 class CIFAR10OODShiftDataModule(OODShiftMixin, CIFAR10DataModule):

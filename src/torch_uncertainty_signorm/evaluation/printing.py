@@ -4,7 +4,10 @@ TorchUncertainty's ``TUTrainer`` prints test results with ``TUEvaluationLoop``, 
 key starting with ``ood`` or ``shift`` by its last segment (``ood_near/SVHN/AUROC`` and
 ``ood_far/AUROC`` would overwrite each other) and expects a ``shift/severity`` key for a single
 evaluated severity (a ``KeyError`` otherwise). :class:`OODShiftEvaluationLoop` prints those keys
-in their own tables and hands every other key to TorchUncertainty's printing.
+in their own tables and hands every other key to TorchUncertainty's printing. Units follow
+TorchUncertainty's printed tables: AUROC, AUPR, FPR95, Acc and ECE in percent (the logged values
+and ``results.csv`` stay fractions, as TorchUncertainty logs them), NLL in nats; each header
+names its unit.
 """
 
 from __future__ import annotations
@@ -22,6 +25,18 @@ __all__ = ["OODShiftEvaluationLoop", "ood_shift_tables"]
 
 _OOD_KEY = re.compile(r"^ood_(near|far)/(?:(.+)/)?(AUROC|AUPR|FPR95)$")
 _SHIFT_KEY = re.compile(r"^shift/(s[1-5]|mean)/(Acc|NLL|ECE)$")
+#: Printed unit of each metric: percent (x100), as TorchUncertainty prints them, or nats.
+_PERCENT = {"AUROC", "AUPR", "FPR95", "Acc", "ECE"}
+
+
+def _header(metric: str) -> str:
+    return f"{metric} (%)" if metric in _PERCENT else f"{metric} (nats)"
+
+
+def _cell(values: dict[str, float], metric: str) -> str:
+    if metric not in values:
+        return ""
+    return f"{100 * values[metric]:.3f}" if metric in _PERCENT else f"{values[metric]:.5f}"
 
 
 def _is_ours(key: str) -> bool:
@@ -34,7 +49,7 @@ def ood_shift_tables(results: dict[str, float]) -> list[Table]:
     ood = [(_OOD_KEY.match(k), v) for k, v in results.items() if _OOD_KEY.match(k)]
     if ood:
         table = Table(title="Near / far OOD detection")
-        for column in ("Group", "Set", *OOD_METRICS):
+        for column in ("Group", "Set", *map(_header, OOD_METRICS)):
             table.add_column(column, justify="center")
         rows: dict[tuple[str, str], dict[str, float]] = {}
         for match, value in ood:
@@ -44,20 +59,20 @@ def ood_shift_tables(results: dict[str, float]) -> list[Table]:
         for (group, name), values in sorted(
             rows.items(), key=lambda r: (order[r[0][0]], r[0][1] == "mean")
         ):
-            cells = [f"{values[m]:.5f}" if m in values else "" for m in OOD_METRICS]
+            cells = [_cell(values, m) for m in OOD_METRICS]
             table.add_row(group, name, *cells)
         tables.append(table)
     shift = [(_SHIFT_KEY.match(k), v) for k, v in results.items() if _SHIFT_KEY.match(k)]
     if shift:
         table = Table(title="Corruption shift (mean over corruptions)")
-        for column in ("Severity", *SHIFT_METRICS):
+        for column in ("Severity", *map(_header, SHIFT_METRICS)):
             table.add_column(column, justify="center")
         rows = {}
         for match, value in shift:
             level, metric = match.groups()
             rows.setdefault(level, {})[metric] = float(value)
         for level in sorted(rows, key=lambda lvl: (lvl == "mean", lvl)):
-            cells = [f"{rows[level][m]:.5f}" if m in rows[level] else "" for m in SHIFT_METRICS]
+            cells = [_cell(rows[level], m) for m in SHIFT_METRICS]
             table.add_row(level, *cells)
         tables.append(table)
     return tables

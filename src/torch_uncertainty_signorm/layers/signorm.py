@@ -50,26 +50,30 @@ __all__ = [
 
 #: Largest reconstructed importance of a converted layer: keeps σ(γ) off its saturation wall.
 MAX_CONVERTED_IMPORTANCE = 0.95
-#: Importance given to channels whose pretrained scale is exactly zero (their sign is 0).
-DEAD_CHANNEL_IMPORTANCE = 1e-4
+#: Smallest importance a converted layer starts from: keeps the logits at or above
+#: σ⁻¹(1e-4) ≈ -9.2, where σ still responds to training (tiny and zero scales start here).
+MIN_CONVERTED_IMPORTANCE = 1e-4
 
 
 def output_preserving_reparameterization(
     weight: Tensor | None, bias: Tensor | None, num_features: int
 ) -> tuple[Tensor, Tensor, Tensor, Tensor]:
-    r"""Frozen magnitude, sign and shift, and logits that reproduce a pretrained affine.
+    r"""Frozen magnitude, per-channel factor and shift, and logits reproducing a pretrained affine.
 
     Appendix "Adapting pretrained backbones": with :math:`k_\ell = \max_c |w_c| / 0.95`,
-    :math:`\gamma_c = \sigma^{-1}(|w_c| / k_\ell)`, :math:`s_c = \mathrm{sign}(w_c)` and
-    :math:`\beta = b`, the converted layer's :math:`k_\ell\, s \odot \sigma(\gamma) \odot
-    \mathrm{norm}(x) + \beta` equals the pretrained :math:`w \odot \mathrm{norm}(x) + b`.
+    :math:`\rho_c = |w_c| / k_\ell`, :math:`\gamma_c = \sigma^{-1}(\max(\rho_c, \rho_{min}))`,
+    :math:`s_c = \mathrm{sign}(w_c) \, \rho_c / \sigma(\gamma_c)` and :math:`\beta = b`,
+    the converted layer's :math:`k_\ell\, s \odot \sigma(\gamma) \odot \mathrm{norm}(x) +
+    \beta` equals the pretrained :math:`w \odot \mathrm{norm}(x) + b` for every finite scale.
 
-    The paper assumes positive scales; real checkpoints also hold negative and zero ones.
-    The frozen sign :math:`s_c \in \{-1, 0, 1\}` keeps the equality exact for them: a
-    negative scale keeps its magnitude in :math:`\sigma(\gamma)` and its sign in
-    :math:`s`; a zero scale gets :math:`s_c = 0` (the channel outputs :math:`\beta_c`, as
-    the pretrained one did) and an importance of ``DEAD_CHANNEL_IMPORTANCE``. An all-zero
-    layer uses :math:`k_\ell = 1`. A layer without affine is treated as ``w = 1, b = 0``.
+    The paper's :math:`\gamma_c = \sigma^{-1}(\rho_c)` holds for every channel with
+    :math:`\rho_c \ge \rho_{min}` = ``MIN_CONVERTED_IMPORTANCE``, where the frozen factor is
+    the sign, :math:`s_c = \pm 1`. A smaller scale (real checkpoints hold some down to
+    1e-33) would need a logit far below σ's responsive range; its logit starts at
+    :math:`\sigma^{-1}(\rho_{min})` instead and the rest of its magnitude moves into the
+    frozen :math:`|s_c| = \rho_c / \rho_{min} < 1`. A zero scale gets :math:`s_c = 0` (the
+    channel outputs :math:`\beta_c`, as the pretrained one did). An all-zero layer uses
+    :math:`k_\ell = 1`; a layer without affine is treated as ``w = 1, b = 0``.
 
     Args:
         weight: The pretrained scale (any shape with ``num_features`` elements) or ``None``.
@@ -78,16 +82,38 @@ def output_preserving_reparameterization(
 
     Returns:
         ``(magnitude, sign, logits, shift)``: a 0-d tensor :math:`k_\ell`, and three
-        ``(num_features,)`` tensors in float32.
+        ``(num_features,)`` tensors :math:`s, \gamma, \beta`, computed in float64 and
+        returned in the floating dtype of ``weight`` (or ``bias``; float32 when both are
+        ``None``).
+
+    Raises:
+        ValueError: If ``weight`` or ``bias`` holds a non-finite value.
     """
-    w = torch.ones(num_features, dtype=torch.float64) if weight is None else weight.detach()
-    w = w.reshape(-1).to(torch.float64).cpu()
-    b = torch.zeros(num_features) if bias is None else bias.detach().reshape(-1).float().cpu()
+    dtype = next(
+        (t.dtype for t in (weight, bias) if t is not None and t.is_floating_point()),
+        torch.float32,
+    )
+    w, b = (
+        torch.full((num_features,), fill, dtype=torch.float64)
+        if t is None
+        else t.detach().reshape(-1).to(device="cpu", dtype=torch.float64)
+        for t, fill in ((weight, 1.0), (bias, 0.0))
+    )
+    for name, values in (("weight", w), ("bias", b)):
+        if not torch.isfinite(values).all():
+            bad = values[~torch.isfinite(values)][0].item()
+            raise ValueError(
+                f"The pretrained {name} holds a non-finite value ({bad}); only finite "
+                f"scales and shifts can be reproduced."
+            )
     largest = w.abs().max()
     magnitude = largest / MAX_CONVERTED_IMPORTANCE if largest > 0 else torch.ones((), dtype=w.dtype)
-    ratio = (w.abs() / magnitude).clamp(min=DEAD_CHANNEL_IMPORTANCE)
-    logits = torch.logit(ratio)
-    return magnitude.float(), torch.sign(w).float(), logits.float(), b
+    ratio = w.abs() / magnitude
+    importance = ratio.clamp(min=MIN_CONVERTED_IMPORTANCE)
+    logits = torch.logit(importance)
+    tiny = ratio < MIN_CONVERTED_IMPORTANCE
+    factor = torch.sign(w) * torch.where(tiny, ratio / torch.sigmoid(logits), 1.0)
+    return tuple(t.to(dtype) for t in (magnitude, factor, logits, b))
 
 
 def _placement(module: nn.Module) -> dict:
@@ -240,7 +266,8 @@ class _SigmaBatchNorm(_SigmaNorm):
     ) -> None:
         super().__init__(num_features, num_estimators, scale_init_std, device, dtype)
         init_member_statistics(
-            self, num_estimators, num_features, eps, momentum, track_running_stats, device
+            self, num_estimators, num_features, eps, momentum, track_running_stats, device,
+            dtype,
         )
 
     @classmethod
@@ -273,14 +300,6 @@ class _SigmaBatchNorm(_SigmaNorm):
             from ..distributed import synchronized_batch_norm
 
             return synchronized_batch_norm(self, x)
-        if self.training:
-            count = x.numel() // (self.num_estimators * self.num_features)
-            if count <= 1:
-                raise ValueError(
-                    f"{type(self).__name__} needs more than 1 value per channel and member "
-                    f"when training, got input shape {tuple(x.shape)} with "
-                    f"{self.num_estimators} members."
-                )
         return member_batch_norm(self, x, self.member_scale(), self.shift)
 
     def extra_repr(self) -> str:

@@ -6,7 +6,9 @@ Each table ``<name>.csv`` has a sidecar ``<name>.json`` with the LaTeX ``label``
 exactly as printed, so percentages stay percentages), the experiment ``settings`` the numbers
 come from, and ``notes`` on the transcription. Columns ending in ``_std`` hold the
 seed standard deviation of the column they extend; an empty cell is a value the paper
-does not report (e.g. Packed-Ensembles at ``M = 12``).
+does not report (e.g. Packed-Ensembles at ``M = 12``). Known misprints stay in the CSV as
+printed and are listed in the sidecar's ``errata``: the ``row`` keys, the ``column``, the
+``published`` value, the ``corrected`` one and the ``reason``; see :meth:`PublishedTable.errata`.
 
 Example:
     >>> from torch_uncertainty_signorm.published import load_table
@@ -82,6 +84,15 @@ class PublishedTable:
                              f"columns: {self.columns}.")
         return [i for i, row in enumerate(self.text_rows)
                 if all(row[k] == str(v) for k, v in keys.items())]
+
+    def errata(self, row: dict[str, Any]) -> dict[str, dict[str, Any]]:
+        """The sidecar's errata of ``row`` (a row of this table), by column.
+
+        Each value holds ``published`` (as printed), ``corrected`` and ``reason``.
+        """
+        keys = {k: str(row[k]) for k in self.key_columns}
+        return {e["column"]: e for e in self.meta.get("errata", [])
+                if {k: str(v) for k, v in e["row"].items()} == keys}
 
     def row(self, **keys: Any) -> dict[str, Any]:
         """The single row matching ``keys``.

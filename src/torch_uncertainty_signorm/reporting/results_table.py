@@ -217,7 +217,9 @@ def table_cells(table: PublishedTable | None, rows: Sequence[Mapping[str, Any]],
                 where: Mapping[str, str] | None = None) -> tuple[list[str], list[list[str]]]:
     """Header and body: the published rows matching ``where``, then ours.
 
-    Key columns fixed by ``where`` are dropped; published ``X ± X_std`` pairs are joined.
+    Key columns fixed by ``where`` are dropped; published ``X ± X_std`` pairs are joined; a
+    published value with an erratum in the table's sidecar shows the corrected value and the
+    printed one.
     """
     where = dict(where or {})
     metric_columns = _metric_columns(table, rows)
@@ -226,9 +228,14 @@ def table_cells(table: PublishedTable | None, rows: Sequence[Mapping[str, Any]],
     if table is not None:
         for row in table.select_text(**where):
             cells = {k: row[k] for k in keys}
+            errata = table.errata(row)
             for column in metric_columns:
                 std = row.get(f"{column}_std", "")
                 cells[column] = (row[column] or "--") + (f" ± {std}" if std else "")
+                if column in errata:
+                    fmt = PAPER_COLUMNS[column].fmt if column in PAPER_COLUMNS else "g"
+                    cells[column] = (f"{errata[column]['corrected']:{fmt}} (erratum; printed "
+                                     f"{row[column]})")
             body.append(cells)
     body += _our_rows(table, rows, where)
     header = keys + metric_columns

@@ -185,8 +185,11 @@ def recipe_command(point: SweepPoint, config: str | Path, out: str | Path, sweep
         f"--trainer.logger.init_args.name={log_dir.parent.name}",
         f"--trainer.logger.init_args.version={log_dir.name}",
         f"{model}.num_estimators={point.num_estimators}",
-        f"--routine.init_args.format_batch_fn.init_args.num_repeats={point.num_estimators}",
     ]
+    if point.method != SIGNORM:  # σN-Ens recipes take M from the model alone
+        command.append(
+            f"--routine.init_args.format_batch_fn.init_args.num_repeats={point.num_estimators}"
+        )
     if point.method == SIGNORM:
         command += [f"{model}.tau={point.tau:g}",
                     f"{model}.diversity_strength={point.diversity_strength:g}"]

