@@ -33,10 +33,13 @@ from torch_uncertainty_signorm.callbacks import ExactResumeCheckpoint
 from torch_uncertainty_signorm.cli import cli_main
 from torch_uncertainty_signorm.datamodules import DigitsDataModule
 from torch_uncertainty_signorm.export import export_ensemble, load_ensemble, load_member, main
+from torch_uncertainty_signorm.layers.member_statistics import member_batch_norm
+from torch_uncertainty_signorm.optim import signorm_param_groups
 from torch_uncertainty_signorm.routines import SigmaNormClassificationRoutine
 
 M = 3
 DIGITS_RECIPE = Path(__file__).parents[1] / "experiments" / "digits_signorm.yaml"
+FINETUNE_RECIPE = Path(__file__).parents[1] / "experiments" / "resnet18_c10_signorm_finetune.yaml"
 RESNET_SPEC = {"class_path": "torch_uncertainty.models.classification.resnet",
                "init_args": {"in_channels": 3, "num_classes": 10, "arch": 18, "style": "cifar",
                              "width_multiplier": 0.125}}
@@ -140,6 +143,16 @@ CASES = [
          r"checkpoint='.*resnet18.pt' needs pretrained=True"),
     Case("num_classes=0", lambda d: _ensemble(num_classes=0), ValueError,
          r"num_classes must be an integer >= 1, got 0"),
+    Case("tau=1e9", lambda d: _ensemble(tau=1e9), ValueError,
+         r"tau=1000000000.0 is outside \[0.001, 1000\], where the diversity penalty works"),
+    Case("tau=1e-9", lambda d: _ensemble(tau=1e-9), ValueError,
+         r"tau=1e-09 is outside \[0.001, 1000\].* set diversity_strength=0"),
+    Case("tau=True", lambda d: _ensemble(tau=True), ValueError,
+         r"tau must be a finite number > 0, got True"),
+    Case("diversity_strength=True", lambda d: _ensemble(diversity_strength=True), ValueError,
+         r"diversity strength \(lambda\) must be a finite number >= 0, got True"),
+    Case("scale_lr_multiplier=True", lambda d: signorm_param_groups(_ensemble(), 0.1, True),
+         ValueError, r"scale_lr_multiplier must be a finite number > 0, got True"),
     Case("routine of a plain model",
          lambda d: SigmaNormClassificationRoutine(tiny_resnet(), 10), TypeError,
          r"trains a SigmaNormEnsemble \(build one with torch_uncertainty_signorm.signorm_ensemble"
@@ -165,6 +178,20 @@ CASES = [
          r"SigmaLayerNorm normalises trailing shape \(8,\), got input shape \(6, 7\)"),
     Case("ensemble input as a list", lambda d: _ensemble()([torch.randn(2, 3, 32, 32)]),
          TypeError, r"takes a tensor or a mapping of tensors .*, got list"),
+    Case("image without its batch dimension", lambda d: _ensemble()(torch.randn(3, 32, 32)),
+         ValueError, r"takes inputs with a batch dimension \(B, ...\), got shape \(3, 32, 32\)"),
+    Case("uint8 images", lambda d: _ensemble()(torch.zeros(2, 3, 32, 32, dtype=torch.uint8)),
+         TypeError, r"takes floating-point inputs, got dtype torch.uint8 .*convert images to "
+                    r"float"),
+    Case("last training batch of one sample (member heads)",
+         lambda d: _ensemble().train()(torch.randn(1, 3, 32, 32)), ValueError,
+         r"SigmaBatchNorm1d needs more than 1 value .* members: batch size 1\. .*"
+         r"drop_last=True .*batch_size"),
+    Case("last training batch of one sample (σBN statistics)",
+         lambda d: member_batch_norm(SigmaBatchNorm2d(4, M).train(), torch.randn(M, 4, 1, 1),
+                                     torch.ones(M, 4), None), ValueError,
+         r"SigmaBatchNorm2d needs more than 1 value .*\(3, 4, 1, 1\) with 3 members: batch "
+         r"size 1\. .*drop_last=True"),
     Case("σBN training on one value per channel",
          lambda d: SigmaBatchNorm2d(4, M).train()(torch.randn(M, 4, 1, 1)), ValueError,
          r"needs more than 1 value per channel and member when training, got input shape "
@@ -174,6 +201,26 @@ CASES = [
          lambda d: signorm_ensemble(nn.Sequential(nn.Flatten(), nn.Linear(4, 2)), M),
          ValueError, r"Sequential has no normalisation layer to convert into σNorm; σNorm-"
                      r"Ensembles need at least one of: .*BatchNorm"),
+    Case("σN-Ens wrapped again", lambda d: signorm_ensemble(_ensemble(), M), ValueError,
+         r"SigmaNormEnsemble is already converted to σNorm \(σNorm layers: 'backbone.bn1'"),
+    Case("backbone holding a σNorm layer",
+         lambda d: signorm_ensemble(nn.Sequential(nn.Linear(4, 8), SigmaLayerNorm(8, M),
+                                                  nn.Linear(8, 2)), M), ValueError,
+         r"Sequential is already converted to σNorm \(σNorm layers: '1'\)"),
+    # ---------------------------------------------------------------- pretrained weights
+    Case("pretrained=True on an untrained backbone", lambda d: _ensemble(pretrained=True),
+         ValueError, r"pretrained=True but every normalisation layer of _?ResNet is at its "
+                     r"initial state .*Pass checkpoint="),
+    Case("checkpoint of an untrained model",
+         lambda d: _ensemble(pretrained=True, checkpoint=str(d / "resnet18.pt")), ValueError,
+         r"checkpoint='.*resnet18.pt' holds an untrained _?ResNet"),
+    Case("FineTune recipe without its checkpoint (command)",
+         lambda d: _command("fit", "--config", str(FINETUNE_RECIPE), "--trainer.accelerator=cpu",
+                            "--trainer.precision=32"), ValueError,
+         r"no pretrained weights were loaded.* --routine.init_args.model.init_args.checkpoint="),
+    Case("meta-device backbone with pretrained=True",
+         lambda d: signorm_ensemble(tiny_resnet().to("meta"), M, pretrained=True), ValueError,
+         r"pretrained=True needs the weights of _?ResNet, which is on the meta device"),
     # ---------------------------------------------------------------- checkpoints
     Case("missing checkpoint file",
          lambda d: _ensemble(pretrained=True, checkpoint=str(d / "absent.pt")),
@@ -200,7 +247,7 @@ CASES = [
     Case("exported member out of range", lambda d: load_member(d / "export", 7), ValueError,
          r"member 7 was not exported to .*; exported members: none \(export with members=True"),
     Case("export config naming untrusted code", lambda d: load_ensemble(d / "untrusted_export"),
-         ValueError, r"class_path 'os.system' is outside the trusted packages torch, "),
+         ValueError, r"class_path='os.system' is not an allowed class path"),
     # ---------------------------------------------------------------- YAML typos (command)
     Case("YAML typo num_estimator",
          lambda d: _command("fit", "--config",

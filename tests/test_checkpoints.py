@@ -10,7 +10,7 @@ from torch import nn
 from torch_uncertainty.models.classification import resnet
 from torch_uncertainty.routines import ClassificationRoutine
 
-from fixtures.backbones import relative_error, tiny_resnet
+from fixtures.backbones import randomize_norms, relative_error, tiny_resnet
 from fixtures.digits import cpu_trainer
 from torch_uncertainty_signorm import signorm_ensemble
 from torch_uncertainty_signorm.datamodules import DigitsDataModule
@@ -44,7 +44,7 @@ def test_lightning_checkpoint_of_a_trained_single_model_is_reproduced_by_every_m
 
 @pytest.mark.parametrize("suffix", [".pt", ".safetensors"])
 def test_plain_state_dicts_load(tmp_path, suffix):
-    source = tiny_resnet()
+    source = randomize_norms(tiny_resnet())  # trained-looking norms: an untrained one is refused
     path = tmp_path / f"weights{suffix}"
     state = {k: v.contiguous() for k, v in source.state_dict().items()}
     torch.save(state, path) if suffix == ".pt" else save_file(state, path)

@@ -191,6 +191,11 @@ def _no_norm_model():
         (tiny_resnet, {"head_norm": "group"}, ValueError, "head_norm must be 'auto', 'batch' or 'layer', got 'group'"),
         (tiny_resnet, {"num_classes": 0}, ValueError, "num_classes must be an integer >= 1, got 0"),
         (tiny_resnet, {"scale_init_std": -1.0}, ValueError, "scale_init_std must be finite and >= 0, got -1.0"),
+        (tiny_resnet, {"tau": 1e9}, ValueError, r"tau=1000000000.0 is outside \[0.001, 1000\]"),
+        (tiny_resnet, {"tau": True}, ValueError, "tau must be a finite number > 0, got True"),
+        (tiny_resnet, {"diversity_strength": True}, ValueError, r"lambda\) must be a finite number >= 0, got True"),
+        (tiny_resnet, {"num_classes": True}, ValueError, "num_classes must be an integer >= 1, got True"),
+        (tiny_resnet, {"pretrained": True}, ValueError, "every normalisation layer of _ResNet is at its initial state.*checkpoint="),
         (_no_norm_model, {}, ValueError, "Sequential has no normalisation layer to convert into σNorm"),
     ],
 )
@@ -208,3 +213,43 @@ def test_inputs_of_the_wrong_type_are_rejected():
     model = signorm_ensemble(tiny_resnet(), M)
     with pytest.raises(TypeError, match="tensor or a mapping of tensors.*got list"):
         model([torch.randn(1, 3, 32, 32)])
+
+
+def test_pretrained_is_refused_on_untrained_weights_but_taken_once_anything_was_learned():
+    with pytest.raises(ValueError, match=r"pretrained=True but .*_ResNet .*checkpoint="):
+        signorm_ensemble(tiny_resnet(), M, pretrained=True)
+    seen_data = tiny_resnet().train()
+    seen_data(torch.randn(4, 3, 32, 32))  # BatchNorm statistics move; scales are still 1
+    assert signorm_ensemble(seen_data, M, pretrained=True).backbone.bn1.magnitude is not None
+    with pytest.raises(ValueError, match=r"SequenceClassifier|BertForSequenceClassification"):
+        signorm_ensemble(tiny_bert(), M, pretrained=True)  # LayerNorm at 1 / 0: random BERT
+
+
+def test_an_untrained_checkpoint_is_refused_before_it_is_loaded(tmp_path):
+    torch.save(tiny_resnet().state_dict(), tmp_path / "untrained.pt")
+    model = randomize_norms(tiny_resnet())
+    before = copy.deepcopy(model.state_dict())
+    with pytest.raises(ValueError, match=r"checkpoint='.*untrained.pt' holds an untrained _ResNet"):
+        signorm_ensemble(model, M, pretrained=True, checkpoint=tmp_path / "untrained.pt")
+    assert all(torch.equal(value, before[key]) for key, value in model.state_dict().items())
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_heads_follow_the_backbone_dtype(dtype):
+    model = signorm_ensemble(tiny_resnet().to(dtype), M)
+    floats = [t for t in [*model.heads.parameters(), *model.heads.buffers()] if t.is_floating_point()]
+    assert {t.dtype for t in floats} == {dtype}
+    assert model.heads(torch.randn(2 * M, 64, dtype=dtype)).dtype == dtype
+
+
+def test_a_meta_backbone_gives_a_meta_ensemble():
+    with torch.device("meta"):
+        backbone = tiny_resnet()
+    model = signorm_ensemble(backbone, M)
+    assert {t.device.type for t in [*model.parameters(), *model.buffers()]} == {"meta"}
+
+
+def test_integer_token_ids_are_taken_by_a_text_backbone():
+    model = signorm_ensemble(tiny_bert(), M).eval()
+    input_ids = bert_inputs()["input_ids"]
+    assert model(input_ids).shape == (M * 3, 2)

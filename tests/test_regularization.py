@@ -6,6 +6,7 @@ import pytest
 import torch
 
 from torch_uncertainty_signorm import ImportanceSharingPenalty, sharing_penalty
+from torch_uncertainty_signorm.regularization import TAU_RANGE
 
 
 def shares(s: torch.Tensor, tau: float) -> torch.Tensor:
@@ -83,8 +84,38 @@ def test_layers_are_summed_in_one_pass_and_scaled_by_lambda():
         ({"tau": -1.0}, "tau must be a finite number > 0, got -1.0"),
         ({"tau": float("nan")}, "tau must be a finite number > 0, got nan"),
         ({"strength": -1e-3}, r"strength \(lambda\) must be a finite number >= 0, got -0.001"),
+        ({"tau": True}, "tau must be a finite number > 0, got True"),
+        ({"strength": False}, r"strength \(lambda\) must be a finite number >= 0, got False"),
+        ({"tau": 1e9}, r"tau=1000000000.0 is outside \[0.001, 1000\]"),
+        ({"tau": 1e-9}, r"tau=1e-09 is outside \[0.001, 1000\]"),
+        ({"tau": 1.01e3}, r"tau=1010.0 is outside"),
     ],
 )
 def test_bad_temperature_or_strength_is_rejected(kwargs, message):
     with pytest.raises(ValueError, match=message):
         ImportanceSharingPenalty(**kwargs)
+
+
+def _logit_gradient(logits: torch.Tensor, tau: float) -> torch.Tensor:
+    logits = logits.clone().requires_grad_(True)
+    sharing_penalty(torch.sigmoid(logits), tau).backward()
+    return logits.grad
+
+
+def test_tau_range_upper_end_still_has_an_accurate_float32_gradient_that_vanishes_beyond():
+    logits = torch.randn(4, 2000, dtype=torch.float64) * 2
+    high = TAU_RANGE[1]
+    exact, single = _logit_gradient(logits, high), _logit_gradient(logits.float(), high)
+    assert (single == 0).float().mean() < 1e-3 and torch.isfinite(single).all()
+    assert ((single.double() - exact).abs() / exact.abs()).median() < 1e-3
+    assert exact.abs().max() < 1 / (4 * high**2)  # per unit of lambda: nearly off
+    assert (_logit_gradient(logits.float(), 1e8) == 0).all()  # float32: exactly nothing left
+
+
+def test_tau_range_lower_end_is_the_one_hot_limit_where_lower_tau_only_rescales():
+    low = TAU_RANGE[0]
+    apart = torch.tensor([[0.52], [0.50], [0.30], [0.10]])  # importances >= 0.02 apart
+    assert shares(apart, low)[1:].max() < torch.finfo(torch.float32).eps
+    gradient = penalty_gradient(apart, low)
+    torch.testing.assert_close(penalty_gradient(apart, low / 1e6), gradient * 1e6)
+    assert ImportanceSharingPenalty(tau=low).tau == low

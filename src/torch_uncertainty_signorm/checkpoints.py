@@ -8,7 +8,7 @@ from pathlib import Path
 import torch
 from torch import Tensor, nn
 
-__all__ = ["load_backbone_checkpoint"]
+__all__ = ["load_backbone_checkpoint", "read_backbone_checkpoint"]
 
 #: The attribute under which TorchUncertainty's routines hold their network.
 _ROUTINE_PREFIX = "model."
@@ -35,8 +35,8 @@ def _read_state_dict(path: Path) -> Mapping[str, Tensor]:
     return state
 
 
-def load_backbone_checkpoint(model: nn.Module, checkpoint: str | Path) -> None:
-    """Load ``checkpoint`` into ``model`` strictly, leaving ``model`` untouched on any mismatch.
+def read_backbone_checkpoint(model: nn.Module, checkpoint: str | Path) -> dict[str, Tensor]:
+    """The state dict of ``checkpoint``, checked to fit ``model`` strictly; ``model`` is untouched.
 
     A routine's checkpoint (keys ``model.<name>``) loads into the bare network. Files load
     with ``weights_only=True``: no code in a checkpoint runs.
@@ -75,4 +75,13 @@ def load_backbone_checkpoint(model: nn.Module, checkpoint: str | Path) -> None:
             f"checkpoint='{path}' does not fit {type(model).__name__}: " + "; ".join(problems)
             + ". It must come from the same architecture (a single model of the recipe)."
         )
-    model.load_state_dict(state)
+    return state
+
+
+def load_backbone_checkpoint(model: nn.Module, checkpoint: str | Path) -> None:
+    """Load ``checkpoint`` into ``model`` strictly, leaving ``model`` untouched on any mismatch.
+
+    Raises:
+        FileNotFoundError, ValueError: As :func:`read_backbone_checkpoint`.
+    """
+    model.load_state_dict(read_backbone_checkpoint(model, checkpoint))

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 
-from torch import nn
+import torch
+from torch import Tensor, nn
 
 from .layers.signorm import (
     SigmaBatchNorm1d,
@@ -22,6 +23,7 @@ __all__ = [
     "SUPPORTED_NORMS",
     "convert_norm_layers",
     "find_norm_layers",
+    "norms_at_initial_state",
     "replace_modules",
     "signorm_class_for",
 ]
@@ -33,6 +35,10 @@ SUPPORTED_NORMS = (
 )
 _CHANNELS_FIRST_LAYER_NORMS = {"LayerNorm2d", "LayerNorm2dFp32"}
 _RMS_NORMS = {"RMSNorm", "RmsNorm", "RmsNormFp32"}
+#: What a freshly built normalisation layer holds (torch, timm and transformers alike).
+_INITIAL_STATE = {
+    "weight": 1.0, "bias": 0.0, "running_mean": 0.0, "running_var": 1.0, "num_batches_tracked": 0
+}
 
 
 def signorm_class_for(module: nn.Module) -> type[_SigmaNorm] | None:
@@ -59,8 +65,16 @@ def find_norm_layers(model: nn.Module) -> list[str]:
     """Qualified names of the supported normalisation layers of ``model``, in module order.
 
     Raises:
-        ValueError: If ``model`` holds none.
+        ValueError: If ``model`` holds none, or already holds σNorm layers.
     """
+    converted = [name for name, m in model.named_modules() if isinstance(m, _SigmaNorm)]
+    if converted:
+        listed = ", ".join(repr(name) for name in converted[:3])
+        raise ValueError(
+            f"{type(model).__name__} is already converted to σNorm (σNorm layers: {listed}"
+            f"{', ...' if len(converted) > 3 else ''}): pass the original backbone, or use "
+            f"this model as it is."
+        )
     names = [
         name
         for name, module in model.named_modules(remove_duplicate=False)
@@ -72,6 +86,22 @@ def find_norm_layers(model: nn.Module) -> list[str]:
             f"σNorm-Ensembles need at least one of: {SUPPORTED_NORMS}."
         )
     return names
+
+
+def norms_at_initial_state(state: Mapping[str, Tensor], norm_names: Sequence[str]) -> bool:
+    """Whether every normalisation layer in ``state`` still holds a fresh layer's values.
+
+    Scale 1, shift 0 and untouched BatchNorm statistics everywhere mean that no trained
+    weights were loaded. Layers without affine or statistics carry no evidence: ``False``
+    when no layer carries any.
+    """
+    entries = [
+        (state[f"{name}.{key}"], value)
+        for name in norm_names
+        for key, value in _INITIAL_STATE.items()
+        if isinstance(state.get(f"{name}.{key}"), Tensor)
+    ]
+    return bool(entries) and all(bool(torch.all(t == value)) for t, value in entries)
 
 
 def convert_norm_layers(

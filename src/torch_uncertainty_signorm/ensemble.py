@@ -8,8 +8,8 @@ from typing import Any, Literal
 
 from torch import Tensor, nn
 
-from .checkpoints import load_backbone_checkpoint
-from .conversion import convert_norm_layers, find_norm_layers
+from .checkpoints import read_backbone_checkpoint
+from .conversion import convert_norm_layers, find_norm_layers, norms_at_initial_state
 from .layer_selection import select_layers
 from .layers.member_heads import MemberHeads
 from .layers.signorm import SigmaLayerNorm, _SigmaNorm
@@ -71,6 +71,52 @@ def _remove_classifier(model: nn.Module, name: str | None) -> None:
         return
     parent_name, _, child_name = name.rpartition(".")
     setattr(model.get_submodule(parent_name), child_name, nn.Identity())
+
+
+def _placement(model: nn.Module, classifier: str | None) -> dict:
+    """Device and dtype of the classifier being replaced (else the backbone's first weight)."""
+    head = model.get_classifier() if classifier is None else model.get_submodule(classifier)
+    weight = getattr(head, "weight", None)
+    if not isinstance(weight, Tensor):
+        weight = next(model.parameters(), None)
+    return {} if weight is None else {"device": weight.device, "dtype": weight.dtype}
+
+
+def _check_pretrained_state(
+    model: nn.Module, state: Mapping[str, Tensor], norm_names: Sequence[str], checkpoint: Any
+) -> None:
+    """``pretrained=True`` needs trained weights: norm layers all at their initial values
+    (scale 1, shift 0, no BatchNorm statistics) mean that none were loaded."""
+    name = type(model).__name__
+    if any(tensor.is_meta for tensor in state.values()):
+        raise ValueError(
+            f"pretrained=True needs the weights of {name}, which is on the meta device (no "
+            f"values): materialise and load them first (model.to_empty(device=...), then "
+            f"load_state_dict), or use pretrained=False to train from scratch."
+        )
+    if not norms_at_initial_state(state, norm_names):
+        return
+    if checkpoint is not None:
+        raise ValueError(
+            f"checkpoint='{checkpoint}' holds an untrained {name}: every normalisation layer is "
+            f"at its initial state (scale 1, shift 0, no BatchNorm statistics). Pass the "
+            f"checkpoint of the trained single model."
+        )
+    raise ValueError(
+        f"pretrained=True but every normalisation layer of {name} is at its initial state "
+        f"(scale 1, shift 0, no BatchNorm statistics): no pretrained weights were loaded. Pass "
+        f"checkpoint=<the single model's .ckpt, .pt or .safetensors> (in a recipe: "
+        f"--routine.init_args.model.init_args.checkpoint=path/to/single.ckpt), load weights "
+        f"into the backbone first, or use pretrained=False to train from scratch."
+    )
+
+
+def _first_convolution_dims(model: nn.Module) -> int | None:
+    """Dimensions of a batch for the first convolution (4 for Conv2d), if the model has one."""
+    for module in model.modules():
+        if isinstance(module, nn.modules.conv._ConvNd):
+            return len(module.kernel_size) + 2
+    return None
 
 
 def _features(output: Any) -> Tensor:
@@ -141,8 +187,10 @@ class SigmaNormEnsemble(MemberExpansion):
         num_estimators: Number of members M.
         num_classes: Classes of the member heads; defaults to the replaced classifier's.
         pretrained: ``True`` converts each norm layer so that every member reproduces the
-            pretrained output (frozen magnitude, sign and shift); ``False`` builds
-            from-scratch σNorm with :math:`\gamma \sim \mathcal{N}(0, 1)` and no shift.
+            pretrained output (frozen magnitude, sign and shift), and refuses a backbone whose
+            norm layers are all at their initial values (nothing pretrained was loaded);
+            ``False`` builds from-scratch σNorm with :math:`\gamma \sim \mathcal{N}(0, 1)`
+            and no shift.
         checkpoint: A single model's checkpoint (TorchUncertainty/Lightning ``.ckpt``, torch
             state dict or ``.safetensors``) loaded into ``model`` before the conversion;
             requires ``pretrained=True`` (the σN-Ens FineTune recipe).
@@ -150,7 +198,8 @@ class SigmaNormEnsemble(MemberExpansion):
             (``"all"``, ``"resnet18"``, ``"resnet50"``, ``"wideresnet28x10"``,
             ``"transformer"``), a regex matching whole layer names, or a list of names or
             name suffixes.
-        tau: Softmax temperature :math:`\tau` of the regulariser, the diversity control.
+        tau: Softmax temperature :math:`\tau` of the regulariser, the diversity control, in
+            :data:`~torch_uncertainty_signorm.regularization.TAU_RANGE`.
         diversity_strength: Regularisation strength :math:`\lambda`.
         scale_init_std: Standard deviation of the from-scratch scale logits.
         head: Name of the classifier to replace; found automatically when ``None``.
@@ -206,7 +255,9 @@ class SigmaNormEnsemble(MemberExpansion):
                     f"expand_at={expand_at!r} is not a module of {type(model).__name__}; use "
                     f"'auto', 'input' or a module name such as {norm_names[0]!r}."
                 ) from None
-        if num_classes is not None and (not isinstance(num_classes, int) or num_classes < 1):
+        if num_classes is not None and (
+            isinstance(num_classes, bool) or not isinstance(num_classes, int) or num_classes < 1
+        ):
             raise ValueError(f"num_classes must be an integer >= 1, got {num_classes!r}.")
         if not isinstance(pretrained, bool):
             raise ValueError(f"pretrained must be True or False, got {pretrained!r}.")
@@ -215,11 +266,20 @@ class SigmaNormEnsemble(MemberExpansion):
                 f"checkpoint={str(checkpoint)!r} needs pretrained=True: from-scratch σNorm would "
                 f"discard the checkpoint's normalisation layers."
             )
-        if not (isinstance(scale_init_std, (int, float)) and 0 <= scale_init_std < float("inf")):
+        if isinstance(scale_init_std, bool) or not (
+            isinstance(scale_init_std, (int, float)) and 0 <= scale_init_std < float("inf")
+        ):
             raise ValueError(f"scale_init_std must be finite and >= 0, got {scale_init_std!r}.")
+        state = None if checkpoint is None else read_backbone_checkpoint(model, checkpoint)
+        if pretrained:
+            current = model.state_dict() if state is None else state
+            _check_pretrained_state(model, current, norm_names, checkpoint)
+        placement = _placement(model, classifier)
+        self._batch_dims = _first_convolution_dims(model)
+        self._takes_token_ids = any(isinstance(m, nn.Embedding) for m in model.modules())
 
-        if checkpoint is not None:
-            load_backbone_checkpoint(model, checkpoint)
+        if state is not None:
+            model.load_state_dict(state)
         converted = convert_norm_layers(
             model, num_estimators, pretrained=pretrained, scale_init_std=scale_init_std
         )
@@ -230,7 +290,7 @@ class SigmaNormEnsemble(MemberExpansion):
             head_norm = "layer" if is_layer_norm else "batch"
         self.heads = MemberHeads(
             in_features, num_classes or replaced_classes, num_estimators, norm=head_norm
-        )
+        ).to(**placement)
         self._rows_checked = False
 
     def signorm_layers(self, regularized_only: bool = False) -> dict[str, _SigmaNorm]:
@@ -256,6 +316,8 @@ class SigmaNormEnsemble(MemberExpansion):
 
     def forward_features(self, inputs: Tensor | Mapping[str, Tensor]) -> Tensor:
         """Members' penultimate features ``(M·B, D)``, member-major, from ``(B, ...)`` inputs."""
+        if isinstance(inputs, Tensor):
+            self._check_tensor_input(inputs)
         batch_size = _batch_size(inputs)
         if self._rows_checked:
             output = self._call_backbone(inputs)
@@ -275,6 +337,22 @@ class SigmaNormEnsemble(MemberExpansion):
     def forward(self, inputs: Tensor | Mapping[str, Tensor]) -> Tensor:
         """Member-major logits ``(M·B, C)`` from ``(B, ...)`` inputs."""
         return self.heads(self.forward_features(inputs))
+
+    def _check_tensor_input(self, inputs: Tensor) -> None:
+        """Float inputs with a batch dimension (integer ones only for token-id backbones)."""
+        if not (inputs.is_floating_point() or inputs.is_complex() or self._takes_token_ids):
+            raise TypeError(
+                f"SigmaNormEnsemble takes floating-point inputs, got dtype {inputs.dtype} (shape "
+                f"{tuple(inputs.shape)}): convert images to float first, e.g. with "
+                f"torchvision.transforms.v2.ToDtype(torch.float32, scale=True) as "
+                f"TorchUncertainty's datamodules do."
+            )
+        unbatched = self._batch_dims is not None and inputs.dim() == self._batch_dims - 1
+        if inputs.dim() == 0 or unbatched:
+            raise ValueError(
+                f"SigmaNormEnsemble takes inputs with a batch dimension (B, ...), got shape "
+                f"{tuple(inputs.shape)}: add one, e.g. inputs.unsqueeze(0)."
+            )
 
     def _call_backbone_checking_rows(self, inputs: Any, batch_size: int) -> Any:
         """First call: every σNorm layer must see all M·B member rows, or expand_at is wrong."""

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import math
-
 from torch import nn
 
 from .layers.signorm import _SigmaNorm
+from .regularization import check_positive_number
 
 __all__ = ["DEFAULT_SCALE_LR_MULTIPLIER", "signorm_param_groups"]
 
@@ -25,13 +24,16 @@ def signorm_param_groups(
         lr: The base learning rate of the optimizer.
         scale_lr_multiplier: Learning-rate multiplier of the scale logits (paper: 100).
 
+    Raises:
+        ValueError: If ``lr`` or ``scale_lr_multiplier`` is no finite number > 0, or
+            ``module`` holds no σNorm layer.
+
     Example:
         >>> optimizer = torch.optim.SGD(signorm_param_groups(model, lr=0.1), lr=0.1,
         ...                             momentum=0.9, weight_decay=5e-4)
     """
-    for name, value in (("lr", lr), ("scale_lr_multiplier", scale_lr_multiplier)):
-        if not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0):
-            raise ValueError(f"{name} must be a finite number > 0, got {value!r}.")
+    lr = check_positive_number("lr", lr)
+    scale_lr_multiplier = check_positive_number("scale_lr_multiplier", scale_lr_multiplier)
     scale_logits = [m.scale_logits for m in module.modules() if isinstance(m, _SigmaNorm)]
     if not scale_logits:
         raise ValueError(

@@ -8,7 +8,14 @@ from collections.abc import Sequence
 import torch
 from torch import Tensor, nn
 
-__all__ = ["ImportanceSharingPenalty", "sharing_penalty"]
+__all__ = ["TAU_RANGE", "ImportanceSharingPenalty", "check_positive_number", "sharing_penalty"]
+
+#: Temperatures where the penalty works in float32, measured on importances in (0, 1):
+#: below, shares of importances 0.02 apart are already one-hot (the τ → 0 limit) and a
+#: lower τ only scales the gradient by 1/τ (7.5e6 on the logits at τ = 1e-9, λ = 1e-2);
+#: above, the gradient on the logits is under λ/(4τ²) (2.5e-7·λ at 1e3) and vanishes in
+#: float32 (exactly 0 from τ ≈ 1e8). ``tests/test_regularization.py`` checks both ends.
+TAU_RANGE = (1e-3, 1e3)
 
 
 def sharing_penalty(importances: Tensor, tau: float | Tensor) -> Tensor:
@@ -22,7 +29,7 @@ def sharing_penalty(importances: Tensor, tau: float | Tensor) -> Tensor:
     The softmax runs across the M members of one feature. Its gradient is
     :math:`\partial \mathcal{L} / \partial s_{j,i} = (1 - M p_{j,i}) / \tau`; minimising
     it drives each feature towards fewer owners, more sharply the lower :math:`\tau`. The
-    log-sum-exp form is stable for :math:`\tau` from 1e-3 to 1e3.
+    log-sum-exp form is finite for any :math:`\tau > 0`; the penalty works in ``TAU_RANGE``.
 
     Args:
         importances: Importances :math:`s = \sigma(\gamma)`, shape ``(..., M, num_features)``
@@ -38,9 +45,10 @@ def sharing_penalty(importances: Tensor, tau: float | Tensor) -> Tensor:
     return (scaled.sum(dim=-2) - num_members * torch.logsumexp(scaled, dim=-2)).sum()
 
 
-def _check_positive_finite(name: str, value: float, allow_zero: bool) -> float:
-    valid = isinstance(value, (int, float)) and math.isfinite(value)
-    valid = valid and (value >= 0 if allow_zero else value > 0)
+def check_positive_number(name: str, value: float, allow_zero: bool = False) -> float:
+    """``value`` as a float if it is a finite number > 0 (>= 0 with ``allow_zero``), not a bool."""
+    valid = isinstance(value, (int, float)) and not isinstance(value, bool)
+    valid = valid and math.isfinite(value) and (value >= 0 if allow_zero else value > 0)
     if not valid:
         bound = ">= 0" if allow_zero else "> 0"
         raise ValueError(f"{name} must be a finite number {bound}, got {value!r}.")
@@ -52,15 +60,27 @@ class ImportanceSharingPenalty(nn.Module):
     \mathcal{R}} \mathcal{L}(\sigma(\gamma^\ell), \tau)`, computed in one pass over layers.
 
     Args:
-        tau: Softmax temperature :math:`\tau > 0`, the user's control of the diversity
-            equilibrium: low τ drives features to single owners, high τ lets them be shared.
-        strength: Regularisation strength :math:`\lambda \ge 0`.
+        tau: Softmax temperature :math:`\tau` in ``TAU_RANGE``, the user's control of the
+            diversity equilibrium: low τ drives features to single owners, high τ lets them
+            be shared.
+        strength: Regularisation strength :math:`\lambda \ge 0` (0 switches it off).
+
+    Raises:
+        ValueError: If ``tau`` is no number in ``TAU_RANGE`` or ``strength`` no number >= 0.
     """
 
     def __init__(self, tau: float = 0.1, strength: float = 1e-2) -> None:
         super().__init__()
-        self.tau = _check_positive_finite("tau", tau, allow_zero=False)
-        self.strength = _check_positive_finite("diversity strength (lambda)", strength, True)
+        self.tau = check_positive_number("tau", tau)
+        low, high = TAU_RANGE
+        if not low <= self.tau <= high:
+            raise ValueError(
+                f"tau={tau!r} is outside [{low:g}, {high:g}], where the diversity penalty works: "
+                f"below, shares are already one-hot and a lower tau only scales the gradient by "
+                f"1/tau; above, the gradient vanishes in float32. To switch the regulariser "
+                f"off, set diversity_strength=0."
+            )
+        self.strength = check_positive_number("diversity strength (lambda)", strength, True)
 
     def forward(self, importances: Sequence[Tensor] | Tensor) -> Tensor:
         """λ · penalty of ``(M, F_ℓ)`` importances, concatenated along features."""

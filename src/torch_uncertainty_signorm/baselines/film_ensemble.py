@@ -98,7 +98,8 @@ class FiLMBatchNorm(nn.Module):
         self.weight = nn.Parameter(torch.ones(num_estimators, num_features, **factory))
         self.bias = nn.Parameter(torch.zeros(num_estimators, num_features, **factory))
         init_member_statistics(
-            self, num_estimators, num_features, eps, momentum, track_running_stats, device
+            self, num_estimators, num_features, eps, momentum, track_running_stats, device,
+            dtype,
         )
 
     @torch.no_grad()

@@ -8,6 +8,7 @@ from typing import Literal
 import torch
 from torch import Tensor, nn
 
+from .member_statistics import check_batch_statistics
 from .signorm import SigmaBatchNorm1d, SigmaLayerNorm
 
 __all__ = ["MemberHeads"]
@@ -62,6 +63,8 @@ class MemberHeads(nn.Module):
                 f"MemberHeads expects features of shape (M·B, {self.weight.shape[-1]}), "
                 f"got {tuple(features.shape)}."
             )
+        if self.training and isinstance(self.norm, SigmaBatchNorm1d):
+            check_batch_statistics(self.norm, features)  # before σBN's own, less helpful check
         hidden = self.norm(features).unflatten(0, (self.num_estimators, -1))
         weight = self.weight.to(hidden.dtype).transpose(1, 2)
         logits = torch.baddbmm(self.bias.to(hidden.dtype).unsqueeze(1), hidden, weight)

@@ -12,7 +12,12 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-__all__ = ["copy_member_statistics", "init_member_statistics", "member_batch_norm"]
+__all__ = [
+    "check_batch_statistics",
+    "copy_member_statistics",
+    "init_member_statistics",
+    "member_batch_norm",
+]
 
 
 def init_member_statistics(
@@ -23,10 +28,12 @@ def init_member_statistics(
     momentum: float | None,
     track_running_stats: bool,
     device: torch.device | None = None,
+    dtype: torch.dtype | None = None,
 ) -> None:
     """Set BatchNorm's ``eps``, ``momentum``, ``track_running_stats`` on ``layer`` and
-    register ``running_mean``/``running_var`` ``(M, C)`` and ``num_batches_tracked``
-    (``None`` buffers when ``track_running_stats`` is off, as torch's BatchNorm does)."""
+    register ``running_mean``/``running_var`` ``(M, C)`` (on ``device``, in ``dtype``) and
+    ``num_batches_tracked`` (``None`` buffers when ``track_running_stats`` is off, as torch's
+    BatchNorm does)."""
     layer.eps = eps
     layer.momentum = momentum
     layer.track_running_stats = track_running_stats
@@ -35,8 +42,8 @@ def init_member_statistics(
             layer.register_buffer(name, None)
         return
     shape = (num_estimators, num_features)
-    layer.register_buffer("running_mean", torch.zeros(shape, device=device))
-    layer.register_buffer("running_var", torch.ones(shape, device=device))
+    layer.register_buffer("running_mean", torch.zeros(shape, device=device, dtype=dtype))
+    layer.register_buffer("running_var", torch.ones(shape, device=device, dtype=dtype))
     layer.register_buffer("num_batches_tracked", torch.tensor(0, dtype=torch.long, device=device))
 
 
@@ -47,6 +54,24 @@ def copy_member_statistics(layer: nn.Module, source: nn.Module) -> None:
         layer.running_mean.copy_(source.running_mean.expand_as(layer.running_mean))
         layer.running_var.copy_(source.running_var.expand_as(layer.running_var))
         layer.num_batches_tracked.copy_(source.num_batches_tracked)
+
+
+def check_batch_statistics(layer: nn.Module, x: Tensor) -> None:
+    """Batch statistics need more than one value per channel in each member's row block.
+
+    A last training batch of one sample per member hits this after a whole epoch, so the
+    error names that batch size and the two ways out.
+    """
+    per_member = x.shape[0] // layer.num_estimators
+    if x.numel() // (layer.num_estimators * x.shape[1]) > 1:
+        return
+    raise ValueError(
+        f"{type(layer).__name__} needs more than 1 value per channel and member when training, "
+        f"got input shape {tuple(x.shape)} with {layer.num_estimators} members: batch size "
+        f"{per_member}. Such a batch is usually the last, incomplete one of an epoch: pass "
+        f"drop_last=True to the training DataLoader, or choose a batch_size that leaves at "
+        f"least {per_member + 1} samples in the last batch."
+    )
 
 
 def member_batch_norm(
@@ -65,6 +90,9 @@ def member_batch_norm(
         The normalised ``(M·B, C, ...)`` tensor. Running statistics are updated on the device;
         the only host read is the cumulative average (``momentum=None``), as in torch.
     """
+    use_batch_stats = layer.training or not layer.track_running_stats
+    if use_batch_stats:
+        check_batch_statistics(layer, x)
     update_stats = layer.training and layer.track_running_stats
     if update_stats:
         layer.num_batches_tracked.add_(1)
@@ -72,7 +100,6 @@ def member_batch_norm(
         factor = 1.0 / float(layer.num_batches_tracked)  # cumulative average, as torch's BN
     else:
         factor = 0.0 if layer.momentum is None else layer.momentum
-    use_batch_stats = layer.training or not layer.track_running_stats
     outputs = []
     for m, x_m in enumerate(x.unflatten(0, (layer.num_estimators, -1)).unbind(0)):
         stats = (None, None) if layer.running_mean is None else (

@@ -240,7 +240,8 @@ class _SigmaBatchNorm(_SigmaNorm):
     ) -> None:
         super().__init__(num_features, num_estimators, scale_init_std, device, dtype)
         init_member_statistics(
-            self, num_estimators, num_features, eps, momentum, track_running_stats, device
+            self, num_estimators, num_features, eps, momentum, track_running_stats, device,
+            dtype,
         )
 
     @classmethod
@@ -273,14 +274,6 @@ class _SigmaBatchNorm(_SigmaNorm):
             from ..distributed import synchronized_batch_norm
 
             return synchronized_batch_norm(self, x)
-        if self.training:
-            count = x.numel() // (self.num_estimators * self.num_features)
-            if count <= 1:
-                raise ValueError(
-                    f"{type(self).__name__} needs more than 1 value per channel and member "
-                    f"when training, got input shape {tuple(x.shape)} with "
-                    f"{self.num_estimators} members."
-                )
         return member_batch_norm(self, x, self.member_scale(), self.shift)
 
     def extra_repr(self) -> str:
