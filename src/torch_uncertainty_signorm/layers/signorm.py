@@ -1,6 +1,6 @@
 r"""σNorm layers: one normalisation layer holding M ensemble members.
 
-Every layer here computes, for member :math:`m` of a member-major batch ``(M·B, ...)``,
+Every layer here computes, for member :math:`m` of a batch-major batch ``(B·M, ...)``,
 
 .. math::
     y_m = k\,s \odot \sigma(\gamma_m) \odot \mathrm{norm}_m(x_m) + \beta,
@@ -12,15 +12,14 @@ absent; a converted pretrained layer (:meth:`_SigmaNorm.from_module` with
 ``pretrained=True``) holds frozen :math:`k, s, \beta` that reproduce its output
 (see :func:`output_preserving_reparameterization`).
 
-Member-major rows make each member's block ``x[m·B:(m+1)·B]`` a contiguous slice, so each
-member runs torch's fused normalisation kernel (statistics, affine, running-statistics update
-and their backward in one kernel each) with its own affine as the kernel's weight; the M
-outputs are concatenated. For σBN this is 2–3× faster (forward+backward, CPU) than one
-strided reduction over the ``(M, B, ...)`` view followed by a separate affine; the copy into
-the concatenated output (and back, for the gradient) is what remains above a plain
-BatchNorm on the same tensor (``BENCHMARKS.md``). Per-sample norms (σLN, σGN, σRMSNorm)
-take the same per-member path (σLN forward+backward: 1.9× faster than a whole-batch
-``layer_norm`` followed by a per-member multiply, on CPU).
+Inside the backbone the rows are batch-major: row ``b·M + m`` is sample ``b`` of member
+``m``, so the activations ``(B·M, C, ...)`` are a contiguous ``(B, M·C, ...)`` tensor whose
+channels are the members' channels side by side. σBN and σGN therefore run torch's fused
+kernel once on that view, with the members' affines flattened as its per-channel affine
+(σBN also with the ``(M, C)`` running statistics flattened, updated in place): one kernel
+per layer for any M. LayerNorm and RMSNorm statistics are per row, so σLN and σRMSNorm
+normalise all rows in one call and apply the members' affines in one broadcast
+``addcmul``. No layer loops over members.
 """
 
 from __future__ import annotations
@@ -31,11 +30,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from .member_statistics import (
-    copy_member_statistics,
-    init_member_statistics,
-    member_batch_norm,
-)
+from .member_statistics import copy_member_statistics, init_member_statistics, member_batch_norm
 
 __all__ = [
     "SigmaBatchNorm1d",
@@ -97,7 +92,7 @@ def _placement(module: nn.Module) -> dict:
 
 
 class _SigmaNorm(nn.Module):
-    """Per-member scale logits, optional frozen reconstruction, member-major input checks."""
+    """Per-member scale logits, optional frozen reconstruction, batch-major input checks."""
 
     def __init__(
         self,
@@ -153,30 +148,29 @@ class _SigmaNorm(nn.Module):
         with torch.no_grad():
             self.scale_logits.copy_(logits.expand_as(ref))
 
-    def split_members(self, x: Tensor) -> Tensor:
-        """View a member-major ``(M·B, ...)`` batch as ``(M, B, ...)``."""
+    def check_rows(self, x: Tensor) -> None:
+        """Batch-major input: its ``B·M`` rows must split evenly into the M members."""
         if x.dim() == 0 or x.shape[0] % self.num_estimators != 0:
             rows = x.shape[0] if x.dim() else "a scalar"
             raise ValueError(
-                f"{type(self).__name__} expects a member-major batch of M·B rows with "
+                f"{type(self).__name__} expects a batch of B·M rows (batch-major) with "
                 f"M = num_estimators = {self.num_estimators}, got {rows} rows "
                 f"(shape {tuple(x.shape)}), which does not split evenly into "
                 f"{self.num_estimators} members."
             )
-        return x.unflatten(0, (self.num_estimators, -1))
 
-    def _member_wise(self, x: Tensor, normalize) -> Tensor:
-        """``cat_m normalize(x_m, weight_m, bias)`` over the members' contiguous row blocks.
+    def member_affine(self, normed: Tensor) -> Tensor:
+        """``k·s·σ(γ_m) ⊙ normed + β`` on batch-major rows, features last, in one ``addcmul``.
 
-        ``weight_m = k·s·σ(γ_m)`` is member m's scale and ``bias = β`` (or ``None``), both
-        handed to torch's fused kernel as its affine; ``normalize(x_m, weight_m, bias, m)``
-        returns member m's output.
+        Args:
+            normed: Normalised rows ``(B·M, ..., num_features...)``, contiguous.
         """
-        scale = self.member_scale()
-        members = self.split_members(x).unbind(0)
-        return torch.cat(
-            [normalize(x_m, scale[m], self.shift, m) for m, x_m in enumerate(members)]
-        )
+        per_row = math.prod(normed.shape[1:]) // self.num_features
+        rows = normed.reshape(-1, self.num_estimators, per_row, self.num_features)
+        scale = self.member_scale().to(normed.dtype).unsqueeze(1)  # (M, 1, F)
+        if self.shift is None:
+            return (rows * scale).view(normed.shape)
+        return torch.addcmul(self.shift.to(normed.dtype), rows, scale).view(normed.shape)
 
     def extra_repr(self) -> str:
         kind = "converted" if self.magnitude is not None else "from scratch"
@@ -221,11 +215,10 @@ class _SigmaBatchNorm(_SigmaNorm):
     """σBN: BatchNorm with per-member running statistics and per-member scale logits."""
 
     _input_dims: tuple[int, ...] = ()
-    #: While training, reduce each member's batch statistics over ``process_group`` (all
-    #: processes when ``None``), as ``SyncBatchNorm`` does for one set of statistics. Set by
+    #: While training, take each member's batch statistics over ``process_group`` (all
+    #: processes when ``None``) with torch's synchronised batch-norm. Set by
     #: :func:`~torch_uncertainty_signorm.distributed.convert_sync_signorm`.
     sync_statistics: bool = False
-    process_group = None
 
     def __init__(
         self,
@@ -269,11 +262,7 @@ class _SigmaBatchNorm(_SigmaNorm):
                 f"{type(self).__name__} expects a {' or '.join(map(str, self._input_dims))}-D "
                 f"input, got shape {tuple(x.shape)}."
             )
-        self.split_members(x)  # checks the member-major rows before anything else
-        if self.training and self.sync_statistics:
-            from ..distributed import synchronized_batch_norm
-
-            return synchronized_batch_norm(self, x)
+        self.check_rows(x)
         return member_batch_norm(self, x, self.member_scale(), self.shift)
 
     def extra_repr(self) -> str:
@@ -334,8 +323,8 @@ class SigmaLayerNorm(_SigmaNorm):
             **_placement(module),
         )
 
-    def _normalize(self, x: Tensor, weight: Tensor, bias: Tensor | None) -> Tensor:
-        return F.layer_norm(x, self.normalized_shape, weight, bias, self.eps)
+    def _normalize(self, x: Tensor) -> Tensor:
+        return F.layer_norm(x, self.normalized_shape, None, None, self.eps)
 
     def forward(self, x: Tensor) -> Tensor:
         n = len(self.normalized_shape)
@@ -344,21 +333,15 @@ class SigmaLayerNorm(_SigmaNorm):
                 f"{type(self).__name__} normalises trailing shape {self.normalized_shape}, "
                 f"got input shape {tuple(x.shape)}."
             )
-        shape = self.normalized_shape
-        return self._member_wise(
-            x,
-            lambda x_m, weight, bias, m: self._normalize(
-                x_m, weight.view(shape), None if bias is None else bias.view(shape)
-            ),
-        )
+        self.check_rows(x)
+        return self.member_affine(self._normalize(x))
 
 
 class SigmaRMSNorm(SigmaLayerNorm):
     """σRMSNorm: RMSNorm (no centring) with per-member scale logits."""
 
-    def _normalize(self, x: Tensor, weight: Tensor, bias: Tensor | None) -> Tensor:
-        normed = F.rms_norm(x, self.normalized_shape, weight, self.eps)
-        return normed if bias is None else normed + bias
+    def _normalize(self, x: Tensor) -> Tensor:
+        return F.rms_norm(x, self.normalized_shape, None, self.eps)
 
 
 class SigmaLayerNorm2d(SigmaLayerNorm):
@@ -397,7 +380,15 @@ class SigmaGroupNorm(_SigmaNorm):
         )
 
     def forward(self, x: Tensor) -> Tensor:
-        return self._member_wise(
-            x,
-            lambda x_m, weight, bias, m: F.group_norm(x_m, self.num_groups, weight, bias, self.eps),
-        )
+        """One ``group_norm`` of the ``(B, M·C, ...)`` view: M·G groups, members' affines."""
+        if x.dim() < 2 or x.shape[1] != self.num_features:
+            raise ValueError(
+                f"{type(self).__name__} expects (B·M, {self.num_features}, ...) inputs, got "
+                f"shape {tuple(x.shape)}."
+            )
+        self.check_rows(x)
+        m = self.num_estimators
+        view = x.reshape(x.shape[0] // m, m * self.num_features, *x.shape[2:])
+        shift = None if self.shift is None else self.shift.repeat(m)
+        weight = self.member_scale().reshape(-1)
+        return F.group_norm(view, m * self.num_groups, weight, shift, self.eps).view(x.shape)
