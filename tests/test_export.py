@@ -91,7 +91,8 @@ CASES = {
     "resnet-converted-pretrained": (_pretrained_resnet, lambda: torch.randn(4, 3, 32, 32)),
     "vit-layernorm-expand-at-blocks": (_vit, lambda: torch.randn(4, 3, 32, 32)),
     "groupnorm-rmsnorm": (_groupnorm_cnn, lambda: torch.randn(4, 3, 8, 8)),
-    "bert-mapping-inputs": (lambda: signorm_ensemble(tiny_bert(), M, pretrained=True),
+    "bert-mapping-inputs": (lambda: signorm_ensemble(randomize_norms(tiny_bert()), M,
+                                                     pretrained=True),
                             bert_inputs),
 }
 

@@ -40,6 +40,7 @@ __all__ = [
     "SigmaLayerNorm",
     "SigmaLayerNorm2d",
     "SigmaRMSNorm",
+    "SigmaSyncBatchNorm",
     "output_preserving_reparameterization",
 ]
 
@@ -288,6 +289,14 @@ class SigmaBatchNorm3d(_SigmaBatchNorm):
     """σBN over :class:`torch.nn.BatchNorm3d` inputs ``(M·B, C, D, H, W)``."""
 
     _input_dims = (5,)
+
+
+class SigmaSyncBatchNorm(_SigmaBatchNorm):
+    """σBN over :class:`torch.nn.SyncBatchNorm` inputs of any rank ``(B·M, C, ...)``.
+
+    Its members fold back into ``SyncBatchNorm`` on export; the layer synchronises across
+    processes like every σBN (:func:`~torch_uncertainty_signorm.distributed.convert_sync_signorm`).
+    """
 
 
 class SigmaLayerNorm(_SigmaNorm):
