@@ -739,7 +739,7 @@ def environment() -> str:
                 if line.startswith("model name"):
                     device = line.split(":", 1)[1].strip()
                     break
-    load = ", ".join(f"{value:.1f}" for value in os.getloadavg()) if hasattr(os, "getloadavg") else "?"
+    load = ", ".join(f"{v:.1f}" for v in os.getloadavg()) if hasattr(os, "getloadavg") else "?"
     return (
         f"device: {device}; threads: {torch.get_num_threads()}; load average {load} on "
         f"{os.cpu_count()} cores; python {platform.python_version()}; "

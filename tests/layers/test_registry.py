@@ -33,7 +33,8 @@ def test_timm_norm_act_layers_are_refused_naming_the_layer(name):
     norm_act = getattr(layers, name)(8) if name != "GroupNormAct" else layers.GroupNormAct(8, 2)
     model = nn.Sequential(nn.Conv2d(3, 8, 1), norm_act)
     assert signorm_class_for(norm_act) is None  # a subclass does not match by type
-    with pytest.raises(TypeError, match=rf"Layer '1' is a timm\.layers\.norm_act\.{name}.*activation"):
+    pattern = rf"Layer '1' is a timm\.layers\.norm_act\.{name}.*activation"
+    with pytest.raises(TypeError, match=pattern):
         find_norm_layers(model)
 
 

@@ -187,3 +187,25 @@ def test_bad_layer_arguments_name_the_value():
         SigmaBatchNorm2d(3, 2)(torch.randn(8, 3))
     with pytest.raises(ValueError, match=r"trailing shape \(3,\), got input shape \(8, 4\)"):
         SigmaLayerNorm(3, 2)(torch.randn(8, 4))
+
+
+@pytest.mark.parametrize(
+    "template",
+    [nn.LayerNorm((2, 4)), nn.RMSNorm(4), nn.GroupNorm(2, 4)],
+    ids=["layernorm", "rmsnorm", "groupnorm"],
+)
+@pytest.mark.parametrize("pretrained", [False, True])
+def test_per_sample_norm_gradients_pass_gradcheck(template, pretrained):
+    """Input, scale-logit and shift gradients of the fused member affine, in float64."""
+    layer = signorm_class_for(template).from_module(template, M, pretrained=pretrained).double()
+    x = torch.randn(M * 2, 3, 2, 4, dtype=torch.float64, requires_grad=True)
+    if isinstance(layer, SigmaGroupNorm):
+        x = torch.randn(M * 2, 4, 3, dtype=torch.float64, requires_grad=True)
+    logits = layer.scale_logits.detach().clone().requires_grad_(True)
+    shift = () if layer.shift is None else (torch.randn_like(layer.shift, requires_grad=True),)
+
+    def run(x, logits, *shift):
+        tensors = {"scale_logits": logits, **({"shift": shift[0]} if shift else {})}
+        return torch.func.functional_call(layer, tensors, (x,))
+
+    assert torch.autograd.gradcheck(run, (x, logits, *shift))

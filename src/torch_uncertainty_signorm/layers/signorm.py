@@ -86,6 +86,41 @@ def output_preserving_reparameterization(
     return magnitude.float(), torch.sign(w).float(), logits.float(), b
 
 
+class _MemberAffine(torch.autograd.Function):
+    """Member m's scale, and the shared shift, on member m's batch-major rows.
+
+    Each sample's ``M·R·F`` values (M members, R rows of F features) meet one ``(M·R·F,)``
+    scale row, and the scale's gradient is two contiguous reductions (over samples, then
+    over R). Autograd of the broadcast ``(B, M, R, F) ⊙ (M, 1, F)`` reduces over two
+    strided axes instead: 1.5× slower for a σLN forward+backward on CPU (``BENCHMARKS.md``).
+    """
+
+    @staticmethod
+    def forward(ctx, normed: Tensor, scale: Tensor, shift: Tensor | None) -> Tensor:
+        members, features = scale.shape
+        samples = normed.shape[0] // members
+        flat = normed.reshape(samples, -1)
+        repeats = flat.shape[1] // (members * features)
+        scale_row = scale.unsqueeze(1).expand(members, repeats, features).reshape(1, -1)
+        if shift is None:
+            out = flat * scale_row
+        else:
+            out = torch.addcmul(shift.repeat(members * repeats).view(1, -1), flat, scale_row)
+        ctx.save_for_backward(flat, scale_row)
+        ctx.layout = (members, repeats, features, shift is not None, normed.shape)
+        return out.view(normed.shape)
+
+    @staticmethod
+    def backward(ctx, grad: Tensor):
+        flat, scale_row = ctx.saved_tensors
+        members, repeats, features, has_shift, shape = ctx.layout
+        grad = grad.reshape(flat.shape)
+        grad_normed = (grad * scale_row).view(shape) if ctx.needs_input_grad[0] else None
+        grad_scale = (grad * flat).sum(0).view(members, repeats, features).sum(1)
+        grad_shift = grad.sum(0).view(-1, features).sum(0) if has_shift else None
+        return grad_normed, grad_scale, grad_shift
+
+
 def _placement(module: nn.Module) -> dict:
     """Device and dtype of ``module``'s affine weight (defaults when it has none)."""
     weight = getattr(module, "weight", None)
@@ -161,17 +196,13 @@ class _SigmaNorm(nn.Module):
             )
 
     def member_affine(self, normed: Tensor) -> Tensor:
-        """``k·s·σ(γ_m) ⊙ normed + β`` on batch-major rows, features last, in one ``addcmul``.
+        """``k·s·σ(γ_m) ⊙ normed + β`` on batch-major rows whose last axis holds the features.
 
         Args:
-            normed: Normalised rows ``(B·M, ..., num_features...)``, contiguous.
+            normed: Normalised rows ``(B·M, ..., num_features)``.
         """
-        per_row = math.prod(normed.shape[1:]) // self.num_features
-        rows = normed.reshape(-1, self.num_estimators, per_row, self.num_features)
-        scale = self.member_scale().to(normed.dtype).unsqueeze(1)  # (M, 1, F)
-        if self.shift is None:
-            return (rows * scale).view(normed.shape)
-        return torch.addcmul(self.shift.to(normed.dtype), rows, scale).view(normed.shape)
+        shift = None if self.shift is None else self.shift.to(normed.dtype)
+        return _MemberAffine.apply(normed, self.member_scale().to(normed.dtype), shift)
 
     def extra_repr(self) -> str:
         kind = "converted" if self.magnitude is not None else "from scratch"
