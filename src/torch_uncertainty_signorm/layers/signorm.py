@@ -18,8 +18,8 @@ channels are the members' channels side by side. σBN and σGN therefore run tor
 kernel once on that view, with the members' affines flattened as its per-channel affine
 (σBN also with the ``(M, C)`` running statistics flattened, updated in place): one kernel
 per layer for any M. LayerNorm and RMSNorm statistics are per row, so σLN and σRMSNorm
-normalise all rows in one call and apply the members' affines in one broadcast
-``addcmul``. No layer loops over members.
+normalise all rows in one call (no affine) and apply the members' affines in one fused
+elementwise pass (:class:`_MemberAffine`). No layer loops over members.
 """
 
 from __future__ import annotations
