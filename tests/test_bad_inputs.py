@@ -178,7 +178,7 @@ CASES = [
          lambda d: SigmaBatchNorm2d(4, M)(torch.randn(4, 4, 2, 2)), ValueError,
          r"M = num_estimators = 3, got 4 rows .* does not split evenly into 3 members"),
     Case("head features of the wrong width", lambda d: MemberHeads(8, 10, M)(torch.randn(6, 5)),
-         ValueError, r"MemberHeads expects features of shape \(M·B, 8\), got \(6, 5\)"),
+         ValueError, r"MemberHeads expects features of shape \(B·M, 8\), got \(6, 5\)"),
     Case("σLN trailing shape", lambda d: SigmaLayerNorm(8, M)(torch.randn(6, 7)), ValueError,
          r"SigmaLayerNorm normalises trailing shape \(8,\), got input shape \(6, 7\)"),
     Case("ensemble input as a list", lambda d: _ensemble()([torch.randn(2, 3, 32, 32)]),

@@ -24,14 +24,15 @@ from torch import nn
 
 from torch_uncertainty_signorm import SigmaBatchNorm2d, signorm_ensemble
 from torch_uncertainty_signorm.cli import cli_main
+from torch_uncertainty_signorm.baselines import film_ensemble
 from torch_uncertainty_signorm.distributed import (
+    MEMBER_BATCH_NORMS,
     SigmaNormSyncBatchNorm,
     convert_sync_signorm,
     gather_member_moments,
     revert_sync_signorm,
     signorm_sync_batchnorm_plugins,
 )
-from torch_uncertainty_signorm.layers.signorm import _SigmaBatchNorm
 
 WORLD, LOCAL_BATCH, M = 2, 3, 2
 REPO = Path(__file__).parents[1]
@@ -43,9 +44,12 @@ def _free_port() -> int:
         return sock.getsockname()[1]
 
 
-def _ensemble() -> nn.Module:
+_FACTORIES = {"signorm": signorm_ensemble, "film": film_ensemble}
+
+
+def _ensemble(kind: str = "signorm") -> nn.Module:
     torch.manual_seed(0)
-    return signorm_ensemble(tiny_resnet(18), M)
+    return _FACTORIES[kind](tiny_resnet(18), M)
 
 
 def _global_batch() -> tuple[torch.Tensor, torch.Tensor]:
@@ -59,7 +63,9 @@ def _step(model: nn.Module, inputs: torch.Tensor, targets: torch.Tensor) -> torc
     """One training forward/backward; returns the logits."""
     model.train()
     logits = model(inputs)
-    loss = nn.functional.cross_entropy(logits, targets.repeat(M)) + model.diversity_loss()
+    loss = nn.functional.cross_entropy(logits, targets.repeat(M))
+    if hasattr(model, "diversity_loss"):
+        loss = loss + model.diversity_loss()
     loss.backward()
     return logits.detach()
 
@@ -68,15 +74,15 @@ def _stats(model: nn.Module) -> dict[str, torch.Tensor]:
     return {
         name: torch.stack([layer.running_mean, layer.running_var])
         for name, layer in model.named_modules()
-        if isinstance(layer, _SigmaBatchNorm)
+        if isinstance(layer, MEMBER_BATCH_NORMS)
     }
 
 
-def _worker(rank: int, port: int, out_dir: str) -> None:
+def _worker(rank: int, port: int, out_dir: str, kind: str) -> None:
     torch.set_num_threads(1)
     dist.init_process_group("gloo", f"tcp://127.0.0.1:{port}", rank=rank, world_size=WORLD)
     try:
-        model = convert_sync_signorm(_ensemble())
+        model = convert_sync_signorm(_ensemble(kind))
         inputs, targets = _global_batch()
         rows = slice(rank * LOCAL_BATCH, (rank + 1) * LOCAL_BATCH)
         logits = _step(model, inputs[rows], targets[rows])
@@ -90,18 +96,19 @@ def _worker(rank: int, port: int, out_dir: str) -> None:
         dist.destroy_process_group()
 
 
-def test_two_processes_match_one_process_on_the_concatenated_batch(tmp_path):
+@pytest.mark.parametrize("kind", ["signorm", "film"])
+def test_two_processes_match_one_process_on_the_concatenated_batch(tmp_path, kind):
     # fork: the workers inherit the imported modules instead of importing them again
-    mp.start_processes(_worker, args=(_free_port(), str(tmp_path)), nprocs=WORLD,
+    mp.start_processes(_worker, args=(_free_port(), str(tmp_path), kind), nprocs=WORLD,
                        start_method="fork")
     ranks = [torch.load(tmp_path / f"rank{r}.pt", weights_only=True) for r in range(WORLD)]
 
-    reference = _ensemble()
+    reference = _ensemble(kind)
     inputs, targets = _global_batch()
     logits = _step(reference, inputs, targets).unflatten(0, (M, -1))
     expected_stats = _stats(reference)
 
-    assert expected_stats, "the ensemble has σBN layers"
+    assert expected_stats, "the ensemble has per-member BatchNorm layers"
     for rank, result in enumerate(ranks):
         for name, stats in expected_stats.items():
             torch.testing.assert_close(result["stats"][name], stats, rtol=1e-4, atol=1e-5)
@@ -112,7 +119,7 @@ def test_two_processes_match_one_process_on_the_concatenated_batch(tmp_path):
     for name, param in reference.named_parameters():  # float32 round-off grows with depth
         assert relative_error(ranks[0]["grads"][name], param.grad) < 2e-3, name
     # Without synchronisation each process normalises with its half only: the check has teeth.
-    alone = _ensemble()
+    alone = _ensemble(kind)
     _step(alone, inputs[:LOCAL_BATCH], targets[:LOCAL_BATCH])
     name = next(iter(expected_stats))
     assert not torch.allclose(_stats(alone)[name], expected_stats[name], atol=1e-3)

@@ -21,7 +21,9 @@ from .layers import (
     SigmaLayerNorm,
     SigmaLayerNorm2d,
     SigmaRMSNorm,
+    SigmaSyncBatchNorm,
 )
+from .member_wrapper import MemberWrapper
 from .parameter_counts import parameter_counts
 from .prediction import EnsemblePrediction, ensemble_prediction, predict
 from .regularization import ImportanceSharingPenalty, sharing_penalty
@@ -33,6 +35,7 @@ __all__ = [
     "EnsemblePrediction",
     "ImportanceSharingPenalty",
     "MemberHeads",
+    "MemberWrapper",
     "SigmaBatchNorm1d",
     "SigmaBatchNorm2d",
     "SigmaBatchNorm3d",
@@ -41,6 +44,7 @@ __all__ = [
     "SigmaLayerNorm2d",
     "SigmaNormEnsemble",
     "SigmaRMSNorm",
+    "SigmaSyncBatchNorm",
     "convert_norm_layers",
     "ensemble_prediction",
     "find_norm_layers",

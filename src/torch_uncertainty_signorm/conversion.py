@@ -7,17 +7,8 @@ from collections.abc import Callable, Mapping, Sequence
 import torch
 from torch import Tensor, nn
 
-from .layers.signorm import (
-    SigmaBatchNorm1d,
-    SigmaBatchNorm2d,
-    SigmaBatchNorm3d,
-    SigmaGroupNorm,
-    SigmaLayerNorm,
-    SigmaLayerNorm2d,
-    SigmaRMSNorm,
-    _SigmaBatchNorm,
-    _SigmaNorm,
-)
+from .layers.registry import check_norm_type, signorm_class_for
+from .layers.signorm import _SigmaNorm
 
 __all__ = [
     "SUPPORTED_NORMS",
@@ -28,37 +19,16 @@ __all__ = [
     "signorm_class_for",
 ]
 
-#: Human-readable list of the layers :func:`convert_norm_layers` replaces.
+#: Human-readable list of the layers :func:`convert_norm_layers` replaces (exact types,
+#: ``layers.registry.NORM_REGISTRY``).
 SUPPORTED_NORMS = (
     "BatchNorm1d/2d/3d, SyncBatchNorm, LayerNorm (torch, timm, transformers), "
     "timm LayerNorm2d, GroupNorm, RMSNorm (torch, timm)"
 )
-_CHANNELS_FIRST_LAYER_NORMS = {"LayerNorm2d", "LayerNorm2dFp32"}
-_RMS_NORMS = {"RMSNorm", "RmsNorm", "RmsNormFp32"}
 #: What a freshly built normalisation layer holds (torch, timm and transformers alike).
 _INITIAL_STATE = {
     "weight": 1.0, "bias": 0.0, "running_mean": 0.0, "running_var": 1.0, "num_batches_tracked": 0
 }
-
-
-def signorm_class_for(module: nn.Module) -> type[_SigmaNorm] | None:
-    """The σNorm class replacing ``module``, or ``None`` if it is no supported norm layer."""
-    name = type(module).__name__
-    if isinstance(module, nn.BatchNorm1d):
-        return SigmaBatchNorm1d
-    if isinstance(module, nn.BatchNorm2d):
-        return SigmaBatchNorm2d
-    if isinstance(module, nn.BatchNorm3d):
-        return SigmaBatchNorm3d
-    if isinstance(module, nn.modules.batchnorm._BatchNorm):  # SyncBatchNorm: any rank
-        return _SigmaBatchNorm
-    if isinstance(module, nn.LayerNorm):
-        return SigmaLayerNorm2d if name in _CHANNELS_FIRST_LAYER_NORMS else SigmaLayerNorm
-    if isinstance(module, nn.GroupNorm):
-        return SigmaGroupNorm
-    if name in _RMS_NORMS and hasattr(module, "normalized_shape"):
-        return SigmaRMSNorm
-    return None
 
 
 def find_norm_layers(model: nn.Module) -> list[str]:
@@ -66,6 +36,8 @@ def find_norm_layers(model: nn.Module) -> list[str]:
 
     Raises:
         ValueError: If ``model`` holds none, or already holds σNorm layers.
+        TypeError: If it holds a subclass of a norm that the registry does not list (timm's
+            ``BatchNormAct2d``: an activation σNorm would drop).
     """
     converted = [name for name, m in model.named_modules() if isinstance(m, _SigmaNorm)]
     if converted:
@@ -75,11 +47,11 @@ def find_norm_layers(model: nn.Module) -> list[str]:
             f"{', ...' if len(converted) > 3 else ''}): pass the original backbone, or use "
             f"this model as it is."
         )
-    names = [
-        name
-        for name, module in model.named_modules(remove_duplicate=False)
-        if name and signorm_class_for(module) is not None
-    ]
+    names = []
+    for name, module in model.named_modules(remove_duplicate=False):
+        check_norm_type(name, module)
+        if name and signorm_class_for(module) is not None:
+            names.append(name)
     if not names:
         raise ValueError(
             f"{type(model).__name__} has no normalisation layer to convert into σNorm; "

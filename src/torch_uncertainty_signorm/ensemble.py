@@ -13,65 +13,20 @@ from .conversion import convert_norm_layers, find_norm_layers, norms_at_initial_
 from .layer_selection import select_layers
 from .layers.member_heads import MemberHeads
 from .layers.signorm import SigmaLayerNorm, _SigmaNorm
+from .member_wrapper import (
+    MemberWrapper,
+    find_classifier,
+    member_major,
+    pooled_output,
+    remove_classifier,
+)
 from .regularization import ImportanceSharingPenalty
 from .regulariser_check import require_diversity_loss
 
 __all__ = ["SigmaNormEnsemble", "signorm_ensemble"]
 
-#: Classifier attribute names tried, in order, when ``head`` is not given
-#: (``model.classifier``: a transformers model inside ``backbones.SequenceClassifier``).
-_HEAD_NAMES = ("linear", "fc", "classifier", "head", "score", "model.classifier")
-
-
-def repeat_members(inputs: Any, num_estimators: int) -> Any:
-    """Repeat a ``(B, ...)`` tensor, or every tensor of a mapping, into member-major ``(M·B, ...)``."""
-    if isinstance(inputs, Tensor):
-        return inputs.repeat(num_estimators, *([1] * (inputs.dim() - 1)))
-    if isinstance(inputs, Mapping):
-        return {k: repeat_members(v, num_estimators) for k, v in inputs.items()}
-    return inputs
-
-
-def _batch_size(inputs: Any) -> int:
-    if isinstance(inputs, Tensor):
-        return inputs.shape[0]
-    if isinstance(inputs, Mapping):
-        for value in inputs.values():
-            if isinstance(value, Tensor):
-                return value.shape[0]
-    raise TypeError(
-        f"SigmaNormEnsemble takes a tensor or a mapping of tensors (as tokenizers return), "
-        f"got {type(inputs).__name__}."
-    )
-
-
-def _find_classifier(model: nn.Module, head: str | None) -> tuple[str | None, int, int]:
-    """Locate the classifier to replace: ``(name or None for timm, in_features, classes)``."""
-    if head is None and hasattr(model, "reset_classifier") and hasattr(model, "num_features"):
-        in_features = getattr(model, "head_hidden_size", model.num_features)
-        return None, in_features, model.num_classes  # timm: the model drops its own head
-    names = (head,) if head is not None else _HEAD_NAMES
-    for name in names:
-        try:
-            classifier = model.get_submodule(name)
-        except AttributeError:
-            continue
-        if isinstance(classifier, nn.Linear):
-            return name, classifier.in_features, classifier.out_features
-    tried = f"head={head!r}" if head is not None else f"any of {', '.join(_HEAD_NAMES)}"
-    raise ValueError(
-        f"Cannot find the classifier of {type(model).__name__}: {tried} is not an nn.Linear "
-        f"submodule. Pass head='<name of the final nn.Linear>'."
-    )
-
-
-def _remove_classifier(model: nn.Module, name: str | None) -> None:
-    """Replace the classifier by an identity so that the backbone returns its features."""
-    if name is None:
-        model.reset_classifier(0)
-        return
-    parent_name, _, child_name = name.rpartition(".")
-    setattr(model.get_submodule(parent_name), child_name, nn.Identity())
+#: Kept under its 0.1.0 name for ``export.py``, which imports it from here.
+_features = pooled_output
 
 
 def _placement(model: nn.Module, classifier: str | None) -> dict:
@@ -112,69 +67,7 @@ def _check_pretrained_state(
     )
 
 
-def _first_convolution_dims(model: nn.Module) -> int | None:
-    """Dimensions of a batch for the first convolution (4 for Conv2d), if the model has one."""
-    for module in model.modules():
-        if isinstance(module, nn.modules.conv._ConvNd):
-            return len(module.kernel_size) + 2
-    return None
-
-
-def _features(output: Any) -> Tensor:
-    """Penultimate features from a backbone output (tensor, HF ModelOutput or tuple)."""
-    if hasattr(output, "logits"):
-        output = output.logits
-    elif isinstance(output, (tuple, list)):
-        output = output[0]
-    return output
-
-
-def _auto_expansion_point(model: nn.Module, norm_names: Sequence[str]) -> str:
-    """Where the members can be split off without a residual mixing shapes.
-
-    ResNet stems (TorchUncertainty, torchvision) feed the stem convolution into ``bn1``
-    only; a timm ViT's patch and position embeddings feed ``blocks`` only. Anything else
-    expands at the input.
-    """
-    first = norm_names[0]
-    if first == "bn1" and isinstance(getattr(model, "conv1", None), nn.Conv2d):
-        return "bn1"
-    if (
-        first.startswith("blocks.")
-        and hasattr(model, "patch_embed")
-        and isinstance(getattr(model, "blocks", None), nn.Sequential)
-    ):
-        return "blocks"
-    return "input"
-
-
-class MemberExpansion(nn.Module):
-    """Base of the member wrappers: one backbone pass over member-major ``(M·B, ...)`` rows.
-
-    Members split off at ``expand_at``: a forward pre-hook repeats that module's input M
-    times, so the work before it runs once per input; ``"input"`` repeats the inputs.
-    Subclasses set ``num_estimators`` and call :meth:`_set_backbone`.
-    """
-
-    num_estimators: int
-
-    def _set_backbone(self, model: nn.Module, expand_at: str) -> None:
-        self.backbone = model
-        self.expand_at = expand_at
-        if expand_at != "input":
-            model.get_submodule(expand_at).register_forward_pre_hook(self._expand_first_argument)
-
-    def _expand_first_argument(self, module: nn.Module, args: tuple) -> tuple:
-        return (repeat_members(args[0], self.num_estimators), *args[1:])
-
-    def _call_backbone(self, inputs: Any) -> Any:
-        """The backbone's output on the members' rows, from ``(B, ...)`` inputs."""
-        if self.expand_at == "input":
-            inputs = repeat_members(inputs, self.num_estimators)
-        return self.backbone(**inputs) if isinstance(inputs, Mapping) else self.backbone(inputs)
-
-
-class SigmaNormEnsemble(MemberExpansion):
+class SigmaNormEnsemble(MemberWrapper):
     r"""Wrap a classifier into a σNorm-Ensemble of ``num_estimators`` members.
 
     Every normalisation layer becomes a σNorm layer :math:`\sigma(\gamma_m) \odot
@@ -232,30 +125,16 @@ class SigmaNormEnsemble(MemberExpansion):
         head_norm: Literal["auto", "batch", "layer"] = "auto",
         expand_at: str = "auto",
     ) -> None:
-        super().__init__()
-        if isinstance(num_estimators, bool) or not isinstance(num_estimators, int):
-            raise ValueError(f"num_estimators must be an integer >= 1, got {num_estimators!r}.")
-        if num_estimators < 1:
-            raise ValueError(f"num_estimators must be an integer >= 1, got {num_estimators!r}.")
+        super().__init__(num_estimators)
         if head_norm not in ("auto", "batch", "layer"):
             raise ValueError(f"head_norm must be 'auto', 'batch' or 'layer', got {head_norm!r}.")
-        self.num_estimators = num_estimators
         self.penalty = ImportanceSharingPenalty(tau, diversity_strength)
         # Validate everything before modifying the user's model in place.
         norm_names = find_norm_layers(model)
         self.signorm_layer_names = norm_names
         self.regularized_layer_names = select_layers(norm_names, regularized_layers)
-        classifier, in_features, replaced_classes = _find_classifier(model, head)
-        if expand_at == "auto":
-            expand_at = _auto_expansion_point(model, norm_names)
-        if expand_at != "input":
-            try:
-                model.get_submodule(expand_at)
-            except AttributeError:
-                raise ValueError(
-                    f"expand_at={expand_at!r} is not a module of {type(model).__name__}; use "
-                    f"'auto', 'input' or a module name such as {norm_names[0]!r}."
-                ) from None
+        classifier, in_features, replaced_classes = find_classifier(model, head)
+        expand_at = self.expansion_point(model, expand_at, norm_names)
         if num_classes is not None and (
             isinstance(num_classes, bool) or not isinstance(num_classes, int) or num_classes < 1
         ):
@@ -276,23 +155,20 @@ class SigmaNormEnsemble(MemberExpansion):
             current = model.state_dict() if state is None else state
             _check_pretrained_state(model, current, norm_names, checkpoint)
         placement = _placement(model, classifier)
-        self._batch_dims = _first_convolution_dims(model)
-        self._takes_token_ids = any(isinstance(m, nn.Embedding) for m in model.modules())
 
         if state is not None:
             model.load_state_dict(state)
         converted = convert_norm_layers(
             model, num_estimators, pretrained=pretrained, scale_init_std=scale_init_std
         )
-        _remove_classifier(model, classifier)
-        self._set_backbone(model, expand_at)
+        remove_classifier(model, classifier)
+        self.set_backbone(model, expand_at, norm_names)
         if head_norm == "auto":
             is_layer_norm = any(isinstance(m, SigmaLayerNorm) for m in converted.values())
             head_norm = "layer" if is_layer_norm else "batch"
         self.heads = MemberHeads(
             in_features, num_classes or replaced_classes, num_estimators, norm=head_norm
         ).to(**placement)
-        self._rows_checked = False
         require_diversity_loss(self)  # never trains silently without its regulariser
 
     def signorm_layers(self, regularized_only: bool = False) -> dict[str, _SigmaNorm]:
@@ -318,68 +194,14 @@ class SigmaNormEnsemble(MemberExpansion):
 
     def forward_features(self, inputs: Tensor | Mapping[str, Tensor]) -> Tensor:
         """Members' penultimate features ``(M·B, D)``, member-major, from ``(B, ...)`` inputs."""
-        if isinstance(inputs, Tensor):
-            self._check_tensor_input(inputs)
-        batch_size = _batch_size(inputs)
-        if self._rows_checked:
-            output = self._call_backbone(inputs)
-        else:
-            output = self._call_backbone_checking_rows(inputs, batch_size)
-        features = _features(output)
-        expected = self.num_estimators * batch_size
-        if not isinstance(features, Tensor) or features.dim() != 2 or features.shape[0] != expected:
-            shape = tuple(features.shape) if isinstance(features, Tensor) else type(features)
-            raise ValueError(
-                f"The backbone {type(self.backbone).__name__} without its classifier returned "
-                f"{shape}; expected pooled features of shape ({expected}, D). Pass head= the "
-                f"final nn.Linear so that what precedes it is a pooled feature vector."
-            )
-        return features
+        return member_major(self.backbone_rows(inputs), self.num_estimators)
 
     def forward(self, inputs: Tensor | Mapping[str, Tensor]) -> Tensor:
-        """Member-major logits ``(M·B, C)`` from ``(B, ...)`` inputs."""
-        return self.heads(self.forward_features(inputs))
+        """Member-major logits ``(M·B, C)`` from ``(B, ...)`` inputs.
 
-    def _check_tensor_input(self, inputs: Tensor) -> None:
-        """Float inputs with a batch dimension (integer ones only for token-id backbones)."""
-        if not (inputs.is_floating_point() or inputs.is_complex() or self._takes_token_ids):
-            raise TypeError(
-                f"SigmaNormEnsemble takes floating-point inputs, got dtype {inputs.dtype} (shape "
-                f"{tuple(inputs.shape)}): convert images to float first, e.g. with "
-                f"torchvision.transforms.v2.ToDtype(torch.float32, scale=True) as "
-                f"TorchUncertainty's datamodules do."
-            )
-        unbatched = self._batch_dims is not None and inputs.dim() == self._batch_dims - 1
-        if inputs.dim() == 0 or unbatched:
-            raise ValueError(
-                f"SigmaNormEnsemble takes inputs with a batch dimension (B, ...), got shape "
-                f"{tuple(inputs.shape)}: add one, e.g. inputs.unsqueeze(0)."
-            )
-
-    def _call_backbone_checking_rows(self, inputs: Any, batch_size: int) -> Any:
-        """First call: every σNorm layer must see all M·B member rows, or expand_at is wrong."""
-        expected = self.num_estimators * batch_size
-
-        def check(name: str, module: nn.Module, args: tuple) -> None:
-            rows = args[0].shape[0]
-            if rows != expected:
-                raise RuntimeError(
-                    f"σNorm layer {name!r} received {rows} rows, expected M·B = {expected}: "
-                    f"expand_at={self.expand_at!r} splits the members off after this layer "
-                    f"runs. Use expand_at='input'."
-                )
-
-        handles = [
-            layer.register_forward_pre_hook(lambda m, a, n=name: check(n, m, a))
-            for name, layer in self.signorm_layers().items()
-        ]
-        try:
-            output = self._call_backbone(inputs)
-        finally:
-            for handle in handles:
-                handle.remove()
-        self._rows_checked = True
-        return output
+        The heads read the backbone's batch-major features and write member-major logits.
+        """
+        return self.heads(self.backbone_rows(inputs))
 
 
 def signorm_ensemble(

@@ -55,16 +55,8 @@ from . import allowlist
 from .checkpoints import load_backbone_checkpoint
 from .ensemble import SigmaNormEnsemble, _features
 from .layers.member_heads import MemberHeads
-from .layers.signorm import (
-    SigmaBatchNorm1d,
-    SigmaBatchNorm2d,
-    SigmaBatchNorm3d,
-    SigmaGroupNorm,
-    SigmaLayerNorm,
-    SigmaLayerNorm2d,
-    SigmaRMSNorm,
-    _SigmaNorm,
-)
+from .layers.registry import fold_signorm
+from .layers.signorm import _SigmaNorm
 
 __all__ = [
     "EXPORTABLE_CLASS_PATHS",
@@ -323,54 +315,6 @@ def load_ensemble(
 
 
 # --------------------------------------------------------------------------- members
-def _plain_affine(layer: _SigmaNorm, member: int) -> tuple[Tensor, Tensor]:
-    weight = layer.member_scale()[member].detach().clone()
-    bias = torch.zeros_like(weight) if layer.shift is None else layer.shift.detach().clone()
-    return weight, bias
-
-
-def fold_signorm(layer: _SigmaNorm, member: int) -> nn.Module:
-    """The ordinary normalisation layer computing member ``member``'s output of ``layer``."""
-    if not 0 <= member < layer.num_estimators:
-        raise ValueError(
-            f"member must be in 0..{layer.num_estimators - 1} (num_estimators="
-            f"{layer.num_estimators}), got {member!r}."
-        )
-    weight, bias = _plain_affine(layer, member)
-    if isinstance(layer, (SigmaBatchNorm1d, SigmaBatchNorm2d, SigmaBatchNorm3d)):
-        plain_cls = {SigmaBatchNorm1d: nn.BatchNorm1d, SigmaBatchNorm2d: nn.BatchNorm2d,
-                     SigmaBatchNorm3d: nn.BatchNorm3d}[type(layer)]
-        plain = plain_cls(layer.num_features, layer.eps, layer.momentum,
-                          track_running_stats=layer.track_running_stats)
-        if layer.track_running_stats:
-            plain.running_mean.copy_(layer.running_mean[member])
-            plain.running_var.copy_(layer.running_var[member])
-            plain.num_batches_tracked.copy_(layer.num_batches_tracked)
-    elif isinstance(layer, SigmaLayerNorm2d):
-        from timm.layers import LayerNorm2d
-
-        plain = LayerNorm2d(layer.num_features, eps=layer.eps)
-    elif isinstance(layer, SigmaRMSNorm):
-        if bias.any():
-            raise ValueError("An RMSNorm has no shift: this σRMSNorm's β is nonzero.")
-        plain = nn.RMSNorm(layer.normalized_shape, eps=layer.eps)
-        weight = weight.view(layer.normalized_shape)
-        with torch.no_grad():
-            plain.weight.copy_(weight)
-        return plain.to(weight.device)
-    elif isinstance(layer, SigmaLayerNorm):
-        plain = nn.LayerNorm(layer.normalized_shape, eps=layer.eps)
-        weight, bias = weight.view(layer.normalized_shape), bias.view(layer.normalized_shape)
-    elif isinstance(layer, SigmaGroupNorm):
-        plain = nn.GroupNorm(layer.num_groups, layer.num_features, eps=layer.eps)
-    else:
-        raise TypeError(f"No plain counterpart for {type(layer).__name__}.")
-    with torch.no_grad():
-        plain.weight.copy_(weight)
-        plain.bias.copy_(bias)
-    return plain.to(weight.device)
-
-
 class SigmaNormMember(nn.Module):
     """One member of a σNorm-Ensemble as a plain model: the backbone, then its head.
 

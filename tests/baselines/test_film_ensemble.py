@@ -10,6 +10,7 @@ import torch
 from torch import nn
 
 from fixtures.backbones import randomize_norms, tiny_resnet, tiny_wideresnet
+from fixtures.members import member_rows
 from torch_uncertainty_signorm.baselines import FiLMBatchNorm, FiLMEnsemble, film_ensemble
 
 M = 4
@@ -69,17 +70,17 @@ def test_film_batch_norm_matches_one_batch_norm_per_member():
             bn.weight.copy_(layer.weight[m]), bn.bias.copy_(layer.bias[m])
     for _ in range(2):  # cumulative running average over two batches
         x = torch.randn(M * 5, 3, 4, 4) * 3 + 1
-        out = layer(x).unflatten(0, (M, -1))
+        out = member_rows(layer(x), M)
         for m, bn in enumerate(references):
-            torch.testing.assert_close(out[m], bn(x.unflatten(0, (M, -1))[m]))
+            torch.testing.assert_close(out[m], bn(member_rows(x, M)[m]))
     for m, bn in enumerate(references):
         torch.testing.assert_close(layer.running_mean[m], bn.running_mean)
         torch.testing.assert_close(layer.running_var[m], bn.running_var)
     layer.eval(), [bn.eval() for bn in references]
     x = torch.randn(M * 2, 3, 4, 4)
-    out = layer(x).unflatten(0, (M, -1))
+    out = member_rows(layer(x), M)
     for m, bn in enumerate(references):
-        torch.testing.assert_close(out[m], bn(x.unflatten(0, (M, -1))[m]))
+        torch.testing.assert_close(out[m], bn(member_rows(x, M)[m]))
 
 
 def test_members_survive_a_state_dict_round_trip():
@@ -115,5 +116,5 @@ def test_bad_inputs():
     layer = FiLMBatchNorm(3, M)
     with pytest.raises(ValueError, match="num_estimators = 4, got 6 rows"):
         layer(torch.randn(6, 3, 2, 2))
-    with pytest.raises(ValueError, match=r"expects \(M·B, 3, \.\.\.\) inputs, got shape \(8, 5\)"):
+    with pytest.raises(ValueError, match=r"expects \(B·M, 3, \.\.\.\) inputs, got shape \(8, 5\)"):
         layer(torch.randn(8, 5))

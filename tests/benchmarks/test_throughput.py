@@ -72,7 +72,9 @@ def test_reduced_cpu_run_has_every_method_and_consistent_ratios(throughput, caps
     assert late.madds < early.madds and late.params == early.params
     assert rows[throughput.PREDICT_ROW].eval_ips > 0
     verdicts = [line for line in table.splitlines() if line.startswith(("PASS", "MISS"))]
-    assert len(verdicts) == len(report.targets) == 7
+    assert len(verdicts) == len(report.targets) == 8
+    assert report.norm_kernels == report.signorm_layers > 1  # one kernel per σNorm layer
+    assert f"kernels per σN-Ens forward: {report.norm_kernels} for" in table
     assert csv_path.read_text().count("\n") == len(rows) + len(report.norm_ms) + 1
 
 

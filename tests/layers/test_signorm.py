@@ -4,6 +4,7 @@ import copy
 
 import pytest
 import torch
+from fixtures.members import batch_major, member_rows
 from torch import nn
 
 from torch_uncertainty_signorm.conversion import signorm_class_for
@@ -52,14 +53,14 @@ def test_sigma_bn_equals_separate_batchnorms_per_member(bn_cls, shape, pretraine
     for step in range(3):  # several steps exercise the momentum / cumulative average
         x = torch.randn(shape) * 3 + 1
         out = layer.train()(x)
-        expected = torch.cat([ref.train()(xm) for ref, xm in zip(refs, x.chunk(M))])
+        expected = batch_major([ref.train()(xm) for ref, xm in zip(refs, member_rows(x, M))])
         torch.testing.assert_close(out, expected, rtol=1e-5, atol=1e-5)
     for m, ref in enumerate(refs):
         torch.testing.assert_close(layer.running_mean[m], ref.running_mean, rtol=1e-5, atol=1e-6)
         torch.testing.assert_close(layer.running_var[m], ref.running_var, rtol=1e-5, atol=1e-6)
     assert int(layer.num_batches_tracked) == int(refs[0].num_batches_tracked)
     x = torch.randn(shape)
-    expected = torch.cat([ref.eval()(xm) for ref, xm in zip(refs, x.chunk(M))])
+    expected = batch_major([ref.eval()(xm) for ref, xm in zip(refs, member_rows(x, M))])
     torch.testing.assert_close(layer.eval()(x), expected, rtol=1e-5, atol=1e-5)
 
 
@@ -71,7 +72,7 @@ def test_sigma_bn_gradients_match_separate_batchnorms():
     x_ref = x.detach().clone().requires_grad_(True)
     grad_out = torch.randn_like(x)
     (layer(x) * grad_out).sum().backward()
-    out_ref = torch.cat([ref(xm) for ref, xm in zip(refs, x_ref.chunk(M))])
+    out_ref = batch_major([ref(xm) for ref, xm in zip(refs, member_rows(x_ref, M))])
     (out_ref * grad_out).sum().backward()
     torch.testing.assert_close(x.grad, x_ref.grad, rtol=1e-4, atol=1e-5)
 
@@ -80,21 +81,21 @@ def test_sigma_bn_without_running_stats_uses_batch_statistics_in_eval():
     template = nn.BatchNorm2d(3, track_running_stats=False)
     layer = SigmaBatchNorm2d.from_module(template, M, pretrained=True).eval()
     x = torch.randn(M * 4, 3, 2, 2)
-    expected = torch.cat([template(xm) for xm in x.chunk(M)])
+    expected = batch_major([template(xm) for xm in member_rows(x, M)])
     torch.testing.assert_close(layer(x), expected, rtol=1e-5, atol=1e-5)
 
 
 def _per_member_reference(layer, template, x):
     """Apply ``template`` with member m's affine (k·s·σ(γ_m), β) to member m's slice."""
     outs = []
-    for m, xm in enumerate(x.chunk(M)):
+    for m, xm in enumerate(member_rows(x, M)):
         ref = copy.deepcopy(template)
         with torch.no_grad():
             ref.weight.copy_(layer.member_scale()[m].view_as(ref.weight))
             if getattr(ref, "bias", None) is not None:
                 ref.bias.copy_(layer.shift.view_as(ref.bias) if layer.shift is not None else 0)
         outs.append(ref(xm))
-    return torch.cat(outs)
+    return batch_major(outs)
 
 
 @pytest.mark.parametrize("pretrained", [False, True])
@@ -186,3 +187,25 @@ def test_bad_layer_arguments_name_the_value():
         SigmaBatchNorm2d(3, 2)(torch.randn(8, 3))
     with pytest.raises(ValueError, match=r"trailing shape \(3,\), got input shape \(8, 4\)"):
         SigmaLayerNorm(3, 2)(torch.randn(8, 4))
+
+
+@pytest.mark.parametrize(
+    "template",
+    [nn.LayerNorm((2, 4)), nn.RMSNorm(4), nn.GroupNorm(2, 4)],
+    ids=["layernorm", "rmsnorm", "groupnorm"],
+)
+@pytest.mark.parametrize("pretrained", [False, True])
+def test_per_sample_norm_gradients_pass_gradcheck(template, pretrained):
+    """Input, scale-logit and shift gradients of the fused member affine, in float64."""
+    layer = signorm_class_for(template).from_module(template, M, pretrained=pretrained).double()
+    x = torch.randn(M * 2, 3, 2, 4, dtype=torch.float64, requires_grad=True)
+    if isinstance(layer, SigmaGroupNorm):
+        x = torch.randn(M * 2, 4, 3, dtype=torch.float64, requires_grad=True)
+    logits = layer.scale_logits.detach().clone().requires_grad_(True)
+    shift = () if layer.shift is None else (torch.randn_like(layer.shift, requires_grad=True),)
+
+    def run(x, logits, *shift):
+        tensors = {"scale_logits": logits, **({"shift": shift[0]} if shift else {})}
+        return torch.func.functional_call(layer, tensors, (x,))
+
+    assert torch.autograd.gradcheck(run, (x, logits, *shift))

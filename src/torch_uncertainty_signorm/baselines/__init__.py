@@ -1,4 +1,4 @@
-"""Baselines TorchUncertainty lacks, built on the same member-major conventions as σN-Ens."""
+"""Baselines TorchUncertainty lacks, built on σN-Ens's member wrapper (``member_wrapper``)."""
 
 from .film_ensemble import FiLMBatchNorm, FiLMEnsemble, film_ensemble
 from .lora_ensemble import LoRAEnsemble, MemberLinear, MemberLoRALinear, lora_ensemble

@@ -32,17 +32,12 @@ import torch
 from torch import Tensor, nn
 
 from ..conversion import replace_modules
-from ..ensemble import (
-    MemberExpansion,
-    _auto_expansion_point,
-    _batch_size,
-    _find_classifier,
-)
 from ..layers.member_statistics import (
     copy_member_statistics,
     init_member_statistics,
     member_batch_norm,
 )
+from ..member_wrapper import MemberWrapper, find_classifier, member_major
 
 __all__ = ["FiLMBatchNorm", "FiLMEnsemble", "film_ensemble"]
 
@@ -62,12 +57,14 @@ def _check_init_center(init_center: Any) -> None:
 
 
 class FiLMBatchNorm(nn.Module):
-    """BatchNorm of any rank over member-major ``(M·B, C, ...)`` inputs, one affine per member.
+    """BatchNorm of any rank over batch-major ``(B·M, C, ...)`` inputs, one affine per member.
 
-    Each member's contiguous block of rows is normalised with its own batch statistics (in
-    training) or running statistics (in evaluation) and its own ``weight[m]``, ``bias[m]``,
-    through torch's fused BatchNorm kernel, which also updates row ``m`` of the running
-    statistics exactly as :class:`torch.nn.BatchNorm2d` would.
+    Each member's rows are normalised with its own batch statistics (in training) or running
+    statistics (in evaluation) and its own ``weight[m]``, ``bias[m]``, all members in one
+    call of torch's fused BatchNorm kernel on the ``(B, M·C, ...)`` view, which also updates
+    row ``m`` of the running statistics exactly as :class:`torch.nn.BatchNorm2d` would.
+    Synchronised across processes by
+    :func:`~torch_uncertainty_signorm.distributed.convert_sync_signorm`, as σBN.
 
     Args:
         num_features: Number of channels C.
@@ -149,12 +146,12 @@ class FiLMBatchNorm(nn.Module):
     def forward(self, x: Tensor) -> Tensor:
         if x.dim() < 2 or x.shape[1] != self.num_features:
             raise ValueError(
-                f"FiLMBatchNorm expects (M·B, {self.num_features}, ...) inputs, got shape "
+                f"FiLMBatchNorm expects (B·M, {self.num_features}, ...) inputs, got shape "
                 f"{tuple(x.shape)}."
             )
         if x.shape[0] % self.num_estimators != 0:
             raise ValueError(
-                f"FiLMBatchNorm expects a member-major batch of M·B rows with M = "
+                f"FiLMBatchNorm expects a batch of B·M rows (batch-major) with M = "
                 f"num_estimators = {self.num_estimators}, got {x.shape[0]} rows."
             )
         return member_batch_norm(self, x, self.weight, self.bias)
@@ -194,7 +191,7 @@ def _replace_classifier(
     setattr(model.get_submodule(parent_name), child_name, new)
 
 
-class FiLMEnsemble(MemberExpansion):
+class FiLMEnsemble(MemberWrapper):
     """Wrap a convolutional classifier into a FiLM-Ensemble of ``num_estimators`` members.
 
     Every BatchNorm layer becomes a :class:`FiLMBatchNorm`; every other weight, the
@@ -233,11 +230,7 @@ class FiLMEnsemble(MemberExpansion):
         head: str | None = None,
         expand_at: str = "auto",
     ) -> None:
-        super().__init__()
-        if isinstance(num_estimators, bool) or not isinstance(num_estimators, int) or (
-            num_estimators < 1
-        ):
-            raise ValueError(f"num_estimators must be an integer >= 1, got {num_estimators!r}.")
+        super().__init__(num_estimators)
         if num_classes is not None and (
             isinstance(num_classes, bool) or not isinstance(num_classes, int) or num_classes < 1
         ):
@@ -245,22 +238,12 @@ class FiLMEnsemble(MemberExpansion):
         _check_gain(gain)
         _check_init_center(init_center)
         names = _batch_norm_names(model)
-        if expand_at == "auto":
-            expand_at = _auto_expansion_point(model, names)
-        if expand_at != "input":
-            try:
-                model.get_submodule(expand_at)
-            except AttributeError:
-                raise ValueError(
-                    f"expand_at={expand_at!r} is not a module of {type(model).__name__}; use "
-                    f"'auto', 'input' or a module name such as {names[0]!r}."
-                ) from None
+        expand_at = self.expansion_point(model, expand_at, names)
         if num_classes is not None:
-            classifier, in_features, classes = _find_classifier(model, head)
+            classifier, in_features, classes = find_classifier(model, head)
             if classes != num_classes:
                 _replace_classifier(model, classifier, in_features, num_classes)
 
-        self.num_estimators = num_estimators
         self.gain = float(gain)
         self.init_center = init_center
         self.film_layer_names = names
@@ -271,26 +254,16 @@ class FiLMEnsemble(MemberExpansion):
                 bn, num_estimators, gain=gain, init_center=init_center
             ),
         )
-        self._set_backbone(model, expand_at)
+        self.set_backbone(model, expand_at, names)
 
     def film_layers(self) -> dict[str, FiLMBatchNorm]:
         """The backbone's FiLM layers by name."""
         return {name: self.backbone.get_submodule(name) for name in self.film_layer_names}
 
     def forward(self, inputs: Tensor | Mapping[str, Tensor]) -> Tensor:
-        """Member-major logits ``(M·B, C)`` from ``(B, ...)`` inputs."""
-        batch_size = _batch_size(inputs)
-        output = self._call_backbone(inputs)
-        if hasattr(output, "logits"):
-            output = output.logits
-        expected = self.num_estimators * batch_size
-        if not isinstance(output, Tensor) or output.dim() != 2 or output.shape[0] != expected:
-            shape = tuple(output.shape) if isinstance(output, Tensor) else type(output)
-            raise ValueError(
-                f"The backbone {type(self.backbone).__name__} returned {shape}; expected "
-                f"logits of shape ({expected}, C). Use expand_at='input'."
-            )
-        return output
+        """Member-major logits ``(M·B, C)`` from ``(B, ...)`` inputs (the shared classifier
+        runs on batch-major rows; one reorder at the end)."""
+        return member_major(self.backbone_rows(inputs, "logits"), self.num_estimators)
 
 
 def film_ensemble(

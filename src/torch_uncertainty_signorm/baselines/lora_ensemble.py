@@ -14,8 +14,8 @@ member has its own freshly initialised linear head; adapters and heads are the o
 trainable parameters. A fused ``qkv`` projection (timm's ViT) gets separate adapters for
 its query, key and value slices, as separate projections (transformers' BERT) do.
 
-All members run in one batched pass: a member-major batch ``(M·B, ..., d)`` is viewed as
-``(M, B, ..., d)`` and the adapters, stored as ``(M, S, r, d_in)`` and
+All members run in one batched pass: a batch-major batch ``(B·M, ..., d)`` is viewed as
+``(B, M, ..., d)`` and the adapters, stored as ``(M, S, r, d_in)`` and
 ``(M, S, d_out / S, r)`` tensors for ``S`` slices, are applied with two ``einsum`` calls
 (batched matrix products over members). peft is not used: its LoRA layers run one adapter
 per forward pass, and its mixed-batch path (``adapter_names=`` in ``LoraLayer
@@ -35,14 +35,8 @@ import torch
 from torch import Tensor, nn
 
 from ..conversion import replace_modules
-from ..ensemble import (
-    MemberExpansion,
-    _auto_expansion_point,
-    _batch_size,
-    _features,
-    _find_classifier,
-    _remove_classifier,
-)
+from ..layers.member_heads import member_linear
+from ..member_wrapper import MemberWrapper, find_classifier, member_major, remove_classifier
 
 __all__ = [
     "DEFAULT_TARGET_MODULES",
@@ -143,12 +137,12 @@ class MemberLoRALinear(nn.Module):
         """``W x + b`` for every row plus member m's update on member m's rows."""
         if x.shape[0] % self.num_estimators != 0:
             raise ValueError(
-                f"MemberLoRALinear expects a member-major batch of M·B rows with M = "
+                f"MemberLoRALinear expects a batch of B·M rows (batch-major) with M = "
                 f"num_estimators = {self.num_estimators}, got {x.shape[0]} rows."
             )
-        members = x.unflatten(0, (self.num_estimators, -1))  # (M, B, ..., d_in)
-        hidden = torch.einsum("m...i,msri->m...sr", members, self.lora_A.to(x.dtype))
-        update = torch.einsum("m...sr,msor->m...so", hidden, self.lora_B.to(x.dtype))
+        members = x.unflatten(0, (-1, self.num_estimators))  # (B, M, ..., d_in)
+        hidden = torch.einsum("bm...i,msri->bm...sr", members, self.lora_A.to(x.dtype))
+        update = torch.einsum("bm...sr,msor->bm...so", hidden, self.lora_B.to(x.dtype))
         return self.base(x) + self.scaling * update.flatten(-2).flatten(0, 1)
 
     def extra_repr(self) -> str:
@@ -159,7 +153,7 @@ class MemberLoRALinear(nn.Module):
 
 
 class MemberLinear(nn.Module):
-    """M independent linear heads applied to member-major features ``(M·B, D)`` in one pass.
+    """M independent linear heads on batch-major features ``(B·M, D)``, in one pass.
 
     Each member's head is initialised as :class:`torch.nn.Linear` would be.
     """
@@ -185,16 +179,13 @@ class MemberLinear(nn.Module):
         self.bias.uniform_(-bound, bound)
 
     def forward(self, features: Tensor) -> Tensor:
-        """Member-major logits ``(M·B, C)``."""
+        """Member-major logits ``(M·B, C)`` from batch-major features ``(B·M, D)``."""
         if features.dim() != 2 or features.shape[1] != self.weight.shape[-1]:
             raise ValueError(
-                f"MemberLinear expects features of shape (M·B, {self.weight.shape[-1]}), got "
+                f"MemberLinear expects features of shape (B·M, {self.weight.shape[-1]}), got "
                 f"{tuple(features.shape)}."
             )
-        hidden = features.unflatten(0, (self.num_estimators, -1))
-        weight = self.weight.to(hidden.dtype).transpose(1, 2)
-        logits = torch.baddbmm(self.bias.to(hidden.dtype).unsqueeze(1), hidden, weight)
-        return logits.flatten(0, 1)
+        return member_linear(features, self.weight, self.bias)
 
 
 def _find_targets(model: nn.Module, target_modules: str | Sequence[str] | None) -> list[str]:
@@ -226,7 +217,7 @@ def _find_targets(model: nn.Module, target_modules: str | Sequence[str] | None) 
     return names
 
 
-class LoRAEnsemble(MemberExpansion):
+class LoRAEnsemble(MemberWrapper):
     """Wrap a pretrained transformer classifier into a LoRA-Ensemble of ``num_estimators``.
 
     The backbone is frozen and modified in place: its attention projections become
@@ -269,33 +260,21 @@ class LoRAEnsemble(MemberExpansion):
         head: str | None = None,
         expand_at: str = "auto",
     ) -> None:
-        super().__init__()
-        _check_positive_int("num_estimators", num_estimators)
+        super().__init__(num_estimators)
         _check_positive_int("rank", rank)
         _check_positive_number("alpha", alpha)
         _check_positive_number("init_gain", init_gain, allow_zero=True)
         if num_classes is not None:
             _check_positive_int("num_classes", num_classes)
-        classifier, in_features, replaced_classes = _find_classifier(model, head)
+        classifier, in_features, replaced_classes = find_classifier(model, head)
         targets = _find_targets(model, target_modules)
         if classifier is not None:
             targets = [t for t in targets if t != classifier and not t.startswith(classifier + ".")]
-        if expand_at == "auto":
-            expand_at = _auto_expansion_point(model, targets)
-        if expand_at != "input":
-            try:
-                model.get_submodule(expand_at)
-            except AttributeError:
-                raise ValueError(
-                    f"expand_at={expand_at!r} is not a module of {type(model).__name__}; use "
-                    f"'auto', 'input' or a module name before {targets[0]!r}."
-                ) from None
-
-        self.num_estimators = num_estimators
+        expand_at = self.expansion_point(model, expand_at, targets)
         self.rank = rank
         self.alpha = float(alpha)
         model.requires_grad_(False)
-        _remove_classifier(model, classifier)
+        remove_classifier(model, classifier)
         self.adapted_layer_names = targets
         fused = {id(model.get_submodule(t)) for t in targets if t.rpartition(".")[2] in _FUSED_QKV}
         replace_modules(
@@ -310,7 +289,7 @@ class LoRAEnsemble(MemberExpansion):
                 init_gain=init_gain,
             ),
         )
-        self._set_backbone(model, expand_at)
+        self.set_backbone(model, expand_at, targets)
         self.heads = MemberLinear(in_features, num_classes or replaced_classes, num_estimators)
 
     def adapters(self) -> dict[str, MemberLoRALinear]:
@@ -319,21 +298,11 @@ class LoRAEnsemble(MemberExpansion):
 
     def forward_features(self, inputs: Tensor | Mapping[str, Tensor]) -> Tensor:
         """Members' pooled features ``(M·B, D)``, member-major, from ``(B, ...)`` inputs."""
-        batch_size = _batch_size(inputs)
-        output = self._call_backbone(inputs)
-        features = _features(output)
-        expected = self.num_estimators * batch_size
-        if not isinstance(features, Tensor) or features.dim() != 2 or features.shape[0] != expected:
-            shape = tuple(features.shape) if isinstance(features, Tensor) else type(features)
-            raise ValueError(
-                f"The backbone {type(self.backbone).__name__} without its classifier returned "
-                f"{shape}; expected pooled features of shape ({expected}, D)."
-            )
-        return features
+        return member_major(self.backbone_rows(inputs), self.num_estimators)
 
     def forward(self, inputs: Tensor | Mapping[str, Tensor]) -> Tensor:
         """Member-major logits ``(M·B, C)`` from ``(B, ...)`` inputs."""
-        return self.heads(self.forward_features(inputs))
+        return self.heads(self.backbone_rows(inputs))
 
 
 def lora_ensemble(

@@ -9,6 +9,7 @@ from .signorm import (
     SigmaLayerNorm,
     SigmaLayerNorm2d,
     SigmaRMSNorm,
+    SigmaSyncBatchNorm,
     output_preserving_reparameterization,
 )
 
@@ -21,5 +22,6 @@ __all__ = [
     "SigmaLayerNorm",
     "SigmaLayerNorm2d",
     "SigmaRMSNorm",
+    "SigmaSyncBatchNorm",
     "output_preserving_reparameterization",
 ]

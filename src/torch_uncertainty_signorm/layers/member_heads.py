@@ -11,11 +11,11 @@ from torch import Tensor, nn
 from .member_statistics import check_batch_statistics
 from .signorm import SigmaBatchNorm1d, SigmaLayerNorm
 
-__all__ = ["MemberHeads"]
+__all__ = ["MemberHeads", "member_linear"]
 
 
 class MemberHeads(nn.Module):
-    """M independent heads applied to member-major features ``(M·B, D)`` in one pass.
+    """M independent heads applied to batch-major features ``(B·M, D)`` in one pass.
 
     Each member's head normalises its features (own statistics, own scale logits) and
     applies its own freshly initialised linear layer; a shared head would be a symmetric
@@ -57,15 +57,39 @@ class MemberHeads(nn.Module):
         nn.init.uniform_(self.bias, -bound, bound)
 
     def forward(self, features: Tensor) -> Tensor:
-        """Member-major logits ``(M·B, C)`` from member-major features ``(M·B, D)``."""
+        """Member-major logits ``(M·B, C)`` from batch-major features ``(B·M, D)``.
+
+        The batched product reads member m's rows with stride M and writes its logits as
+        one contiguous block: the reorder to TorchUncertainty's member-major layout comes
+        free with it.
+        """
         if features.dim() != 2 or features.shape[1] != self.weight.shape[-1]:
             raise ValueError(
-                f"MemberHeads expects features of shape (M·B, {self.weight.shape[-1]}), "
+                f"MemberHeads expects features of shape (B·M, {self.weight.shape[-1]}), "
                 f"got {tuple(features.shape)}."
             )
         if self.training and isinstance(self.norm, SigmaBatchNorm1d):
             check_batch_statistics(self.norm, features)  # before σBN's own, less helpful check
-        hidden = self.norm(features).unflatten(0, (self.num_estimators, -1))
-        weight = self.weight.to(hidden.dtype).transpose(1, 2)
-        logits = torch.baddbmm(self.bias.to(hidden.dtype).unsqueeze(1), hidden, weight)
-        return logits.flatten(0, 1)
+        return member_linear(self.norm(features), self.weight, self.bias)
+
+
+def member_linear(features: Tensor, weight: Tensor, bias: Tensor) -> Tensor:
+    """Member m's linear layer on member m's rows: batch-major ``(B·M, D)`` features in,
+    member-major ``(M·B, C)`` logits out.
+
+    Args:
+        features: Batch-major features ``(B·M, D)``.
+        weight: Members' weights ``(M, C, D)``.
+        bias: Members' biases ``(M, C)``.
+    """
+    num_estimators = weight.shape[0]
+    if features.shape[0] % num_estimators != 0:
+        raise ValueError(
+            f"Member heads expect a batch of B·M rows with M = num_estimators = "
+            f"{num_estimators}, got {features.shape[0]} rows."
+        )
+    hidden = features.unflatten(0, (-1, num_estimators)).transpose(0, 1)  # (M, B, D) view
+    logits = torch.baddbmm(
+        bias.to(hidden.dtype).unsqueeze(1), hidden, weight.to(hidden.dtype).transpose(1, 2)
+    )
+    return logits.flatten(0, 1)

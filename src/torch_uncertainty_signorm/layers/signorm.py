@@ -1,6 +1,6 @@
 r"""σNorm layers: one normalisation layer holding M ensemble members.
 
-Every layer here computes, for member :math:`m` of a member-major batch ``(M·B, ...)``,
+Every layer here computes, for member :math:`m` of a batch-major batch ``(B·M, ...)``,
 
 .. math::
     y_m = k\,s \odot \sigma(\gamma_m) \odot \mathrm{norm}_m(x_m) + \beta,
@@ -12,15 +12,14 @@ absent; a converted pretrained layer (:meth:`_SigmaNorm.from_module` with
 ``pretrained=True``) holds frozen :math:`k, s, \beta` that reproduce its output
 (see :func:`output_preserving_reparameterization`).
 
-Member-major rows make each member's block ``x[m·B:(m+1)·B]`` a contiguous slice, so each
-member runs torch's fused normalisation kernel (statistics, affine, running-statistics update
-and their backward in one kernel each) with its own affine as the kernel's weight; the M
-outputs are concatenated. For σBN this is 2–3× faster (forward+backward, CPU) than one
-strided reduction over the ``(M, B, ...)`` view followed by a separate affine; the copy into
-the concatenated output (and back, for the gradient) is what remains above a plain
-BatchNorm on the same tensor (``BENCHMARKS.md``). Per-sample norms (σLN, σGN, σRMSNorm)
-take the same per-member path (σLN forward+backward: 1.9× faster than a whole-batch
-``layer_norm`` followed by a per-member multiply, on CPU).
+Inside the backbone the rows are batch-major: row ``b·M + m`` is sample ``b`` of member
+``m``, so the activations ``(B·M, C, ...)`` are a contiguous ``(B, M·C, ...)`` tensor whose
+channels are the members' channels side by side. σBN and σGN therefore run torch's fused
+kernel once on that view, with the members' affines flattened as its per-channel affine
+(σBN also with the ``(M, C)`` running statistics flattened, updated in place): one kernel
+per layer for any M. LayerNorm and RMSNorm statistics are per row, so σLN and σRMSNorm
+normalise all rows in one call (no affine) and apply the members' affines in one fused
+elementwise pass (:class:`_MemberAffine`). No layer loops over members.
 """
 
 from __future__ import annotations
@@ -31,11 +30,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from .member_statistics import (
-    copy_member_statistics,
-    init_member_statistics,
-    member_batch_norm,
-)
+from .member_statistics import copy_member_statistics, init_member_statistics, member_batch_norm
 
 __all__ = [
     "SigmaBatchNorm1d",
@@ -45,6 +40,7 @@ __all__ = [
     "SigmaLayerNorm",
     "SigmaLayerNorm2d",
     "SigmaRMSNorm",
+    "SigmaSyncBatchNorm",
     "output_preserving_reparameterization",
 ]
 
@@ -116,6 +112,41 @@ def output_preserving_reparameterization(
     return tuple(t.to(dtype) for t in (magnitude, factor, logits, b))
 
 
+class _MemberAffine(torch.autograd.Function):
+    """Member m's scale, and the shared shift, on member m's batch-major rows.
+
+    Each sample's ``M·R·F`` values (M members, R rows of F features) meet one ``(M·R·F,)``
+    scale row, and the scale's gradient is two contiguous reductions (over samples, then
+    over R). Autograd of the broadcast ``(B, M, R, F) ⊙ (M, 1, F)`` reduces over two
+    strided axes instead: 1.5× slower for a σLN forward+backward on CPU (``BENCHMARKS.md``).
+    """
+
+    @staticmethod
+    def forward(ctx, normed: Tensor, scale: Tensor, shift: Tensor | None) -> Tensor:
+        members, features = scale.shape
+        samples = normed.shape[0] // members
+        flat = normed.reshape(samples, -1)
+        repeats = flat.shape[1] // (members * features)
+        scale_row = scale.unsqueeze(1).expand(members, repeats, features).reshape(1, -1)
+        if shift is None:
+            out = flat * scale_row
+        else:
+            out = torch.addcmul(shift.repeat(members * repeats).view(1, -1), flat, scale_row)
+        ctx.save_for_backward(flat, scale_row)
+        ctx.layout = (members, repeats, features, shift is not None, normed.shape)
+        return out.view(normed.shape)
+
+    @staticmethod
+    def backward(ctx, grad: Tensor):
+        flat, scale_row = ctx.saved_tensors
+        members, repeats, features, has_shift, shape = ctx.layout
+        grad = grad.reshape(flat.shape)
+        grad_normed = (grad * scale_row).view(shape) if ctx.needs_input_grad[0] else None
+        grad_scale = (grad * flat).sum(0).view(members, repeats, features).sum(1)
+        grad_shift = grad.sum(0).view(-1, features).sum(0) if has_shift else None
+        return grad_normed, grad_scale, grad_shift
+
+
 def _placement(module: nn.Module) -> dict:
     """Device and dtype of ``module``'s affine weight (defaults when it has none)."""
     weight = getattr(module, "weight", None)
@@ -123,7 +154,7 @@ def _placement(module: nn.Module) -> dict:
 
 
 class _SigmaNorm(nn.Module):
-    """Per-member scale logits, optional frozen reconstruction, member-major input checks."""
+    """Per-member scale logits, optional frozen reconstruction, batch-major input checks."""
 
     def __init__(
         self,
@@ -179,30 +210,25 @@ class _SigmaNorm(nn.Module):
         with torch.no_grad():
             self.scale_logits.copy_(logits.expand_as(ref))
 
-    def split_members(self, x: Tensor) -> Tensor:
-        """View a member-major ``(M·B, ...)`` batch as ``(M, B, ...)``."""
+    def check_rows(self, x: Tensor) -> None:
+        """Batch-major input: its ``B·M`` rows must split evenly into the M members."""
         if x.dim() == 0 or x.shape[0] % self.num_estimators != 0:
             rows = x.shape[0] if x.dim() else "a scalar"
             raise ValueError(
-                f"{type(self).__name__} expects a member-major batch of M·B rows with "
+                f"{type(self).__name__} expects a batch of B·M rows (batch-major) with "
                 f"M = num_estimators = {self.num_estimators}, got {rows} rows "
                 f"(shape {tuple(x.shape)}), which does not split evenly into "
                 f"{self.num_estimators} members."
             )
-        return x.unflatten(0, (self.num_estimators, -1))
 
-    def _member_wise(self, x: Tensor, normalize) -> Tensor:
-        """``cat_m normalize(x_m, weight_m, bias)`` over the members' contiguous row blocks.
+    def member_affine(self, normed: Tensor) -> Tensor:
+        """``k·s·σ(γ_m) ⊙ normed + β`` on batch-major rows whose last axis holds the features.
 
-        ``weight_m = k·s·σ(γ_m)`` is member m's scale and ``bias = β`` (or ``None``), both
-        handed to torch's fused kernel as its affine; ``normalize(x_m, weight_m, bias, m)``
-        returns member m's output.
+        Args:
+            normed: Normalised rows ``(B·M, ..., num_features)``.
         """
-        scale = self.member_scale()
-        members = self.split_members(x).unbind(0)
-        return torch.cat(
-            [normalize(x_m, scale[m], self.shift, m) for m, x_m in enumerate(members)]
-        )
+        shift = None if self.shift is None else self.shift.to(normed.dtype)
+        return _MemberAffine.apply(normed, self.member_scale().to(normed.dtype), shift)
 
     def extra_repr(self) -> str:
         kind = "converted" if self.magnitude is not None else "from scratch"
@@ -247,11 +273,10 @@ class _SigmaBatchNorm(_SigmaNorm):
     """σBN: BatchNorm with per-member running statistics and per-member scale logits."""
 
     _input_dims: tuple[int, ...] = ()
-    #: While training, reduce each member's batch statistics over ``process_group`` (all
-    #: processes when ``None``), as ``SyncBatchNorm`` does for one set of statistics. Set by
+    #: While training, take each member's batch statistics over ``process_group`` (all
+    #: processes when ``None``) with torch's synchronised batch-norm. Set by
     #: :func:`~torch_uncertainty_signorm.distributed.convert_sync_signorm`.
     sync_statistics: bool = False
-    process_group = None
 
     def __init__(
         self,
@@ -295,11 +320,7 @@ class _SigmaBatchNorm(_SigmaNorm):
                 f"{type(self).__name__} expects a {' or '.join(map(str, self._input_dims))}-D "
                 f"input, got shape {tuple(x.shape)}."
             )
-        self.split_members(x)  # checks the member-major rows before anything else
-        if self.training and self.sync_statistics:
-            from ..distributed import synchronized_batch_norm
-
-            return synchronized_batch_norm(self, x)
+        self.check_rows(x)
         return member_batch_norm(self, x, self.member_scale(), self.shift)
 
     def extra_repr(self) -> str:
@@ -325,6 +346,14 @@ class SigmaBatchNorm3d(_SigmaBatchNorm):
     """σBN over :class:`torch.nn.BatchNorm3d` inputs ``(M·B, C, D, H, W)``."""
 
     _input_dims = (5,)
+
+
+class SigmaSyncBatchNorm(_SigmaBatchNorm):
+    """σBN over :class:`torch.nn.SyncBatchNorm` inputs of any rank ``(B·M, C, ...)``.
+
+    Its members fold back into ``SyncBatchNorm`` on export; the layer synchronises across
+    processes like every σBN (:func:`~torch_uncertainty_signorm.distributed.convert_sync_signorm`).
+    """
 
 
 class SigmaLayerNorm(_SigmaNorm):
@@ -360,8 +389,8 @@ class SigmaLayerNorm(_SigmaNorm):
             **_placement(module),
         )
 
-    def _normalize(self, x: Tensor, weight: Tensor, bias: Tensor | None) -> Tensor:
-        return F.layer_norm(x, self.normalized_shape, weight, bias, self.eps)
+    def _normalize(self, x: Tensor) -> Tensor:
+        return F.layer_norm(x, self.normalized_shape, None, None, self.eps)
 
     def forward(self, x: Tensor) -> Tensor:
         n = len(self.normalized_shape)
@@ -370,21 +399,15 @@ class SigmaLayerNorm(_SigmaNorm):
                 f"{type(self).__name__} normalises trailing shape {self.normalized_shape}, "
                 f"got input shape {tuple(x.shape)}."
             )
-        shape = self.normalized_shape
-        return self._member_wise(
-            x,
-            lambda x_m, weight, bias, m: self._normalize(
-                x_m, weight.view(shape), None if bias is None else bias.view(shape)
-            ),
-        )
+        self.check_rows(x)
+        return self.member_affine(self._normalize(x))
 
 
 class SigmaRMSNorm(SigmaLayerNorm):
     """σRMSNorm: RMSNorm (no centring) with per-member scale logits."""
 
-    def _normalize(self, x: Tensor, weight: Tensor, bias: Tensor | None) -> Tensor:
-        normed = F.rms_norm(x, self.normalized_shape, weight, self.eps)
-        return normed if bias is None else normed + bias
+    def _normalize(self, x: Tensor) -> Tensor:
+        return F.rms_norm(x, self.normalized_shape, None, self.eps)
 
 
 class SigmaLayerNorm2d(SigmaLayerNorm):
@@ -423,7 +446,15 @@ class SigmaGroupNorm(_SigmaNorm):
         )
 
     def forward(self, x: Tensor) -> Tensor:
-        return self._member_wise(
-            x,
-            lambda x_m, weight, bias, m: F.group_norm(x_m, self.num_groups, weight, bias, self.eps),
-        )
+        """One ``group_norm`` of the ``(B, M·C, ...)`` view: M·G groups, members' affines."""
+        if x.dim() < 2 or x.shape[1] != self.num_features:
+            raise ValueError(
+                f"{type(self).__name__} expects (B·M, {self.num_features}, ...) inputs, got "
+                f"shape {tuple(x.shape)}."
+            )
+        self.check_rows(x)
+        m = self.num_estimators
+        view = x.reshape(x.shape[0] // m, m * self.num_features, *x.shape[2:])
+        shift = None if self.shift is None else self.shift.repeat(m)
+        weight = self.member_scale().reshape(-1)
+        return F.group_norm(view, m * self.num_groups, weight, shift, self.eps).view(x.shape)
