@@ -10,8 +10,11 @@ from torch_uncertainty_signorm.reporting import regression
 
 RECIPE = Path(__file__).parents[1] / "experiments" / "digits_signorm.yaml"
 REFERENCE = Path(__file__).parents[1] / "docs" / "reference" / "digits_signorm.csv"
-#: Digits-scale tolerances (docs/reference/README.md): 360 test images, one image = 0.28 points.
-TOLERANCES = ["Acc=1.5", "NLL=0.05", "ECE=1.5", "aECE=1.5", "AUPR=1.5", "AUROC=1.5", "FPR95=5"]
+#: Digits-scale tolerances (docs/reference/README.md): 360 test images, one image = 0.28 points;
+#: the calibration errors and Brier also move with the library versions (aECE 1.8 points,
+#: Brier 0.015 at the lowest ones).
+TOLERANCES = ["Acc=1.5", "NLL=0.05", "ECE=2.5", "aECE=2.5", "Brier=0.02", "AUPR=1.5", "AUROC=1.5",
+              "FPR95=5"]
 
 
 @pytest.mark.slow

@@ -48,15 +48,22 @@ LEGACY_REPEAT_MODELS = frozenset(
 )
 
 
+def _style_name(style: ResNetStyle) -> str:
+    return style.name
+
+
+def _style_from(value: Any) -> ResNetStyle:
+    return value if isinstance(value, ResNetStyle) else ResNetStyle(str(value).lower())
+
+
 def register_shorthands() -> None:
-    """Accept ``style: cifar`` / ``imagenet`` (the enum's values) besides its member names."""
-    register_type(
-        ResNetStyle,
-        serializer=lambda style: style.name,
-        deserializer=lambda value: (
-            value if isinstance(value, ResNetStyle) else ResNetStyle(str(value).lower())
-        ),
-    )
+    """Accept ``style: cifar`` / ``imagenet`` (the enum's values) besides its member names.
+
+    Idempotent: a second call (another command in the same process, or this module run again
+    as ``__main__``) replaces the registration instead of failing.
+    """
+    register_type(ResNetStyle, serializer=_style_name, deserializer=_style_from,
+                  fail_already_registered=False)
 
 
 def _datamodule_names() -> dict[str, str]:
