@@ -8,7 +8,14 @@ import json
 import pytest
 import torch
 import yaml
-from fixtures.backbones import bert_inputs, randomize_norms, tiny_bert, tiny_resnet, tiny_vit
+from fixtures.backbones import (
+    bert_inputs,
+    randomize_norms,
+    tiny_bert,
+    tiny_resnet,
+    tiny_signorm_spec,
+    tiny_vit,
+)
 from fixtures.synthetic_datamodule import SyntheticDataModule
 from lightning.pytorch import Trainer
 from torch import nn
@@ -28,18 +35,7 @@ from torch_uncertainty_signorm.layers.signorm import _SigmaNorm
 from torch_uncertainty_signorm.routines import SigmaNormClassificationRoutine
 
 M = 3
-SPEC = {
-    "class_path": "torch_uncertainty_signorm.signorm_ensemble",
-    "init_args": {
-        "model": {
-            "class_path": "torch_uncertainty.models.classification.resnet",
-            "init_args": {"in_channels": 3, "num_classes": 10, "arch": 18, "style": "cifar",
-                          "width_multiplier": 0.125},
-        },
-        "num_estimators": M,
-        "tau": 0.5,
-    },
-}
+SPEC = tiny_signorm_spec(M, style="cifar", tau=0.5)
 
 
 def _trained_like(model: nn.Module) -> nn.Module:

@@ -11,7 +11,7 @@ from torch.utils.data import DataLoader, TensorDataset
 from torch_uncertainty.routines import ClassificationRoutine
 from torch_uncertainty.transforms import RepeatTarget
 
-from fixtures.backbones import tiny_resnet
+from fixtures.backbones import tiny_resnet, tiny_signorm_spec
 from fixtures.digits import cpu_trainer, digits_signorm_routine
 from fixtures.marker_module import assert_not_imported, marker_module
 from torch_uncertainty_signorm import signorm_ensemble
@@ -102,17 +102,7 @@ def test_bad_routine_arguments_name_the_value():
 
 
 #: The recipes' model block, narrowed: TU's CIFAR ResNet-18 at 1/8 width, M = 2.
-MODEL_SPEC = {
-    "class_path": "torch_uncertainty_signorm.signorm_ensemble",
-    "init_args": {
-        "model": {
-            "class_path": "torch_uncertainty.models.classification.resnet",
-            "init_args": {"in_channels": 3, "num_classes": 10, "arch": 18, "style": "CIFAR",
-                          "width_multiplier": 0.125},
-        },
-        "num_estimators": 2,
-    },
-}
+MODEL_SPEC = tiny_signorm_spec(2)
 
 
 def test_routine_built_in_python_reloads_from_its_checkpoint(tmp_path):

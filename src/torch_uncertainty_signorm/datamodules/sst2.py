@@ -40,7 +40,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from numbers import Integral, Real
+from numbers import Real
 from pathlib import Path
 from typing import Any, Literal
 
@@ -49,7 +49,9 @@ from torch import Tensor
 from torch.utils.data import DataLoader, Dataset
 from torch_uncertainty.datamodules import TUDataModule
 
-__all__ = ["OOD_DATASETS", "PadToLongest", "SST2DataModule", "TextSource"]
+from .checks import check_int, check_text_loading
+
+__all__ = ["OOD_DATASETS", "PadToLongest", "SST2DataModule", "TextSource", "load_tokenizer"]
 
 
 @dataclass(frozen=True)
@@ -167,13 +169,10 @@ class SST2DataModule(TUDataModule):
             ("num_workers", num_workers, 0),
             ("seed", seed, 0),
         ):
-            _check_int(name, value, low)
+            check_int(name, value, low)
         if eval_batch_size is not None:
-            _check_int("eval_batch_size", eval_batch_size, 1)
-        if num_tta != 1:
-            raise ValueError(
-                f"num_tta must be 1 (text has no test-time augmentation), got {num_tta!r}."
-            )
+            check_int("eval_batch_size", eval_batch_size, 1)
+        check_text_loading(num_tta, num_workers, persistent_workers)
         if ood_dataset not in OOD_DATASETS:
             raise ValueError(
                 f"ood_dataset={ood_dataset!r} is unknown; choose one of {', '.join(OOD_DATASETS)}."
@@ -182,8 +181,6 @@ class SST2DataModule(TUDataModule):
             isinstance(val_split, bool) or not isinstance(val_split, Real) or not 0 < val_split < 1
         ):
             raise ValueError(f"val_split must be None or a float in (0, 1), got {val_split!r}.")
-        if persistent_workers and num_workers == 0:
-            raise ValueError("persistent_workers=True needs num_workers > 0. Got num_workers=0.")
         for name, path in (("local_path", local_path), ("ood_local_path", ood_local_path)):
             if path is not None and not Path(path).is_dir():
                 raise FileNotFoundError(
@@ -207,7 +204,7 @@ class SST2DataModule(TUDataModule):
         self.local_path = None if local_path is None else Path(local_path)
         self.ood_local_path = None if ood_local_path is None else Path(ood_local_path)
         self.seed = seed
-        self.tokenizer = _load_tokenizer(tokenizer)
+        self.tokenizer = load_tokenizer(tokenizer)
         self.collate = PadToLongest(self.tokenizer)
 
     def prepare_data(self) -> None:
@@ -325,7 +322,7 @@ class SST2DataModule(TUDataModule):
         return np.asarray(self.train["label"])
 
 
-def _load_tokenizer(tokenizer: Any) -> Any:
+def load_tokenizer(tokenizer: Any) -> Any:
     """A tokenizer object as is; a model id or local directory through ``AutoTokenizer``."""
     if not isinstance(tokenizer, (str, Path)):
         if not callable(tokenizer) or not hasattr(tokenizer, "pad"):
@@ -343,9 +340,3 @@ def _load_tokenizer(tokenizer: Any) -> Any:
             f"tokenizer={str(tokenizer)!r} could not be loaded ({error}). Pass the backbone's "
             f"model id (needs internet) or a local directory written by save_pretrained."
         ) from error
-
-
-def _check_int(name: str, value: Any, low: int) -> None:
-    """Raise a ValueError naming ``value`` unless it is an integer ``>= low``."""
-    if isinstance(value, bool) or not isinstance(value, Integral) or value < low:
-        raise ValueError(f"{name} must be an integer >= {low}, got {value!r}.")

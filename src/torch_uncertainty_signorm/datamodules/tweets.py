@@ -58,7 +58,8 @@ from torch.utils.data import Dataset
 from torch_uncertainty.datamodules import TUDataModule
 
 from ..offline_assets import minilm_dir, package_file, tweets_csv
-from .sst2 import PadToLongest, SST2DataModule, _check_int, _load_tokenizer
+from .checks import check_int, check_text_loading
+from .sst2 import PadToLongest, SST2DataModule, load_tokenizer
 
 __all__ = ["LABELS", "LabelledTexts", "TweetsDataModule", "wordnet_glosses"]
 
@@ -171,7 +172,7 @@ class TweetsDataModule(TUDataModule):
             ("num_workers", num_workers, 0),
             ("seed", seed, 0),
         ):
-            _check_int(name, value, low)
+            check_int(name, value, low)
         for name, value in (
             ("eval_batch_size", eval_batch_size),
             ("train_size", train_size),
@@ -180,16 +181,11 @@ class TweetsDataModule(TUDataModule):
             ("ood_size", ood_size),
         ):
             if value is not None:
-                _check_int(name, value, len(LABELS) if name != "ood_size" else 1)
+                check_int(name, value, len(LABELS) if name != "ood_size" else 1)
         for name, value in (("val_split", val_split), ("test_split", test_split)):
             if isinstance(value, bool) or not isinstance(value, Real) or not 0 < value < 1:
                 raise ValueError(f"{name} must be a float in (0, 1), got {value!r}.")
-        if num_tta != 1:
-            raise ValueError(
-                f"num_tta must be 1 (text has no test-time augmentation), got {num_tta!r}."
-            )
-        if persistent_workers and num_workers == 0:
-            raise ValueError("persistent_workers=True needs num_workers > 0. Got num_workers=0.")
+        check_text_loading(num_tta, num_workers, persistent_workers)
         super().__init__(
             root=root,
             batch_size=batch_size,
@@ -207,7 +203,7 @@ class TweetsDataModule(TUDataModule):
         self.sizes = {"train": train_size, "val": val_size, "test": test_size}
         self.ood_size = ood_size
         self.seed = seed
-        self.tokenizer = _load_tokenizer(minilm_dir() if tokenizer is None else tokenizer)
+        self.tokenizer = load_tokenizer(minilm_dir() if tokenizer is None else tokenizer)
         self.collate = PadToLongest(self.tokenizer)
         self.split_indices: dict[str, np.ndarray] = {}
 
