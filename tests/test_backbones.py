@@ -148,3 +148,10 @@ def test_torch_uncertainty_deep_ensembles_of_bert_take_tokenizer_inputs(bert_dir
 def test_bad_inputs_name_the_value(tmp_path, build, error, message):
     with pytest.raises(error, match=message):
         build(tmp_path)
+
+
+def test_a_pretrained_bert_classifier_comes_in_training_mode(bert_directory):
+    """Hugging Face's from_pretrained returns eval mode, which Lightning would keep when training."""
+    _, directory = bert_directory
+    model = bert_classifier(pretrained_path=directory)
+    assert all(module.training for module in model.modules())

@@ -14,7 +14,7 @@ from fixtures.backbones import randomize_norms, relative_error, tiny_resnet
 from fixtures.digits import cpu_trainer
 from torch_uncertainty_signorm import signorm_ensemble
 from torch_uncertainty_signorm.datamodules import DigitsDataModule
-from torch_uncertainty_signorm.layers.signorm import _SigmaNorm
+from torch_uncertainty_signorm.layers.signorm import SigmaNorm
 
 
 def digits_resnet():
@@ -73,7 +73,7 @@ def test_bad_checkpoints_name_the_file_and_leave_the_model_untouched(tmp_path, w
     with pytest.raises(error, match=message) as raised:
         signorm_ensemble(model, 4, pretrained=True, checkpoint=path)
     assert str(path) in str(raised.value)
-    assert not any(isinstance(m, _SigmaNorm) for m in model.modules())
+    assert not any(isinstance(m, SigmaNorm) for m in model.modules())
     for key, value in model.state_dict().items():
         assert torch.equal(value, before[key]), key
 

@@ -93,8 +93,6 @@ def test_readme_lists_every_recipe():
 def test_recipe_parses(recipe: Path):
     """Each recipe parses through the command's parser (class paths, argument names and types)."""
     config = _load(recipe)
-    if _uses_signorm(config):
-        pytest.importorskip("torch_uncertainty_signorm.routines")
     out, err = io.StringIO(), io.StringIO()
     with (
         contextlib.redirect_stdout(out),
@@ -355,7 +353,6 @@ def test_eval_after_fit_tests_the_best_checkpoint_and_config_is_saved(tmp_path, 
 @pytest.mark.slow
 def test_signorm_recipe_trains_scale_logits_in_their_own_group(tmp_path, monkeypatch):
     """The σN-Ens recipe runs, its optimizer built from the routine's parameter groups."""
-    pytest.importorskip("torch_uncertainty_signorm.routines")
     monkeypatch.chdir(tmp_path)
     cli = cli_main(
         [

@@ -16,7 +16,7 @@ from fixtures.backbones import (
     tiny_wideresnet,
 )
 from torch_uncertainty_signorm import SigmaNormEnsemble, signorm_ensemble, signorm_cosine
-from torch_uncertainty_signorm.layers.signorm import _SigmaNorm
+from torch_uncertainty_signorm.layers.signorm import SigmaNorm
 
 M = 4
 
@@ -190,7 +190,7 @@ def _no_norm_model():
         (tiny_resnet, {"head": "classifier"}, ValueError, "Cannot find the classifier of _ResNet: head='classifier'"),
         (tiny_resnet, {"head_norm": "group"}, ValueError, "head_norm must be 'auto', 'batch' or 'layer', got 'group'"),
         (tiny_resnet, {"num_classes": 0}, ValueError, "num_classes must be an integer >= 1, got 0"),
-        (tiny_resnet, {"scale_init_std": -1.0}, ValueError, "scale_init_std must be finite and >= 0, got -1.0"),
+        (tiny_resnet, {"scale_init_std": -1.0}, ValueError, "scale_init_std must be a finite number >= 0, got -1.0"),
         (tiny_resnet, {"tau": 1e9}, ValueError, r"tau=1000000000.0 is outside \[0.001, 1000\]"),
         (tiny_resnet, {"tau": True}, ValueError, "tau must be a finite number > 0, got True"),
         (tiny_resnet, {"diversity_strength": True}, ValueError, r"lambda\) must be a finite number >= 0, got True"),
@@ -205,7 +205,7 @@ def test_bad_inputs_name_the_value_and_leave_the_model_untouched(make, kwargs, e
     kwargs = {"num_estimators": M, **kwargs}
     with pytest.raises(error, match=message):
         SigmaNormEnsemble(model, **kwargs)
-    assert not any(isinstance(m, _SigmaNorm) for m in model.modules())
+    assert not any(isinstance(m, SigmaNorm) for m in model.modules())
     assert model.state_dict().keys() == before.keys()
 
 

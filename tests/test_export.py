@@ -31,7 +31,7 @@ from torch_uncertainty_signorm.export import (
     main,
     member_model,
 )
-from torch_uncertainty_signorm.layers.signorm import _SigmaNorm
+from torch_uncertainty_signorm.layers.signorm import SigmaNorm
 from torch_uncertainty_signorm.routines import SigmaNormClassificationRoutine
 
 M = 3
@@ -105,7 +105,7 @@ def test_member_model_equals_the_members_output(case):
     inputs = make_inputs()
     for member in range(M):
         plain = member_model(ensemble, member).eval()
-        assert not any(isinstance(m, _SigmaNorm) for m in plain.modules())
+        assert not any(isinstance(m, SigmaNorm) for m in plain.modules())
         with torch.no_grad():
             torch.testing.assert_close(plain(inputs), _member_rows(ensemble, inputs, member),
                                        rtol=1e-5, atol=1e-5)

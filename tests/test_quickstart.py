@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from torch_uncertainty_signorm.cli import main
-from torch_uncertainty_signorm.reporting import regression
+from torch_uncertainty_signorm.paper import regression
 
 RECIPE = Path(__file__).parents[1] / "experiments" / "digits_signorm.yaml"
 REFERENCE = Path(__file__).parents[1] / "docs" / "reference" / "digits_signorm.csv"

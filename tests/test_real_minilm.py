@@ -14,7 +14,7 @@ from torch_uncertainty_signorm.datamodules import TweetsDataModule
 from torch_uncertainty_signorm.layers.signorm import (
     MAX_CONVERTED_IMPORTANCE,
     MIN_CONVERTED_IMPORTANCE,
-    _SigmaNorm,
+    SigmaNorm,
 )
 from torch_uncertainty_signorm.offline_assets import minilm_classifier
 
@@ -49,7 +49,7 @@ def test_converted_members_reproduce_the_pretrained_features(minilm_and_tweets, 
     assert error.max() <= tolerance, f"relative error {error.max():.2e} > {tolerance:.0e}"
     # Fine-tuning starts inside sigma's responsive range.
     logits = torch.cat([m.scale_logits.flatten() for m in ensemble.modules()
-                        if isinstance(m, _SigmaNorm) and m.magnitude is not None])
+                        if isinstance(m, SigmaNorm) and m.magnitude is not None])
     low, high = (torch.logit(torch.tensor(p, dtype=torch.float64)).item()
                  for p in (MIN_CONVERTED_IMPORTANCE, MAX_CONVERTED_IMPORTANCE))
     assert low - 1e-5 <= logits.min() and logits.max() <= high + 1e-5

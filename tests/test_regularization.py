@@ -9,39 +9,50 @@ from torch_uncertainty_signorm import ImportanceSharingPenalty, sharing_penalty
 from torch_uncertainty_signorm.regularization import TAU_RANGE
 
 
-def shares(s: torch.Tensor, tau: float) -> torch.Tensor:
-    return torch.softmax(s / tau, dim=0)
-
-
 def penalty_gradient(s: torch.Tensor, tau: float) -> torch.Tensor:
     s = s.clone().requires_grad_(True)
     sharing_penalty(s, tau).backward()
     return s.grad
 
 
+def shares_from_gradient(s: torch.Tensor, tau: float) -> torch.Tensor:
+    """The softmax shares p the penalty acts on, read off its gradient (1 - M p) / tau."""
+    return (1 - tau * penalty_gradient(s, tau)) / s.shape[-2]
+
+
 @pytest.mark.parametrize("num_members", [2, 4, 16])
 @pytest.mark.parametrize("tau", [1e-3, 0.1, 1.0, 1e3])
 def test_gradient_equals_one_minus_m_p_over_tau(num_members, tau):
     s = torch.rand(num_members, 50, dtype=torch.float64)
-    expected = (1 - num_members * shares(s, tau)) / tau
+    expected = (1 - num_members * torch.softmax(s / tau, dim=0)) / tau
     torch.testing.assert_close(penalty_gradient(s, tau), expected, rtol=1e-9, atol=1e-9)
 
 
-def test_penalty_is_the_sum_of_log_shares():
+def test_penalty_is_the_sum_of_log_softmax_over_members():
     s = torch.rand(4, 7, dtype=torch.float64)
-    expected = torch.log(shares(s, 0.3)).sum()
+    expected = torch.log_softmax(s / 0.3, dim=0).sum()
     torch.testing.assert_close(sharing_penalty(s, 0.3), expected)
+
+
+def test_leading_dims_are_summed_each_at_its_own_temperature():
+    s = torch.rand(3, 4, 7, dtype=torch.float64)
+    taus = torch.tensor([0.01, 0.3, 10.0], dtype=torch.float64)
+    expected = sum(torch.log_softmax(s[i] / tau, dim=0).sum() for i, tau in enumerate(taus))
+    torch.testing.assert_close(sharing_penalty(s, taus.view(-1, 1, 1)), expected)
 
 
 @pytest.mark.parametrize("num_members", [2, 4, 8])
 @pytest.mark.parametrize("tau", [0.05, 0.5, 5.0])
-def test_peak_share_is_bounded_by_the_one_hot_share(num_members, tau):
+def test_a_one_hot_feature_pulls_its_owner_hardest(num_members, tau):
+    """Importances in [0, 1] cap the owner's share at the one-hot share b, so the penalty's
+    gradient (1 - M p) / tau is never below (1 - M b) / tau, reached at a one-hot feature."""
     bound = math.exp(1 / tau) / (math.exp(1 / tau) + num_members - 1)
+    steepest = (1 - num_members * bound) / tau
     one_hot = torch.zeros(num_members, 1, dtype=torch.float64)
     one_hot[0] = 1.0
-    assert shares(one_hot, tau).max().item() == pytest.approx(bound, rel=1e-12)
+    assert penalty_gradient(one_hot, tau).min().item() == pytest.approx(steepest, rel=1e-9)
     inside_box = torch.rand(num_members, 10_000, dtype=torch.float64)
-    assert shares(inside_box, tau).max().item() < bound
+    assert penalty_gradient(inside_box, tau).min().item() > steepest
 
 
 @pytest.mark.parametrize("num_members", [2, 3, 4, 8])
@@ -115,7 +126,7 @@ def test_tau_range_upper_end_still_has_an_accurate_float32_gradient_that_vanishe
 def test_tau_range_lower_end_is_the_one_hot_limit_where_lower_tau_only_rescales():
     low = TAU_RANGE[0]
     apart = torch.tensor([[0.52], [0.50], [0.30], [0.10]])  # importances >= 0.02 apart
-    assert shares(apart, low)[1:].max() < torch.finfo(torch.float32).eps
+    assert shares_from_gradient(apart.double(), low)[1:].max() < torch.finfo(torch.float32).eps
     gradient = penalty_gradient(apart, low)
     torch.testing.assert_close(penalty_gradient(apart, low / 1e6), gradient * 1e6)
     assert ImportanceSharingPenalty(tau=low).tau == low

@@ -8,9 +8,10 @@ string given to a class- or callable-typed argument (``normalization_layer: torc
 
 from __future__ import annotations
 
+import importlib
 import importlib.util
 import re
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from typing import Any
 
 from jsonargparse import ArgumentParser
@@ -21,6 +22,7 @@ __all__ = [
     "COMPONENT_CLASS_PATHS",
     "MODEL_CLASS_PATHS",
     "check_spec",
+    "import_object",
     "instantiate_spec",
 ]
 
@@ -93,6 +95,26 @@ def check_spec(
             check_spec(value, allowed, f"{where}[{index}]")
     elif isinstance(spec, str) and spec not in allowed and _importable(spec):
         raise _refuse(where, spec, allowed)
+
+
+def import_object(path: str, allowed: Collection[str] | None = None) -> Any:
+    """The object at the dotted ``path`` (``package.module.name``): the one importer.
+
+    Args:
+        path: The dotted path.
+        allowed: When given, the paths that may be imported; any other is refused before
+            anything is imported.
+
+    Raises:
+        ValueError: If ``path`` is not in ``allowed``, or names nothing importable.
+    """
+    if allowed is not None and path not in allowed:
+        raise _refuse("class_path", path, frozenset(allowed))
+    module_name, _, name = path.rpartition(".")
+    try:
+        return getattr(importlib.import_module(module_name), name)
+    except (ImportError, AttributeError, ValueError) as error:
+        raise ValueError(f"class_path {path!r} cannot be imported ({error}).") from None
 
 
 def instantiate_spec(spec: Mapping, base: type, where: str = "model") -> Any:

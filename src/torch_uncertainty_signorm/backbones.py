@@ -27,15 +27,12 @@ from typing import Any
 
 from torch import Tensor, nn
 
+from .checks import check_integer
+
 __all__ = ["SequenceClassifier", "bert_classifier", "bert_config", "timm_vit"]
 
 #: Dropout settings of the transformers configurations (the paper trains without dropout).
 _NO_DROPOUT = {"hidden_dropout_prob": 0.0, "attention_probs_dropout_prob": 0.0}
-
-
-def _check_num_classes(num_classes: int) -> None:
-    if isinstance(num_classes, bool) or not isinstance(num_classes, int) or num_classes < 1:
-        raise ValueError(f"num_classes must be an integer >= 1, got {num_classes!r}.")
 
 
 def timm_vit(
@@ -72,7 +69,7 @@ def timm_vit(
     """
     import timm
 
-    _check_num_classes(num_classes)
+    check_integer("num_classes", num_classes)
     architecture = model_name.split(".", 1)[0] if isinstance(model_name, str) else None
     if architecture is None or not timm.is_model(architecture):
         raise ValueError(
@@ -166,7 +163,7 @@ def bert_classifier(
     """
     from transformers import AutoModelForSequenceClassification
 
-    _check_num_classes(num_classes)
+    check_integer("num_classes", num_classes)
     source = _config_source(model_name, pretrained_path)
     if config is None:
         hf_config = _resolve_config(source, num_classes)
@@ -184,6 +181,7 @@ def bert_classifier(
     else:
         model = AutoModelForSequenceClassification.from_config(hf_config)
     _reinitialize_linears(model.classifier, std=getattr(hf_config, "initializer_range", 0.02))
+    model.train()  # from_pretrained returns a model in evaluation mode; Lightning keeps modes
     return SequenceClassifier(model)
 
 
@@ -198,7 +196,7 @@ def bert_config(
     Read from ``pretrained_path`` or the hub (no weights). Exports store it, so that
     ``bert_classifier(config=..., pretrained=False)`` rebuilds the architecture offline.
     """
-    _check_num_classes(num_classes)
+    check_integer("num_classes", num_classes)
     hf_config = _resolve_config(_config_source(model_name, pretrained_path), num_classes)
     data = json.loads(hf_config.to_json_string(use_diff=False))
     data.pop("_name_or_path", None)  # where it was read from: not part of the architecture

@@ -42,7 +42,6 @@ TorchUncertainty ``optim_recipe``. See :meth:`TUSigmaNormCLI.configure_routine_o
 
 from __future__ import annotations
 
-import importlib
 import inspect
 import logging
 import re
@@ -65,7 +64,7 @@ from lightning.pytorch.utilities.exceptions import SIGTERMException
 from lightning.pytorch.utilities.rank_zero import rank_zero_warn
 from torch_uncertainty.utils.cli import TULightningCLI, TUSaveConfigCallback
 
-from .allowlist import check_spec
+from .allowlist import check_spec, import_object
 from .tu_format import (
     DEFAULT_ROUTINE, check_datamodule_named, normalise_recipe, register_shorthands,
     resolve_datamodule,
@@ -96,11 +95,6 @@ EVALUATION_ONLY_ARGS = frozenset({
 })
 
 
-def _import_object(path: str) -> Any:
-    module_name, _, name = path.rpartition(".")
-    return getattr(importlib.import_module(module_name), name)
-
-
 def _init_args(block: Namespace | None) -> Namespace | None:
     """The arguments of a ``routine:``/``data:`` block, with or without ``class_path``."""
     if block is None:
@@ -115,7 +109,7 @@ def _signature_default(class_path: str | None, name: str) -> Any:
     if class_path is None:
         return inspect.Parameter.empty
     try:
-        parameter = inspect.signature(_import_object(class_path)).parameters.get(name)
+        parameter = inspect.signature(import_object(class_path)).parameters.get(name)
     except (ImportError, AttributeError, TypeError, ValueError):
         return inspect.Parameter.empty
     return inspect.Parameter.empty if parameter is None else parameter.default
@@ -413,7 +407,7 @@ class TUSigmaNormCLI(TULightningCLI):
         """The names of the recipe's routine class (as written, and where it is defined)."""
         if class_path is None:
             return set()
-        routine_class = _import_object(class_path)  # the recipe's, imported by the parser already
+        routine_class = import_object(class_path)  # the recipe's, imported by the parser already
         return {class_path, f"{routine_class.__module__}.{routine_class.__qualname__}"}
 
     def add_arguments_to_parser(self, parser: LightningArgumentParser) -> None:

@@ -8,7 +8,7 @@ import torch
 from torch import Tensor, nn
 
 from .layers.registry import check_norm_type, signorm_class_for
-from .layers.signorm import _SigmaNorm
+from .layers.signorm import SigmaNorm
 
 __all__ = [
     "SUPPORTED_NORMS",
@@ -39,7 +39,7 @@ def find_norm_layers(model: nn.Module) -> list[str]:
         TypeError: If it holds a subclass of a norm that the registry does not list (timm's
             ``BatchNormAct2d``: an activation σNorm would drop).
     """
-    converted = [name for name, m in model.named_modules() if isinstance(m, _SigmaNorm)]
+    converted = [name for name, m in model.named_modules() if isinstance(m, SigmaNorm)]
     if converted:
         listed = ", ".join(repr(name) for name in converted[:3])
         raise ValueError(
@@ -82,7 +82,7 @@ def convert_norm_layers(
     *,
     pretrained: bool = False,
     scale_init_std: float = 1.0,
-) -> dict[str, _SigmaNorm]:
+) -> dict[str, SigmaNorm]:
     """Replace, in place, every supported normalisation layer of ``model`` by a σNorm layer.
 
     The targets are collected first and each is replaced through its parent, so nested

@@ -27,7 +27,7 @@ from torch import nn
 
 from .baselines.film_ensemble import FiLMBatchNorm
 from .layers.member_statistics import gather_member_moments
-from .layers.signorm import _SigmaBatchNorm
+from .layers.signorm import SigmaBatchNorm
 
 __all__ = [
     "SigmaNormSyncBatchNorm",
@@ -38,7 +38,7 @@ __all__ = [
 ]
 
 #: Layers keeping one set of BatchNorm statistics per member.
-MEMBER_BATCH_NORMS = (_SigmaBatchNorm, FiLMBatchNorm)
+MEMBER_BATCH_NORMS = (SigmaBatchNorm, FiLMBatchNorm)
 
 
 def convert_sync_signorm(module: nn.Module, process_group: Any = None) -> nn.Module:

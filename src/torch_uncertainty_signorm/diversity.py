@@ -1,7 +1,8 @@
 r"""Diversity measures: from the weights (σNorm-cos, ownership) and from member outputs.
 
 Output-space measures take member probabilities ``(M, B, C)``; from TorchUncertainty's
-member-major logits ``(M·B, C)`` use ``logits.softmax(-1).unflatten(0, (M, -1))``.
+member-major logits ``(M·B, C)`` use
+:func:`~torch_uncertainty_signorm.prediction.member_probabilities`.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ __all__ = [
     "member_ownership",
     "mutual_information",
     "ownership_counts",
+    "ownership_fractions",
     "pairwise_cosine",
     "signorm_cosine",
 ]
@@ -66,6 +68,12 @@ def ownership_counts(importances: Sequence[Tensor], threshold: float = 0.5) -> T
     num_members = importances[0].shape[0]
     owners = torch.cat([member_ownership(imp, threshold) for imp in importances])
     return torch.bincount(owners, minlength=num_members + 1)
+
+
+def ownership_fractions(importances: Sequence[Tensor], threshold: float = 0.5) -> Tensor:
+    """Fraction of features owned by k = 0..M members over the given layers, float64 (M+1,)."""
+    counts = ownership_counts(importances, threshold).double()
+    return counts / counts.sum()
 
 
 def _log(probs: Tensor) -> Tensor:

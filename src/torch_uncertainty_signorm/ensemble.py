@@ -9,24 +9,25 @@ from typing import Any, Literal
 from torch import Tensor, nn
 
 from .checkpoints import read_backbone_checkpoint
+from .checks import check_integer, check_positive_number
 from .conversion import convert_norm_layers, find_norm_layers, norms_at_initial_state
 from .layer_selection import select_layers
 from .layers.member_heads import MemberHeads
-from .layers.signorm import SigmaLayerNorm, _SigmaNorm
+from .layers.signorm import SigmaLayerNorm, SigmaNorm
 from .member_wrapper import (
     MemberWrapper,
     find_classifier,
     member_major,
-    pooled_output,
     remove_classifier,
 )
-from .regularization import ImportanceSharingPenalty
+from .regularization import (
+    DEFAULT_DIVERSITY_STRENGTH,
+    DEFAULT_TAU,
+    ImportanceSharingPenalty,
+)
 from .regulariser_check import require_diversity_loss
 
 __all__ = ["SigmaNormEnsemble", "signorm_ensemble"]
-
-#: Kept under its 0.1.0 name for ``export.py``, which imports it from here.
-_features = pooled_output
 
 
 def _placement(model: nn.Module, classifier: str | None) -> dict:
@@ -118,8 +119,8 @@ class SigmaNormEnsemble(MemberWrapper):
         pretrained: bool = False,
         checkpoint: str | Path | None = None,
         regularized_layers: str | Sequence[str] = "all",
-        tau: float = 0.1,
-        diversity_strength: float = 1e-2,
+        tau: float = DEFAULT_TAU,
+        diversity_strength: float = DEFAULT_DIVERSITY_STRENGTH,
         scale_init_std: float = 1.0,
         head: str | None = None,
         head_norm: Literal["auto", "batch", "layer"] = "auto",
@@ -135,10 +136,8 @@ class SigmaNormEnsemble(MemberWrapper):
         self.regularized_layer_names = select_layers(norm_names, regularized_layers)
         classifier, in_features, replaced_classes = find_classifier(model, head)
         expand_at = self.expansion_point(model, expand_at, norm_names)
-        if num_classes is not None and (
-            isinstance(num_classes, bool) or not isinstance(num_classes, int) or num_classes < 1
-        ):
-            raise ValueError(f"num_classes must be an integer >= 1, got {num_classes!r}.")
+        if num_classes is not None:
+            check_integer("num_classes", num_classes)
         if not isinstance(pretrained, bool):
             raise ValueError(f"pretrained must be True or False, got {pretrained!r}.")
         if checkpoint is not None and not pretrained:
@@ -146,10 +145,7 @@ class SigmaNormEnsemble(MemberWrapper):
                 f"checkpoint={str(checkpoint)!r} needs pretrained=True: from-scratch σNorm would "
                 f"discard the checkpoint's normalisation layers."
             )
-        if isinstance(scale_init_std, bool) or not (
-            isinstance(scale_init_std, (int, float)) and 0 <= scale_init_std < float("inf")
-        ):
-            raise ValueError(f"scale_init_std must be finite and >= 0, got {scale_init_std!r}.")
+        check_positive_number("scale_init_std", scale_init_std, allow_zero=True)
         state = None if checkpoint is None else read_backbone_checkpoint(model, checkpoint)
         if pretrained:
             current = model.state_dict() if state is None else state
@@ -171,7 +167,7 @@ class SigmaNormEnsemble(MemberWrapper):
         ).to(**placement)
         require_diversity_loss(self)  # never trains silently without its regulariser
 
-    def signorm_layers(self, regularized_only: bool = False) -> dict[str, _SigmaNorm]:
+    def signorm_layers(self, regularized_only: bool = False) -> dict[str, SigmaNorm]:
         """The backbone's σNorm layers by name (member heads excluded)."""
         names = self.regularized_layer_names if regularized_only else self.signorm_layer_names
         return {name: self.backbone.get_submodule(name) for name in names}
@@ -190,7 +186,7 @@ class SigmaNormEnsemble(MemberWrapper):
         σNorm scales train with a larger learning rate (100× in the paper) and no weight
         decay.
         """
-        return [m.scale_logits for m in self.modules() if isinstance(m, _SigmaNorm)]
+        return [m.scale_logits for m in self.modules() if isinstance(m, SigmaNorm)]
 
     def forward_features(self, inputs: Tensor | Mapping[str, Tensor]) -> Tensor:
         """Members' penultimate features ``(M·B, D)``, member-major, from ``(B, ...)`` inputs."""
@@ -212,8 +208,8 @@ def signorm_ensemble(
     checkpoint: str | None = None,
     num_classes: int | None = None,
     regularized_layers: str | list[str] = "all",
-    tau: float = 0.1,
-    diversity_strength: float = 1e-2,
+    tau: float = DEFAULT_TAU,
+    diversity_strength: float = DEFAULT_DIVERSITY_STRENGTH,
     scale_init_std: float = 1.0,
     head: str | None = None,
     head_norm: Literal["auto", "batch", "layer"] = "auto",

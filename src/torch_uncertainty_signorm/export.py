@@ -39,7 +39,6 @@ from __future__ import annotations
 import argparse
 import copy
 import enum
-import importlib
 import inspect
 import json
 from collections.abc import Iterable, Mapping, Sequence
@@ -53,10 +52,12 @@ from torch import Tensor, nn
 
 from . import allowlist
 from .checkpoints import load_backbone_checkpoint
-from .ensemble import SigmaNormEnsemble, _features
+from .checks import check_integer
+from .ensemble import SigmaNormEnsemble
 from .layers.member_heads import MemberHeads
 from .layers.registry import fold_signorm
-from .layers.signorm import _SigmaNorm
+from .layers.signorm import SigmaNorm
+from .member_wrapper import pooled_output, remove_member_expansion
 
 __all__ = [
     "EXPORTABLE_CLASS_PATHS",
@@ -131,20 +132,11 @@ def check_spec(spec: Any, extra_class_paths: Iterable[str] = ()) -> None:
                          f"export holds {_ENSEMBLES[0]} (or {_ENSEMBLES[1]}).")
 
 
-def _import(class_path: str) -> Any:
-    """The object at ``class_path``; only called on allow-listed paths."""
-    module_name, _, name = class_path.rpartition(".")
-    try:
-        return getattr(importlib.import_module(module_name), name)
-    except (ImportError, AttributeError) as error:
-        raise ValueError(f"class_path {class_path!r} cannot be imported ({error}).") from None
-
-
 def _build(node: Any) -> Any:
     """Instantiate ``class_path`` blocks (nested blocks first); other values pass through."""
     if isinstance(node, Mapping) and "class_path" in node:
         init_args = {key: _build(value) for key, value in (node.get("init_args") or {}).items()}
-        return _import(node["class_path"])(**init_args)
+        return allowlist.import_object(node["class_path"])(**init_args)
     if isinstance(node, Mapping):
         return {key: _build(value) for key, value in node.items()}
     if isinstance(node, list):
@@ -175,7 +167,7 @@ def _as_data(node: Any, where: str = "model") -> Any:
     """
     if isinstance(node, Mapping) and "class_path" in node:
         init_args = {**(node.get("init_args") or {}), **(node.get("dict_kwargs") or {})}
-        parameters = inspect.signature(_import(node["class_path"])).parameters
+        parameters = inspect.signature(allowlist.import_object(node["class_path"])).parameters
         defaults = {key: p.default for key, p in parameters.items()}
         kept = {key: value for key, value in init_args.items()
                 if _is_data(value) or isinstance(value, Mapping) or defaults.get(key) is not value}
@@ -330,25 +322,16 @@ class SigmaNormMember(nn.Module):
     def forward(self, inputs: Tensor | Mapping[str, Tensor]) -> Tensor:
         """Logits ``(B, C)`` from inputs ``(B, ...)`` (or a tokenizer's mapping)."""
         output = self.backbone(**inputs) if isinstance(inputs, Mapping) else self.backbone(inputs)
-        return self.head(_features(output))
+        return self.head(pooled_output(output))
 
 
 def member_model(ensemble: SigmaNormEnsemble, member: int) -> SigmaNormMember:
     """Member ``member`` of ``ensemble`` as a :class:`SigmaNormMember` (see the module docs)."""
-    if isinstance(member, bool) or not isinstance(member, int) or not (
-        0 <= member < ensemble.num_estimators
-    ):
-        raise ValueError(
-            f"member must be an integer in 0..{ensemble.num_estimators - 1} "
-            f"(num_estimators={ensemble.num_estimators}), got {member!r}."
-        )
+    check_integer("member", member, low=0, high=ensemble.num_estimators - 1)
     backbone = copy.deepcopy(ensemble.backbone)
-    for module in backbone.modules():  # drop the member expansion: one member, no repeat
-        for key, hook in list(module._forward_pre_hooks.items()):
-            if getattr(hook, "__func__", None) is SigmaNormEnsemble._expand_first_argument:
-                del module._forward_pre_hooks[key]
+    remove_member_expansion(backbone)  # one member: no repeat of the inputs
     for name, layer in list(backbone.named_modules()):
-        if isinstance(layer, _SigmaNorm):
+        if isinstance(layer, SigmaNorm):
             parent_name, _, child = name.rpartition(".")
             setattr(backbone.get_submodule(parent_name), child, fold_signorm(layer, member))
     heads: MemberHeads = ensemble.heads

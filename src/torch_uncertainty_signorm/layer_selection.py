@@ -1,11 +1,13 @@
-"""Which σNorm layers the diversity regulariser acts on: paper presets or name patterns."""
+"""Selecting layers by name, one grammar for every wrapper (as peft's ``target_modules``): a
+preset, a regex matching whole names, or a list of names or name suffixes. The σNorm
+regulariser's layers (:func:`select_layers`) and LoRA-Ensemble's adapted projections use it."""
 
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
-__all__ = ["REGULARIZED_LAYER_PRESETS", "select_layers"]
+__all__ = ["REGULARIZED_LAYER_PRESETS", "match_names", "select_layers"]
 
 #: Presets of the paper (Appendix "Implementation details"), as regexes on layer names.
 REGULARIZED_LAYER_PRESETS: dict[str, str | None] = {
@@ -22,28 +24,41 @@ REGULARIZED_LAYER_PRESETS: dict[str, str | None] = {
 }
 
 
-def _available(names: Sequence[str]) -> str:
-    return ", ".join(names) if names else "(none)"
+def _available(names: Sequence[str], shown: int = 20) -> str:
+    """The first ``shown`` names, for error messages."""
+    if not names:
+        return "(none)"
+    more = f", ... ({len(names)} in all)" if len(names) > shown else ""
+    return ", ".join(names[:shown]) + more
 
 
-def select_layers(names: Sequence[str], spec: str | Sequence[str]) -> list[str]:
-    """Select layer names by preset, regex or list of names, in the style of peft.
+def match_names(
+    names: Sequence[str],
+    spec: str | Sequence[str],
+    *,
+    argument: str,
+    kind: str,
+    presets: Mapping[str, str | None] | None = None,
+) -> list[str]:
+    """The ``names`` that ``spec`` selects, in the order of ``names``.
 
     Args:
-        names: The σNorm layer names to choose from (qualified names in the backbone).
-        spec: A preset of :data:`REGULARIZED_LAYER_PRESETS`; otherwise a string is a regex
-            that must match a whole name, and a list holds names or name suffixes
-            (``"bn2"`` matches ``"layer1.0.bn2"``), as peft's ``target_modules``.
-
-    Returns:
-        The selected names, in the order of ``names``.
+        names: Qualified module names to choose from.
+        spec: A key of ``presets`` (a regex, or ``None`` for every name); otherwise a string
+            is a regex that must match a whole name, and a list holds names or name suffixes
+            of whole components (``"bn2"`` matches ``"layer1.0.bn2"``), each of which must
+            match at least one name.
+        argument: The argument's name, for error messages (``"regularized_layers"``).
+        kind: What the names are, for error messages (``"σNorm layer"``).
+        presets: The named selections ``spec`` may give.
 
     Raises:
         ValueError: If the spec is invalid, or a preset, regex or list entry matches nothing.
     """
+    presets = presets or {}
     if isinstance(spec, str):
-        if spec in REGULARIZED_LAYER_PRESETS:
-            pattern = REGULARIZED_LAYER_PRESETS[spec]
+        if spec in presets:
+            pattern = presets[spec]
             if pattern is None:
                 return list(names)
             what = f"preset {spec!r}"
@@ -52,26 +67,46 @@ def select_layers(names: Sequence[str], spec: str | Sequence[str]) -> list[str]:
                 pattern = re.compile(spec).pattern
             except re.error as error:
                 raise ValueError(
-                    f"regularized_layers={spec!r} is neither a preset "
-                    f"({', '.join(REGULARIZED_LAYER_PRESETS)}) nor a valid regex: {error}."
+                    f"{argument}={spec!r} is neither a preset ({', '.join(presets) or 'none'}) "
+                    f"nor a valid regex: {error}."
                 ) from None
             what = f"pattern {spec!r}"
         selected = [name for name in names if re.fullmatch(pattern, name)]
         if not selected:
             raise ValueError(
-                f"regularized_layers {what} matches no σNorm layer. Presets: "
-                f"{', '.join(REGULARIZED_LAYER_PRESETS)}. Available layers: {_available(names)}."
+                f"{argument} {what} matches no {kind}. Presets: {', '.join(presets) or 'none'}. "
+                f"Available layers: {_available(names)}."
             )
         return selected
     if not isinstance(spec, Sequence) or not spec or not all(isinstance(s, str) for s in spec):
         raise ValueError(
-            f"regularized_layers must be a preset name, a regex or a non-empty list of layer "
+            f"{argument} must be a preset name, a regex or a non-empty list of layer "
             f"names, got {spec!r}."
         )
     for entry in spec:
         if not any(name == entry or name.endswith("." + entry) for name in names):
             raise ValueError(
-                f"regularized_layers entry {entry!r} matches no σNorm layer. "
+                f"{argument} entry {entry!r} matches no {kind}. "
                 f"Available layers: {_available(names)}."
             )
     return [n for n in names if any(n == e or n.endswith("." + e) for e in spec)]
+
+
+def select_layers(names: Sequence[str], spec: str | Sequence[str]) -> list[str]:
+    """The σNorm layers the regulariser acts on, by :func:`match_names` with the paper's presets.
+
+    Args:
+        names: The σNorm layer names to choose from (qualified names in the backbone).
+        spec: A preset of :data:`REGULARIZED_LAYER_PRESETS`, a regex matching whole names, or
+            a list of names or name suffixes.
+
+    Returns:
+        The selected names, in the order of ``names``.
+
+    Raises:
+        ValueError: If the spec is invalid, or a preset, regex or list entry matches nothing.
+    """
+    return match_names(
+        names, spec, argument="regularized_layers", kind="σNorm layer",
+        presets=REGULARIZED_LAYER_PRESETS,
+    )

@@ -5,6 +5,8 @@ from __future__ import annotations
 from torch.optim import Optimizer
 from torch.optim.lr_scheduler import CosineAnnealingLR, LinearLR, SequentialLR
 
+from .checks import check_integer
+
 __all__ = ["WarmupCosineLR"]
 
 
@@ -48,9 +50,8 @@ class WarmupCosineLR(SequentialLR):
         warmup_start_factor: float = 1e-3,
         eta_min: float = 0.0,
     ) -> None:
-        for name, value in (("total_steps", total_steps), ("warmup_steps", warmup_steps)):
-            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-                raise ValueError(f"{name} must be an integer >= 0, got {value!r}.")
+        check_integer("total_steps", total_steps, low=0)
+        check_integer("warmup_steps", warmup_steps, low=0)
         if warmup_steps >= total_steps:
             raise ValueError(
                 f"warmup_steps={warmup_steps} must be smaller than total_steps={total_steps}."

@@ -19,6 +19,8 @@ from typing import Any
 
 from torch import Tensor, nn
 
+from .checks import check_integer
+
 __all__ = [
     "MemberWrapper",
     "auto_expansion_point",
@@ -27,6 +29,7 @@ __all__ = [
     "member_major",
     "pooled_output",
     "remove_classifier",
+    "remove_member_expansion",
 ]
 
 #: Classifier attribute names tried, in order, when ``head`` is not given
@@ -128,6 +131,15 @@ def _first_convolution_dims(model: nn.Module) -> int | None:
     return None
 
 
+def remove_member_expansion(backbone: nn.Module) -> None:
+    """Remove, in place, the hooks repeating inputs M times from a (copied) wrapper backbone,
+    so that it runs one member: what ``export.member_model`` builds on."""
+    for module in backbone.modules():
+        for key, hook in list(module._forward_pre_hooks.items()):
+            if getattr(hook, "__func__", None) is MemberWrapper._expand_first_argument:
+                del module._forward_pre_hooks[key]
+
+
 class MemberWrapper(nn.Module):
     """Base of the member wrappers: M members in one backbone pass over batch-major rows.
 
@@ -142,11 +154,7 @@ class MemberWrapper(nn.Module):
 
     def __init__(self, num_estimators: int) -> None:
         super().__init__()
-        if isinstance(num_estimators, bool) or not isinstance(num_estimators, int) or (
-            num_estimators < 1
-        ):
-            raise ValueError(f"num_estimators must be an integer >= 1, got {num_estimators!r}.")
-        self.num_estimators = num_estimators
+        self.num_estimators = check_integer("num_estimators", num_estimators)
 
     @staticmethod
     def expansion_point(model: nn.Module, expand_at: str, layer_names: Sequence[str]) -> str:

@@ -7,9 +7,9 @@ rate, inputs, precision for the task loss; τ, λ or the scale logits for the re
 optimiser step would spread it into the weights.
 
 Cost: the terms are stacked and tested on the device, then read back once, which is one
-host synchronisation per training step (microseconds on CPU; on a GPU it keeps the host
-from queuing the next step's kernels ahead, which Lightning's progress bar already prevents
-on the steps it refreshes).
+host synchronisation per training step (on a GPU it keeps the host from queuing the next
+step's kernels ahead, which Lightning's progress bar already prevents on the steps it
+refreshes).
 """
 
 from __future__ import annotations

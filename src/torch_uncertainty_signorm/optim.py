@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from torch import nn
 
-from .layers.signorm import _SigmaNorm
-from .regularization import check_positive_number
+from .layers.signorm import SigmaNorm
+from .checks import check_positive_number
 
 __all__ = ["DEFAULT_SCALE_LR_MULTIPLIER", "signorm_param_groups"]
 
@@ -34,7 +34,7 @@ def signorm_param_groups(
     """
     lr = check_positive_number("lr", lr)
     scale_lr_multiplier = check_positive_number("scale_lr_multiplier", scale_lr_multiplier)
-    scale_logits = [m.scale_logits for m in module.modules() if isinstance(m, _SigmaNorm)]
+    scale_logits = [m.scale_logits for m in module.modules() if isinstance(m, SigmaNorm)]
     if not scale_logits:
         raise ValueError(
             f"{type(module).__name__} holds no σNorm layer; build the model with "

@@ -19,6 +19,7 @@ from typing import Any, NamedTuple
 import torch
 from torch import Tensor, nn
 
+from .checks import check_integer
 from .diversity import mutual_information
 
 __all__ = ["EnsemblePrediction", "ensemble_prediction", "member_probabilities", "predict"]
@@ -43,12 +44,7 @@ def member_probabilities(logits: Tensor, num_estimators: int, binary: bool = Fal
     Computed in float32 whatever the logits' precision (mixed-precision models return
     half-precision logits). A binary classifier's single logit column becomes two columns.
     """
-    if (
-        isinstance(num_estimators, bool)
-        or not isinstance(num_estimators, int)
-        or num_estimators < 1
-    ):
-        raise ValueError(f"num_estimators must be an integer >= 1, got {num_estimators!r}.")
+    check_integer("num_estimators", num_estimators)
     if logits.dim() != 2 or logits.shape[0] % num_estimators != 0:
         raise ValueError(
             f"Expected member-major logits of shape (M·B, C) with M = {num_estimators}, got "

@@ -2,20 +2,25 @@ r"""The softmax-temperature diversity regulariser on σNorm importances (paper �
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 
 import torch
 from torch import Tensor, nn
 
-__all__ = ["TAU_RANGE", "ImportanceSharingPenalty", "check_positive_number", "sharing_penalty"]
+from .checks import check_positive_number
 
-#: Temperatures where the penalty works in float32, measured on importances in (0, 1):
-#: below, shares of importances 0.02 apart are already one-hot (the τ → 0 limit) and a
-#: lower τ only scales the gradient by 1/τ (7.5e6 on the logits at τ = 1e-9, λ = 1e-2);
-#: above, the gradient on the logits is under λ/(4τ²) (2.5e-7·λ at 1e3) and vanishes in
-#: float32 (exactly 0 from τ ≈ 1e8). ``tests/test_regularization.py`` checks both ends.
+__all__ = [
+    "DEFAULT_DIVERSITY_STRENGTH", "DEFAULT_TAU", "TAU_RANGE", "ImportanceSharingPenalty",
+    "sharing_penalty",
+]
+
+#: Temperatures where the penalty works in float32 on importances in (0, 1): below, shares
+#: of importances 0.02 apart are already one-hot (the τ → 0 limit) and a lower τ only
+#: scales the gradient by 1/τ; above, the gradient on the logits is under λ/(4τ²) and
+#: vanishes in float32. ``tests/test_regularization.py`` checks both ends.
 TAU_RANGE = (1e-3, 1e3)
+#: The paper's from-scratch CNN setting (τ = 0.1, λ = 10⁻²): every factory's default.
+DEFAULT_TAU, DEFAULT_DIVERSITY_STRENGTH = 0.1, 1e-2
 
 
 def sharing_penalty(importances: Tensor, tau: float | Tensor) -> Tensor:
@@ -45,16 +50,6 @@ def sharing_penalty(importances: Tensor, tau: float | Tensor) -> Tensor:
     return (scaled.sum(dim=-2) - num_members * torch.logsumexp(scaled, dim=-2)).sum()
 
 
-def check_positive_number(name: str, value: float, allow_zero: bool = False) -> float:
-    """``value`` as a float if it is a finite number > 0 (>= 0 with ``allow_zero``), not a bool."""
-    valid = isinstance(value, (int, float)) and not isinstance(value, bool)
-    valid = valid and math.isfinite(value) and (value >= 0 if allow_zero else value > 0)
-    if not valid:
-        bound = ">= 0" if allow_zero else "> 0"
-        raise ValueError(f"{name} must be a finite number {bound}, got {value!r}.")
-    return float(value)
-
-
 class ImportanceSharingPenalty(nn.Module):
     r"""Penalises members sharing a feature's importance: :math:`\lambda \sum_{\ell \in
     \mathcal{R}} \mathcal{L}(\sigma(\gamma^\ell), \tau)`, computed in one pass over layers.
@@ -69,7 +64,9 @@ class ImportanceSharingPenalty(nn.Module):
         ValueError: If ``tau`` is no number in ``TAU_RANGE`` or ``strength`` no number >= 0.
     """
 
-    def __init__(self, tau: float = 0.1, strength: float = 1e-2) -> None:
+    def __init__(
+        self, tau: float = DEFAULT_TAU, strength: float = DEFAULT_DIVERSITY_STRENGTH
+    ) -> None:
         super().__init__()
         self.tau = check_positive_number("tau", tau)
         low, high = TAU_RANGE

@@ -13,6 +13,8 @@ from typing import Literal
 import torch
 from torchvision.transforms import InterpolationMode, v2
 
+from .checks import check_integer
+
 __all__ = ["vit_transform"]
 
 #: Normalisation of timm's ImageNet-21k ViT-B/16 checkpoints (orig_in21k, augreg_in21k).
@@ -50,8 +52,7 @@ def vit_transform(
     """
     if dataset not in ("cifar", "imagenet"):
         raise ValueError(f"dataset must be 'cifar' or 'imagenet', got {dataset!r}.")
-    if isinstance(size, bool) or not isinstance(size, int) or size < 1:
-        raise ValueError(f"size must be an integer >= 1, got {size!r}.")
+    check_integer("size", size)
     if not 0 < crop_pct <= 1:
         raise ValueError(f"crop_pct must be in (0, 1], got {crop_pct!r}.")
     bicubic = InterpolationMode.BICUBIC

@@ -88,6 +88,17 @@ def test_fused_qkv_gets_one_adapter_per_slice_with_high_variance_down_projection
     assert "backbone.blocks.0.attn.qkv.lora_A" in state  # adapters are saved with the model
 
 
+def test_target_modules_use_the_layer_selection_grammar():
+    """Preset, regex and suffix list select as for regularized_layers; the head is never a target."""
+    vit_qkv = [f"blocks.{i}.attn.qkv" for i in range(2)]
+    assert lora_ensemble(tiny_vit(), M).adapted_layer_names == vit_qkv
+    assert lora_ensemble(tiny_vit(), M, target_modules="attention").adapted_layer_names == vit_qkv
+    assert lora_ensemble(tiny_vit(), M, target_modules=r"blocks\.1\..*qkv").adapted_layer_names == [
+        vit_qkv[1]]
+    bert = lora_ensemble(tiny_bert(), M, target_modules=["query", "value"])
+    assert [n.rpartition(".")[2] for n in bert.adapted_layer_names] == ["query", "value"] * 2
+
+
 def test_bad_inputs():
     with pytest.raises(ValueError, match="rank must be an integer >= 1, got 0"):
         lora_ensemble(tiny_vit(), M, rank=0)
@@ -95,10 +106,13 @@ def test_bad_inputs():
         lora_ensemble(tiny_vit(), M, alpha=-1)
     with pytest.raises(ValueError, match="num_estimators must be an integer >= 1, got 0"):
         lora_ensemble(tiny_vit(), 0)
-    with pytest.raises(ValueError, match=r"matches target_modules=\['out_proj'\]. Its linear"):
-        lora_ensemble(tiny_vit(), M, target_modules=["out_proj"])
-    with pytest.raises(TypeError, match="target_modules must be None, a regex string"):
+    with pytest.raises(ValueError, match=r"target_modules entry 'out_proj' matches no nn.Linear"
+                                         r"\. Available layers: blocks\.0\.attn\.qkv"):
+        lora_ensemble(tiny_vit(), M, target_modules=["qkv", "out_proj"])
+    with pytest.raises(ValueError, match="target_modules must be a preset name, a regex or a"):
         lora_ensemble(tiny_vit(), M, target_modules=5)
+    with pytest.raises(ValueError, match=r"target_modules pattern 'head' matches no nn.Linear"):
+        lora_ensemble(tiny_vit(), M, target_modules="head")  # the replaced classifier
     with pytest.raises(ValueError, match="expand_at='stem' is not a module of VisionTransformer"):
         LoRAEnsemble(tiny_vit(), M, expand_at="stem")
     with pytest.raises(TypeError, match="adapts an nn.Linear, got Conv2d"):

@@ -17,6 +17,7 @@ from torch import nn
 from fixtures.digits import cpu_trainer, digits_signorm_routine
 from torch_uncertainty_signorm import ownership_counts, pairwise_cosine
 from torch_uncertainty_signorm.callbacks import MemberOwnershipCallback
+from torch_uncertainty_signorm.callbacks.member_ownership import importance_embedding_figure
 from torch_uncertainty_signorm.datamodules import DigitsDataModule
 
 FIGURES = ("importance_histogram", "importance_embedding", "ownership_counts")
@@ -182,12 +183,11 @@ def test_csv_logger_falls_back_to_png_figures(tmp_path):
 
 
 def test_embedding_plots_a_deterministic_even_subsample_capped_at_max_points():
-    callback = MemberOwnershipCallback(max_embedding_points=50)
     importances = {"all": [torch.rand(M, 300), torch.rand(M, 20)],
                    "regularized": [torch.rand(M, 30)]}
 
     def plotted_points():
-        figure = callback._embedding_figure(importances, M)
+        figure = importance_embedding_figure(importances, M, max_points=50)
         return [torch.cat([torch.as_tensor(c.get_offsets()) for c in ax.collections])
                 for ax in figure.axes if ax.collections]
 

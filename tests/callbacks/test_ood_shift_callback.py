@@ -172,7 +172,7 @@ def test_misconfigurations_raise_before_testing(imagenet_root):
         cpu_trainer(callbacks=[OODShiftEvaluation()]).test(
             routine, datamodule=SyntheticDataModule()
         )
-    with pytest.raises(ValueError, match="num_bins must be a positive integer or None, got 0"):
+    with pytest.raises(ValueError, match="num_bins must be an integer >= 1, got 0"):
         OODShiftEvaluation(num_bins=0)
 
 

@@ -97,7 +97,7 @@ def test_ood_loader_holds_wordnet_glosses(datamodule):
     ("kwargs", "match"),
     [
         ({"test_size": 10_000}, r"test_size=10000 exceeds the 7449 tweets"),
-        ({"val_split": 1.5}, r"val_split must be a float in \(0, 1\), got 1.5"),
+        ({"val_split": 1.5}, r"val_split must be a number in \(0, 1\), got 1.5"),
         ({"train_size": 2}, r"train_size must be an integer >= 3, got 2"),
         ({"num_tta": 2}, r"num_tta must be 1"),
     ],

@@ -66,7 +66,7 @@ def test_every_set_must_be_seen_and_resets():
 
 def test_bad_arguments_name_the_value_and_the_valid_range():
     with pytest.raises(
-        ValueError, match=r"severities must be distinct values in \(1, 2, 3, 4, 5\), got \[0, 6\]"
+        ValueError, match=r"severities must be distinct integers in 1\.\.5, got \[0, 6\]"
     ):
         SeverityShiftMetrics(4, ["fog"], severities=[0, 6])
     with pytest.raises(ValueError, match="non-empty list of distinct names"):

@@ -181,7 +181,7 @@ def test_batch_not_divisible_by_members_is_an_error(layer):
 def test_bad_layer_arguments_name_the_value():
     with pytest.raises(ValueError, match="num_estimators must be an integer >= 1, got 0"):
         SigmaBatchNorm2d(3, 0)
-    with pytest.raises(ValueError, match="scale_init_std must be finite and >= 0, got -1"):
+    with pytest.raises(ValueError, match="scale_init_std must be a finite number >= 0, got -1"):
         SigmaLayerNorm(3, 2, scale_init_std=-1.0)
     with pytest.raises(ValueError, match=r"expects a 4-D input, got shape \(8, 3\)"):
         SigmaBatchNorm2d(3, 2)(torch.randn(8, 3))

@@ -31,6 +31,7 @@ from typing import Any, Literal
 import torch
 from torch import Tensor, nn
 
+from ..checks import check_integer, check_positive_number
 from ..conversion import replace_modules
 from ..layers.member_statistics import (
     copy_member_statistics,
@@ -42,13 +43,6 @@ from ..member_wrapper import MemberWrapper, find_classifier, member_major
 __all__ = ["FiLMBatchNorm", "FiLMEnsemble", "film_ensemble"]
 
 InitCenter = Literal["affine", "zero"]
-
-
-def _check_gain(gain: Any) -> None:
-    if isinstance(gain, bool) or not isinstance(gain, (int, float)) or not (
-        0 <= gain < float("inf")
-    ):
-        raise ValueError(f"gain must be a finite number >= 0, got {gain!r}.")
 
 
 def _check_init_center(init_center: Any) -> None:
@@ -86,9 +80,8 @@ class FiLMBatchNorm(nn.Module):
         dtype: torch.dtype | None = None,
     ) -> None:
         super().__init__()
-        for name, value in (("num_features", num_features), ("num_estimators", num_estimators)):
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"{name} must be an integer >= 1, got {value!r}.")
+        check_integer("num_features", num_features)
+        check_integer("num_estimators", num_estimators)
         self.num_features = num_features
         self.num_estimators = num_estimators
         factory = {"device": device, "dtype": dtype}
@@ -107,7 +100,7 @@ class FiLMBatchNorm(nn.Module):
         bias_center: Tensor | float = 0.0,
     ) -> None:
         """Draw every member's affine as ``center + gain · U(±sqrt(6 / (M + C)))``."""
-        _check_gain(gain)
+        check_positive_number("gain", gain, allow_zero=True)
         bound = gain * math.sqrt(6.0 / (self.num_estimators + self.num_features))
         for param, center in ((self.weight, weight_center), (self.bias, bias_center)):
             param.uniform_(-bound, bound).add_(torch.as_tensor(center).to(param).reshape(-1))
@@ -231,11 +224,9 @@ class FiLMEnsemble(MemberWrapper):
         expand_at: str = "auto",
     ) -> None:
         super().__init__(num_estimators)
-        if num_classes is not None and (
-            isinstance(num_classes, bool) or not isinstance(num_classes, int) or num_classes < 1
-        ):
-            raise ValueError(f"num_classes must be an integer >= 1, got {num_classes!r}.")
-        _check_gain(gain)
+        if num_classes is not None:
+            check_integer("num_classes", num_classes)
+        check_positive_number("gain", gain, allow_zero=True)
         _check_init_center(init_center)
         names = _batch_norm_names(model)
         expand_at = self.expansion_point(model, expand_at, names)

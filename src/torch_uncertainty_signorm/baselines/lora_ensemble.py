@@ -27,19 +27,20 @@ M row blocks in one batched product.
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Mapping, Sequence
-from typing import Any
 
 import torch
 from torch import Tensor, nn
 
+from ..checks import check_integer, check_positive_number
 from ..conversion import replace_modules
+from ..layer_selection import match_names
 from ..layers.member_heads import member_linear
 from ..member_wrapper import MemberWrapper, find_classifier, member_major, remove_classifier
 
 __all__ = [
     "DEFAULT_TARGET_MODULES",
+    "TARGET_MODULE_PRESETS",
     "LoRAEnsemble",
     "MemberLinear",
     "MemberLoRALinear",
@@ -49,20 +50,11 @@ __all__ = [
 #: Last name component of the attention projections adapted by default: timm's fused
 #: ``qkv``, transformers' ``query``/``key``/``value`` and ``q_proj``/``k_proj``/``v_proj``.
 DEFAULT_TARGET_MODULES = ("qkv", "query", "key", "value", "q_proj", "k_proj", "v_proj")
+#: Named selections of ``target_modules`` (regexes on qualified names): ``"attention"``, the
+#: default, is every projection named in :data:`DEFAULT_TARGET_MODULES`.
+TARGET_MODULE_PRESETS = {"attention": rf"(.*\.)?({'|'.join(DEFAULT_TARGET_MODULES)})"}
 #: Projections whose output concatenates query, key and value (adapted per slice).
 _FUSED_QKV = ("qkv",)
-
-
-def _check_positive_int(name: str, value: Any) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(f"{name} must be an integer >= 1, got {value!r}.")
-
-
-def _check_positive_number(name: str, value: Any, allow_zero: bool = False) -> None:
-    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-    if not ok or value < 0 or (value == 0 and not allow_zero):
-        bound = ">= 0" if allow_zero else "> 0"
-        raise ValueError(f"{name} must be a finite number {bound}, got {value!r}.")
 
 
 class MemberLoRALinear(nn.Module):
@@ -90,11 +82,11 @@ class MemberLoRALinear(nn.Module):
         super().__init__()
         if not isinstance(base, nn.Linear):
             raise TypeError(f"MemberLoRALinear adapts an nn.Linear, got {type(base).__name__}.")
-        _check_positive_int("num_estimators", num_estimators)
-        _check_positive_int("rank", rank)
-        _check_positive_int("num_slices", num_slices)
-        _check_positive_number("alpha", alpha)
-        _check_positive_number("init_gain", init_gain, allow_zero=True)
+        check_integer("num_estimators", num_estimators)
+        check_integer("rank", rank)
+        check_integer("num_slices", num_slices)
+        check_positive_number("alpha", alpha)
+        check_positive_number("init_gain", init_gain, allow_zero=True)
         if base.out_features % num_slices != 0:
             raise ValueError(
                 f"num_slices={num_slices} does not divide the {base.out_features} output "
@@ -160,12 +152,9 @@ class MemberLinear(nn.Module):
 
     def __init__(self, in_features: int, num_classes: int, num_estimators: int) -> None:
         super().__init__()
-        for name, value in (
-            ("in_features", in_features),
-            ("num_classes", num_classes),
-            ("num_estimators", num_estimators),
-        ):
-            _check_positive_int(name, value)
+        check_integer("in_features", in_features)
+        check_integer("num_classes", num_classes)
+        check_integer("num_estimators", num_estimators)
         self.num_estimators = num_estimators
         self.weight = nn.Parameter(torch.empty(num_estimators, num_classes, in_features))
         self.bias = nn.Parameter(torch.empty(num_estimators, num_classes))
@@ -188,33 +177,20 @@ class MemberLinear(nn.Module):
         return member_linear(features, self.weight, self.bias)
 
 
-def _find_targets(model: nn.Module, target_modules: str | Sequence[str] | None) -> list[str]:
-    """Names of the ``nn.Linear`` layers to adapt: a regex (full match on the qualified
-    name), a list of names or name suffixes (whole components), or the defaults."""
-    linears = [n for n, m in model.named_modules() if n and isinstance(m, nn.Linear)]
-    if target_modules is None:
-        names = [n for n in linears if n.rpartition(".")[2] in DEFAULT_TARGET_MODULES]
-        wanted = f"the default attention projections {DEFAULT_TARGET_MODULES}"
-    elif isinstance(target_modules, str):
-        names = [n for n in linears if re.fullmatch(target_modules, n)]
-        wanted = f"target_modules={target_modules!r}"
-    elif isinstance(target_modules, Sequence) and all(
-        isinstance(t, str) for t in target_modules
-    ):
-        names = [n for n in linears if any(n == t or n.endswith("." + t) for t in target_modules)]
-        wanted = f"target_modules={list(target_modules)!r}"
-    else:
-        raise TypeError(
-            f"target_modules must be None, a regex string or a list of module names, got "
-            f"{type(target_modules).__name__}."
-        )
-    if not names:
-        examples = ", ".join(linears[:6]) or "none"
-        raise ValueError(
-            f"No nn.Linear of {type(model).__name__} matches {wanted}. Its linear layers "
-            f"include: {examples}."
-        )
-    return names
+def _find_targets(
+    model: nn.Module, target_modules: str | Sequence[str] | None, classifier: str | None
+) -> list[str]:
+    """Names of the ``nn.Linear`` layers to adapt, the classifier excluded, selected by
+    :func:`~torch_uncertainty_signorm.layer_selection.match_names` (``None``: ``"attention"``)."""
+    head = model.get_classifier() if classifier is None else model.get_submodule(classifier)
+    replaced = {id(m) for m in head.modules()}
+    linears = [n for n, m in model.named_modules()
+               if n and isinstance(m, nn.Linear) and id(m) not in replaced]
+    spec = "attention" if target_modules is None else target_modules
+    return match_names(
+        linears, spec, argument="target_modules", kind="nn.Linear",
+        presets=TARGET_MODULE_PRESETS,
+    )
 
 
 class LoRAEnsemble(MemberWrapper):
@@ -230,10 +206,13 @@ class LoRAEnsemble(MemberWrapper):
         num_classes: Classes of the member heads; defaults to the replaced classifier's.
         rank: Adapter rank r (8 in the paper).
         alpha: Adapter scaling numerator; ``alpha / rank = 1`` in the paper.
-        target_modules: Projections to adapt: ``None`` (query, key and value: timm's fused
+        target_modules: Projections to adapt, in the grammar of
+            :func:`~torch_uncertainty_signorm.layer_selection.match_names`: a preset of
+            :data:`TARGET_MODULE_PRESETS` (``"attention"``, also for ``None``: timm's fused
             ``qkv``, transformers' ``query``/``key``/``value``), a regex matching whole
-            qualified names, or a list of names or name suffixes. A target whose last name
-            component is ``qkv`` is adapted per query/key/value slice.
+            qualified names, or a list of names or name suffixes, each of which must match.
+            A target whose last name component is ``qkv`` is adapted per query/key/value
+            slice.
         init_gain: Xavier-uniform gain of the down-projections (the diversity source).
         head: Name of the classifier to replace; found automatically when ``None``.
         expand_at: Where members split off: ``"input"``, a module name, or ``"auto"`` (a
@@ -261,15 +240,13 @@ class LoRAEnsemble(MemberWrapper):
         expand_at: str = "auto",
     ) -> None:
         super().__init__(num_estimators)
-        _check_positive_int("rank", rank)
-        _check_positive_number("alpha", alpha)
-        _check_positive_number("init_gain", init_gain, allow_zero=True)
+        check_integer("rank", rank)
+        check_positive_number("alpha", alpha)
+        check_positive_number("init_gain", init_gain, allow_zero=True)
         if num_classes is not None:
-            _check_positive_int("num_classes", num_classes)
+            check_integer("num_classes", num_classes)
         classifier, in_features, replaced_classes = find_classifier(model, head)
-        targets = _find_targets(model, target_modules)
-        if classifier is not None:
-            targets = [t for t in targets if t != classifier and not t.startswith(classifier + ".")]
+        targets = _find_targets(model, target_modules, classifier)
         expand_at = self.expansion_point(model, expand_at, targets)
         self.rank = rank
         self.alpha = float(alpha)

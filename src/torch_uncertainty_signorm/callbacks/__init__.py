@@ -4,10 +4,12 @@ from .exact_resume import ExactResumeCheckpoint
 from .member_ownership import MemberOwnershipCallback
 from .ood_shift import OODShiftEvaluation
 from .parameter_counts import ParameterCountCallback
+from .prediction_writer import TestPredictionWriter
 
 __all__ = [
     "ExactResumeCheckpoint",
     "MemberOwnershipCallback",
     "OODShiftEvaluation",
     "ParameterCountCallback",
+    "TestPredictionWriter",
 ]

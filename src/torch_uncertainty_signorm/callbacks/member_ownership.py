@@ -9,13 +9,13 @@ paper's figures: the importance histograms (Figure 1, left), the importance embe
 coloured by ``k`` (appendix) and the ownership bar chart.
 
 The embedding is the 2-D PCA (scikit-learn, exact SVD) of the pooled per-feature
-``M``-dimensional importance vectors. PCA is linear, deterministic and takes milliseconds
-on tens of thousands of points, and it keeps the global geometry that ownership lives in:
-the features gather near the corners of :math:`[0, 1]^M` and a linear map keeps those
-clusters and their distances, where t-SNE or UMAP would be stochastic, slow on big
-backbones and distort distances between clusters. PCA is fitted on every feature; only
-the plotted points are capped at ``max_embedding_points``, chosen evenly spaced over the
-features in layer order (deterministic, proportional to each layer's width).
+``M``-dimensional importance vectors. PCA is linear and deterministic, and it keeps the
+global geometry that ownership lives in: the features gather near the corners of
+:math:`[0, 1]^M` and a linear map keeps those clusters and their distances, where t-SNE or
+UMAP would be stochastic, slow on big backbones and distort distances between clusters. PCA
+is fitted on every feature; only the plotted points are capped at ``max_embedding_points``,
+chosen evenly spaced over the features in layer order (deterministic, proportional to each
+layer's width).
 
 Figures are bare :class:`matplotlib.figure.Figure` objects rendered by the Agg canvas
 (TensorBoard's ``add_figure``, ``savefig``): they never enter pyplot, so the callback
@@ -39,10 +39,11 @@ from torch import Tensor
 from torch_uncertainty.utils import get_logger_dir
 from torch_uncertainty.utils.logging import log_figure
 
-from ..diversity import member_ownership, ownership_counts, pairwise_cosine
+from ..checks import check_fraction, check_integer
+from ..diversity import member_ownership, ownership_counts, ownership_fractions, pairwise_cosine
 from ..ensemble import SigmaNormEnsemble
 
-__all__ = ["MemberOwnershipCallback"]
+__all__ = ["MemberOwnershipCallback", "importance_embedding_figure", "importance_histogram_figure"]
 
 CSV_FIELDS = ("epoch", "scope", "k", "count", "fraction")
 
@@ -87,22 +88,10 @@ class MemberOwnershipCallback(Callback):
         max_embedding_points: int = 4096,
     ) -> None:
         super().__init__()
-        if isinstance(threshold, bool) or not isinstance(threshold, (int, float)) or not (
-            0 < threshold < 1
-        ):
-            raise ValueError(f"threshold must be a number in (0, 1), got {threshold!r}.")
-        if (
-            isinstance(max_embedding_points, bool)
-            or not isinstance(max_embedding_points, int)
-            or max_embedding_points < 2
-        ):
-            raise ValueError(
-                f"max_embedding_points must be an integer >= 2, got {max_embedding_points!r}."
-            )
         self.dirpath = Path(dirpath) if dirpath is not None else None
-        self.threshold = float(threshold)
+        self.threshold = check_fraction("threshold", threshold)
         self.log_figures = bool(log_figures)
-        self.max_embedding_points = max_embedding_points
+        self.max_embedding_points = check_integer("max_embedding_points", max_embedding_points, 2)
 
     def on_validation_epoch_end(self, trainer: Trainer, pl_module: LightningModule) -> None:
         if trainer.sanity_checking:
@@ -125,8 +114,8 @@ class MemberOwnershipCallback(Callback):
 
         metrics = {f"ownership/signorm_cos/{n}": float(pairwise_cosine(i))
                    for n, i in layers.items()}
-        for scope, count in counts.items():
-            fractions = count.double() / count.sum()
+        for scope, imps in importances.items():
+            fractions = ownership_fractions(imps, self.threshold)
             metrics.update({f"ownership/{scope}/k={k}": float(f) for k, f in enumerate(fractions)})
         pl_module.log_dict(metrics, logger=False, sync_dist=True)  # for monitors; same on ranks
         if not trainer.is_global_zero:
@@ -137,9 +126,11 @@ class MemberOwnershipCallback(Callback):
         _write_csv(out_dir / "ownership.csv", epoch, counts)
         if self.log_figures:
             figures = {
-                "importance_histogram": lambda: _histogram_figure(importances, self.threshold),
-                "importance_embedding": lambda: self._embedding_figure(
-                    importances, model.num_estimators
+                "importance_histogram": lambda: importance_histogram_figure(
+                    importances, self.threshold
+                ),
+                "importance_embedding": lambda: importance_embedding_figure(
+                    importances, model.num_estimators, self.threshold, self.max_embedding_points
                 ),
                 "ownership_counts": lambda: _counts_figure(counts),
             }
@@ -153,25 +144,32 @@ class MemberOwnershipCallback(Callback):
             return log_dir
         return Path(trainer.default_root_dir)
 
-    def _embedding_figure(self, importances: dict[str, list[Tensor]], num_members: int) -> Figure:
-        """2-D PCA of the pooled per-feature importance vectors, coloured by ownership k."""
-        figure = Figure(figsize=(5, 4.5 * len(importances)))
-        axes = figure.subplots(len(importances), 1, squeeze=False)
-        colours = colormaps["viridis"].resampled(num_members + 1)
-        for ax, (scope, imps) in zip(axes[:, 0], importances.items()):
-            points = torch.cat(imps, dim=1).T.double().numpy()  # (F, M)
-            owners = torch.cat([member_ownership(i, self.threshold) for i in imps]).numpy()
-            embedding = _pca_2d(points)
-            keep = _even_subsample(len(points), self.max_embedding_points)
-            for k in range(num_members + 1):
-                chosen = keep[owners[keep] == k]
-                if len(chosen):
-                    ax.scatter(*embedding[chosen].T, s=6, color=colours(k), label=f"k={k}")
-            shown = f"{len(keep)} of {len(points)}" if len(keep) < len(points) else len(points)
-            ax.set(title=f"{scope} layers ({shown} features)", xlabel="PC 1", ylabel="PC 2")
-            ax.legend(markerscale=2, fontsize="small")
-        figure.tight_layout()
-        return figure
+def importance_embedding_figure(
+    importances: dict[str, list[Tensor]], num_members: int, threshold: float = 0.5,
+    max_points: int = 4096,
+) -> Figure:
+    """2-D PCA of the pooled per-feature importance vectors, coloured by ownership k.
+
+    ``importances`` maps a scope name (``"all"``, ``"regularized"``) to its layers' ``(M, F)``
+    importances; at most ``max_points`` features per scope are drawn, evenly spaced.
+    """
+    figure = Figure(figsize=(5, 4.5 * len(importances)))
+    axes = figure.subplots(len(importances), 1, squeeze=False)
+    colours = colormaps["viridis"].resampled(num_members + 1)
+    for ax, (scope, imps) in zip(axes[:, 0], importances.items()):
+        points = torch.cat(imps, dim=1).T.double().numpy()  # (F, M)
+        owners = torch.cat([member_ownership(i, threshold) for i in imps]).numpy()
+        embedding = _pca_2d(points)
+        keep = _even_subsample(len(points), max_points)
+        for k in range(num_members + 1):
+            chosen = keep[owners[keep] == k]
+            if len(chosen):
+                ax.scatter(*embedding[chosen].T, s=6, color=colours(k), label=f"k={k}")
+        shown = f"{len(keep)} of {len(points)}" if len(keep) < len(points) else len(points)
+        ax.set(title=f"{scope} layers ({shown} features)", xlabel="PC 1", ylabel="PC 2")
+        ax.legend(markerscale=2, fontsize="small")
+    figure.tight_layout()
+    return figure
 
 
 def _pca_2d(points: np.ndarray) -> np.ndarray:
@@ -191,8 +189,10 @@ def _even_subsample(total: int, cap: int) -> np.ndarray:
     return np.unique(np.linspace(0, total - 1, cap).round().astype(int))
 
 
-def _histogram_figure(importances: dict[str, list[Tensor]], threshold: float) -> Figure:
-    """Distribution of every σ(γ) value per scope (paper Figure 1, left)."""
+def importance_histogram_figure(
+    importances: dict[str, list[Tensor]], threshold: float = 0.5
+) -> Figure:
+    """Distribution of every σ(γ) value per scope (paper Figure 1, left), ``threshold`` marked."""
     figure = Figure(figsize=(5 * len(importances), 3.5))
     axes = figure.subplots(1, len(importances), squeeze=False)
     for ax, (scope, imps) in zip(axes[0], importances.items()):

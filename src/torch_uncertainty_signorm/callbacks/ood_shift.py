@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import torch
 from lightning.pytorch import Callback, LightningModule, Trainer
 from torch import Tensor, nn
 from torch.utils.hooks import RemovableHandle
@@ -12,9 +11,10 @@ from torch_uncertainty.ood_criteria import MaxSoftmaxCriterion, OODCriterionInpu
 from torch_uncertainty.utils import get_logger_dir
 from torch_uncertainty.utils.evaluation_loop import TUEvaluationLoop
 
-from ..evaluation import EvalSet, NearFarOODMetrics, SeverityShiftMetrics
+from ..checks import check_integer
+from ..evaluation import EvalSet, NearFarOODMetrics, SeverityShiftMetrics, append_to_last_row
 from ..evaluation.printing import OODShiftEvaluationLoop
-from ..routines.classification import _append_to_last_row
+from ..prediction import member_probabilities
 
 __all__ = ["OODShiftEvaluation"]
 
@@ -59,9 +59,7 @@ class OODShiftEvaluation(Callback):
 
     def __init__(self, num_bins: int | None = None) -> None:
         super().__init__()
-        if num_bins is not None and (not isinstance(num_bins, int) or num_bins < 1):
-            raise ValueError(f"num_bins must be a positive integer or None, got {num_bins!r}.")
-        self.num_bins = num_bins
+        self.num_bins = None if num_bins is None else check_integer("num_bins", num_bins)
         self.ood: NearFarOODMetrics | None = None
         self.shift: SeverityShiftMetrics | None = None
         self.results: dict[str, Tensor] = {}
@@ -164,12 +162,11 @@ class OODShiftEvaluation(Callback):
         self, pl_module: LightningModule, batch_size: int
     ) -> tuple[Tensor, Tensor]:
         """Logits ``(B, M, C)`` and categorical member probabilities ``(B, M, C')``."""
-        logits = self._logits.float()
-        logits = logits.reshape(-1, batch_size, logits.size(-1)).transpose(0, 1)
-        if getattr(pl_module, "binary_cls", False):
-            positive = torch.sigmoid(logits)
-            return logits, torch.cat([1 - positive, positive], dim=-1)
-        return logits, logits.softmax(dim=-1)
+        num_estimators = self._logits.size(0) // batch_size
+        binary = getattr(pl_module, "binary_cls", False)
+        probs = member_probabilities(self._logits, num_estimators, binary)
+        logits = self._logits.float().unflatten(0, (num_estimators, batch_size))
+        return logits.transpose(0, 1), probs.transpose(0, 1)
 
     @staticmethod
     def _ood_scores(
@@ -214,4 +211,4 @@ class OODShiftEvaluation(Callback):
         log_dir = get_logger_dir(pl_module.logger)
         csv_path = None if log_dir is None else log_dir / pl_module.csv_filename
         if csv_path is not None and csv_path.is_file():
-            _append_to_last_row(csv_path, self.results)
+            append_to_last_row(csv_path, self.results)

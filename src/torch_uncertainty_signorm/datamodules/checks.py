@@ -1,17 +1,8 @@
-"""Argument checks shared by the text datamodules: errors name the value and what is valid."""
+"""Loading checks shared by the text datamodules (numbers: :mod:`..checks`)."""
 
 from __future__ import annotations
 
-from numbers import Integral
-from typing import Any
-
-__all__ = ["check_int", "check_text_loading"]
-
-
-def check_int(name: str, value: Any, low: int) -> None:
-    """Raise a ValueError naming ``value`` unless it is an integer ``>= low`` (not a bool)."""
-    if isinstance(value, bool) or not isinstance(value, Integral) or value < low:
-        raise ValueError(f"{name} must be an integer >= {low}, got {value!r}.")
+__all__ = ["check_text_loading"]
 
 
 def check_text_loading(num_tta: int, num_workers: int, persistent_workers: bool) -> None:

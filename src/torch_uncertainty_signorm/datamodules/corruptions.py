@@ -19,7 +19,7 @@ from torch_uncertainty.datasets.classification import CIFAR10C, CIFAR100C, Image
 from torchvision.datasets import ImageFolder
 from torchvision.datasets.utils import check_integrity, download_and_extract_archive
 
-from ..evaluation.eval_sets import SEVERITIES
+from ..evaluation.eval_sets import SEVERITIES, check_severities
 
 __all__ = [
     "BENCHMARK_CORRUPTIONS",
@@ -27,7 +27,6 @@ __all__ = [
     "CIFAR100CSeverity",
     "ImageNetCSeverity",
     "check_corruptions",
-    "check_severities",
 ]
 
 #: The 15 corruptions of the benchmark (Hendrycks & Dietterich, 2019); the four "extra" ones
@@ -50,21 +49,6 @@ BENCHMARK_CORRUPTIONS = (
     "jpeg_compression",
 )
 _ALL_CORRUPTIONS = tuple(CIFAR10C.cifarc_subsets)
-
-
-def check_severities(severities) -> tuple[int, ...]:
-    """Validate a list of severities (distinct integers in 1..5).
-
-    Raises:
-        ValueError: Naming the bad value and the valid range.
-    """
-    severities = tuple(severities)
-    bad = [s for s in severities if isinstance(s, bool) or s not in SEVERITIES]
-    if not severities or bad or len(set(severities)) != len(severities):
-        raise ValueError(
-            f"Corruption severities must be distinct integers in 1..5, got {list(severities)}."
-        )
-    return severities
 
 
 def check_corruptions(corruptions) -> tuple[str, ...]:
@@ -103,7 +87,7 @@ class _CIFARCSeverity:
         download: bool = False,
     ) -> None:
         check_corruptions([corruption])
-        check_severities([shift_severity])
+        check_severities([shift_severity], "shift_severity")
         folder = Path(root) / self.base_folder
         if not download and not self._files_exist(folder, corruption):
             raise FileNotFoundError(
@@ -219,7 +203,7 @@ class ImageNetCSeverity(ImageFolder):
         download: bool = False,
     ) -> None:
         check_corruptions([corruption])
-        check_severities([shift_severity])
+        check_severities([shift_severity], "shift_severity")
         folder = Path(root) / self.base_folder / corruption / str(shift_severity)
         if download and not folder.is_dir():
             self.download(root)

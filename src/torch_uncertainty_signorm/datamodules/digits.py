@@ -4,7 +4,7 @@ The UCI optical-recognition ``digits`` set ships inside scikit-learn
 (:func:`sklearn.datasets.load_digits`): 1797 grayscale 8x8 images of the digits
 0-9 (about 180 per class), pixel values in ``0..16``. Nothing is downloaded, so
 this datamodule gives a real-data, CPU-sized end-to-end run of a TorchUncertainty
-:class:`~torch_uncertainty.routines.ClassificationRoutine` in seconds.
+:class:`~torch_uncertainty.routines.ClassificationRoutine`.
 
 Splits:
     The 1797 images are split once, stratified by class and deterministic in
@@ -53,7 +53,6 @@ if ``eval_shift``, matching the ``dataloader_idx`` convention of
 1: OOD, then shift).
 """
 
-from numbers import Integral, Real
 from pathlib import Path
 from typing import Literal
 
@@ -65,6 +64,9 @@ from sklearn.model_selection import train_test_split
 from torch import Tensor
 from torch.utils.data import DataLoader, TensorDataset
 from torch_uncertainty.datamodules import TUDataModule
+
+from ..checks import check_fraction, check_integer
+from ..evaluation.eval_sets import check_severities
 
 __all__ = ["DigitsDataModule"]
 
@@ -135,15 +137,15 @@ class DigitsDataModule(TUDataModule):
             ValueError: If an argument is outside its valid range, or if the
                 splits would leave fewer images than classes in a split.
         """
-        _check_int("batch_size", batch_size, low=1)
+        check_integer("batch_size", batch_size, low=1)
         if eval_batch_size is not None:
-            _check_int("eval_batch_size", eval_batch_size, low=1)
-        _check_int("num_tta", num_tta, low=1)
-        _check_int("shift_severity", shift_severity, low=1, high=5)
-        _check_int("num_workers", num_workers, low=0)
-        _check_int("seed", seed, low=0, high=_MAX_SEED)
-        _check_open_unit("val_split", val_split)
-        _check_open_unit("test_split", test_split)
+            check_integer("eval_batch_size", eval_batch_size, low=1)
+        check_integer("num_tta", num_tta, low=1)
+        check_severities([shift_severity], "shift_severity")
+        check_integer("num_workers", num_workers, low=0)
+        check_integer("seed", seed, low=0, high=_MAX_SEED)
+        check_fraction("val_split", val_split)
+        check_fraction("test_split", test_split)
         if persistent_workers and num_workers == 0:
             raise ValueError("persistent_workers=True needs num_workers > 0. Got num_workers=0.")
         if postprocess_set not in ("val", "test"):
@@ -279,17 +281,3 @@ class DigitsDataModule(TUDataModule):
         """Return the training targets, used by :meth:`make_cross_val_splits`."""
         return self.train.tensors[1].numpy()
 
-
-def _check_int(name: str, value: int, low: int, high: int | None = None) -> None:
-    """Raise a ValueError naming ``value`` if it is not an int in ``[low, high]``."""
-    valid = f"[{low}, {high}]" if high is not None else f">= {low}"
-    if isinstance(value, bool) or not isinstance(value, Integral):
-        raise ValueError(f"{name} should be an integer {valid}. Got {value!r}.")
-    if value < low or (high is not None and value > high):
-        raise ValueError(f"{name} should be an integer {valid}. Got {value}.")
-
-
-def _check_open_unit(name: str, value: float) -> None:
-    """Raise a ValueError naming ``value`` if it is not a number in ``(0, 1)``."""
-    if isinstance(value, bool) or not isinstance(value, Real) or not 0 < value < 1:
-        raise ValueError(f"{name} should be a float in the open interval (0, 1). Got {value!r}.")

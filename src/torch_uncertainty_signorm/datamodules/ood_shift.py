@@ -30,14 +30,13 @@ from torch_uncertainty.datamodules.classification import ImageNetDataModule
 from torch_uncertainty.datasets.utils import TTADataset
 from torchvision.transforms import v2
 
-from ..evaluation.eval_sets import SEVERITIES, EvalSet
+from ..evaluation.eval_sets import SEVERITIES, EvalSet, check_severities
 from .corruptions import (
     BENCHMARK_CORRUPTIONS,
     CIFAR10CSeverity,
     CIFAR100CSeverity,
     ImageNetCSeverity,
     check_corruptions,
-    check_severities,
 )
 from .ood_datasets import OOD_LAYOUTS, OPENOOD_SPLITS, build_ood_dataset, check_ood_groups
 
@@ -113,7 +112,7 @@ class OODShiftMixin:
             OPENOOD_SPLITS[self.benchmark] if ood_groups is None else ood_groups
         )
         self.eval_shift_severities = bool(eval_shift_severities)
-        self.shift_severities = check_severities(shift_severities)
+        self.shift_severities = check_severities(shift_severities, "shift_severities")
         self.corruptions = check_corruptions(corruptions)
         self.download = bool(download)
         self.eval_sets: list[EvalSet] = [EvalSet("id", self.benchmark)]

@@ -40,7 +40,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from numbers import Real
 from pathlib import Path
 from typing import Any, Literal
 
@@ -49,7 +48,8 @@ from torch import Tensor
 from torch.utils.data import DataLoader, Dataset
 from torch_uncertainty.datamodules import TUDataModule
 
-from .checks import check_int, check_text_loading
+from ..checks import check_fraction, check_integer
+from .checks import check_text_loading
 
 __all__ = ["OOD_DATASETS", "PadToLongest", "SST2DataModule", "TextSource", "load_tokenizer"]
 
@@ -169,18 +169,16 @@ class SST2DataModule(TUDataModule):
             ("num_workers", num_workers, 0),
             ("seed", seed, 0),
         ):
-            check_int(name, value, low)
+            check_integer(name, value, low)
         if eval_batch_size is not None:
-            check_int("eval_batch_size", eval_batch_size, 1)
+            check_integer("eval_batch_size", eval_batch_size, 1)
         check_text_loading(num_tta, num_workers, persistent_workers)
         if ood_dataset not in OOD_DATASETS:
             raise ValueError(
                 f"ood_dataset={ood_dataset!r} is unknown; choose one of {', '.join(OOD_DATASETS)}."
             )
-        if val_split is not None and (
-            isinstance(val_split, bool) or not isinstance(val_split, Real) or not 0 < val_split < 1
-        ):
-            raise ValueError(f"val_split must be None or a float in (0, 1), got {val_split!r}.")
+        if val_split is not None:
+            check_fraction("val_split", val_split)
         for name, path in (("local_path", local_path), ("ood_local_path", ood_local_path)):
             if path is not None and not Path(path).is_dir():
                 raise FileNotFoundError(

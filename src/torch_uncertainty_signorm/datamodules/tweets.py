@@ -47,7 +47,6 @@ from __future__ import annotations
 import csv
 import math
 from collections.abc import Sequence
-from numbers import Real
 from pathlib import Path
 from typing import Any, Literal
 
@@ -58,7 +57,8 @@ from torch.utils.data import Dataset
 from torch_uncertainty.datamodules import TUDataModule
 
 from ..offline_assets import minilm_dir, package_file, tweets_csv
-from .checks import check_int, check_text_loading
+from ..checks import check_fraction, check_integer
+from .checks import check_text_loading
 from .sst2 import PadToLongest, SST2DataModule, load_tokenizer
 
 __all__ = ["LABELS", "LabelledTexts", "TweetsDataModule", "wordnet_glosses"]
@@ -172,7 +172,7 @@ class TweetsDataModule(TUDataModule):
             ("num_workers", num_workers, 0),
             ("seed", seed, 0),
         ):
-            check_int(name, value, low)
+            check_integer(name, value, low)
         for name, value in (
             ("eval_batch_size", eval_batch_size),
             ("train_size", train_size),
@@ -181,10 +181,9 @@ class TweetsDataModule(TUDataModule):
             ("ood_size", ood_size),
         ):
             if value is not None:
-                check_int(name, value, len(LABELS) if name != "ood_size" else 1)
+                check_integer(name, value, len(LABELS) if name != "ood_size" else 1)
         for name, value in (("val_split", val_split), ("test_split", test_split)):
-            if isinstance(value, bool) or not isinstance(value, Real) or not 0 < value < 1:
-                raise ValueError(f"{name} must be a float in (0, 1), got {value!r}.")
+            check_fraction(name, value)
         check_text_loading(num_tta, num_workers, persistent_workers)
         super().__init__(
             root=root,

@@ -11,6 +11,7 @@ from .eval_sets import (
 )
 from .ood import NearFarOODMetrics
 from .printing import OODShiftEvaluationLoop
+from .results_csv import append_to_last_row
 from .shift import SeverityShiftMetrics
 
 __all__ = [
@@ -22,6 +23,7 @@ __all__ = [
     "NearFarOODMetrics",
     "OODShiftEvaluationLoop",
     "SeverityShiftMetrics",
+    "append_to_last_row",
     "ood_metric_name",
     "shift_metric_name",
 ]

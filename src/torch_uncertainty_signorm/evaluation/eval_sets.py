@@ -9,6 +9,7 @@ datamodule as ``eval_sets`` and read by
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Literal
 
@@ -19,6 +20,7 @@ __all__ = [
     "SHIFT_METRICS",
     "SHIFT_PREFIX",
     "EvalSet",
+    "check_severities",
     "ood_metric_name",
     "shift_metric_name",
 ]
@@ -32,6 +34,22 @@ SEVERITIES = (1, 2, 3, 4, 5)
 #: The metrics logged per severity.
 SHIFT_METRICS = ("Acc", "NLL", "ECE")
 SHIFT_PREFIX = "shift"
+
+
+def check_severities(severities: Iterable[int], name: str = "severities") -> tuple[int, ...]:
+    """``severities`` as a tuple if they are distinct values of :data:`SEVERITIES` (no bool).
+
+    Raises:
+        ValueError: Naming the values and the valid ones.
+    """
+    severities = tuple(severities)
+    bad = [s for s in severities if isinstance(s, bool) or s not in SEVERITIES]
+    if not severities or bad or len(set(severities)) != len(severities):
+        raise ValueError(
+            f"{name} must be distinct integers in {SEVERITIES[0]}..{SEVERITIES[-1]}, got "
+            f"{list(severities)}."
+        )
+    return severities
 
 
 def ood_metric_name(group: str, metric: str, set_name: str | None = None) -> str:

@@ -9,7 +9,7 @@ from torch import Tensor, nn
 from torch_uncertainty.metrics import CalibrationError, CategoricalNLL
 from torchmetrics import Accuracy, MetricCollection
 
-from .eval_sets import SEVERITIES, SHIFT_METRICS, shift_metric_name
+from .eval_sets import SEVERITIES, SHIFT_METRICS, check_severities, shift_metric_name
 
 __all__ = ["SeverityShiftMetrics"]
 
@@ -53,12 +53,7 @@ class SeverityShiftMetrics(nn.Module):
             raise ValueError(
                 f"corruptions must be a non-empty list of distinct names, got {corruptions}."
             )
-        bad = [s for s in severities if s not in SEVERITIES]
-        if not severities or bad or len(set(severities)) != len(severities):
-            raise ValueError(
-                f"severities must be distinct values in {SEVERITIES}, got {severities}."
-            )
-        self.corruptions, self.severities = corruptions, severities
+        self.corruptions, self.severities = corruptions, list(check_severities(severities))
         template = MetricCollection(
             {
                 "Acc": Accuracy(task="multiclass", num_classes=num_classes),

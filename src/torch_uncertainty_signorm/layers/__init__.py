@@ -2,12 +2,14 @@
 
 from .member_heads import MemberHeads
 from .signorm import (
+    SigmaBatchNorm,
     SigmaBatchNorm1d,
     SigmaBatchNorm2d,
     SigmaBatchNorm3d,
     SigmaGroupNorm,
     SigmaLayerNorm,
     SigmaLayerNorm2d,
+    SigmaNorm,
     SigmaRMSNorm,
     SigmaSyncBatchNorm,
     output_preserving_reparameterization,
@@ -15,12 +17,14 @@ from .signorm import (
 
 __all__ = [
     "MemberHeads",
+    "SigmaBatchNorm",
     "SigmaBatchNorm1d",
     "SigmaBatchNorm2d",
     "SigmaBatchNorm3d",
     "SigmaGroupNorm",
     "SigmaLayerNorm",
     "SigmaLayerNorm2d",
+    "SigmaNorm",
     "SigmaRMSNorm",
     "SigmaSyncBatchNorm",
     "output_preserving_reparameterization",

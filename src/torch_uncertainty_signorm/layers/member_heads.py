@@ -8,6 +8,7 @@ from typing import Literal
 import torch
 from torch import Tensor, nn
 
+from ..checks import check_integer
 from .member_statistics import check_batch_statistics
 from .signorm import SigmaBatchNorm1d, SigmaLayerNorm
 
@@ -39,9 +40,8 @@ class MemberHeads(nn.Module):
         super().__init__()
         if norm not in ("batch", "layer"):
             raise ValueError(f"head norm must be 'batch' or 'layer', got {norm!r}.")
-        for name, value in (("in_features", in_features), ("num_classes", num_classes)):
-            if not isinstance(value, int) or value < 1:
-                raise ValueError(f"{name} must be an integer >= 1, got {value!r}.")
+        check_integer("in_features", in_features)
+        check_integer("num_classes", num_classes)
         self.num_estimators = num_estimators
         norm_cls = SigmaBatchNorm1d if norm == "batch" else SigmaLayerNorm
         self.norm = norm_cls(in_features, num_estimators)

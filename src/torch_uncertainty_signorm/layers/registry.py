@@ -23,8 +23,8 @@ from .signorm import (
     SigmaLayerNorm2d,
     SigmaRMSNorm,
     SigmaSyncBatchNorm,
-    _SigmaBatchNorm,
-    _SigmaNorm,
+    SigmaBatchNorm,
+    SigmaNorm,
 )
 
 __all__ = [
@@ -36,7 +36,7 @@ __all__ = [
 ]
 
 
-def _timm_norms() -> dict[type, type[_SigmaNorm]]:
+def _timm_norms() -> dict[type, type[SigmaNorm]]:
     """timm's plain norm classes (same computation as torch's), when timm is installed."""
     try:
         from timm.layers import norm
@@ -54,7 +54,7 @@ def _timm_norms() -> dict[type, type[_SigmaNorm]]:
 
 
 #: Exact plain type → the σNorm class replacing it.
-NORM_REGISTRY: dict[type, type[_SigmaNorm]] = {
+NORM_REGISTRY: dict[type, type[SigmaNorm]] = {
     nn.BatchNorm1d: SigmaBatchNorm1d,
     nn.BatchNorm2d: SigmaBatchNorm2d,
     nn.BatchNorm3d: SigmaBatchNorm3d,
@@ -68,7 +68,7 @@ NORM_REGISTRY: dict[type, type[_SigmaNorm]] = {
 _NORM_BASES = (nn.modules.batchnorm._BatchNorm, nn.LayerNorm, nn.GroupNorm, nn.RMSNorm)
 
 
-def signorm_class_for(module: nn.Module) -> type[_SigmaNorm] | None:
+def signorm_class_for(module: nn.Module) -> type[SigmaNorm] | None:
     """The σNorm class replacing ``module`` (exact type match), or ``None``."""
     return NORM_REGISTRY.get(type(module))
 
@@ -91,7 +91,7 @@ def check_norm_type(name: str, module: nn.Module) -> None:
         )
 
 
-def plain_class_for(layer: _SigmaNorm) -> type[nn.Module]:
+def plain_class_for(layer: SigmaNorm) -> type[nn.Module]:
     """The plain class a member of ``layer`` folds back into (the first registered)."""
     for plain, sigma in NORM_REGISTRY.items():
         if type(layer) is sigma:
@@ -99,7 +99,7 @@ def plain_class_for(layer: _SigmaNorm) -> type[nn.Module]:
     raise TypeError(f"No plain counterpart for {type(layer).__name__}.")
 
 
-def fold_signorm(layer: _SigmaNorm, member: int) -> nn.Module:
+def fold_signorm(layer: SigmaNorm, member: int) -> nn.Module:
     r"""The ordinary normalisation layer computing member ``member``'s output of ``layer``.
 
     Its affine is member ``member``'s effective one, :math:`w = k\,s \odot \sigma(\gamma_m)`,
@@ -113,7 +113,7 @@ def fold_signorm(layer: _SigmaNorm, member: int) -> nn.Module:
     plain_cls = plain_class_for(layer)
     weight = layer.member_scale()[member].detach().clone()
     bias = torch.zeros_like(weight) if layer.shift is None else layer.shift.detach().clone()
-    if isinstance(layer, _SigmaBatchNorm):
+    if isinstance(layer, SigmaBatchNorm):
         plain = plain_cls(layer.num_features, layer.eps, layer.momentum,
                           track_running_stats=layer.track_running_stats)
         if layer.track_running_stats:

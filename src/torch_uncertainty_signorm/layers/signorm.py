@@ -8,7 +8,7 @@ Every layer here computes, for member :math:`m` of a batch-major batch ``(B·M, 
 where :math:`\mathrm{norm}_m` uses member :math:`m`'s own statistics, :math:`\gamma_m` are
 member :math:`m`'s scale logits and :math:`\sigma(\gamma_m) \in (0, 1)` its feature
 importances. Trained from scratch, :math:`k = 1, s = 1, \beta = 0` and those buffers are
-absent; a converted pretrained layer (:meth:`_SigmaNorm.from_module` with
+absent; a converted pretrained layer (:meth:`SigmaNorm.from_module` with
 ``pretrained=True``) holds frozen :math:`k, s, \beta` that reproduce its output
 (see :func:`output_preserving_reparameterization`).
 
@@ -30,15 +30,18 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from ..checks import check_integer, check_positive_number
 from .member_statistics import copy_member_statistics, init_member_statistics, member_batch_norm
 
 __all__ = [
+    "SigmaBatchNorm",
     "SigmaBatchNorm1d",
     "SigmaBatchNorm2d",
     "SigmaBatchNorm3d",
     "SigmaGroupNorm",
     "SigmaLayerNorm",
     "SigmaLayerNorm2d",
+    "SigmaNorm",
     "SigmaRMSNorm",
     "SigmaSyncBatchNorm",
     "output_preserving_reparameterization",
@@ -153,8 +156,9 @@ def _placement(module: nn.Module) -> dict:
     return {} if weight is None else {"device": weight.device, "dtype": weight.dtype}
 
 
-class _SigmaNorm(nn.Module):
-    """Per-member scale logits, optional frozen reconstruction, batch-major input checks."""
+class SigmaNorm(nn.Module):
+    """Base of every σNorm layer: per-member scale logits, optional frozen reconstruction,
+    batch-major input checks."""
 
     def __init__(
         self,
@@ -165,12 +169,9 @@ class _SigmaNorm(nn.Module):
         dtype: torch.dtype | None = None,
     ) -> None:
         super().__init__()
-        if not isinstance(num_estimators, int) or num_estimators < 1:
-            raise ValueError(f"num_estimators must be an integer >= 1, got {num_estimators!r}.")
-        if not isinstance(num_features, int) or num_features < 1:
-            raise ValueError(f"num_features must be an integer >= 1, got {num_features!r}.")
-        if scale_init_std < 0 or not math.isfinite(scale_init_std):
-            raise ValueError(f"scale_init_std must be finite and >= 0, got {scale_init_std!r}.")
+        check_integer("num_estimators", num_estimators)
+        check_integer("num_features", num_features)
+        check_positive_number("scale_init_std", scale_init_std, allow_zero=True)
         self.num_features = num_features
         self.num_estimators = num_estimators
         self.scale_init_std = scale_init_std
@@ -242,7 +243,7 @@ class _SigmaNorm(nn.Module):
         *,
         pretrained: bool = False,
         scale_init_std: float = 1.0,
-    ) -> _SigmaNorm:
+    ) -> SigmaNorm:
         """Build the σNorm layer replacing ``module``.
 
         Args:
@@ -269,8 +270,8 @@ class _SigmaNorm(nn.Module):
         """Copy running statistics from the pretrained layer (only BatchNorm has any)."""
 
 
-class _SigmaBatchNorm(_SigmaNorm):
-    """σBN: BatchNorm with per-member running statistics and per-member scale logits."""
+class SigmaBatchNorm(SigmaNorm):
+    """Base of the σBN layers: BatchNorm with per-member running statistics and scale logits."""
 
     _input_dims: tuple[int, ...] = ()
     #: While training, take each member's batch statistics over ``process_group`` (all
@@ -330,25 +331,25 @@ class _SigmaBatchNorm(_SigmaNorm):
         )
 
 
-class SigmaBatchNorm1d(_SigmaBatchNorm):
+class SigmaBatchNorm1d(SigmaBatchNorm):
     """σBN over :class:`torch.nn.BatchNorm1d` inputs ``(M·B, C)`` or ``(M·B, C, L)``."""
 
     _input_dims = (2, 3)
 
 
-class SigmaBatchNorm2d(_SigmaBatchNorm):
+class SigmaBatchNorm2d(SigmaBatchNorm):
     """σBN over :class:`torch.nn.BatchNorm2d` inputs ``(M·B, C, H, W)``."""
 
     _input_dims = (4,)
 
 
-class SigmaBatchNorm3d(_SigmaBatchNorm):
+class SigmaBatchNorm3d(SigmaBatchNorm):
     """σBN over :class:`torch.nn.BatchNorm3d` inputs ``(M·B, C, D, H, W)``."""
 
     _input_dims = (5,)
 
 
-class SigmaSyncBatchNorm(_SigmaBatchNorm):
+class SigmaSyncBatchNorm(SigmaBatchNorm):
     """σBN over :class:`torch.nn.SyncBatchNorm` inputs of any rank ``(B·M, C, ...)``.
 
     Its members fold back into ``SyncBatchNorm`` on export; the layer synchronises across
@@ -356,7 +357,7 @@ class SigmaSyncBatchNorm(_SigmaBatchNorm):
     """
 
 
-class SigmaLayerNorm(_SigmaNorm):
+class SigmaLayerNorm(SigmaNorm):
     """σLN: LayerNorm over the trailing ``normalized_shape`` with per-member scale logits.
 
     LayerNorm statistics are per sample, hence already per member; only the affine is
@@ -417,7 +418,7 @@ class SigmaLayerNorm2d(SigmaLayerNorm):
         return super().forward(x.movedim(1, -1)).movedim(-1, 1)
 
 
-class SigmaGroupNorm(_SigmaNorm):
+class SigmaGroupNorm(SigmaNorm):
     """σGN: GroupNorm (per-sample group statistics) with per-member channel scale logits."""
 
     def __init__(

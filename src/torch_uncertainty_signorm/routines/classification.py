@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-import csv
-import math
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
 
 import torch
@@ -18,19 +15,19 @@ from torch_uncertainty.utils import get_logger_dir
 from torchmetrics import MeanMetric, MetricCollection
 
 from ..allowlist import instantiate_spec
-from ..diversity import geometric_ambiguity, jensen_gap, mutual_information, signorm_cosine
+from ..checks import check_positive_number
+from ..diversity import geometric_ambiguity, jensen_gap, signorm_cosine
 from ..ensemble import SigmaNormEnsemble
+from ..evaluation.results_csv import append_to_last_row
 from ..numerics import check_finite_losses
 from ..optim import DEFAULT_SCALE_LR_MULTIPLIER, signorm_param_groups
-from ..prediction import EnsemblePrediction, ensemble_prediction
+from ..prediction import EnsemblePrediction, ensemble_prediction, member_probabilities
 
 __all__ = ["SigmaNormClassificationRoutine"]
 
-_OUTPUT_MEASURES = {
-    "jensen_gap": jensen_gap,
-    "MI": mutual_information,
-    "geometric_ambiguity": geometric_ambiguity,
-}
+#: Per-input diversity of the members' outputs, logged as ``{val,test}/div/<name>``. The
+#: mutual information is TorchUncertainty's (``test/ens_MI``), not repeated here.
+_OUTPUT_MEASURES = {"jensen_gap": jensen_gap, "geometric_ambiguity": geometric_ambiguity}
 
 
 class SigmaNormClassificationRoutine(ClassificationRoutine):
@@ -43,9 +40,10 @@ class SigmaNormClassificationRoutine(ClassificationRoutine):
       regulariser :math:`\lambda \mathcal{L}_{div}`, with τ and λ set on the model),
       ``train/total_loss`` (what is optimised) and ``train/signorm_cos``;
     - validation and test: ``{val,test}/div/signorm_cos`` (all layers),
-      ``.../signorm_cos_regularized``, ``.../jensen_gap``, ``.../MI`` (modulation
-      uncertainty) and ``.../geometric_ambiguity`` on the in-distribution set; the test
-      values are appended to TorchUncertainty's ``results.csv`` row;
+      ``.../signorm_cos_regularized``, ``.../jensen_gap`` and ``.../geometric_ambiguity``
+      on the in-distribution set (the mutual information, i.e. the modulation uncertainty,
+      is TorchUncertainty's ``test/ens_MI``); the test values are appended to
+      TorchUncertainty's ``results.csv`` row;
     - :meth:`optimizer_param_groups`: the σNorm scale logits in their own group at
       ``scale_lr_multiplier`` × the learning rate with no weight decay. The
       ``torch-uncertainty`` command builds the recipe's ``optimizer:`` from these groups.
@@ -100,14 +98,7 @@ class SigmaNormClassificationRoutine(ClassificationRoutine):
                 f"SigmaNormClassificationRoutine trains a SigmaNormEnsemble (build one with "
                 f"torch_uncertainty_signorm.signorm_ensemble), got {type(model).__name__}."
             )
-        if not (
-            isinstance(scale_lr_multiplier, (int, float))
-            and math.isfinite(scale_lr_multiplier)
-            and scale_lr_multiplier > 0
-        ):
-            raise ValueError(
-                f"scale_lr_multiplier must be a finite number > 0, got {scale_lr_multiplier!r}."
-            )
+        check_positive_number("scale_lr_multiplier", scale_lr_multiplier)
         num_classes = _agree_with_model(model, num_classes, kwargs)
         super().__init__(model, num_classes, loss, **kwargs)
         self.save_hyperparameters(_saved_hyperparameters(type(self), arguments))
@@ -186,13 +177,9 @@ class SigmaNormClassificationRoutine(ClassificationRoutine):
         return ensemble_prediction(logits, self.model.num_estimators, self.binary_cls)
 
     def _update_output_measures(self, measures: MetricCollection, targets: Tensor) -> None:
-        """Per-input Jensen gap, MI and geometric ambiguity of the last evaluated batch."""
-        logits = self._eval_logits.float().unflatten(0, (-1, targets.size(0)))  # (M, B, C)
-        if self.binary_cls:
-            positive = torch.sigmoid(logits)
-            probs = torch.cat([1 - positive, positive], dim=-1)
-        else:
-            probs = logits.softmax(dim=-1)
+        """Per-input Jensen gap and geometric ambiguity of the last evaluated batch."""
+        members = self._eval_logits.size(0) // targets.size(0)  # M (times the TTA views)
+        probs = member_probabilities(self._eval_logits, members, self.binary_cls)  # (M, B, C)
         for name, measure in _OUTPUT_MEASURES.items():
             value = measure(probs, targets) if name == "jensen_gap" else measure(probs)
             measures[name].update(value)
@@ -218,7 +205,7 @@ class SigmaNormClassificationRoutine(ClassificationRoutine):
         if self.save_to_csv and self.logger is not None and self.trainer.is_global_zero:
             log_dir = get_logger_dir(self.logger)
             if log_dir is not None and (log_dir / self.csv_filename).is_file():
-                _append_to_last_row(log_dir / self.csv_filename, results)
+                append_to_last_row(log_dir / self.csv_filename, results)
 
 
 def _built(value: Any, base: type, name: str) -> Any:
@@ -281,14 +268,3 @@ def _saved_hyperparameters(cls: type, arguments: dict[str, Any]) -> dict[str, An
         given = {"_class_path": f"{cls.__module__}.{cls.__qualname__}", **arguments}
     return {k: v for k, v in given.items() if k != "_instantiator" and _is_data(v)}
 
-
-def _append_to_last_row(path: Path, values: dict[str, Tensor]) -> None:
-    """Add columns to the row TorchUncertainty's ``csv_writer`` just wrote (same format)."""
-    with path.open(newline="") as file:
-        rows = list(csv.reader(file))
-    header = rows[0] + [key for key in values if key not in rows[0]]
-    body = [row + [""] * (len(header) - len(row)) for row in rows[1:]]
-    for key, value in values.items():
-        body[-1][header.index(key)] = f"{float(value):.4f}"
-    with path.open("w", newline="") as file:
-        csv.writer(file, delimiter=",").writerows([header, *body])

@@ -11,7 +11,7 @@ printed and are listed in the sidecar's ``errata``: the ``row`` keys, the ``colu
 ``published`` value, the ``corrected`` one and the ``reason``; see :meth:`PublishedTable.errata`.
 
 Example:
-    >>> from torch_uncertainty_signorm.published import load_table
+    >>> from torch_uncertainty_signorm.paper.published import load_table
     >>> table = load_table("main")
     >>> table.label
     'tab:main'

@@ -97,7 +97,8 @@ def _config_settings(config: Mapping[str, Any]) -> dict[str, Any]:
     for key in ("tau", "diversity_strength", "num_estimators", "num_tta"):
         settings[key] = _find_key(routine, key)
     data = config.get("data") or {}
-    settings["test_batch_size"] = _find_key(data, "eval_batch_size") or _find_key(data, "batch_size")
+    batch_size = _find_key(data, "eval_batch_size") or _find_key(data, "batch_size")
+    settings["test_batch_size"] = batch_size
     return {key: value for key, value in settings.items() if value is not None}
 
 

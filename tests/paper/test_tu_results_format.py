@@ -7,9 +7,9 @@ import pytest
 
 from fixtures.tu_results import TU_HEADER
 
-from torch_uncertainty_signorm.reporting import regression, results_table
-from torch_uncertainty_signorm.reporting.regression import compare_rows
-from torch_uncertainty_signorm.reporting.results_table import read_rows
+from torch_uncertainty_signorm.paper import regression, results_table
+from torch_uncertainty_signorm.paper.regression import compare_rows
+from torch_uncertainty_signorm.paper.results_table import read_rows
 
 WHERE = ["dataset=CIFAR-10", "arch=ResNet-18"]
 ROW = [*WHERE, "method=σN-Ens"]
@@ -51,7 +51,7 @@ def test_regression_passes_a_faithful_run_and_labels_the_erratum(tmp_path, capsy
     run = _write_tu_run(tmp_path / "run", params=11_201_002)
     assert regression.main([str(run), "--published", "rn18", "--where", *ROW]) == 0
     report = capsys.readouterr().out
-    compared = {line.split()[0] for line in report.splitlines()[1:-1]}
+    compared = {line.split()[0] for line in report.splitlines()[2:-1]}  # below the rule
     assert compared == {"Acc", "NLL", "ECE", "AUPR", "AUROC", "FPR95", "Params", "MAdds"}
     (params,) = [line for line in report.splitlines() if line.startswith("Params")]
     assert "11.2 " in params and "ok  (erratum: paper prints 11.39)" in params

@@ -1,11 +1,13 @@
 """results.csv files → mean ± std rows in the paper's columns, appended to a published table."""
 
+import math
+
 import pytest
 from fixtures.results_files import tu_metrics, write_run
 
-from torch_uncertainty_signorm.reporting import results_table
-from torch_uncertainty_signorm.reporting._runs import find_runs
-from torch_uncertainty_signorm.reporting.results_table import aggregate, madds_per_image
+from torch_uncertainty_signorm.paper import results_table
+from torch_uncertainty_signorm.paper.runs import find_runs
+from torch_uncertainty_signorm.paper.results_table import aggregate, madds_per_image, mean_std
 
 SEEDS = [  # (Acc, NLL, ECE) of three seeds, fractions as TorchUncertainty logs them
     (0.90, 0.30, 0.010),
@@ -31,6 +33,21 @@ def test_mean_and_sample_std_match_hand_computation(three_seeds):
     assert row["ECE"] == pytest.approx(2.0) and row["ECE_std"] == pytest.approx(1.0)
     assert row["AUROC"] == pytest.approx(90.0) and row["AUROC_std"] == 0.0
     assert row["Params"] == pytest.approx(11.39)
+
+
+def test_mean_std_leaves_out_runs_without_a_value_and_defaults_to_columns_all_logged(tmp_path):
+    write_run(tmp_path / "a", tu_metrics(0.90, 0.30, float("nan"), **{"test/div/signorm_cos": 0.2}))
+    write_run(tmp_path / "b", tu_metrics(0.94, 0.36, 0.03))
+    runs = find_runs([tmp_path])
+    row = mean_std(runs, ["Acc", "ECE", "test/div/signorm_cos", "test/div/MI"])
+    assert row["runs"] == 2
+    assert row["Acc"] == pytest.approx(92.0) and row["Acc_std"] == pytest.approx(2 * 2**0.5)
+    assert row["ECE"] == pytest.approx(3.0) and row["ECE_std"] == 0.0  # the NaN run is left out
+    assert row["test/div/signorm_cos"] == pytest.approx(0.2)  # raw metrics too
+    assert math.isnan(row["test/div/MI"])  # no run logged it
+    default = mean_std(runs)
+    assert "Acc" in default and "ECE" not in default  # ECE is missing from run a
+    assert aggregate(runs, "x") == {"method": "x"} | default
 
 
 def test_madds_per_image_halves_flops_and_divides_by_the_first_test_batch(three_seeds):

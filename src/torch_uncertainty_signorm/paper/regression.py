@@ -1,7 +1,7 @@
 """Regression check: does a reproduction stay within tolerance of a published or reference row?
 
 Compares one row of results (a ``rows.csv`` written by
-:mod:`~torch_uncertainty_signorm.reporting.results_table`, or TorchUncertainty
+:mod:`~torch_uncertainty_signorm.paper.results_table`, or TorchUncertainty
 ``results.csv`` runs, averaged) with one expected row: a published table's
 (``--published main --where dataset=CIFAR-100 arch=ResNet-50 method=σN-Ens``) or a
 reference CSV's (``--reference ref.csv``, first row unless ``--reference-where``). Each metric
@@ -13,7 +13,7 @@ paper copied from CIFAR-100) is compared with its corrected value and labelled `
 the report. The command prints a diff of every compared metric and exits with status 1 if any is
 out of tolerance, 0 otherwise, 2 on bad usage, so it can gate a CI job::
 
-    python -m torch_uncertainty_signorm.reporting.regression logs/digits \\
+    python -m torch_uncertainty_signorm.paper.regression logs/digits \\
         --reference docs/reference/digits_signorm.csv --tol Acc=1.0
 """
 
@@ -27,9 +27,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..published import load_table
-from ._runs import find_runs
+from .published import load_table
+from .runs import find_runs
 from .results_table import aggregate, read_rows
+from .tables import format_table
 
 __all__ = [
     "DEFAULT_TOLERANCES", "RELATIVE_TOLERANCES", "Comparison", "compare_rows", "format_report",
@@ -129,16 +130,15 @@ def compare_rows(ours: Mapping[str, Any], expected: Mapping[str, Any],
 
 def format_report(comparisons: Sequence[Comparison]) -> str:
     """A readable diff: one line per metric, out-of-tolerance lines marked ``FAIL``."""
-    lines = [f"{'metric':<12} {'ours':>12} {'expected':>12} {'delta':>10} {'tol':>8}  verdict"]
-    for c in comparisons:
-        verdict = ("ok" if c.ok else "FAIL") + (f"  ({c.note})" if c.note else "")
-        tolerance = f"{c.tolerance * 100:g}%" if c.relative else f"{c.tolerance:.4g}"
-        lines.append(f"{c.metric:<12} {c.ours:>12.4g} {c.expected:>12.4g} {c.delta:>+10.4g} "
-                     f"{tolerance:>8}  {verdict}")
+    body = [[c.metric, f"{c.ours:.4g}", f"{c.expected:.4g}", f"{c.delta:+.4g}",
+             f"{c.tolerance * 100:g}%" if c.relative else f"{c.tolerance:.4g}",
+             ("ok" if c.ok else "FAIL") + (f"  ({c.note})" if c.note else "")]
+            for c in comparisons]
+    table = format_table(["metric", "ours", "expected", "delta", "tol", "verdict"], body,
+                         align="lrrrrl")
     failed = [c.metric for c in comparisons if not c.ok]
-    lines.append(f"{len(failed)} of {len(comparisons)} metrics out of tolerance"
-                 + (f": {', '.join(failed)}" if failed else ""))
-    return "\n".join(lines)
+    return table + (f"{len(failed)} of {len(comparisons)} metrics out of tolerance"
+                    + (f": {', '.join(failed)}" if failed else ""))
 
 
 def _pairs(pairs: Sequence[str], option: str, cast=str) -> dict[str, Any]:
@@ -190,20 +190,22 @@ def _load_expected(args: argparse.Namespace) -> tuple[dict[str, Any], dict[str, 
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="python -m torch_uncertainty_signorm.reporting.regression",
+        prog="python -m torch_uncertainty_signorm.paper.regression",
         description="Compare results with a published or reference row under per-metric "
         "tolerances; exit 1 when a metric is out of tolerance.",
         epilog="Default tolerances: " + ", ".join(
             [f"{k}={v:g}" for k, v in DEFAULT_TOLERANCES.items()]
             + [f"{k}={v * 100:g}%" for k, v in RELATIVE_TOLERANCES.items()]),
     )
-    parser.add_argument("results", help="rows.csv of results_table, a results.csv, or a folder of runs")
+    parser.add_argument("results",
+                        help="rows.csv of results_table, a results.csv, or a folder of runs")
     parser.add_argument("--row", help="label (method column) of the row to check in a rows.csv")
     expected = parser.add_mutually_exclusive_group(required=True)
     expected.add_argument("--published", help="published table name, e.g. main, rn18, mscaling")
     expected.add_argument("--reference", help="reference rows CSV (results_table format)")
     parser.add_argument("--where", nargs="*", default=[], metavar="KEY=VALUE",
-                        help="the published row, e.g. dataset=CIFAR-100 arch=ResNet-50 method=σN-Ens")
+                        help="the published row, e.g. dataset=CIFAR-100 arch=ResNet-50 "
+                        "method=σN-Ens")
     parser.add_argument("--reference-where", nargs="*", default=[], metavar="KEY=VALUE",
                         help="the reference row (default: the first)")
     parser.add_argument("--tol", nargs="*", default=[], metavar="METRIC=TOL",

@@ -1,13 +1,13 @@
-r"""Results to tables: TorchUncertainty ``results.csv`` files → mean ± std rows in the paper's columns.
+r"""TorchUncertainty ``results.csv`` files → mean ± std rows in the paper's columns.
 
 Each ``--run LABEL=PATH...`` group (one folder per seed, or ``results.csv`` files) becomes
 one row: for every paper column, the mean and the sample standard deviation (``ddof=1``; 0
 for a single run) over the group's runs. The rows are written as a CSV (``rows.csv``, the
-input of :mod:`~torch_uncertainty_signorm.reporting.regression`) and, appended under the
+input of :mod:`~torch_uncertainty_signorm.paper.regression`) and, appended under the
 rows of a published table (``--published main --where dataset=CIFAR-100
 arch=WideResNet-28-10``), as Markdown (``table.md``) and LaTeX (``table.tex``)::
 
-    python -m torch_uncertainty_signorm.reporting.results_table \
+    python -m torch_uncertainty_signorm.paper.results_table \
         --run "σN-Ens (ours)=logs/wrn_c100/signorm" --published main \
         --where dataset=CIFAR-100 arch=WideResNet-28-10 --out tables/wrn_c100
 
@@ -34,20 +34,22 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..published import PublishedTable, load_table
-from ._runs import Run, find_runs
+from ..evaluation.eval_sets import SEVERITIES, ood_metric_name, shift_metric_name
+from .published import PublishedTable, load_table
+from .runs import Run, find_runs
+from .tables import format_table
 
 __all__ = [
     "PAPER_COLUMNS",
     "aggregate",
     "madds_per_image",
+    "mean_std",
     "paper_metrics",
+    "read_rows",
+    "table_cells",
     "to_latex",
-    "to_markdown",
     "write_rows",
 ]
-
-SHIFT_SEVERITIES = (1, 2, 3, 4, 5)
 
 
 @dataclass(frozen=True)
@@ -70,7 +72,7 @@ PAPER_COLUMNS: dict[str, PaperColumn] = {
     "AUROC": PaperColumn("ood/AUROC", 100, ".1f"),
     "FPR95": PaperColumn("ood/FPR95", 100, ".1f"),
     **{
-        f"{metric}_{group}": PaperColumn(f"ood_{group}/{metric}", 100, ".2f")
+        f"{metric}_{group}": PaperColumn(ood_metric_name(group, metric), 100, ".2f")
         for group in ("near", "far") for metric in ("AUROC", "AUPR", "FPR95")
     },
     "Params": PaperColumn("test/cplx/params", 1e-6, ".2f"),
@@ -126,32 +128,49 @@ def paper_metrics(run: Run, test_batch_size: int | None = None) -> dict[str, flo
     batch = test_batch_size if test_batch_size is not None else run.settings.get("test_batch_size")
     if "test/cplx/flops" in run.metrics and batch is not None:
         row["MAdds"] = madds_per_image(run.metrics["test/cplx/flops"], int(batch))
-    for k in SHIFT_SEVERITIES:
+    for k in SEVERITIES:
         for name, (metric, scale) in SHIFT_COLUMNS.items():
-            if (source := f"shift/s{k}/{metric}") in run.metrics:
+            if (source := shift_metric_name(k, metric)) in run.metrics:
                 row[f"s{k}/{name}"] = run.metrics[source] * scale
     return row
 
 
-def aggregate(runs: Sequence[Run], label: str, test_batch_size: int | None = None) -> dict[str, Any]:
-    """Mean and sample std (``ddof=1``; 0 for one run) of each paper column over ``runs``.
+def mean_std(runs: Sequence[Run], columns: Sequence[str] | None = None,
+             test_batch_size: int | None = None) -> dict[str, Any]:
+    """Mean and sample std (``ddof=1``; 0 for one value) of each column over ``runs``.
 
-    Returns ``{"method": label, "runs": n, "Acc": mean, "Acc_std": std, ...}`` with the
-    columns every run logged.
+    A column is a paper column (``Acc``, see :func:`paper_metrics`) or a raw ``results.csv``
+    metric (``test/div/signorm_cos``); a run that did not log it, or logged NaN, is left out
+    of its mean, which is NaN when no run logged it. ``columns`` defaults to the paper columns
+    every run logged. Returns ``{"runs": n, "Acc": mean, "Acc_std": std, ...}``.
+    """
+    per_run = [{name: value for name, value in (paper_metrics(run, test_batch_size)
+                                                | dict(run.metrics)).items()
+                if not math.isnan(value)} for run in runs]
+    if columns is None:
+        every = [*PAPER_COLUMNS, *(f"s{k}/{name}" for k in SEVERITIES for name in SHIFT_COLUMNS)]
+        columns = [name for name in every
+                   if per_run and all(name in metrics for metrics in per_run)]
+    row: dict[str, Any] = {"runs": len(runs)}
+    for column in columns:
+        values = [metrics[column] for metrics in per_run if column in metrics]
+        row[column] = statistics.fmean(values) if values else math.nan
+        row[f"{column}_std"] = statistics.stdev(values) if len(values) > 1 else 0.0
+    return row
+
+
+def aggregate(runs: Sequence[Run], label: str,
+              test_batch_size: int | None = None) -> dict[str, Any]:
+    """One table row: ``label`` and the :func:`mean_std` of every paper column all runs logged.
+
+    Returns ``{"method": label, "runs": n, "Acc": mean, "Acc_std": std, ...}``.
 
     Raises:
         ValueError: If ``runs`` is empty.
     """
     if not runs:
         raise ValueError(f"no runs to aggregate for {label!r}.")
-    per_run = [paper_metrics(run, test_batch_size) for run in runs]
-    names = [n for n in per_run[0] if all(n in metrics for metrics in per_run[1:])]
-    row: dict[str, Any] = {"method": label, "runs": len(runs)}
-    for name in names:
-        values = [metrics[name] for metrics in per_run]
-        row[name] = statistics.fmean(values)
-        row[f"{name}_std"] = statistics.stdev(values) if len(values) > 1 else 0.0
-    return row
+    return {"method": label} | mean_std(runs, test_batch_size=test_batch_size)
 
 
 def write_rows(rows: Sequence[Mapping[str, Any]], path: str | Path) -> None:
@@ -194,9 +213,10 @@ def _our_rows(table: PublishedTable | None, rows: Sequence[Mapping[str, Any]],
     severities = "severity" in keys
     out = []
     for row in rows:
-        for k in SHIFT_SEVERITIES if severities else (None,):
+        for k in SEVERITIES if severities else (None,):
             cells = {key: str(where.get(key, "")) for key in keys}
-            cells["method" if "method" in keys else keys[-1]] = f"{row['method']} (n={row['runs']:g})"
+            label = f"{row['method']} (n={row['runs']:g})"
+            cells["method" if "method" in keys else keys[-1]] = label
             prefix = ""
             if k is not None:
                 cells["severity"], prefix = str(k), f"s{k}/"
@@ -242,15 +262,6 @@ def table_cells(table: PublishedTable | None, rows: Sequence[Mapping[str, Any]],
     return header, [[cells.get(c, "") for c in header] for cells in body]
 
 
-def to_markdown(header: Sequence[str], body: Sequence[Sequence[str]], caption: str = "") -> str:
-    """A GitHub-flavoured Markdown table (numbers right-aligned)."""
-    lines = [f"{caption}\n" if caption else ""]
-    lines.append("| " + " | ".join(header) + " |")
-    lines.append("|" + "|".join("---" if i == 0 else "---:" for i in range(len(header))) + "|")
-    lines += ["| " + " | ".join(row) + " |" for row in body]
-    return "\n".join(lines).lstrip("\n") + "\n"
-
-
 def _latex_escape(text: str) -> str:
     for char, escaped in (("\\", r"\textbackslash{}"), ("&", r"\&"), ("%", r"\%"), ("_", r"\_"),
                           ("#", r"\#"), ("σ", r"$\sigma$"), ("±", r"$\pm$")):
@@ -286,7 +297,7 @@ def _parse_pairs(pairs: Sequence[str], option: str) -> dict[str, str]:
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="python -m torch_uncertainty_signorm.reporting.results_table",
+        prog="python -m torch_uncertainty_signorm.paper.results_table",
         description="Collect TorchUncertainty results.csv files into mean ± std rows and append "
         "them to a published table (Markdown, LaTeX, CSV).",
     )
@@ -323,9 +334,10 @@ def main(argv: Sequence[str] | None = None) -> tuple[list[str], list[list[str]]]
     num_keys = len(header) - len(_metric_columns(table, rows))
     caption = f"{table.meta['caption']} Our rows appended." if table else ""
     label = f"{table.label}-ours" if table else ""
-    (out / "table.md").write_text(to_markdown(header, body))
+    markdown = format_table(header, body, markdown=True)
+    (out / "table.md").write_text(markdown)
     (out / "table.tex").write_text(to_latex(header, body, caption, label, num_keys))
-    print(to_markdown(header, body))
+    print(markdown)
     return header, body
 
 

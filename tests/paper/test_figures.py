@@ -9,8 +9,8 @@ import torch
 from fixtures.results_files import tu_metrics, write_run
 from safetensors.torch import save_file
 
-from torch_uncertainty_signorm.reporting import figures
-from torch_uncertainty_signorm.reporting._runs import find_runs
+from torch_uncertainty_signorm.paper import figures
+from torch_uncertainty_signorm.paper.runs import find_runs
 
 TAUS = [0.01, 0.1, 1.0, 10.0]
 
@@ -27,7 +27,7 @@ def tau_sweep(tmp_path):
         for seed in range(2):
             cos = 0.2 + 0.2 * i + 0.01 * seed
             diversity = {"test/div/signorm_cos": cos, "test/div/jensen_gap": math.exp(-5 * cos),
-                         "test/div/MI": 1 - cos**3, "test/div/geometric_ambiguity": 1 / cos}
+                         "test/ens_MI": 1 - cos**3, "test/div/geometric_ambiguity": 1 / cos}
             write_run(tmp_path / "tau" / f"t{tau}" / f"seed{seed}",
                       tu_metrics(0.90 + 0.01 * i + 0.02 * seed, 0.3, 0.02 + 0.01 * seed,
                                  **diversity),

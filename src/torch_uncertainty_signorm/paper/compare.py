@@ -6,7 +6,7 @@ ResNet-18 at width 1/4 (16-32-64-128 channels, which fits 1×8×8 inputs), SGD (
 momentum 0.9, weight decay 5e-4), batch size 64 and the same number of epochs. The metrics
 are TorchUncertainty's own test metrics (``trainer.test``)::
 
-    python -m torch_uncertainty_signorm.compare [--epochs N] [--seed S] \\
+    python -m torch_uncertainty_signorm.paper.compare [--epochs N] [--seed S] \\
         [--num-estimators M] [--output results.csv]
 
 Packed-Ensembles use alpha=2, gamma=1 (TorchUncertainty's ``packed_resnet`` defaults): at
@@ -27,38 +27,46 @@ import torch
 from lightning.pytorch import seed_everything
 from torch import nn
 from torch_uncertainty.methods import deep_ensembles
-from torch_uncertainty.models.classification import packed_resnet, resnet
+from torch_uncertainty.models import classification as tu_models
 from torch_uncertainty.routines import ClassificationRoutine
 from torch_uncertainty.transforms import RepeatTarget
 from torch_uncertainty.utils import TUTrainer
 
-from .datamodules import DigitsDataModule
-from .ensemble import signorm_ensemble
-from .optim import signorm_param_groups
-from .routines import SigmaNormClassificationRoutine
+from ..datamodules import DigitsDataModule
+from ..ensemble import signorm_ensemble
+from ..optim import signorm_param_groups
+from ..regularization import DEFAULT_DIVERSITY_STRENGTH, DEFAULT_TAU
+from ..routines import SigmaNormClassificationRoutine
+from .tables import format_table
 
-__all__ = ["compare", "main", "signorm_routine"]
+__all__ = [
+    "baseline_routine", "check_num_estimators", "compare", "comparison_table", "main",
+    "packed_resnet", "signorm_routine",
+]
 
 NUM_CLASSES = 10
 WIDTH = 0.25  # CIFAR-style ResNet-18 at 1/4 width: 16-32-64-128 channels
 LR, MOMENTUM, WEIGHT_DECAY, BATCH_SIZE = 0.05, 0.9, 5e-4, 64
 PACKED_ALPHA, PACKED_GAMMA = 2, 1
-TAU, DIVERSITY_STRENGTH = 0.1, 1e-2
 DEFAULT_EPOCHS, DEFAULT_NUM_ESTIMATORS = 4, 4
 
 
 def _resnet() -> nn.Module:
-    return resnet(1, NUM_CLASSES, 18, style="cifar", width_multiplier=WIDTH)
+    return tu_models.resnet(1, NUM_CLASSES, 18, style="cifar", width_multiplier=WIDTH)
 
 
 def _sgd(params) -> torch.optim.Optimizer:
     return torch.optim.SGD(params, lr=LR, momentum=MOMENTUM, weight_decay=WEIGHT_DECAY)
 
 
-def _routine(model: nn.Module, num_estimators: int = 1, **routine_kwargs) -> ClassificationRoutine:
-    """TorchUncertainty's routine with the shared recipe; an ensemble when ``num_estimators > 1``.
+def baseline_routine(
+    model: nn.Module, num_estimators: int = 1, **routine_kwargs
+) -> ClassificationRoutine:
+    """TorchUncertainty's routine around ``model`` with the shared recipe (SGD, OOD on).
 
-    ``routine_kwargs`` extend the routine's arguments (e.g. ``save_to_csv``).
+    ``model`` returns ``num_estimators`` members' logits stacked member-major (``(M·B, C)``),
+    so an ensemble when ``num_estimators > 1``; ``routine_kwargs`` extend the routine's
+    arguments (e.g. ``save_to_csv``).
     """
     ensemble = num_estimators > 1
     return ClassificationRoutine(
@@ -69,29 +77,35 @@ def _routine(model: nn.Module, num_estimators: int = 1, **routine_kwargs) -> Cla
 
 
 def _single(num_estimators: int) -> ClassificationRoutine:
-    return _routine(_resnet())
+    return baseline_routine(_resnet())
 
 
 def _deep_ensembles(num_estimators: int) -> ClassificationRoutine:
     model = deep_ensembles(_resnet(), num_estimators=num_estimators)  # re-initialises each copy
-    return _routine(model, num_estimators)
+    return baseline_routine(model, num_estimators)
 
 
-def _packed_resnet(num_estimators: int) -> nn.Module:
-    return packed_resnet(
+def packed_resnet(num_estimators: int) -> nn.Module:
+    """The Packed-Ensembles row's backbone: TorchUncertainty's packed ResNet-18 at this width.
+
+    Raises:
+        ValueError: If ``num_estimators`` does not divide the packed stem's channels
+            (:func:`check_num_estimators` says so in the comparison's terms).
+    """
+    return tu_models.packed_resnet(
         1, NUM_CLASSES, 18, num_estimators, alpha=PACKED_ALPHA, gamma=PACKED_GAMMA,
         style="cifar", width_multiplier=WIDTH,
     )
 
 
 def _packed(num_estimators: int) -> ClassificationRoutine:
-    return _routine(_packed_resnet(num_estimators), num_estimators)
+    return baseline_routine(packed_resnet(num_estimators), num_estimators)
 
 
 def signorm_routine(
     num_estimators: int = DEFAULT_NUM_ESTIMATORS,
-    tau: float = TAU,
-    diversity_strength: float = DIVERSITY_STRENGTH,
+    tau: float = DEFAULT_TAU,
+    diversity_strength: float = DEFAULT_DIVERSITY_STRENGTH,
     **routine_kwargs,
 ) -> SigmaNormClassificationRoutine:
     """The σN-Ens row: the shared backbone and recipe, scale logits at 100× lr, OOD on.
@@ -152,7 +166,7 @@ def check_num_estimators(num_estimators: int) -> None:
     if type(num_estimators) is not int or num_estimators < 2:
         raise ValueError(f"num_estimators must be an integer >= 2, got {num_estimators!r}.")
     try:
-        _packed_resnet(num_estimators)  # Packed-Ensembles split the channels into M groups
+        packed_resnet(num_estimators)  # Packed-Ensembles split the channels into M groups
     except ValueError as error:
         raise ValueError(
             f"num_estimators={num_estimators}: Packed-Ensembles at width {WIDTH} need M to "
@@ -183,22 +197,15 @@ def compare(
         lightning_logger.setLevel(level)
 
 
-def format_table(rows: Sequence[dict]) -> str:
-    """The comparison table as aligned text."""
+def comparison_table(rows: Sequence[dict]) -> str:
+    """The rows of :func:`compare` as aligned text, in the paper's units."""
     header = ["Method", *(title for _, title, _, _, _ in COLUMNS), "Params", "Time (s)"]
     body = [
         [row["method"], *(f"{row[key] * scale:{fmt}}" for key, _, _, scale, fmt in COLUMNS),
          f"{row['params']:,}", f"{row['time_s']:.1f}"]
         for row in rows
     ]
-    widths = [max(len(line[i]) for line in [header, *body]) for i in range(len(header))]
-    lines = [
-        "  ".join(cell.ljust(w) if i == 0 else cell.rjust(w) for i, (cell, w) in
-                  enumerate(zip(line, widths)))
-        for line in [header, *body]
-    ]
-    lines.insert(1, "-" * len(lines[0]))
-    return "\n".join(lines)
+    return format_table(header, body)
 
 
 def _int_at_least(minimum: int) -> Callable[[str], int]:
@@ -218,7 +225,7 @@ def _int_at_least(minimum: int) -> Callable[[str], int]:
 
 def main(argv: Sequence[str] | None = None) -> list[dict]:
     parser = argparse.ArgumentParser(
-        prog="python -m torch_uncertainty_signorm.compare",
+        prog="python -m torch_uncertainty_signorm.paper.compare",
         description="Single vs Deep Ensembles vs Packed-Ensembles vs σN-Ens on digits (CPU).",
     )
     parser.add_argument("--epochs", type=_int_at_least(1), default=DEFAULT_EPOCHS,
@@ -244,7 +251,7 @@ def main(argv: Sequence[str] | None = None) -> list[dict]:
     rows = compare(args.epochs, args.seed, args.num_estimators)
     print(f"\ndigits (1x8x8, OOD: pixel-permuted), ResNet-18 x{WIDTH}, "
           f"{args.epochs} epochs, M={args.num_estimators}, seed {args.seed}")
-    print(format_table(rows))
+    print(comparison_table(rows), end="")
     print(f"Total wall time: {time.perf_counter() - start:.1f} s")
     if args.output:
         with open(args.output, "w", newline="") as file:

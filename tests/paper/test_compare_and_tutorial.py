@@ -7,11 +7,12 @@ import runpy
 from pathlib import Path
 
 import pytest
+import torch
 
-from torch_uncertainty_signorm import compare as compare_module
-from torch_uncertainty_signorm.compare import compare, main
+from torch_uncertainty_signorm.paper import compare as compare_module
+from torch_uncertainty_signorm.paper.compare import compare, main
 
-TUTORIAL = Path(__file__).resolve().parents[1] / "tutorials" / "tutorial_signorm_resnet.py"
+TUTORIAL = Path(__file__).resolve().parents[2] / "tutorials" / "tutorial_signorm_resnet.py"
 METHODS = ("Single", "Deep Ensembles", "Packed Ensembles", "σN-Ens")
 
 
@@ -78,6 +79,16 @@ def test_invalid_arguments_are_argparse_errors_naming_the_value(argv, message, c
 def test_compare_rejects_invalid_arguments_before_training(epochs, num_estimators, message):
     with pytest.raises(ValueError, match=re.escape(message)):
         compare(epochs=epochs, num_estimators=num_estimators)
+
+
+def test_baseline_routine_repeats_targets_for_the_packed_members():
+    routine = compare_module.baseline_routine(compare_module.packed_resnet(4), 4)
+    assert routine.is_ensemble and routine.eval_ood
+    assert routine.format_batch_fn.num_repeats == 4
+    assert routine.model(torch.randn(2, 1, 8, 8)).shape == (4 * 2, 10)  # (M·B, C)
+    assert not compare_module.baseline_routine(compare_module.packed_resnet(1)).is_ensemble
+    with pytest.raises(ValueError):  # M must divide the packed stem's channels
+        compare_module.packed_resnet(3)
 
 
 @pytest.mark.slow

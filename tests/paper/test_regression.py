@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 from fixtures.results_files import tu_metrics, write_run
 
-from torch_uncertainty_signorm.reporting import regression
-from torch_uncertainty_signorm.reporting.regression import DEFAULT_TOLERANCES, compare_rows
-from torch_uncertainty_signorm.reporting.results_table import read_rows, write_rows
+from torch_uncertainty_signorm.paper import regression
+from torch_uncertainty_signorm.paper.regression import DEFAULT_TOLERANCES, compare_rows
+from torch_uncertainty_signorm.paper.results_table import read_rows, write_rows
 
 REFERENCE_DIR = Path(__file__).parents[2] / "docs" / "reference"
 REFERENCE = REFERENCE_DIR / "digits_signorm.csv"
@@ -93,7 +93,7 @@ def test_bad_input_raises_clear_errors(tmp_path, capsys):
 def test_command_exit_status_gates_a_ci_job(tmp_path):
     """``python -m ...regression`` exits 1 on a drift (0 on success: main's return value)."""
     perturbed = _perturbed_copy(tmp_path, ECE=1.5)
-    command = [sys.executable, "-m", "torch_uncertainty_signorm.reporting.regression",
+    command = [sys.executable, "-m", "torch_uncertainty_signorm.paper.regression",
                "--reference", str(REFERENCE)]
     failed = subprocess.run([*command, str(perturbed)], check=False, capture_output=True,
                             text=True)

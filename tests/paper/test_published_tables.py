@@ -1,10 +1,10 @@
-"""The paper's tables as package data: every table present, sidecars complete, numbers transcribed."""
+"""The paper's tables as package data: every table present, sidecars complete, numbers right."""
 
 import math
 
 import pytest
 
-from torch_uncertainty_signorm.published import TABLES, load_table
+from torch_uncertainty_signorm.paper.published import TABLES, load_table
 
 #: Every ``\begin{table}`` label of the paper (signorm_ensembles.tex), in order of appearance.
 PAPER_TABLE_LABELS = [

@@ -2,7 +2,7 @@
 
 import pytest
 
-from torch_uncertainty_signorm.simulation import equilibrium_grid, format_table, main
+from torch_uncertainty_signorm.paper.simulation import equilibrium_grid, equilibrium_table, main
 
 TAUS = (0.01, 0.03, 0.1, 0.3, 1.0, 3.0, 10.0)
 
@@ -30,13 +30,13 @@ def test_main_prints_the_table(capsys):
     main(["--members", "2", "4", "--taus", "0.1", "10", "--steps", "50", "--features", "16"])
     out = capsys.readouterr().out
     assert "σNorm-cos at equilibrium" in out and out.count("\n") >= 4
-    assert format_table({(2, 0.1): 0.5}).splitlines()[-1].split() == ["2", "0.500"]
+    assert equilibrium_table({(2, 0.1): 0.5}).splitlines()[-1].split() == ["2", "0.500"]
 
 
 def test_bad_simulation_arguments_are_rejected():
     with pytest.raises(SystemExit):
         main(["--taus", "0"])
-    from torch_uncertainty_signorm.simulation import equilibrium_cosines
+    from torch_uncertainty_signorm.paper.simulation import equilibrium_cosines
 
     with pytest.raises(ValueError, match=r"every tau must be > 0, got \[-1.0\]"):
         equilibrium_cosines(4, [-1.0])

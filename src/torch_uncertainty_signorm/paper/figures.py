@@ -3,12 +3,12 @@ r"""The paper's sweep tables and figures, from the ``results.csv`` files of swee
 One sub-command per artefact; each writes a CSV and a figure (PNG, and PDF with
 ``--pdf``) into ``--out``::
 
-    python -m torch_uncertainty_signorm.reporting.figures frontier  runs/tau     --out figs
-    python -m torch_uncertainty_signorm.reporting.figures diversity runs/tau     --out figs
-    python -m torch_uncertainty_signorm.reporting.figures members   runs/members --out figs
-    python -m torch_uncertainty_signorm.reporting.figures lambda    runs/lambda  --out figs
-    python -m torch_uncertainty_signorm.reporting.figures shift     logs/*/signorm --out figs
-    python -m torch_uncertainty_signorm.reporting.figures ownership runs/tau     --out figs
+    python -m torch_uncertainty_signorm.paper.figures frontier  runs/tau     --out figs
+    python -m torch_uncertainty_signorm.paper.figures diversity runs/tau     --out figs
+    python -m torch_uncertainty_signorm.paper.figures members   runs/members --out figs
+    python -m torch_uncertainty_signorm.paper.figures lambda    runs/lambda  --out figs
+    python -m torch_uncertainty_signorm.paper.figures shift     logs/*/signorm --out figs
+    python -m torch_uncertainty_signorm.paper.figures ownership runs/tau     --out figs
 
 * ``frontier``: accuracy–calibration frontier of a τ sweep (mean ± std over seeds per τ);
 * ``diversity``: σNorm-cos against the Jensen gap, mutual information and geometric
@@ -21,13 +21,12 @@ One sub-command per artefact; each writes a CSV and a figure (PNG, and PDF with
   :class:`~torch_uncertainty_signorm.callbacks.MemberOwnershipCallback`'s figures.
 
 Runs are grouped by their settings (``settings.json`` or the saved ``config.yaml``; see
-:func:`~torch_uncertainty_signorm.reporting._runs.read_settings`).
+:func:`~torch_uncertainty_signorm.paper.runs.read_settings`).
 """
 
 from __future__ import annotations
 
 import argparse
-import csv
 import json
 import math
 import statistics
@@ -38,8 +37,9 @@ from typing import Any
 from matplotlib.figure import Figure
 from scipy import stats
 
-from ._runs import Run, find_runs, iter_groups
-from .results_table import paper_metrics
+from ..evaluation.eval_sets import SEVERITIES
+from .results_table import mean_std, write_rows
+from .runs import Run, find_runs, iter_groups
 
 __all__ = [
     "diversity_correlations",
@@ -49,24 +49,14 @@ __all__ = [
     "ownership",
     "save_figure",
     "severity_curves",
-    "write_csv",
 ]
 
-#: Output-space diversity measures (``test/div/*`` columns) set against σNorm-cos.
-OUTPUT_MEASURES = {"MI": "test/div/MI", "jensen_gap": "test/div/jensen_gap",
+#: Output-space diversity measures set against σNorm-cos: TorchUncertainty's mutual
+#: information of the ensemble and the routine's ``test/div/*`` measures.
+OUTPUT_MEASURES = {"MI": "test/ens_MI", "jensen_gap": "test/div/jensen_gap",
                    "geometric_ambiguity": "test/div/geometric_ambiguity"}
 SIGNORM_COS = "test/div/signorm_cos"
 _LABELS = {"signorm": "σN-Ens", "packed": "Packed", "SigmaNormClassificationRoutine": "σN-Ens"}
-
-
-def write_csv(rows: Sequence[dict[str, Any]], path: Path) -> None:
-    """Write rows as CSV; the columns are the union of the rows' keys, in first-seen order."""
-    columns = list(dict.fromkeys(k for row in rows for k in row))
-    with path.open("w", newline="") as file:
-        writer = csv.DictWriter(file, fieldnames=columns, restval="")
-        writer.writeheader()
-        writer.writerows({k: f"{v:.10g}" if isinstance(v, float) else v for k, v in row.items()}
-                         for row in rows)
 
 
 def save_figure(figure: Figure, out: Path, name: str, pdf: bool) -> list[Path]:
@@ -75,17 +65,6 @@ def save_figure(figure: Figure, out: Path, name: str, pdf: bool) -> list[Path]:
     for path in paths:
         figure.savefig(path, dpi=150, bbox_inches="tight")
     return paths
-
-
-def _mean_std(runs: Sequence[Run], columns: Sequence[str]) -> dict[str, float]:
-    """Mean and sample std over ``runs`` of paper columns (``Acc``) or raw metrics."""
-    per_run = [paper_metrics(run) | dict(run.metrics) for run in runs]
-    row: dict[str, float] = {"runs": len(runs)}
-    for column in columns:
-        values = [m[column] for m in per_run if column in m and not math.isnan(m[column])]
-        row[column] = statistics.fmean(values) if values else math.nan
-        row[f"{column}_std"] = statistics.stdev(values) if len(values) > 1 else 0.0
-    return row
 
 
 def _require(runs: Sequence[Run], setting: str, what: str) -> None:
@@ -100,7 +79,7 @@ def frontier(runs: Sequence[Run]) -> tuple[list[dict[str, Any]], Figure]:
     _require(runs, "tau", "the frontier")
     rows = []
     for tau, group in iter_groups(runs, "tau"):
-        row = {"tau": tau} | _mean_std(group, ["Acc", "ECE", "NLL", SIGNORM_COS])
+        row = {"tau": tau} | mean_std(group, ["Acc", "ECE", "NLL", SIGNORM_COS])
         rows.append({key.replace(SIGNORM_COS, "signorm_cos"): v for key, v in row.items()})
     figure = Figure(figsize=(4.5, 3.8))
     ax = figure.subplots()
@@ -188,7 +167,7 @@ def member_scaling(runs: Sequence[Run]) -> tuple[list[dict[str, Any]], Figure]:
     for method, by_method in iter_groups(runs, "method"):
         for m, group in iter_groups(by_method, "num_estimators"):
             rows.append({"method": _LABELS.get(method, method), "num_estimators": int(m)}
-                        | _mean_std(group, columns))
+                        | mean_std(group, columns))
     figure = Figure(figsize=(12, 3.2))
     axes = figure.subplots(1, len(columns))
     for method in dict.fromkeys(r["method"] for r in rows):
@@ -211,7 +190,7 @@ def lambda_table(runs: Sequence[Run]) -> tuple[list[dict[str, Any]], Figure]:
     """Acc / NLL / ECE per regularisation strength λ (``diversity_strength``)."""
     _require(runs, "diversity_strength", "the λ table")
     rows = [{"diversity_strength": lam, "tau": group[0].get("tau")}
-            | _mean_std(group, ["Acc", "NLL", "ECE"])
+            | mean_std(group, ["Acc", "NLL", "ECE"])
             for lam, group in iter_groups(runs, "diversity_strength")]
     figure = Figure(figsize=(9, 3))
     axes = figure.subplots(1, 3)
@@ -236,8 +215,8 @@ def severity_curves(runs: Sequence[Run], label: Callable[[Run], str] = _method) 
         groups.setdefault(label(run), []).append(run)
     rows = []
     for name, group in groups.items():
-        for k in range(1, 6):
-            row = _mean_std(group, [f"s{k}/Acc", f"s{k}/NLL", f"s{k}/ECE"])
+        for k in SEVERITIES:
+            row = mean_std(group, [f"s{k}/Acc", f"s{k}/NLL", f"s{k}/ECE"])
             if math.isnan(row[f"s{k}/ECE"]):
                 continue
             rows.append({"method": name, "severity": k, "runs": row["runs"]}
@@ -266,8 +245,11 @@ def ownership(run_dirs: Sequence[Path], out: Path, threshold: float = 0.5,
     """
     from safetensors import safe_open
 
-    from ..callbacks.member_ownership import MemberOwnershipCallback, _histogram_figure
-    from ..diversity import ownership_counts
+    from ..callbacks.member_ownership import (
+        importance_embedding_figure,
+        importance_histogram_figure,
+    )
+    from ..diversity import ownership_fractions
 
     rows = []
     for run_dir in run_dirs:
@@ -280,13 +262,12 @@ def ownership(run_dirs: Sequence[Path], out: Path, threshold: float = 0.5,
         scopes = {scope: imps for scope, imps in scopes.items() if imps}
         num_members = next(iter(layers.values())).shape[0]
         name = f"{run_dir.parent.name}_{run_dir.name}"
-        save_figure(_histogram_figure(scopes, threshold), out, f"importance_histogram_{name}", pdf)
-        callback = MemberOwnershipCallback(threshold=threshold)
-        save_figure(callback._embedding_figure(scopes, num_members), out,
-              f"importance_embedding_{name}", pdf)
+        save_figure(importance_histogram_figure(scopes, threshold), out,
+                    f"importance_histogram_{name}", pdf)
+        save_figure(importance_embedding_figure(scopes, num_members, threshold), out,
+                    f"importance_embedding_{name}", pdf)
         for scope, imps in scopes.items():
-            counts = ownership_counts(imps, threshold)
-            fractions = (counts.double() / counts.sum()).tolist()
+            fractions = ownership_fractions(imps, threshold).tolist()
             rows.append({"run": name, "scope": scope}
                         | {f"k={k}": round(f, 4) for k, f in enumerate(fractions)})
     return rows
@@ -294,7 +275,7 @@ def ownership(run_dirs: Sequence[Path], out: Path, threshold: float = 0.5,
 
 def main(argv: Sequence[str] | None = None) -> dict[str, Path]:
     parser = argparse.ArgumentParser(
-        prog="python -m torch_uncertainty_signorm.reporting.figures",
+        prog="python -m torch_uncertainty_signorm.paper.figures",
         description="Sweep tables (CSV) and figures (PNG/PDF) from results.csv files.",
     )
     parser.add_argument("artefact", choices=["frontier", "diversity", "members", "lambda",
@@ -312,11 +293,11 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Path]:
                     if (r.path.parent / "importances.safetensors").is_file()]
             if not dirs:
                 raise ValueError("no run saved importances.safetensors.")
-            write_csv(ownership(dirs, out, pdf=args.pdf), out / "ownership.csv")
+            write_rows(ownership(dirs, out, pdf=args.pdf), out / "ownership.csv")
             return {"csv": out / "ownership.csv"}
         if args.artefact == "diversity":
             table, points, figure = diversity_correlations(runs)
-            write_csv(points, out / "diversity_points.csv")
+            write_rows(points, out / "diversity_points.csv")
         else:
             build = {"frontier": frontier, "members": member_scaling, "lambda": lambda_table,
                      "shift": severity_curves}[args.artefact]
@@ -326,7 +307,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Path]:
     name = {"frontier": "tau_frontier", "diversity": "diversity_correlations",
             "members": "member_scaling", "lambda": "lambda_robustness",
             "shift": "ece_vs_severity"}[args.artefact]
-    write_csv(table, out / f"{name}.csv")
+    write_rows(table, out / f"{name}.csv")
     save_figure(figure, out, name, args.pdf)
     print(f"wrote {out / name}.csv and {name}.png")
     return {"csv": out / f"{name}.csv", "png": out / f"{name}.png"}

@@ -2,11 +2,11 @@
 
 Each point of a sweep is one ordinary training run that leaves TorchUncertainty's
 ``results.csv`` in its own folder, ``OUT/<sweep>/signorm_M<M>_tau<τ>_lambda<λ>/seed<S>/``
-(``packed_M<M>`` for Packed); the figure commands (:mod:`torch_uncertainty_signorm.reporting.figures`) read those files.
-Two back ends:
+(``packed_M<M>`` for Packed); the figure commands
+(:mod:`torch_uncertainty_signorm.paper.figures`) read those files. Two back ends:
 
 * ``--backend digits`` trains every point here, on CPU, with the comparison command's
-  recipe (:mod:`torch_uncertainty_signorm.compare`: CIFAR-style ResNet-18 at 1/4 width on
+  recipe (:mod:`torch_uncertainty_signorm.paper.compare`: CIFAR-style ResNet-18 at 1/4 width on
   scikit-learn's digits, fixed splits, the seed only changing the initialisation and the
   batch order), and also saves each σN-Ens run's final importances
   (``importances.safetensors``) for the ownership figures;
@@ -14,9 +14,9 @@ Two back ends:
   fit`` command per point, with the overrides that set τ, λ, M, the seed and the log
   folder (``--launch`` runs them one after the other instead)::
 
-    python -m torch_uncertainty_signorm.reporting.sweeps tau --backend recipe \\
+    python -m torch_uncertainty_signorm.paper.sweeps tau --backend recipe \\
         --config experiments/wrn_c100_signorm.yaml --values 0.03 0.1 0.3 1 3 --seeds 0 1 2
-    python -m torch_uncertainty_signorm.reporting.sweeps tau --backend digits \\
+    python -m torch_uncertainty_signorm.paper.sweeps tau --backend digits \\
         --values 0.03 0.1 0.3 1 3 --seeds 0 1 2 --out runs/digits
 """
 
@@ -32,8 +32,9 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from .. import compare
-from ._runs import RESULTS_FILENAME, SETTINGS_FILENAME
+from ..regularization import DEFAULT_DIVERSITY_STRENGTH, DEFAULT_TAU
+from . import compare
+from .runs import RESULTS_FILENAME, SETTINGS_FILENAME
 
 __all__ = [
     "SWEEPS", "SweepPoint", "recipe_command", "run_digits_point", "sweep_points",
@@ -69,8 +70,8 @@ class SweepPoint:
 
 
 def sweep_points(
-    sweep: str, values: Sequence[float], seeds: Sequence[int], *, tau: float = compare.TAU,
-    diversity_strength: float = compare.DIVERSITY_STRENGTH,
+    sweep: str, values: Sequence[float], seeds: Sequence[int], *, tau: float = DEFAULT_TAU,
+    diversity_strength: float = DEFAULT_DIVERSITY_STRENGTH,
     num_estimators: int = compare.DEFAULT_NUM_ESTIMATORS, with_packed: bool = False,
 ) -> list[SweepPoint]:
     """The runs of ``sweep`` (``tau``, ``members`` or ``lambda``) over ``values`` × ``seeds``.
@@ -100,8 +101,8 @@ def sweep_points(
 
 def _digits_routine(point: SweepPoint):
     if point.method == PACKED:
-        return compare._routine(
-            compare._packed_resnet(point.num_estimators), point.num_estimators, save_to_csv=True
+        return compare.baseline_routine(
+            compare.packed_resnet(point.num_estimators), point.num_estimators, save_to_csv=True
         )
     return compare.signorm_routine(
         point.num_estimators, tau=point.tau, diversity_strength=point.diversity_strength,
@@ -198,7 +199,7 @@ def recipe_command(point: SweepPoint, config: str | Path, out: str | Path, sweep
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="python -m torch_uncertainty_signorm.reporting.sweeps",
+        prog="python -m torch_uncertainty_signorm.paper.sweeps",
         description="Run (digits, CPU) or print/launch (any recipe) a τ, M or λ sweep.",
     )
     parser.add_argument("sweep", choices=sorted(SWEEPS), help="the setting to vary")
@@ -211,9 +212,9 @@ def _parser() -> argparse.ArgumentParser:
                         help="members sweep, recipe back end: also sweep this Packed recipe")
     parser.add_argument("--with-packed", action="store_true",
                         help="members sweep, digits back end: also run Packed-Ensembles")
-    parser.add_argument("--tau", type=float, default=compare.TAU, help="τ when not swept")
+    parser.add_argument("--tau", type=float, default=DEFAULT_TAU, help="τ when not swept")
     parser.add_argument("--lambda", dest="diversity_strength", type=float,
-                        default=compare.DIVERSITY_STRENGTH, help="λ when not swept")
+                        default=DEFAULT_DIVERSITY_STRENGTH, help="λ when not swept")
     parser.add_argument("--num-estimators", type=int, default=compare.DEFAULT_NUM_ESTIMATORS,
                         help="M when not swept")
     parser.add_argument("--epochs", type=int, default=compare.DEFAULT_EPOCHS,

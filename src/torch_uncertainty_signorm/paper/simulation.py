@@ -15,7 +15,7 @@ initial cosine (no push) at high τ, nearly independently of M for M ≥ 4. With
 softmax has exactly one above-average member per feature, so features end single-owned up
 to higher τ than with more members.
 
-Run ``python -m torch_uncertainty_signorm.simulation`` to print the M × τ table.
+Run ``python -m torch_uncertainty_signorm.paper.simulation`` to print the M × τ table.
 """
 
 from __future__ import annotations
@@ -26,10 +26,11 @@ from collections.abc import Sequence
 
 import torch
 
-from .diversity import pairwise_cosine
-from .regularization import sharing_penalty
+from ..diversity import pairwise_cosine
+from ..regularization import sharing_penalty
+from .tables import format_table
 
-__all__ = ["equilibrium_cosines", "equilibrium_grid", "format_table", "main"]
+__all__ = ["equilibrium_cosines", "equilibrium_grid", "equilibrium_table", "main"]
 
 DEFAULT_MEMBERS = (2, 4, 8, 16)
 DEFAULT_TAUS = (0.01, 0.03, 0.1, 0.3, 1.0, 3.0, 10.0)
@@ -91,20 +92,19 @@ def equilibrium_grid(
     return grid
 
 
-def format_table(grid: dict[tuple[int, float], float]) -> str:
-    """The grid as a plain-text table: one row per M, one column per τ."""
+def equilibrium_table(grid: dict[tuple[int, float], float]) -> str:
+    """The grid as a plain-text table under a title: one row per M, one column per τ."""
     members = sorted({m for m, _ in grid})
     taus = sorted({t for _, t in grid})
-    lines = ["σNorm-cos at equilibrium (rows: M, columns: τ)"]
-    lines.append("M \\ τ " + "".join(f"{t:>8g}" for t in taus))
-    lines += [f"{m:<6d}" + "".join(f"{grid[m, t]:8.3f}" for t in taus) for m in members]
-    return "\n".join(lines)
+    body = [[str(m), *(f"{grid[m, t]:.3f}" for t in taus)] for m in members]
+    return ("σNorm-cos at equilibrium (rows: M, columns: τ)\n"
+            + format_table(["M \\ τ", *(f"{t:g}" for t in taus)], body))
 
 
 def main(argv: Sequence[str] | None = None) -> None:
     """Print the simulated σNorm-cos table over M and τ."""
     parser = argparse.ArgumentParser(
-        prog="python -m torch_uncertainty_signorm.simulation",
+        prog="python -m torch_uncertainty_signorm.paper.simulation",
         description="Simulated σNorm-cos equilibrium over ensemble sizes M and temperatures τ.",
     )
     parser.add_argument("--members", type=int, nargs="+", default=list(DEFAULT_MEMBERS))
@@ -121,7 +121,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     grid = equilibrium_grid(
         args.members, args.taus, steps=args.steps, num_features=args.features, seed=args.seed
     )
-    print(format_table(grid))
+    print(equilibrium_table(grid), end="")
     print(f"({len(grid)} simulations in {time.perf_counter() - start:.1f} s)")
 
 

@@ -1,0 +1,114 @@
+"""Every test input's member probabilities, saved beside ``results.csv`` for later analyses.
+
+TorchUncertainty's routines log aggregate metrics only; per-input analyses (uncertainty
+against annotator agreement, error–rejection curves, ...) need each input's member
+probabilities. :class:`TestPredictionWriter` keeps the logits the model returns in every test
+step (a forward hook, no second forward) and writes, at the end of testing, one safetensors
+file with, per test loader ``i`` (in ``test_dataloader()`` order), ``probs/i`` of shape
+``(M, N, C)`` (float32; M = 1 for a single model) and ``targets/i`` of shape ``(N,)``.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+import torch
+from lightning.pytorch import Callback, LightningModule, Trainer
+from safetensors.torch import save_file
+from torch import Tensor, nn
+from torch_uncertainty.utils import get_logger_dir
+
+from ..prediction import member_probabilities
+
+__all__ = ["TestPredictionWriter"]
+
+
+class TestPredictionWriter(Callback):
+    """Write each test loader's member probabilities and targets to ``filename``.
+
+    The file goes into the logger's run folder (``version_<n>/``), or ``dirpath`` if given.
+    Requires a routine whose ``model`` returns member-major logits ``(M·B, C)``, as
+    TorchUncertainty's classification routines do.
+
+    Args:
+        filename: Name of the safetensors file.
+        dirpath: Folder of the file; defaults to the logger's run folder.
+    """
+
+    __test__ = False  # not a pytest test class despite its name
+
+    def __init__(
+        self, filename: str = "test_predictions.safetensors", dirpath: str | Path | None = None
+    ) -> None:
+        if not isinstance(filename, str) or not filename.endswith(".safetensors"):
+            raise ValueError(f"filename must end with '.safetensors', got {filename!r}.")
+        self.filename = filename
+        self.dirpath = None if dirpath is None else Path(dirpath)
+        self._handle = None
+        self._logits: Tensor | None = None
+        self._probs: dict[int, list[Tensor]] = defaultdict(list)
+        self._targets: dict[int, list[Tensor]] = defaultdict(list)
+
+    def on_test_start(self, trainer: Trainer, pl_module: LightningModule) -> None:
+        model = getattr(pl_module, "model", None)
+        if not isinstance(model, nn.Module):
+            raise TypeError(
+                f"TestPredictionWriter needs a routine with a `model` module; "
+                f"{type(pl_module).__name__} has none."
+            )
+        self._probs.clear()
+        self._targets.clear()
+        self._handle = model.register_forward_hook(self._keep_logits)
+
+    def _keep_logits(self, module: nn.Module, args: Any, output: Any) -> None:
+        if not isinstance(output, Tensor):
+            raise TypeError(f"TestPredictionWriter expects logits, got {type(output).__name__}.")
+        self._logits = output.detach()
+
+    def on_test_batch_end(
+        self,
+        trainer: Trainer,
+        pl_module: LightningModule,
+        outputs: Any,
+        batch: Any,
+        batch_idx: int,
+        dataloader_idx: int = 0,
+    ) -> None:
+        targets = batch[1]
+        if self._logits is None or self._logits.shape[0] % targets.shape[0]:
+            shape = None if self._logits is None else tuple(self._logits.shape)
+            raise ValueError(
+                f"The model's test logits (shape {shape}) are not member-major (M·B, C) for a "
+                f"batch of B = {targets.shape[0]} inputs."
+            )
+        num_estimators = self._logits.shape[0] // targets.shape[0]
+        binary = bool(getattr(pl_module, "binary_cls", False))
+        probs = member_probabilities(self._logits, num_estimators, binary)
+        self._probs[dataloader_idx].append(probs.cpu())
+        self._targets[dataloader_idx].append(targets.detach().cpu())
+        self._logits = None
+
+    def on_test_end(self, trainer: Trainer, pl_module: LightningModule) -> None:
+        self._remove_hook()
+        if not trainer.is_global_zero or not self._probs:
+            return
+        tensors = {}
+        for index in sorted(self._probs):
+            tensors[f"probs/{index}"] = torch.cat(self._probs[index], dim=1).contiguous()
+            tensors[f"targets/{index}"] = torch.cat(self._targets[index]).contiguous()
+        folder = self.dirpath or get_logger_dir(trainer.logger) or Path(trainer.default_root_dir)
+        folder = Path(folder)
+        folder.mkdir(parents=True, exist_ok=True)
+        save_file(tensors, folder / self.filename)
+
+    def on_exception(
+        self, trainer: Trainer, pl_module: LightningModule, exception: BaseException
+    ) -> None:
+        self._remove_hook()
+
+    def _remove_hook(self) -> None:
+        if self._handle is not None:
+            self._handle.remove()
+            self._handle = None
