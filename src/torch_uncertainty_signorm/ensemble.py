@@ -27,8 +27,8 @@ from .regulariser_check import require_diversity_loss
 __all__ = ["SigmaNormEnsemble", "signorm_ensemble"]
 
 #: Backbone rows per evaluation pass on CPU with ``eval_chunk_size="auto"``: one pass over
-#: all B·M rows holds M× larger activations than a single model's pass over B inputs, which
-#: on a CPU spills its caches in the memory-bound layers (see ``BENCHMARKS.md``).
+#: all B·M rows allocates M× larger activations than a single model's pass over B inputs,
+#: which the CPU allocator hands out as fresh pages on every pass (``BENCHMARKS.md``).
 CPU_EVAL_CHUNK_ROWS = 16
 
 #: Kept under its 0.1.0 name for ``export.py``, which imports it from here.
@@ -54,7 +54,7 @@ def _check_eval_chunk_size(value: Any) -> None:
         )
 
 
-def split_batch(inputs: Tensor | Mapping[str, Any], size: int, batch_size: int) -> list:
+def _split_batch(inputs: Tensor | Mapping[str, Any], size: int, batch_size: int) -> list:
     """``inputs`` split along the batch into parts of at most ``size`` inputs; a mapping's
     tensors with ``batch_size`` rows are split alike, its other values repeated in each part."""
     if isinstance(inputs, Tensor):
@@ -259,7 +259,7 @@ class SigmaNormEnsemble(MemberWrapper):
             return member_major_rows(inputs)
         parts = [
             member_major_rows(part).unflatten(0, (self.num_estimators, -1))
-            for part in split_batch(inputs, per_pass, batch_size)
+            for part in _split_batch(inputs, per_pass, batch_size)
         ]
         return torch.cat(parts, dim=1).flatten(0, 1)
 
