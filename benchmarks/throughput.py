@@ -5,8 +5,10 @@ backward and SGD step), evaluation throughput, peak memory of a training step, p
 and multiply-adds per image (all members). Methods are timed interleaved (round-robin, the
 order rotated every repeat) after a warm-up, and medians are reported, so that a busy
 machine slows every method alike and the ratios stay meaningful. It also times a σNorm
-layer's forward+backward against torch's plain layer on the same ``(M·B, ...)`` tensor, and
-the σN-Ens predict path (mean probabilities and modulation uncertainty).
+layer's forward+backward against torch's plain layer on the same ``(M·B, ...)`` tensor,
+the σN-Ens predict path (mean probabilities and modulation uncertainty), and σN-Ens
+evaluation in one backbone pass over all B·M rows (its default, ``eval_chunk_size="auto"``,
+evaluates on CPU in parts).
 
 Reproduce (the CPU table of ``BENCHMARKS.md``; the GPU presets use CUDA mixed precision)::
 
@@ -53,6 +55,7 @@ SINGLE, DEEP, PACKED, BATCHED = (
 FILM, LORA = "FiLM-Ensemble", "LoRA-Ensemble"
 SIGNORM, SIGNORM_AT_INPUT = "σN-Ens", "σN-Ens (expand at input)"
 PREDICT_ROW = "σN-Ens predict (p̄, U_mod)"
+ONE_PASS_ROW = "σN-Ens, eval in one pass"
 #: Target bounds of the issues, as ratios from this benchmark.
 MAX_STEP_VS_DEEP, MAX_STEP_VS_M_SINGLE, MAX_PARAMS_VS_SINGLE, MIN_EVAL_VS_DEEP = (
     1.0,
@@ -439,9 +442,20 @@ class NormKernelCounter(TorchDispatchMode):
         return func(*args, **(kwargs or {}))
 
 
+@contextlib.contextmanager
+def one_pass(model: nn.Module):
+    """Evaluate a σN-Ens over all B·M rows in one backbone pass (no ``eval_chunk_size`` parts)."""
+    saved = model.eval_chunk_size
+    model.eval_chunk_size = None
+    try:
+        yield
+    finally:
+        model.eval_chunk_size = saved
+
+
 def count_norm_kernels(runner: Runner, method: Method, inputs: Tensor) -> int:
-    """Normalisation kernels of one evaluation forward of ``method``."""
-    with NormKernelCounter() as counter:
+    """Normalisation kernels of one evaluation pass of ``method`` over all B·M rows."""
+    with one_pass(method.model), NormKernelCounter() as counter:
         runner.eval_step(method, inputs)
     return counter.count
 
@@ -465,6 +479,11 @@ def _norm_pairs(
             (m * batch, *preset.ln_shape),
         ),
     ]
+
+
+def _eval_in_one_pass(runner: Runner, method: Method, inputs: Tensor) -> None:
+    with one_pass(method.model):
+        runner.eval_step(method, inputs)
 
 
 def run_benchmark(
@@ -538,6 +557,7 @@ def run_benchmark(
         timed[f"eval:{name}"] = lambda m=method: runner.eval_step(m, inputs)
     if signorm is not None:
         timed["predict"] = lambda: runner.predict_step(signorm, inputs)
+        timed["eval-one-pass"] = lambda: _eval_in_one_pass(runner, signorm, inputs)
     for sigma_name, sigma, plain_name, plain, _ in pairs:
         timed[f"norm:{sigma_name}"] = lambda l=sigma, k=sigma_name: norm_step(l, k)
         timed[f"norm:{plain_name}"] = lambda l=plain, k=sigma_name: norm_step(l, k)
@@ -559,6 +579,9 @@ def run_benchmark(
         rows[name].eval_ips = batch / statistics.median(samples[f"eval:{name}"])
     if signorm is not None:
         rows[PREDICT_ROW] = Row(PREDICT_ROW, eval_ips=batch / statistics.median(samples["predict"]))
+        rows[ONE_PASS_ROW] = Row(
+            ONE_PASS_ROW, eval_ips=batch / statistics.median(samples["eval-one-pass"])
+        )
     report = Report(preset_name, rows, num_estimators=num_estimators)
     if signorm is not None:
         report.norm_kernels = count_norm_kernels(runner, signorm, inputs)
@@ -713,7 +736,7 @@ def format_table(report: Report) -> str:
     verdicts = [f"{'PASS' if ok else 'MISS'}  {text}" for ok, text in report.targets]
     if report.norm_kernels is not None:
         norms.append(
-            f"Normalisation kernels per σN-Ens forward: {report.norm_kernels} for "
+            f"Normalisation kernels per σN-Ens pass over all B·M rows: {report.norm_kernels} for "
             f"{report.signorm_layers} σNorm layers (heads included), M = {report.num_estimators}"
         )
     spreads = ", ".join(

@@ -253,3 +253,65 @@ def test_integer_token_ids_are_taken_by_a_text_backbone():
     model = signorm_ensemble(tiny_bert(), M).eval()
     input_ids = bert_inputs()["input_ids"]
     assert model(input_ids).shape == (M * 3, 2)
+
+
+def _backbone_passes(model, inputs):
+    """Output of ``model(inputs)`` and the number of backbone passes it took."""
+    calls = []
+    handle = model.backbone.register_forward_pre_hook(lambda module, args: calls.append(1))
+    try:
+        output = model(inputs)
+    finally:
+        handle.remove()
+    return output, len(calls)
+
+
+@pytest.mark.parametrize(("chunk_rows", "passes"), [(2 * M, 4), (3 * M, 3), (1, 7), (None, 1)])
+def test_evaluation_in_parts_gives_the_logits_and_features_of_one_pass(chunk_rows, passes):
+    model = signorm_ensemble(randomize_norms(tiny_resnet()), M, eval_chunk_size=None)
+    model.train()(torch.randn(8, 3, 32, 32))  # running statistics for evaluation
+    model.eval()
+    x = torch.randn(7, 3, 32, 32)
+    with torch.no_grad():
+        expected, features = model(x), model.forward_features(x)
+        model.eval_chunk_size = chunk_rows
+        actual, count = _backbone_passes(model, x)
+        torch.testing.assert_close(actual, expected, rtol=0, atol=1e-6)
+        torch.testing.assert_close(model.forward_features(x), features, rtol=0, atol=1e-6)
+    assert count == passes
+
+
+def test_evaluation_in_parts_splits_every_tensor_of_a_tokenizer_mapping():
+    model = signorm_ensemble(tiny_bert(), M, eval_chunk_size=None).eval()
+    inputs = bert_inputs(batch_size=5)
+    with torch.no_grad():
+        expected = model(inputs)
+        model.eval_chunk_size = 2 * M
+        actual, count = _backbone_passes(model, inputs)
+    torch.testing.assert_close(actual, expected, rtol=0, atol=1e-6)
+    assert count == 3
+
+
+def test_training_and_batch_statistics_in_evaluation_run_in_one_pass():
+    model = signorm_ensemble(tiny_resnet(), M, eval_chunk_size=M)
+    x = torch.randn(5, 3, 32, 32)
+    assert _backbone_passes(model.train(), x)[1] == 1
+    assert model.eval().eval_inputs_per_pass(x) == 1
+    model.backbone.bn1.track_running_stats = False  # statistics of whatever batch it sees
+    assert model.eval_inputs_per_pass(x) is None
+    assert _backbone_passes(model, x)[1] == 1
+
+
+def test_auto_evaluation_parts_apply_on_cpu_only():
+    from torch_uncertainty_signorm.ensemble import CPU_EVAL_CHUNK_ROWS
+
+    model = signorm_ensemble(tiny_resnet(), M).eval()
+    assert model.eval_chunk_size == "auto"
+    assert model.eval_inputs_per_pass(torch.randn(2, 3, 32, 32)) == CPU_EVAL_CHUNK_ROWS // M
+    assert model.eval_inputs_per_pass(torch.empty(2, 3, 32, 32, device="meta")) is None
+
+
+@pytest.mark.parametrize("value", [0, -4, True, 2.5, "all"])
+def test_eval_chunk_size_must_be_auto_none_or_a_positive_integer(value):
+    with pytest.raises(ValueError, match=f"eval_chunk_size must be 'auto', None or an integer >= 1.*got {value!r}"):
+        signorm_ensemble(tiny_resnet(), M, eval_chunk_size=value)

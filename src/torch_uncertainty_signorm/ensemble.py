@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
+import torch
 from torch import Tensor, nn
 
 from .checkpoints import read_backbone_checkpoint
@@ -13,7 +14,7 @@ from .checks import check_integer, check_positive_number
 from .conversion import convert_norm_layers, find_norm_layers, norms_at_initial_state
 from .layer_selection import select_layers
 from .layers.member_heads import MemberHeads
-from .layers.signorm import SigmaLayerNorm, SigmaNorm
+from .layers.signorm import SigmaBatchNorm, SigmaLayerNorm, SigmaNorm
 from .member_wrapper import (
     MemberWrapper,
     find_classifier,
@@ -29,6 +30,11 @@ from .regulariser_check import require_diversity_loss
 
 __all__ = ["SigmaNormEnsemble", "signorm_ensemble"]
 
+#: Backbone rows per evaluation pass on CPU with ``eval_chunk_size="auto"``: one pass over
+#: all B·M rows allocates M× larger activations than a single model's pass over B inputs, which
+#: the CPU allocator hands out as fresh pages on every pass.
+CPU_EVAL_CHUNK_ROWS = 16
+
 
 def _placement(model: nn.Module, classifier: str | None) -> dict:
     """Device and dtype of the classifier being replaced (else the backbone's first weight)."""
@@ -37,6 +43,29 @@ def _placement(model: nn.Module, classifier: str | None) -> dict:
     if not isinstance(weight, Tensor):
         weight = next(model.parameters(), None)
     return {} if weight is None else {"device": weight.device, "dtype": weight.dtype}
+
+
+def _check_eval_chunk_size(value: Any) -> None:
+    if value is None or value == "auto":
+        return
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(
+            f"eval_chunk_size must be 'auto', None or an integer >= 1 (backbone rows per "
+            f"evaluation pass), got {value!r}."
+        )
+
+
+def _split_batch(inputs: Tensor | Mapping[str, Any], size: int, batch_size: int) -> list:
+    """``inputs`` split along the batch into parts of at most ``size`` inputs; a mapping's
+    tensors with ``batch_size`` rows are split alike, its other values repeated in each part."""
+    if isinstance(inputs, Tensor):
+        return list(inputs.split(size))
+    parts = [dict(inputs) for _ in range(0, batch_size, size)]
+    for key, value in inputs.items():
+        if isinstance(value, Tensor) and value.dim() > 0 and value.shape[0] == batch_size:
+            for part, piece in zip(parts, value.split(size)):
+                part[key] = piece
+    return parts
 
 
 def _check_pretrained_state(
@@ -102,6 +131,11 @@ class SigmaNormEnsemble(MemberWrapper):
             (``"layer"`` when the backbone's norms are LayerNorm/RMSNorm).
         expand_at: Where members split off: ``"input"``, a module name (work before it runs
             once per input), or ``"auto"`` (ResNet stem norm, ViT blocks, else input).
+        eval_chunk_size: Backbone rows (M per input) per pass in evaluation mode: the batch
+            runs in parts of ``max(1, eval_chunk_size // M)`` inputs, with the same logits as
+            one pass. ``"auto"``: :data:`CPU_EVAL_CHUNK_ROWS` on CPU, one pass on other
+            devices; ``None``: always one pass. Training, and models whose σBN layers use
+            batch statistics in evaluation (``track_running_stats=False``), run one pass.
 
     Example:
         >>> from torch_uncertainty.models.classification import resnet
@@ -125,8 +159,11 @@ class SigmaNormEnsemble(MemberWrapper):
         head: str | None = None,
         head_norm: Literal["auto", "batch", "layer"] = "auto",
         expand_at: str = "auto",
+        eval_chunk_size: int | Literal["auto"] | None = "auto",
     ) -> None:
         super().__init__(num_estimators)
+        _check_eval_chunk_size(eval_chunk_size)
+        self.eval_chunk_size = eval_chunk_size
         if head_norm not in ("auto", "batch", "layer"):
             raise ValueError(f"head_norm must be 'auto', 'batch' or 'layer', got {head_norm!r}.")
         self.penalty = ImportanceSharingPenalty(tau, diversity_strength)
@@ -188,16 +225,53 @@ class SigmaNormEnsemble(MemberWrapper):
         """
         return [m.scale_logits for m in self.modules() if isinstance(m, SigmaNorm)]
 
+    def eval_inputs_per_pass(self, inputs: Tensor | Mapping[str, Tensor]) -> int | None:
+        """Inputs per backbone pass for ``inputs``; ``None`` when they run in one pass."""
+        if self.training or self.eval_chunk_size is None:
+            return None
+        rows = self.eval_chunk_size
+        if rows == "auto":
+            tensor = inputs if isinstance(inputs, Tensor) else next(
+                (v for v in inputs.values() if isinstance(v, Tensor)), None
+            )
+            if tensor is None or tensor.device.type != "cpu":
+                return None
+            rows = CPU_EVAL_CHUNK_ROWS
+        if any(
+            isinstance(layer, SigmaBatchNorm) and not layer.track_running_stats
+            for layer in self.modules()
+        ):
+            return None  # batch statistics in evaluation: parts would change the output
+        return max(1, rows // self.num_estimators)
+
+    def _member_major_passes(
+        self, inputs: Tensor | Mapping[str, Tensor], member_major_rows: Callable[[Any], Tensor]
+    ) -> Tensor:
+        """``member_major_rows(inputs)`` (member-major ``(M·B, ...)``), evaluated in parts of
+        :meth:`eval_inputs_per_pass` inputs and put back together in member-major order."""
+        batch_size = self.check_inputs(inputs)
+        per_pass = self.eval_inputs_per_pass(inputs)
+        if per_pass is None or batch_size <= per_pass:
+            return member_major_rows(inputs)
+        parts = [
+            member_major_rows(part).unflatten(0, (self.num_estimators, -1))
+            for part in _split_batch(inputs, per_pass, batch_size)
+        ]
+        return torch.cat(parts, dim=1).flatten(0, 1)
+
     def forward_features(self, inputs: Tensor | Mapping[str, Tensor]) -> Tensor:
         """Members' penultimate features ``(M·B, D)``, member-major, from ``(B, ...)`` inputs."""
-        return member_major(self.backbone_rows(inputs), self.num_estimators)
+        return self._member_major_passes(
+            inputs, lambda part: member_major(self.backbone_rows(part), self.num_estimators)
+        )
 
     def forward(self, inputs: Tensor | Mapping[str, Tensor]) -> Tensor:
         """Member-major logits ``(M·B, C)`` from ``(B, ...)`` inputs.
 
-        The heads read the backbone's batch-major features and write member-major logits.
+        The heads read the backbone's batch-major features and write member-major logits;
+        in evaluation mode the batch may run in parts (``eval_chunk_size``).
         """
-        return self.heads(self.backbone_rows(inputs))
+        return self._member_major_passes(inputs, lambda part: self.heads(self.backbone_rows(part)))
 
 
 def signorm_ensemble(
@@ -214,6 +288,7 @@ def signorm_ensemble(
     head: str | None = None,
     head_norm: Literal["auto", "batch", "layer"] = "auto",
     expand_at: str = "auto",
+    eval_chunk_size: int | Literal["auto"] | None = "auto",
 ) -> SigmaNormEnsemble:
     """Build a :class:`SigmaNormEnsemble` (TorchUncertainty-style factory, usable from YAML).
 
@@ -234,4 +309,5 @@ def signorm_ensemble(
         head=head,
         head_norm=head_norm,
         expand_at=expand_at,
+        eval_chunk_size=eval_chunk_size,
     )

@@ -70,7 +70,7 @@ def test_reduced_cpu_run_has_every_method_and_consistent_ratios(throughput, caps
         "σN-Ens",
         "σN-Ens (expand at input)",
     }
-    for name in [*names, throughput.PREDICT_ROW]:
+    for name in [*names, throughput.PREDICT_ROW, throughput.ONE_PASS_ROW]:
         assert f"| {name} " in table
     rows = report.rows
     _assert_only_expected_rows_unavailable_and_the_rest_measured(throughput, rows, "cpu-resnet18")
@@ -81,10 +81,11 @@ def test_reduced_cpu_run_has_every_method_and_consistent_ratios(throughput, caps
     late, early = rows["σN-Ens"], rows["σN-Ens (expand at input)"]
     assert late.madds < early.madds and late.params == early.params
     assert rows[throughput.PREDICT_ROW].eval_ips > 0
+    assert rows[throughput.ONE_PASS_ROW].eval_ips > 0
     verdicts = [line for line in table.splitlines() if line.startswith(("PASS", "MISS"))]
     assert len(verdicts) == len(report.targets) == 8
     assert report.norm_kernels == report.signorm_layers > 1  # one kernel per σNorm layer
-    assert f"kernels per σN-Ens forward: {report.norm_kernels} for" in table
+    assert f"kernels per σN-Ens pass over all B·M rows: {report.norm_kernels} for" in table
     assert csv_path.read_text().count("\n") == len(rows) + len(report.norm_ms) + 1
 
 

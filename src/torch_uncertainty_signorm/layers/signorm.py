@@ -120,8 +120,8 @@ class _MemberAffine(torch.autograd.Function):
 
     Each sample's ``M·R·F`` values (M members, R rows of F features) meet one ``(M·R·F,)``
     scale row, and the scale's gradient is two contiguous reductions (over samples, then
-    over R). Autograd of the broadcast ``(B, M, R, F) ⊙ (M, 1, F)`` reduces over two
-    strided axes instead: 1.5× slower for a σLN forward+backward on CPU (``BENCHMARKS.md``).
+    over R), where autograd of the broadcast ``(B, M, R, F) ⊙ (M, 1, F)`` would reduce over
+    two strided axes.
     """
 
     @staticmethod
@@ -391,7 +391,9 @@ class SigmaLayerNorm(SigmaNorm):
         )
 
     def _normalize(self, x: Tensor) -> Tensor:
-        return F.layer_norm(x, self.normalized_shape, None, None, self.eps)
+        # A unit weight takes torch's faster CPU kernel; it needs no gradient.
+        unit = torch.ones(self.normalized_shape, device=x.device, dtype=x.dtype)
+        return F.layer_norm(x, self.normalized_shape, unit, None, self.eps)
 
     def forward(self, x: Tensor) -> Tensor:
         n = len(self.normalized_shape)
