@@ -37,8 +37,11 @@ def _assert_only_expected_rows_unavailable_and_the_rest_measured(throughput, row
     assert set(unavailable) == set(UNAVAILABLE[preset]), unavailable
     for name, reason in UNAVAILABLE[preset].items():
         assert unavailable[name].startswith(reason), unavailable[name]
+    eval_only = {throughput.PREDICT_ROW, throughput.ONE_PASS_ROW}  # eval_ips only
     for name, row in rows.items():
-        if name not in unavailable and name != throughput.PREDICT_ROW:  # eval_ips only
+        if name in eval_only:
+            assert row.eval_ips > 0, row
+        elif name not in unavailable:
             assert row.params > 0 and row.madds > 0 and row.train_ms > 0, row
             assert row.eval_ips > 0 and row.peak_mb > 0, row
 
