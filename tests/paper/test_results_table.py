@@ -45,6 +45,7 @@ def test_mean_std_leaves_out_runs_without_a_value_and_defaults_to_columns_all_lo
     assert row["ECE"] == pytest.approx(3.0) and row["ECE_std"] == 0.0  # the NaN run is left out
     assert row["test/div/signorm_cos"] == pytest.approx(0.2)  # raw metrics too
     assert math.isnan(row["test/div/MI"])  # no run logged it
+    assert math.isnan(row["test/div/MI_std"])
     default = mean_std(runs)
     assert "Acc" in default and "ECE" not in default  # ECE is missing from run a
     assert aggregate(runs, "x") == {"method": "x"} | default

@@ -137,7 +137,7 @@ def paper_metrics(run: Run, test_batch_size: int | None = None) -> dict[str, flo
 
 def mean_std(runs: Sequence[Run], columns: Sequence[str] | None = None,
              test_batch_size: int | None = None) -> dict[str, Any]:
-    """Mean and sample std (``ddof=1``; 0 for one value) of each column over ``runs``.
+    """Mean and sample std (``ddof=1``; 0 for one value, NaN for none) of each column.
 
     A column is a paper column (``Acc``, see :func:`paper_metrics`) or a raw ``results.csv``
     metric (``test/div/signorm_cos``); a run that did not log it, or logged NaN, is left out
@@ -155,7 +155,8 @@ def mean_std(runs: Sequence[Run], columns: Sequence[str] | None = None,
     for column in columns:
         values = [metrics[column] for metrics in per_run if column in metrics]
         row[column] = statistics.fmean(values) if values else math.nan
-        row[f"{column}_std"] = statistics.stdev(values) if len(values) > 1 else 0.0
+        row[f"{column}_std"] = (statistics.stdev(values) if len(values) > 1
+                                else 0.0 if values else math.nan)
     return row
 
 

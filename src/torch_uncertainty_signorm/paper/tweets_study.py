@@ -12,7 +12,7 @@ files alone (``--figures-only``)::
 
 The grid (:data:`GRID`): σN-Ens, the single model, Deep Ensembles and LoRA-Ensemble at M = 4
 (3 seeds); σN-Ens over τ ∈ {0.01, 0.1, 0.5, 2, 10} (3 seeds); σN-Ens over M ∈ {2, 3, 4, 8}
-(seed 0). Runs shared by two parts (σN-Ens at τ = 0.5, M = 4) are trained once.
+(seed 0), the two sweeps on :data:`SWEEP_BUDGET` and sharing their τ = 0.5, M = 4 runs.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ import math
 import os
 import subprocess
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,6 +35,7 @@ from matplotlib.figure import Figure
 from safetensors.torch import load_file
 from sklearn.metrics import roc_auc_score
 
+from ..diversity import mutual_information
 from . import figures
 from .results_table import mean_std, paper_metrics, write_rows
 from .tables import markdown_table
@@ -186,10 +187,8 @@ def agreement_aurocs(run_dir: Path, confidence: torch.Tensor, labels: torch.Tens
     if not torch.equal(targets, labels.to(targets.dtype)):
         raise ValueError(f"{run_dir}: the saved test targets are not the study's test tweets.")
     mean = probs.mean(0)
-    entropy = -(mean * mean.clamp_min(1e-300).log()).sum(-1)
-    member_entropy = -(probs * probs.clamp_min(1e-300).log()).sum(-1).mean(0)
-    scores = {"entropy": entropy, "U_mod": entropy - member_entropy,
-              "1-max_prob": 1 - mean.max(-1).values}
+    scores = {"entropy": -(mean * mean.clamp_min(1e-300).log()).sum(-1),
+              "U_mod": mutual_information(probs), "1-max_prob": 1 - mean.max(-1).values}
     known = ~torch.isnan(confidence)
     low = (confidence[known] < LOW_AGREEMENT).numpy()
     row = {"tweets": int(known.sum()), "low_agreement": int(low.sum())}
@@ -200,14 +199,6 @@ def agreement_aurocs(run_dir: Path, confidence: torch.Tensor, labels: torch.Tens
     return row
 
 
-def _mean_sd(values: Iterable[float]) -> tuple[float, float]:
-    """Mean and sample std of per-run values that are not in ``results.csv`` (NaN skipped)."""
-    values = [v for v in values if v is not None and not math.isnan(v)]
-    if not values:
-        return math.nan, math.nan
-    return float(np.mean(values)), float(np.std(values, ddof=1)) if len(values) > 1 else 0.0
-
-
 def _methods_table(runs: Sequence[Run], agreement: dict[Path, dict]) -> list[dict]:
     rows = []
     for method in RECIPES:
@@ -215,12 +206,14 @@ def _methods_table(runs: Sequence[Run], agreement: dict[Path, dict]) -> list[dic
                  and r.get("tau") in (None, TAU)]
         if not group:
             continue
-        row = {"method": LABELS[method]} | mean_std(group, ["Acc", "NLL", "ECE", "AUROC", "FPR95"])
+        # The run time and the agreement AUROCs are averaged as if results.csv held them.
+        group = [dataclasses.replace(r, metrics={
+            **r.metrics, "run (s)": r.get("run_seconds") or math.nan,
+            **{f"agree_{k}": v for k, v in agreement[r.path.parent].items()}}) for r in group]
+        row = {"method": LABELS[method]} | mean_std(group, [
+            "Acc", "NLL", "ECE", "AUROC", "FPR95", "run (s)", "agree_AUROC_entropy",
+            "agree_AUROC_U_mod"])
         row["Params (M)"] = group[0].metrics.get("test/cplx/params", math.nan) / 1e6
-        row["run (s)"], row["run (s)_std"] = _mean_sd(r.get("run_seconds") for r in group)
-        for name in ("AUROC_entropy", "AUROC_U_mod"):
-            row[f"agree_{name}"], row[f"agree_{name}_std"] = _mean_sd(
-                agreement[r.path.parent][name] for r in group)
         rows.append(row)
     return rows
 
