@@ -7,6 +7,7 @@ import torch
 from fixtures.members import batch_major, member_rows
 from torch import nn
 
+from torch_uncertainty_signorm.baselines import FiLMBatchNorm
 from torch_uncertainty_signorm.conversion import signorm_class_for
 from torch_uncertainty_signorm.layers import (
     SigmaBatchNorm1d,
@@ -209,3 +210,40 @@ def test_per_sample_norm_gradients_pass_gradcheck(template, pretrained):
         return torch.func.functional_call(layer, tensors, (x,))
 
     assert torch.autograd.gradcheck(run, (x, logits, *shift))
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: SigmaBatchNorm2d(4, M),
+        lambda: SigmaGroupNorm(2, 4, M),
+        lambda: FiLMBatchNorm(4, M),
+        lambda: SigmaLayerNorm.from_module(nn.LayerNorm(5), M),
+        lambda: SigmaRMSNorm(5, M),
+        lambda: SigmaLayerNorm2d(4, M),
+    ],
+    ids=["batchnorm", "groupnorm", "film", "layernorm", "rmsnorm", "layernorm2d"],
+)
+def test_in_place_ops_on_a_norm_output_are_plain_and_exact(make):
+    """A residual block's ``out += shortcut; out.relu_()`` on a norm output: allowed, with
+    the gradients of the out-of-place ops, and no copy-on-write of a view's base."""
+    layer = make().train()
+    shape = (M * 3, 4, 3, 5) if not isinstance(layer, SigmaLayerNorm) else (M * 3, 2, 5)
+    if isinstance(layer, SigmaLayerNorm2d):
+        shape = (M * 3, 4, 3, 3)
+    x = torch.randn(shape, requires_grad=True)
+    shortcut, grad = torch.randn(shape), torch.randn(shape)
+
+    reference = torch.relu(layer(x) + shortcut)
+    expected = torch.autograd.grad(reference, (x, *layer.parameters()), grad)
+    out = layer(x)
+    out_is_a_view = isinstance(layer, SigmaLayerNorm2d)  # its channels-last round trip
+    assert (out._base is not None) == out_is_a_view
+    out += shortcut
+    out.relu_()
+    if not out_is_a_view:  # in place on the tensor itself, not through a view's base
+        assert type(out.grad_fn).__name__ == "ReluBackward0"
+    torch.testing.assert_close(out, reference)
+    got = torch.autograd.grad(out, (x, *layer.parameters()), grad)
+    for a, b in zip(got, expected):
+        torch.testing.assert_close(a, b)

@@ -29,6 +29,7 @@ __all__ = [
     "gather_member_moments",
     "init_member_statistics",
     "member_batch_norm",
+    "rows_result",
 ]
 
 
@@ -136,7 +137,18 @@ def member_batch_norm(
         out = _synchronized(layer, view, weight, bias, stats, factor)
     else:
         out = F.batch_norm(view, *stats, weight, bias, use_batch_stats, factor, layer.eps)
-    return out.view(x.shape)
+    return rows_result(out, x.shape)
+
+
+def rows_result(out: Tensor, shape: torch.Size) -> Tensor:
+    """A norm layer's fresh output, computed on a member view, reshaped to its rows ``shape``.
+
+    Same storage as a view, but autograd sees a tensor of its own: the backbone's in-place
+    ops on a norm output (``out += shortcut``, ``relu_``) then stay plain in-place ops,
+    where on a view autograd would rewrite the view's base (copies of the activation in
+    backward), or refuse them outright on a custom autograd function's output.
+    """
+    return torch.ops.aten._unsafe_view(out, shape)
 
 
 def _world_size(group: Any) -> int:

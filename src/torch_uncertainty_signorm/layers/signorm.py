@@ -31,7 +31,12 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from ..checks import check_integer, check_positive_number
-from .member_statistics import copy_member_statistics, init_member_statistics, member_batch_norm
+from .member_statistics import (
+    copy_member_statistics,
+    init_member_statistics,
+    member_batch_norm,
+    rows_result,
+)
 
 __all__ = [
     "SigmaBatchNorm",
@@ -137,7 +142,7 @@ class _MemberAffine(torch.autograd.Function):
             out = torch.addcmul(shift.repeat(members * repeats).view(1, -1), flat, scale_row)
         ctx.save_for_backward(flat, scale_row)
         ctx.layout = (members, repeats, features, shift is not None, normed.shape)
-        return out.view(normed.shape)
+        return rows_result(out, normed.shape)
 
     @staticmethod
     def backward(ctx, grad: Tensor):
@@ -460,4 +465,5 @@ class SigmaGroupNorm(SigmaNorm):
         view = x.reshape(x.shape[0] // m, m * self.num_features, *x.shape[2:])
         shift = None if self.shift is None else self.shift.repeat(m)
         weight = self.member_scale().reshape(-1)
-        return F.group_norm(view, m * self.num_groups, weight, shift, self.eps).view(x.shape)
+        out = F.group_norm(view, m * self.num_groups, weight, shift, self.eps)
+        return rows_result(out, x.shape)
