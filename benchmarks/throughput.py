@@ -423,6 +423,8 @@ class Report:
     norm_shapes: dict[str, tuple] = field(default_factory=dict)
     targets: list[tuple[bool, str]] = field(default_factory=list)
     num_estimators: int = 4
+    #: σNorm layers under ``torch.compile`` (``--compile-norms``), timed beside the others.
+    compiled_norm_ms: dict[str, float] = field(default_factory=dict)
     #: Normalisation kernels one σN-Ens forward dispatches, and its σNorm layers (heads included).
     norm_kernels: int | None = None
     signorm_layers: int | None = None
@@ -443,19 +445,24 @@ class NormKernelCounter(TorchDispatchMode):
 
 
 @contextlib.contextmanager
-def one_pass(model: nn.Module):
-    """Evaluate a σN-Ens over all B·M rows in one backbone pass (no ``eval_chunk_size`` parts)."""
+def rows_per_pass(model: nn.Module, rows: int | None):
+    """Evaluate a σN-Ens in parts of ``rows`` backbone rows (``None``: all B·M rows at once)."""
     saved = model.eval_chunk_size
-    model.eval_chunk_size = None
+    model.eval_chunk_size = rows
     try:
         yield
     finally:
         model.eval_chunk_size = saved
 
 
+def parts_row(rows: int) -> str:
+    """Name of the row timing σN-Ens evaluation in parts of ``rows`` backbone rows."""
+    return f"σN-Ens, eval in parts of {rows} rows"
+
+
 def count_norm_kernels(runner: Runner, method: Method, inputs: Tensor) -> int:
     """Normalisation kernels of one evaluation pass of ``method`` over all B·M rows."""
-    with one_pass(method.model), NormKernelCounter() as counter:
+    with rows_per_pass(method.model, None), NormKernelCounter() as counter:
         runner.eval_step(method, inputs)
     return counter.count
 
@@ -481,8 +488,8 @@ def _norm_pairs(
     ]
 
 
-def _eval_in_one_pass(runner: Runner, method: Method, inputs: Tensor) -> None:
-    with one_pass(method.model):
+def _eval_in_parts(runner: Runner, method: Method, inputs: Tensor, rows: int | None) -> None:
+    with rows_per_pass(method.model, rows):
         runner.eval_step(method, inputs)
 
 
@@ -497,6 +504,8 @@ def run_benchmark(
     device: str | None = None,
     channels_last: bool = False,
     methods: Sequence[str] | None = None,
+    compile_norms: bool = False,
+    eval_parts: Sequence[int] = (),
     log: Callable[[str], None] = print,
 ) -> Report:
     """Measure every method of ``preset_name`` interleaved; see the module docstring."""
@@ -557,13 +566,23 @@ def run_benchmark(
         timed[f"eval:{name}"] = lambda m=method: runner.eval_step(m, inputs)
     if signorm is not None:
         timed["predict"] = lambda: runner.predict_step(signorm, inputs)
-        timed["eval-one-pass"] = lambda: _eval_in_one_pass(runner, signorm, inputs)
+        timed["eval-one-pass"] = lambda: _eval_in_parts(runner, signorm, inputs, None)
+        for part in eval_parts:
+            timed[f"eval-parts:{part}"] = lambda r=part: _eval_in_parts(runner, signorm, inputs, r)
     for sigma_name, sigma, plain_name, plain, _ in pairs:
         timed[f"norm:{sigma_name}"] = lambda l=sigma, k=sigma_name: norm_step(l, k)
         timed[f"norm:{plain_name}"] = lambda l=plain, k=sigma_name: norm_step(l, k)
         for _ in range(warmup):
             norm_step(sigma, sigma_name)
             norm_step(plain, sigma_name)
+        if compile_norms:  # the fused kernel torch.compile generates; compiled here, untimed
+            compiled = torch.compile(sigma)
+            try:
+                norm_step(compiled, sigma_name)
+            except Exception as error:  # no C++ compiler, unsupported backend: say so, go on
+                log(f"{sigma_name} under torch.compile: unavailable ({type(error).__name__})")
+                continue
+            timed[f"compiled:{sigma_name}"] = lambda l=compiled, k=sigma_name: norm_step(l, k)
 
     samples: dict[str, list[float]] = {key: [] for key in timed}
     keys = list(timed)
@@ -582,6 +601,9 @@ def run_benchmark(
         rows[ONE_PASS_ROW] = Row(
             ONE_PASS_ROW, eval_ips=batch / statistics.median(samples["eval-one-pass"])
         )
+        for part in eval_parts:
+            ips = batch / statistics.median(samples[f"eval-parts:{part}"])
+            rows[parts_row(part)] = Row(parts_row(part), eval_ips=ips)
     report = Report(preset_name, rows, num_estimators=num_estimators)
     if signorm is not None:
         report.norm_kernels = count_norm_kernels(runner, signorm, inputs)
@@ -590,6 +612,8 @@ def run_benchmark(
         report.norm_ms[sigma_name] = _median_ms(samples[f"norm:{sigma_name}"])
         report.norm_ms[plain_name] = _median_ms(samples[f"norm:{plain_name}"])
         report.norm_shapes[sigma_name] = shape
+        if f"compiled:{sigma_name}" in samples:
+            report.compiled_norm_ms[sigma_name] = _median_ms(samples[f"compiled:{sigma_name}"])
     report.targets = evaluate_targets(report, [(s, p) for s, _, p, _, _ in pairs])
     return report
 
@@ -733,6 +757,14 @@ def format_table(report: Report) -> str:
             f"| {sigma_name} {sigma_ms:.2f} ms | {plain_name} {plain_ms:.2f} ms | "
             f"×{sigma_ms / plain_ms:.2f} | on {report.norm_shapes[sigma_name]} |"
         )
+    plain_of = dict(zip(list(report.norm_ms)[::2], list(report.norm_ms)[1::2]))
+    for sigma_name, compiled_ms in report.compiled_norm_ms.items():
+        plain_name = plain_of[sigma_name]
+        norms.append(
+            f"| {sigma_name} under torch.compile {compiled_ms:.2f} ms | {plain_name} "
+            f"{report.norm_ms[plain_name]:.2f} ms | ×{compiled_ms / report.norm_ms[plain_name]:.2f}"
+            f" | on {report.norm_shapes[sigma_name]} (not a target: the eager layer is) |"
+        )
     verdicts = [f"{'PASS' if ok else 'MISS'}  {text}" for ok, text in report.targets]
     if report.norm_kernels is not None:
         norms.append(
@@ -746,6 +778,11 @@ def format_table(report: Report) -> str:
     return "\n".join(
         [*out, "", spread, "", "Norm layer forward+backward, in isolation:", *norms, "", *verdicts]
     )
+
+
+#: Environment variables that change how freed CPU memory is reused (glibc tunables, preloads).
+_ALLOCATOR_ENV = ("GLIBC_TUNABLES", "LD_PRELOAD", "MALLOC_MMAP_MAX_", "MALLOC_MMAP_THRESHOLD_",
+                  "MALLOC_TRIM_THRESHOLD_", "THP_MEM_ALLOC_ENABLE")
 
 
 def environment() -> str:
@@ -763,11 +800,13 @@ def environment() -> str:
                     device = line.split(":", 1)[1].strip()
                     break
     load = ", ".join(f"{v:.1f}" for v in os.getloadavg()) if hasattr(os, "getloadavg") else "?"
+    allocator = [f"{k}={v}" for k, v in sorted(os.environ.items()) if k in _ALLOCATOR_ENV]
     return (
         f"device: {device}; threads: {torch.get_num_threads()}; load average {load} on "
         f"{os.cpu_count()} cores; python {platform.python_version()}; "
         f"torch {torch.__version__}; torch-uncertainty {torch_uncertainty.__version__}; "
-        f"lightning {lightning.__version__}; date {datetime.date.today().isoformat()}"
+        f"lightning {lightning.__version__}; date {datetime.date.today().isoformat()}; "
+        f"allocator: {' '.join(allocator) or 'default'}"
     )
 
 
@@ -811,7 +850,23 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--channels-last", action="store_true", help="channels_last memory format")
     parser.add_argument("--methods", nargs="+", default=None, help="only these rows")
     parser.add_argument("--csv", type=Path, default=None, help="also write the raw numbers here")
+    parser.add_argument(
+        "--eval-parts",
+        type=int,
+        nargs="+",
+        default=[],
+        metavar="ROWS",
+        help="also time σN-Ens evaluation in parts of these many backbone rows",
+    )
+    parser.add_argument(
+        "--compile-norms",
+        action="store_true",
+        help="also time each σNorm layer under torch.compile (needs a C++ compiler on CPU)",
+    )
     args = parser.parse_args(argv)
+    for rows in args.eval_parts:
+        if rows < 1:
+            parser.error(f"--eval-parts takes row counts >= 1, got {rows}")
     for name in ("num_estimators", "repeats", "steps") + (("threads",) if args.threads else ()):
         if getattr(args, name) < 1:
             parser.error(f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}")
@@ -835,6 +890,8 @@ def main(argv: Sequence[str] | None = None) -> Report:
         device=args.device,
         channels_last=args.channels_last,
         methods=args.methods,
+        compile_norms=args.compile_norms,
+        eval_parts=args.eval_parts,
         log=log,
     )
     command = "python benchmarks/throughput.py " + " ".join(sys.argv[1:] if argv is None else argv)

@@ -32,8 +32,9 @@ __all__ = ["SigmaNormEnsemble", "signorm_ensemble"]
 
 #: Backbone rows per evaluation pass on CPU with ``eval_chunk_size="auto"``: one pass over
 #: all B·M rows allocates M× larger activations than a single model's pass over B inputs, which
-#: the CPU allocator hands out as fresh pages on every pass.
-CPU_EVAL_CHUNK_ROWS = 16
+#: glibc's allocator hands out as fresh pages on every pass once they exceed its mmap threshold;
+#: fewer rows per pass cost more passes (see BENCHMARKS.md for the measured trade-off).
+CPU_EVAL_CHUNK_ROWS = 32
 
 
 def _placement(model: nn.Module, classifier: str | None) -> dict:
