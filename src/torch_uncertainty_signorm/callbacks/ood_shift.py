@@ -5,8 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from lightning.pytorch import Callback, LightningModule, Trainer
-from torch import Tensor, nn
-from torch.utils.hooks import RemovableHandle
+from torch import Tensor
 from torch_uncertainty.ood_criteria import MaxSoftmaxCriterion, OODCriterionInputType
 from torch_uncertainty.utils import get_logger_dir
 from torch_uncertainty.utils.evaluation_loop import TUEvaluationLoop
@@ -15,6 +14,7 @@ from ..checks import check_integer
 from ..evaluation import EvalSet, NearFarOODMetrics, SeverityShiftMetrics, append_to_last_row
 from ..evaluation.printing import OODShiftEvaluationLoop
 from ..prediction import member_probabilities
+from .logits_tap import LogitsTap
 
 __all__ = ["OODShiftEvaluation"]
 
@@ -64,8 +64,7 @@ class OODShiftEvaluation(Callback):
         self.shift: SeverityShiftMetrics | None = None
         self.results: dict[str, Tensor] = {}
         self._sets: list[EvalSet] = []
-        self._hook: RemovableHandle | None = None
-        self._logits: Tensor | None = None
+        self._tap = LogitsTap("OODShiftEvaluation")
 
     def setup(self, trainer: Trainer, pl_module: LightningModule, stage: str) -> None:
         """Under TorchUncertainty's trainer, print these results in their own tables.
@@ -93,7 +92,7 @@ class OODShiftEvaluation(Callback):
                 num_bins=self.num_bins or getattr(pl_module, "num_bins_calibration_error", 15),
             ).to(pl_module.device)
         self.results = {}
-        self._hook = pl_module.model.register_forward_hook(self._keep_logits)
+        self._tap.attach(pl_module)
 
     def _check_setup(self, trainer: Trainer, pl_module: LightningModule) -> list[EvalSet]:
         sets = getattr(trainer.datamodule, "eval_sets", None)
@@ -112,11 +111,6 @@ class OODShiftEvaluation(Callback):
                 "Set the routine's eval_ood and eval_shift to False with OODShiftEvaluation: the "
                 "routine would read OOD/shifted sets from loaders 1 and 2, which are others here."
             )
-        if not isinstance(getattr(pl_module, "model", None), nn.Module):
-            raise TypeError(
-                f"OODShiftEvaluation reads the logits of `routine.model`; "
-                f"{type(pl_module).__name__} has no `model` module."
-            )
         criterion = getattr(pl_module, "ood_criterion", None)
         if criterion is not None and criterion.input_type == OODCriterionInputType.POST_PROCESSING:
             raise ValueError(
@@ -124,15 +118,6 @@ class OODShiftEvaluation(Callback):
                 f"{type(criterion).__name__} needs post-processing outputs."
             )
         return list(sets)
-
-    def _keep_logits(self, module: nn.Module, args: Any, output: Any) -> None:
-        # The last call of the step wins (TorchUncertainty also runs the model once under a
-        # flop counter on the first batch, with the same inputs).
-        if not isinstance(output, Tensor):
-            raise TypeError(
-                f"OODShiftEvaluation expects the model to return logits, got {type(output)}."
-            )
-        self._logits = output.detach()
 
     def on_test_batch_end(
         self,
@@ -162,10 +147,10 @@ class OODShiftEvaluation(Callback):
         self, pl_module: LightningModule, batch_size: int
     ) -> tuple[Tensor, Tensor]:
         """Logits ``(B, M, C)`` and categorical member probabilities ``(B, M, C')``."""
-        num_estimators = self._logits.size(0) // batch_size
+        logits, num_estimators = self._tap.take(batch_size)
         binary = getattr(pl_module, "binary_cls", False)
-        probs = member_probabilities(self._logits, num_estimators, binary)
-        logits = self._logits.float().unflatten(0, (num_estimators, batch_size))
+        probs = member_probabilities(logits, num_estimators, binary)
+        logits = logits.float().unflatten(0, (num_estimators, batch_size))
         return logits.transpose(0, 1), probs.transpose(0, 1)
 
     @staticmethod
@@ -190,20 +175,14 @@ class OODShiftEvaluation(Callback):
         if results:
             pl_module.log_dict(results, sync_dist=True)
 
-    def _remove_hook(self) -> None:
-        if self._hook is not None:
-            self._hook.remove()
-            self._hook = None
-        self._logits = None
-
     def on_exception(
         self, trainer: Trainer, pl_module: LightningModule, exception: BaseException
     ) -> None:
-        self._remove_hook()
+        self._tap.detach()
 
     def on_test_end(self, trainer: Trainer, pl_module: LightningModule) -> None:
         """Remove the hook; add the values to the row the routine wrote in ``results.csv``."""
-        self._remove_hook()
+        self._tap.detach()
         if not self.results or not getattr(pl_module, "save_to_csv", False):
             return
         if pl_module.logger is None or not trainer.is_global_zero:

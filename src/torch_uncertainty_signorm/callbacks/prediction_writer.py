@@ -17,10 +17,11 @@ from typing import Any
 import torch
 from lightning.pytorch import Callback, LightningModule, Trainer
 from safetensors.torch import save_file
-from torch import Tensor, nn
+from torch import Tensor
 from torch_uncertainty.utils import get_logger_dir
 
 from ..prediction import member_probabilities
+from .logits_tap import LogitsTap
 
 __all__ = ["TestPredictionWriter"]
 
@@ -46,26 +47,14 @@ class TestPredictionWriter(Callback):
             raise ValueError(f"filename must end with '.safetensors', got {filename!r}.")
         self.filename = filename
         self.dirpath = None if dirpath is None else Path(dirpath)
-        self._handle = None
-        self._logits: Tensor | None = None
+        self._tap = LogitsTap("TestPredictionWriter")
         self._probs: dict[int, list[Tensor]] = defaultdict(list)
         self._targets: dict[int, list[Tensor]] = defaultdict(list)
 
     def on_test_start(self, trainer: Trainer, pl_module: LightningModule) -> None:
-        model = getattr(pl_module, "model", None)
-        if not isinstance(model, nn.Module):
-            raise TypeError(
-                f"TestPredictionWriter needs a routine with a `model` module; "
-                f"{type(pl_module).__name__} has none."
-            )
+        self._tap.attach(pl_module)
         self._probs.clear()
         self._targets.clear()
-        self._handle = model.register_forward_hook(self._keep_logits)
-
-    def _keep_logits(self, module: nn.Module, args: Any, output: Any) -> None:
-        if not isinstance(output, Tensor):
-            raise TypeError(f"TestPredictionWriter expects logits, got {type(output).__name__}.")
-        self._logits = output.detach()
 
     def on_test_batch_end(
         self,
@@ -77,21 +66,14 @@ class TestPredictionWriter(Callback):
         dataloader_idx: int = 0,
     ) -> None:
         targets = batch[1]
-        if self._logits is None or self._logits.shape[0] % targets.shape[0]:
-            shape = None if self._logits is None else tuple(self._logits.shape)
-            raise ValueError(
-                f"The model's test logits (shape {shape}) are not member-major (M·B, C) for a "
-                f"batch of B = {targets.shape[0]} inputs."
-            )
-        num_estimators = self._logits.shape[0] // targets.shape[0]
+        logits, num_estimators = self._tap.take(targets.shape[0])
         binary = bool(getattr(pl_module, "binary_cls", False))
-        probs = member_probabilities(self._logits, num_estimators, binary)
+        probs = member_probabilities(logits, num_estimators, binary)
         self._probs[dataloader_idx].append(probs.cpu())
         self._targets[dataloader_idx].append(targets.detach().cpu())
-        self._logits = None
 
     def on_test_end(self, trainer: Trainer, pl_module: LightningModule) -> None:
-        self._remove_hook()
+        self._tap.detach()
         if not trainer.is_global_zero or not self._probs:
             return
         tensors = {}
@@ -106,9 +88,4 @@ class TestPredictionWriter(Callback):
     def on_exception(
         self, trainer: Trainer, pl_module: LightningModule, exception: BaseException
     ) -> None:
-        self._remove_hook()
-
-    def _remove_hook(self) -> None:
-        if self._handle is not None:
-            self._handle.remove()
-            self._handle = None
+        self._tap.detach()
