@@ -80,3 +80,16 @@ def test_mutual_information_agrees_with_torch_uncertainty_metric():
     metric = MutualInformation(reduction="mean")
     metric.update(probs.transpose(0, 1))  # TorchUncertainty takes (B, M, C)
     torch.testing.assert_close(metric.compute(), mutual_information(probs).mean(), rtol=1e-4, atol=1e-5)
+
+
+def test_signorm_cosine_resolves_nearly_identical_members_under_mixed_precision():
+    """bf16 autocast would round the cosine's product to steps of about 0.004."""
+    generator = torch.Generator().manual_seed(0)
+    importance = torch.rand(1, 384, generator=generator).repeat(4, 1)
+    importance[1:] += 2e-3 * torch.randn(3, 384, generator=generator)
+    expected = signorm_cosine([importance.double()]).item()
+    assert 0.9995 < expected < 0.99999
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        mixed = signorm_cosine([importance])
+    assert mixed.dtype == torch.float32
+    assert abs(mixed.item() - expected) < 1e-6

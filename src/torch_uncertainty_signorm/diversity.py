@@ -28,13 +28,17 @@ __all__ = [
 def pairwise_cosine(importance: Tensor) -> Tensor:
     r"""Mean cosine over member pairs :math:`i < j` of one layer's ``(..., M, F)`` importances.
 
-    A single member is identical to itself: ``M = 1`` gives 1. Leading dims are kept.
+    A single member is identical to itself: ``M = 1`` gives 1. Leading dims are kept. Computed
+    in float32 at least, outside autocast: a bf16 product resolves cosines only to about 0.004,
+    coarser than the 0.999 at which members count as one model.
     """
     num_members = importance.shape[-2]
     if num_members == 1:
         return importance.new_ones(importance.shape[:-2])
-    unit = F.normalize(importance, dim=-1)
-    cosines = unit @ unit.transpose(-1, -2)
+    with torch.autocast(importance.device.type, enabled=False):
+        unit = F.normalize(importance.to(torch.promote_types(importance.dtype, torch.float32)),
+                           dim=-1)
+        cosines = unit @ unit.transpose(-1, -2)
     i, j = torch.triu_indices(num_members, num_members, offset=1, device=importance.device)
     return cosines[..., i, j].mean(dim=-1)
 

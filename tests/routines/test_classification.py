@@ -283,6 +283,13 @@ def test_identical_members_are_warned_about_and_diverged_ones_are_not(tmp_path):
             cpu_trainer(max_epochs=1, num_sanity_val_steps=0).fit(routine, train, val)
 
 
+def test_a_target_from_identical_members_asks_for_a_spread():
+    routine = _converted_routine(target_diversity=0.6)
+    with pytest.warns(UserWarning, match=r"target_diversity=0\.6 starts from identical members.*"
+                                         r"member_spread \(e\.g\. 0\.3\)"):
+        cpu_trainer(max_epochs=1, limit_val_batches=0).fit(routine, _loaders()[0])
+
+
 def test_a_missed_target_is_warned_about_with_the_reason():
     """Two steps cannot bring identical-but-for-a-tiny-spread members to 0.3."""
     routine = _converted_routine(member_spread=0.01, target_diversity=0.3)

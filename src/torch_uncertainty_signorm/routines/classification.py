@@ -172,6 +172,14 @@ class SigmaNormClassificationRoutine(ClassificationRoutine):
             if self._loaded_target_state is not None:
                 self.diversity_target.load_state_dict(self._loaded_target_state)
                 self._loaded_target_state = None
+            elif self._members_identical(cosine := self._regularized_cosine()):
+                rank_zero_warn(
+                    f"target_diversity={self.target_diversity:g} starts from identical members "
+                    f"(the regularised layers' σNorm-cos is {cosine:.5f}): the controller has "
+                    f"nothing to steer until the heads' small asymmetry grows, so tau falls to "
+                    f"its bound and the members may then overshoot the target. Give the model "
+                    f"member_spread (e.g. 0.3) for a controlled approach."
+                )
             self.model.penalty.tau = self.diversity_target.tau
         scale_ids = {id(p) for p in self.model.scale_logits()}
         for optimizer in self.trainer.optimizers:
