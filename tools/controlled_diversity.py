@@ -129,6 +129,24 @@ def _markdown(rows: list[dict], path: Path) -> None:
     path.write_text("\n".join(lines) + "\n")
 
 
+def _aggregate(rows: list[dict], keys: list[str], values: list[str]) -> list[dict]:
+    """Mean ± sample std of ``values`` over the seeds of each ``keys`` group, in row order."""
+    import statistics
+
+    groups: dict[tuple, list[dict]] = {}
+    for row in rows:
+        groups.setdefault(tuple(row[k] for k in keys), []).append(row)
+    summary = []
+    for key, members in groups.items():
+        entry = dict(zip(keys, key)) | {"seeds": len(members)}
+        for value in values:
+            numbers = [float(m[value]) for m in members]
+            spread = statistics.stdev(numbers) if len(numbers) > 1 else 0.0
+            entry[value] = f"{statistics.fmean(numbers):.4f} ± {spread:.4f}"
+        summary.append(entry)
+    return summary
+
+
 # -- step 0 -----------------------------------------------------------------------------------
 
 def _step0_rows(name: str, base, inputs) -> list[dict]:
@@ -255,7 +273,9 @@ def spread(out: Path, seeds: list[int], work: Path) -> None:
                            work / "runs" / f"spread_{setup}" / f"s{value:g}_seed{seed}", env)
                 rows.append(_summary(setup, run, member_spread=value, seed=seed))
     _write(rows, out / "spread_budget.csv")
-    _markdown(rows, out / "spread_budget.md")
+    _markdown(_aggregate(rows, ["setup", "member_spread", "steps"],
+                         ["cos_regularized_start", "cos_regularized_end", "Acc", "NLL", "MI"]),
+              out / "spread_budget.md")
 
 
 def targets(out: Path, seeds: list[int], work: Path) -> None:
@@ -276,7 +296,13 @@ def targets(out: Path, seeds: list[int], work: Path) -> None:
                 trajectories += [{"setup": setup, "target": target, "seed": seed, **s}
                                  for s in _per_step(run)]
     _write(rows, out / "targets.csv")
-    _markdown(rows, out / "targets.md")
+    summary = _aggregate(rows, ["setup", "target", "steps"],
+                         ["cos_regularized_start", "cos_regularized_end", "tau_end", "Acc", "NLL"])
+    for entry in summary:
+        runs = [r for r in rows if (r["setup"], r["target"]) == (entry["setup"], entry["target"])]
+        entry["reached"] = f"{sum(r['reached'] for r in runs)}/{len(runs)}"
+        entry["held (last 20 %)"] = f"{sum(r['held'] for r in runs)}/{len(runs)}"
+    _markdown(summary, out / "targets.md")
     _write(trajectories, out / "target_trajectories.csv")
     _figure(trajectories, out / "target_trajectories.png")
 
