@@ -1,4 +1,5 @@
-"""Evaluation beyond one OOD set and one severity: near/far OOD groups and severity sweeps."""
+"""Evaluation beyond one OOD set and one severity: near/far OOD groups and severity sweeps, and
+the printed test results."""
 
 from .eval_sets import (
     OOD_GROUPS,
@@ -10,7 +11,7 @@ from .eval_sets import (
     shift_metric_name,
 )
 from .ood import NearFarOODMetrics
-from .printing import OODShiftEvaluationLoop
+from .printing import SigmaNormEvaluationLoop, results_tables, use_results_tables
 from .results_csv import append_to_last_row
 from .shift import SeverityShiftMetrics
 
@@ -21,9 +22,11 @@ __all__ = [
     "SHIFT_METRICS",
     "EvalSet",
     "NearFarOODMetrics",
-    "OODShiftEvaluationLoop",
     "SeverityShiftMetrics",
+    "SigmaNormEvaluationLoop",
     "append_to_last_row",
     "ood_metric_name",
+    "results_tables",
     "shift_metric_name",
+    "use_results_tables",
 ]

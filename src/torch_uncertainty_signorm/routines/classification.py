@@ -18,6 +18,7 @@ from ..allowlist import instantiate_spec
 from ..checks import check_positive_number
 from ..diversity import geometric_ambiguity, jensen_gap, signorm_cosine
 from ..ensemble import SigmaNormEnsemble
+from ..evaluation.printing import use_results_tables
 from ..evaluation.results_csv import append_to_last_row
 from ..numerics import check_finite_losses
 from ..optim import DEFAULT_SCALE_LR_MULTIPLIER, signorm_param_groups
@@ -199,6 +200,7 @@ class SigmaNormClassificationRoutine(ClassificationRoutine):
         self.log_dict(self._diversity_results(self.val_diversity, "val"), sync_dist=True)
 
     def on_test_epoch_end(self) -> None:
+        use_results_tables(self.trainer)  # print the diversity measures too, names unabridged
         results = self._diversity_results(self.test_diversity, "test")
         super().on_test_epoch_end()
         self.log_dict(results, sync_dist=True)
