@@ -47,7 +47,9 @@ class SigmaNormClassificationRoutine(ClassificationRoutine):
       TorchUncertainty's ``results.csv`` row;
     - :meth:`optimizer_param_groups`: the σNorm scale logits in their own group at
       ``scale_lr_multiplier`` × the learning rate with no weight decay. The
-      ``torch-uncertainty`` command builds the recipe's ``optimizer:`` from these groups.
+      ``torch-uncertainty`` command builds the recipe's ``optimizer:`` from these groups; in
+      Python, pass a σN-Ens ``optim_recipe`` (:mod:`torch_uncertainty_signorm.optim_recipes`,
+      or :func:`~torch_uncertainty_signorm.optim.signorm_optim_recipe`).
 
     ``SigmaNormClassificationRoutine.load_from_checkpoint(path)`` rebuilds the routine from the
     hyper-parameters it saves: the command's ``routine:`` block, or, built in Python, the
@@ -135,7 +137,9 @@ class SigmaNormClassificationRoutine(ClassificationRoutine):
                     rank_zero_warn(
                         "The σNorm scale logits share an optimizer group with the other "
                         "parameters, so they train without their learning-rate multiplier. "
-                        "Build the optimizer from routine.optimizer_param_groups(lr) (the "
+                        "Pass a σN-Ens optim_recipe: one of torch_uncertainty_signorm."
+                        "optim_recipes (e.g. optim_cifar10_resnet18), or your own wrapped in "
+                        "torch_uncertainty_signorm.optim.signorm_optim_recipe (the "
                         "torch-uncertainty command does this for the YAML `optimizer:`)."
                     )
                     return
