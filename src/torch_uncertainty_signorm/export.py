@@ -5,7 +5,7 @@ An export directory holds ``ensemble.safetensors`` (every weight and buffer), ``
 ``--members``, ``member_<m>.safetensors`` for each member ``m``::
 
     python -m torch_uncertainty_signorm.export --config recipe.yaml \
-        --ckpt_path logs/.../best.ckpt --output exported/ [--members]
+        --ckpt_path "logs/.../checkpoints/epoch=…-val_acc=….ckpt" --output exported/ [--members]
 
 The command reads the recipe with the ``torch-uncertainty`` command's own parser
 (:func:`~torch_uncertainty_signorm.recipe_parsing.parse_recipe`; further arguments such as

@@ -290,13 +290,14 @@ def _budget_text(budget: Mapping[str, Any] | None) -> str:
 
 
 def _shorter(ours: Mapping[str, Any], expected: Mapping[str, Any] | None) -> bool:
-    """Whether our budget is known to be below the expected one."""
+    """Whether our budget is known to be below the expected one: fewer epochs or steps, or a
+    part of each epoch (``limit_train_batches``) where the expected row trained on all of it."""
     if not expected:
         return False
     limit = ours.get("limit_train_batches")
-    if limit is not None and limit != 1 and limit != 1.0:
-        return True  # a fraction or a count of the epoch's batches
-    for key in ("max_epochs", "max_steps"):
+    if limit is not None and float(limit) != 1.0 and limit != expected.get("limit_train_batches"):
+        return True
+    for key in ("max_epochs", "max_steps", "trained_steps"):
         mine, theirs = ours.get(key), expected.get(key)
         if (isinstance(theirs, (int, float)) and theirs > 0 and isinstance(mine, (int, float))
                 and 0 <= mine < theirs):
