@@ -3,14 +3,17 @@
 import csv
 import math
 import re
+import shlex
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+import yaml
 from fixtures.results_files import tu_metrics, write_run
 
 from torch_uncertainty_signorm.paper import regression
+from torch_uncertainty_signorm.paper.published import load_table
 from torch_uncertainty_signorm.paper.regression import (
     DEFAULT_TOLERANCES, ReproductionError, check_reproduction, compare_rows,
 )
@@ -195,3 +198,26 @@ def test_reference_files_hold_the_quickstart_columns():
         header = next(csv.reader(file))
     assert {"test/cls/Acc", "test/cal/ECE", "ood/AUROC", "test/cplx/flops",
             "test/div/signorm_cos"} <= set(header)
+
+
+def test_the_example_ci_workflow_gates_on_valid_checks():
+    """docs/ci/reproduction.yml: each regression step parses, names an existing row or
+    reference, and the quickstart's step passes on the committed reference run."""
+    root = Path(__file__).parents[2]
+    workflow = yaml.safe_load((root / "docs" / "ci" / "reproduction.yml").read_text())
+    commands = [line.strip() for job in workflow["jobs"].values() for step in job["steps"]
+                for line in step.get("run", "").splitlines()
+                if "torch_uncertainty_signorm.paper.regression" in line]
+    assert len(commands) == 2
+    for command in commands:
+        args = shlex.split(command)[3:]
+        parsed = regression._parser().parse_args(args)
+        if parsed.published:
+            table = load_table(parsed.published)
+            row = table.row(**dict(pair.split("=", 1) for pair in parsed.where))
+            assert parsed.min_seeds == 3 and table.budget(row)["max_epochs"] == 200
+        else:
+            assert (root / parsed.reference).is_file()
+            args[0] = str(REFERENCE_RUN)  # the run the quickstart job trains, as committed
+            args[args.index("--reference") + 1] = str(root / parsed.reference)
+            assert regression.main(args) == 0
