@@ -7,7 +7,8 @@ class and one datamodule class. This module provides a single command instead: t
 ``class_path``, so every recipe in ``experiments/`` runs through the same entry point::
 
     torch-uncertainty fit --config experiments/wrn_c100_signorm.yaml
-    torch-uncertainty test --config experiments/wrn_c100_signorm.yaml --ckpt_path "logs/.../checkpoints/epoch=…-val_acc=….ckpt"
+    torch-uncertainty test --config experiments/wrn_c100_signorm.yaml \
+        --ckpt_path "logs/.../checkpoints/epoch=…-val_acc=….ckpt"
 
 TorchUncertainty's own recipes run unmodified (:func:`tu_format_args`): a ``routine:`` block
 without ``class_path`` is its ``ClassificationRoutine``, and the datamodule of a ``data:`` block

@@ -1,4 +1,4 @@
-"""σN-Ens versions of TorchUncertainty's optimisation recipes (``torch_uncertainty.optim_recipes``).
+"""σN-Ens versions of TorchUncertainty's optimisation recipes (its ``optim_recipes`` module).
 
 Each function has the name and arguments of TorchUncertainty's and returns the same optimizer
 and scheduler, the σNorm scale logits in their own group at 100× the learning rate without

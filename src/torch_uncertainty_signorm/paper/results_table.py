@@ -7,9 +7,9 @@ run's checkpoint replaces that run's result, it is not another seed; see
 :func:`~torch_uncertainty_signorm.paper.runs.merge_evaluations`). A NaN or infinite value in
 a run makes its column's mean NaN or infinite, and a column some runs logged and others did not
 is named on the standard error. The row also holds ``seeds`` and the training budget the runs
-shared (``max_epochs``, ``max_steps``, ``limit_train_batches``, ``trained_steps``). The rows are written as a CSV (``rows.csv``, the
-input of :mod:`~torch_uncertainty_signorm.paper.regression`) and, appended under the
-rows of a published table (``--published main --where dataset=CIFAR-100
+shared (``max_epochs``, ``max_steps``, ``limit_train_batches``, ``trained_steps``). The rows are
+written as a CSV (``rows.csv``, the input of :mod:`~torch_uncertainty_signorm.paper.regression`)
+and, appended under the rows of a published table (``--published main --where dataset=CIFAR-100
 arch=WideResNet-28-10``), as Markdown (``table.md``) and LaTeX (``table.tex``)::
 
     python -m torch_uncertainty_signorm.paper.results_table \

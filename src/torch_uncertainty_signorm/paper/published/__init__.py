@@ -50,8 +50,10 @@ TABLES = {
 
 #: Spellings of key values that :func:`same_key` accepts for the tables': whole-word
 #: abbreviations, after ``sigma`` -> ``σ``, lower case and without spaces, ``-`` and ``_``.
-_ABBREVIATIONS = ((re.compile(r"^wrn"), "wideresnet"), (re.compile(r"^rn(?=\d)"), "resnet"),
-                  (re.compile(r"^c(10|100)$"), r"cifar\1"), (re.compile(r"^(in|imagenet)(1k)?$"), "imagenet1k"))
+_ABBREVIATIONS = (
+    (re.compile(r"^wrn"), "wideresnet"), (re.compile(r"^rn(?=\d)"), "resnet"),
+    (re.compile(r"^c(10|100)$"), r"cifar\1"), (re.compile(r"^(in|imagenet)(1k)?$"), "imagenet1k"),
+)
 
 
 def _canonical(value: Any) -> str:
@@ -139,8 +141,8 @@ class PublishedTable:
         valid = "; ".join(f"{column}: {', '.join(values)}"
                           for column, values in self.valid_values(**keys).items())
         return (f"{found} rows of table {self.name!r} match {keys}; valid values: {valid} "
-                f"(case, spaces and '-' do not matter; 'sigma' stands for 'σ', WRN for WideResNet, RN for "
-                f"ResNet, C10/C100 for CIFAR-10/100, IN for ImageNet-1k).")
+                f"(case, spaces and '-' do not matter; 'sigma' stands for 'σ', WRN for "
+                f"WideResNet, RN for ResNet, C10/C100 for CIFAR-10/100, IN for ImageNet-1k).")
 
     def _indices(self, keys: dict[str, Any]) -> list[int]:
         keys = self.resolve(**keys)
