@@ -241,8 +241,9 @@ def _load_ours(path: str, row_label: str | None) -> _Ours:
         runs = row.get("runs")
         seeds = f" (seeds {row['seeds']})" if row.get("seeds") else ""
         count = "an unknown number of" if runs is None else f"{runs:g}"
+        plural = "" if runs == 1 else "s"
         return _Ours(row, [f"ours: row {row.get('method')!r} of {path}: {count} training "
-                           f"runs{seeds}"], {})
+                           f"run{plural}{seeds}"], {})
     runs = find_runs([path])
     merged = merge_evaluations(runs)
     problems = {column: f"missing from {len(lacking)} of {len(merged)} runs"
