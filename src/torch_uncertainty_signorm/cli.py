@@ -43,6 +43,7 @@ TorchUncertainty ``optim_recipe``. See :meth:`TUSigmaNormCLI.configure_routine_o
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import logging
 import re
@@ -266,7 +267,8 @@ class TUSigmaNormCLI(TULightningCLI):
                 **kwargs,
             )
         except BaseException:
-            self._remove_unused_log_dirs()
+            with contextlib.suppress(OSError):  # the run's own error is the one to report
+                self._remove_unused_log_dirs()
             raise
 
     def _remove_unused_log_dirs(self) -> None:
