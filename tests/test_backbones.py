@@ -155,3 +155,25 @@ def test_a_pretrained_bert_classifier_comes_in_training_mode(bert_directory):
     _, directory = bert_directory
     model = bert_classifier(pretrained_path=directory)
     assert all(module.training for module in model.modules())
+
+
+def test_wideresnet28_is_torch_uncertaintys_at_widen_10_and_narrows_for_a_laptop():
+    from torch_uncertainty.models.classification import wideresnet28x10
+    from torch_uncertainty.models.classification.resnet.utils import ResNetStyle
+
+    from torch_uncertainty_signorm.allowlist import MODEL_CLASS_PATHS
+    from torch_uncertainty_signorm.backbones import wideresnet28
+
+    wide = wideresnet28(3, 100, style="CIFAR", dropout_rate=0.0)
+    theirs = wideresnet28x10(3, 100, style=ResNetStyle.CIFAR, dropout_rate=0.0)
+    assert {k: v.shape for k, v in wide.state_dict().items()} == {
+        k: v.shape for k, v in theirs.state_dict().items()}
+    narrow = wideresnet28(3, 100, widen_factor=1, style="CIFAR", dropout_rate=0.0)
+    def norms(model):
+        return [name for name, m in model.named_modules() if isinstance(m, torch.nn.BatchNorm2d)]
+
+    assert norms(narrow) == norms(wide)  # the same normalisation layers, a tenth of the width
+    assert sum(p.numel() for p in narrow.parameters()) < 0.4e6
+    assert "torch_uncertainty_signorm.backbones.wideresnet28" in MODEL_CLASS_PATHS
+    with pytest.raises(ValueError, match="widen_factor"):
+        wideresnet28(3, 10, widen_factor=0)

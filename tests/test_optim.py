@@ -34,3 +34,53 @@ def test_bad_rates_name_the_value(kwargs, message):
 def test_a_module_without_signorm_layers_is_refused():
     with pytest.raises(ValueError, match="Linear holds no σNorm layer"):
         signorm_param_groups(torch.nn.Linear(2, 2), lr=0.1)
+
+
+def test_signorm_recipes_are_torch_uncertaintys_with_the_scale_logits_apart():
+    from torch_uncertainty import optim_recipes as tu
+
+    from torch_uncertainty_signorm import optim_recipes
+
+    model = signorm_ensemble(tiny_resnet(), 2)
+    theirs, ours = tu.optim_cifar10_resnet18(model), optim_recipes.optim_cifar10_resnet18(model)
+    assert type(ours["optimizer"]) is type(theirs["optimizer"])
+    assert type(ours["lr_scheduler"]) is type(theirs["lr_scheduler"])
+    (reference,) = theirs["optimizer"].param_groups
+    base, scales = ours["optimizer"].param_groups
+    assert {k: v for k, v in base.items() if k != "params"} == {
+        k: v for k, v in reference.items() if k != "params"}  # lr 0.1, momentum, nesterov, wd
+    assert scales["lr"] == pytest.approx(100 * reference["lr"]) and scales["weight_decay"] == 0
+    assert {id(p) for p in scales["params"]} == {id(p) for p in model.scale_logits()}
+    assert ours["lr_scheduler"].optimizer is ours["optimizer"]
+    for _ in range(25):  # MultiStepLR milestone 25: both groups decay by 10
+        ours["optimizer"].step()
+        ours["lr_scheduler"].step()
+    assert [g["lr"] for g in ours["optimizer"].param_groups] == pytest.approx([0.01, 1.0])
+    # Every recipe of TorchUncertainty has its σN-Ens version, under the same name.
+    assert {name for name in dir(tu) if name.startswith("optim_")} == {
+        name for name in optim_recipes.__all__ if name.startswith("optim_")}
+    procedure = optim_recipes.get_procedure("wideresnet28x10", "cifar100")(model)
+    assert procedure["optimizer"].param_groups[1]["lr"] == pytest.approx(10.0)
+
+
+def test_a_routine_takes_the_recipe_as_torch_uncertaintys_routines_do():
+    from torch_uncertainty_signorm.optim import signorm_optim_recipe
+    from torch_uncertainty_signorm.routines import SigmaNormClassificationRoutine
+
+    model = signorm_ensemble(tiny_resnet(), 2)
+    routine = SigmaNormClassificationRoutine(model, optim_recipe=signorm_optim_recipe(
+        lambda m: torch.optim.SGD(m.parameters(), lr=0.05, momentum=0.9, weight_decay=5e-4)))
+    optimizer = routine.configure_optimizers()
+    assert [g["lr"] for g in optimizer.param_groups] == pytest.approx([0.05, 5.0])
+    assert [g["weight_decay"] for g in optimizer.param_groups] == [5e-4, 0.0]
+
+
+def test_bad_recipes_name_the_problem():
+    from torch_uncertainty_signorm.optim import signorm_optim_recipe
+
+    with pytest.raises(TypeError, match="optim_recipe must be a callable.*got SGD"):
+        signorm_optim_recipe(torch.optim.SGD(torch.nn.Linear(2, 2).parameters(), lr=0.1))
+    with pytest.raises(ValueError, match="scale_lr_multiplier must be .* > 0, got 0"):
+        signorm_optim_recipe(lambda m: None, scale_lr_multiplier=0)
+    with pytest.raises(TypeError, match="returned NoneType; expected a torch optimizer"):
+        signorm_optim_recipe(lambda m: None)(signorm_ensemble(tiny_resnet(), 2))

@@ -5,6 +5,7 @@ import math
 import pytest
 import torch
 from fixtures.backbones import tiny_resnet
+from fixtures.cifar_files import accepted_cifar_root, cifar_manifest, cifar_root  # noqa: F401
 from fixtures.digits import cpu_trainer
 from torch.utils.data import DataLoader, TensorDataset
 
@@ -63,6 +64,22 @@ def test_predict_over_a_loader_equals_one_batch_and_matches_trainer_predict(mode
         rtol=1e-5,
         atol=1e-6,
     )
+
+
+def test_predict_accepts_what_a_torch_uncertainty_datamodule_returns(model, accepted_cifar_root):
+    from torch_uncertainty.datamodules import CIFAR10DataModule
+
+    datamodule = CIFAR10DataModule(root=accepted_cifar_root, batch_size=8, eval_ood=True,
+                                   num_workers=0, persistent_workers=False, pin_memory=False)
+    datamodule.prepare_data()
+    datamodule.setup("test")
+    loaders = datamodule.test_dataloader()  # [CIFAR-10 test, SVHN]: a list of loaders
+    predictions = predict(model, loaders)
+    assert [p.probs.shape[0] for p in predictions] == [len(loader.dataset) for loader in loaders]
+    test_set = predict(model, loaders[0])
+    torch.testing.assert_close(predictions[0].probs, test_set.probs)
+    with pytest.raises(TypeError, match="a batch that is a DataLoader"):
+        predict(model, [loaders[0], torch.randn(2, 3, 32, 32)])
 
 
 def test_identical_members_have_zero_modulation_uncertainty_and_binary_logits_get_two_columns():

@@ -23,8 +23,10 @@ We need:
 - the model: TorchUncertainty's ``resnet``, wrapped by ``signorm_ensemble``,
 - the routine: ``SigmaNormClassificationRoutine``, TorchUncertainty's classification routine
   plus the diversity regulariser,
-- ``signorm_param_groups``, which trains the σNorm scale logits at 100× the learning rate
-  without weight decay.
+- ``signorm_optim_recipe``, which turns an ``optim_recipe`` (TorchUncertainty's way of giving a
+  routine its optimizer) into its σN-Ens version: the σNorm scale logits at 100× the learning
+  rate without weight decay. ``torch_uncertainty_signorm.optim_recipes`` holds those of
+  TorchUncertainty's recipes (``optim_cifar10_resnet18`` ...).
 """
 
 # %%
@@ -41,7 +43,7 @@ from torch_uncertainty.utils import TUTrainer
 
 from torch_uncertainty_signorm import ownership_counts, signorm_ensemble
 from torch_uncertainty_signorm.datamodules import DigitsDataModule
-from torch_uncertainty_signorm.optim import signorm_param_groups
+from torch_uncertainty_signorm.optim import signorm_optim_recipe
 from torch_uncertainty_signorm.routines import SigmaNormClassificationRoutine
 
 seed_everything(0)
@@ -89,13 +91,12 @@ print(model(torch.randn(2, 1, 8, 8)).shape)
 # members, and adds the regulariser to the cross-entropy. The optimizer is SGD, with the
 # σNorm scale logits in their own parameter group.
 
-lr = 0.05
 routine = SigmaNormClassificationRoutine(
     model,
     datamodule.num_classes,
     nn.CrossEntropyLoss(),
-    optim_recipe=lambda m: torch.optim.SGD(
-        signorm_param_groups(m, lr=lr), lr=lr, momentum=0.9, weight_decay=5e-4
+    optim_recipe=signorm_optim_recipe(
+        lambda m: torch.optim.SGD(m.parameters(), lr=0.05, momentum=0.9, weight_decay=5e-4)
     ),
     eval_ood=True,
 )

@@ -1,32 +1,76 @@
-"""σNorm-Ensembles for TorchUncertainty: implicit ensembles with temperature-controlled diversity."""
+"""σNorm-Ensembles for TorchUncertainty: implicit ensembles with temperature-controlled diversity.
 
-from .conversion import convert_norm_layers, find_norm_layers
-from .diversity import (
-    geometric_ambiguity,
-    jensen_gap,
-    member_ownership,
-    mutual_information,
-    ownership_counts,
-    pairwise_cosine,
-    signorm_cosine,
-)
-from .ensemble import SigmaNormEnsemble, signorm_ensemble
-from .layer_selection import REGULARIZED_LAYER_PRESETS, select_layers
-from .layers import (
-    MemberHeads,
-    SigmaBatchNorm1d,
-    SigmaBatchNorm2d,
-    SigmaBatchNorm3d,
-    SigmaGroupNorm,
-    SigmaLayerNorm,
-    SigmaLayerNorm2d,
-    SigmaRMSNorm,
-    SigmaSyncBatchNorm,
-)
-from .member_wrapper import MemberWrapper
-from .parameter_counts import parameter_counts
-from .prediction import EnsemblePrediction, ensemble_prediction, predict
-from .regularization import ImportanceSharingPenalty, sharing_penalty
+The names below are imported on first use (PEP 562), so that importing a submodule, such as the
+``torch-uncertainty`` command answering ``--help`` or :mod:`.paper.regression` in a CI job, does
+not import torch, timm and transformers first.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+import types
+from typing import TYPE_CHECKING, Any
+
+#: Public name -> the submodule defining it.
+_EXPORTS = {
+    "convert_norm_layers": "conversion", "find_norm_layers": "conversion",
+    **dict.fromkeys(["geometric_ambiguity", "jensen_gap", "member_ownership", "mutual_information",
+                     "ownership_counts", "pairwise_cosine", "signorm_cosine"], "diversity"),
+    "SigmaNormEnsemble": "ensemble", "signorm_ensemble": "ensemble",
+    "REGULARIZED_LAYER_PRESETS": "layer_selection", "select_layers": "layer_selection",
+    **dict.fromkeys(["MemberHeads", "SigmaBatchNorm1d", "SigmaBatchNorm2d", "SigmaBatchNorm3d",
+                     "SigmaGroupNorm", "SigmaLayerNorm", "SigmaLayerNorm2d", "SigmaRMSNorm",
+                     "SigmaSyncBatchNorm"], "layers"),
+    "MemberWrapper": "member_wrapper",
+    "parameter_counts": "parameter_counts",
+    "EnsemblePrediction": "prediction", "ensemble_prediction": "prediction",
+    "predict": "prediction",
+    "ImportanceSharingPenalty": "regularization", "sharing_penalty": "regularization",
+}
+
+if TYPE_CHECKING:
+    from .conversion import convert_norm_layers, find_norm_layers
+    from .diversity import (
+        geometric_ambiguity, jensen_gap, member_ownership, mutual_information, ownership_counts,
+        pairwise_cosine, signorm_cosine,
+    )
+    from .ensemble import SigmaNormEnsemble, signorm_ensemble
+    from .layer_selection import REGULARIZED_LAYER_PRESETS, select_layers
+    from .layers import (
+        MemberHeads, SigmaBatchNorm1d, SigmaBatchNorm2d, SigmaBatchNorm3d, SigmaGroupNorm,
+        SigmaLayerNorm, SigmaLayerNorm2d, SigmaRMSNorm, SigmaSyncBatchNorm,
+    )
+    from .member_wrapper import MemberWrapper
+    from .parameter_counts import parameter_counts
+    from .prediction import EnsemblePrediction, ensemble_prediction, predict
+    from .regularization import ImportanceSharingPenalty, sharing_penalty
+
+
+def __getattr__(name: str) -> Any:
+    if name in _EXPORTS:
+        value = getattr(importlib.import_module(f".{_EXPORTS[name]}", __name__), name)
+        globals()[name] = value  # later lookups skip this hook
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_EXPORTS])
+
+
+class _Package(types.ModuleType):
+    """This package, whose exported names win over same-named submodules: importing the
+    submodule ``parameter_counts`` does not replace the function ``parameter_counts``."""
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name in _EXPORTS and isinstance(value, types.ModuleType):
+            return  # the import system binding a submodule; __getattr__ gives the export
+        super().__setattr__(name, value)
+
+
+sys.modules[__name__].__class__ = _Package
+
 
 __version__ = "0.1.0"
 

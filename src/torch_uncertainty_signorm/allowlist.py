@@ -35,6 +35,7 @@ MODEL_CLASS_PATHS = frozenset({
     "torch_uncertainty.models.classification.resnet",
     "torch_uncertainty.models.classification.wideresnet28x10",
     "torch_uncertainty_signorm.backbones.timm_vit",
+    "torch_uncertainty_signorm.backbones.wideresnet28",
     "torch_uncertainty_signorm.backbones.bert_classifier",
     "torch_uncertainty_signorm.offline_assets.minilm_classifier",
 })

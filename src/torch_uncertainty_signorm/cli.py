@@ -7,7 +7,8 @@ class and one datamodule class. This module provides a single command instead: t
 ``class_path``, so every recipe in ``experiments/`` runs through the same entry point::
 
     torch-uncertainty fit --config experiments/wrn_c100_signorm.yaml
-    torch-uncertainty test --config experiments/wrn_c100_signorm.yaml --ckpt_path path/to/best.ckpt
+    torch-uncertainty test --config experiments/wrn_c100_signorm.yaml \
+        --ckpt_path "logs/.../checkpoints/epoch=…-val_acc=….ckpt"
 
 TorchUncertainty's own recipes run unmodified (:func:`tu_format_args`): a ``routine:`` block
 without ``class_path`` is its ``ClassificationRoutine``, and the datamodule of a ``data:`` block
@@ -24,8 +25,8 @@ On top of :class:`TULightningCLI`, with class_path blocks:
 * ``--eval_after_fit`` tests the best checkpoint once ``fit`` ends (TorchUncertainty does this in its
   entry scripts, outside the CLI); ``--eval_after_fit=false`` overrides a recipe's ``true``.
 * The resolved configuration is saved next to the logs: TorchUncertainty 0.13's ``TULightningCLI``
-  defaults ``save_config_callback`` to ``None``, so its scripts save nothing;
-  :class:`~torch_uncertainty.utils.cli.TUSaveConfigCallback` is the default here.
+  defaults ``save_config_callback`` to ``None``, so its scripts save nothing; :class:`SaveRunConfig`
+  (TorchUncertainty's ``TUSaveConfigCallback``, saving for ``test`` runs too) is the default here.
 * Routines calling ``save_hyperparameters()`` store their ``routine:`` block, so
   ``load_from_checkpoint`` and ``--ckpt_path`` work (Lightning reads a ``model:`` block).
   ``--ckpt_path`` never imports a class the checkpoint names: the recipe names the classes, a
@@ -42,12 +43,15 @@ TorchUncertainty ``optim_recipe``. See :meth:`TUSigmaNormCLI.configure_routine_o
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import logging
 import re
 import shlex
+import shutil
 import sys
 import time
+import warnings
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
@@ -58,6 +62,7 @@ from jsonargparse import Namespace
 from lightning.pytorch import LightningDataModule, LightningModule
 from lightning.pytorch.cli import (
     ArgsType, LightningArgumentParser, LightningCLI, LRSchedulerCallable, OptimizerCallable,
+    SaveConfigCallback,
 )
 from lightning.pytorch.trainer.states import TrainerStatus
 from lightning.pytorch.utilities.exceptions import SIGTERMException
@@ -180,6 +185,32 @@ def _nested(flat: dict[str, Any]) -> dict[str, Any]:
     return tree
 
 
+def _monitored(checkpoint: Any) -> str:
+    """`` (val/cls/Acc)``: what the best checkpoint is best at (TorchUncertainty's
+    ``TUClsCheckpoint`` keeps one per metric, its best model being the accuracy one)."""
+    inner = [callback for callback in getattr(checkpoint, "callbacks", {}).values()
+             if getattr(callback, "best_model_path", None) == checkpoint.best_model_path]
+    monitor = getattr(checkpoint, "monitor", None) or next(
+        (callback.monitor for callback in inner if getattr(callback, "monitor", None)), None)
+    return f" ({monitor})" if monitor else ""
+
+
+class SaveRunConfig(TUSaveConfigCallback):
+    """TorchUncertainty's config-saving callback, saving for every subcommand that logs.
+
+    TorchUncertainty's saves the resolved configuration only for ``fit``; a ``test`` (or
+    ``validate``, ``predict``) with a logger writes a run folder of its own, and its
+    ``config.yaml`` records the ``ckpt_path`` it evaluated (the tables read it to tell a
+    re-evaluation from another training run). Without a logger, as TorchUncertainty's.
+    """
+
+    def setup(self, trainer, pl_module, stage: str) -> None:
+        if stage == "fit" or trainer.logger is None:
+            super().setup(trainer, pl_module, stage)
+        else:
+            SaveConfigCallback.setup(self, trainer, pl_module, stage)
+
+
 class TUSigmaNormCLI(TULightningCLI):
     r"""TorchUncertainty's Lightning CLI with the routine and the datamodule chosen by ``class_path``.
 
@@ -194,8 +225,8 @@ class TUSigmaNormCLI(TULightningCLI):
     * forwards ``eval_ood``, ``eval_shift`` and ``num_tta`` from the datamodule to the routine
       (:func:`forward_datamodule_args`, run in :meth:`before_instantiate_classes`);
     * tests the best checkpoint after ``fit`` when ``--eval_after_fit`` is set (:meth:`after_fit`);
-    * saves the resolved configuration in the logger's directory
-      (:class:`~torch_uncertainty.utils.cli.TUSaveConfigCallback` by default);
+    * saves the resolved configuration in the logger's directory, for ``test`` too
+      (:class:`SaveRunConfig` by default);
     * stores the ``routine:`` block as the routine's hyperparameters when the routine calls
       ``save_hyperparameters()``, so ``Routine.load_from_checkpoint`` and ``--ckpt_path`` work
       (Lightning looks for a ``model:`` block, which TorchUncertainty renamed ``routine:``);
@@ -208,7 +239,7 @@ class TUSigmaNormCLI(TULightningCLI):
         model_class: Base class of the routine. Defaults to ``LightningModule``.
         datamodule_class: Base class of the datamodule. Defaults to ``LightningDataModule``.
         save_config_callback: Callback saving the resolved config. Defaults to
-            :class:`~torch_uncertainty.utils.cli.TUSaveConfigCallback`.
+            :class:`SaveRunConfig`.
         subclass_mode_model: Choose the routine by ``class_path``. Defaults to ``True``.
         subclass_mode_data: Choose the datamodule by ``class_path``. Defaults to ``True``.
         **kwargs: Passed to :class:`~torch_uncertainty.utils.cli.TULightningCLI`.
@@ -218,21 +249,51 @@ class TUSigmaNormCLI(TULightningCLI):
         self,
         model_class: type[LightningModule] | None = None,
         datamodule_class: type[LightningDataModule] | None = None,
-        save_config_callback: type[TUSaveConfigCallback] | None = TUSaveConfigCallback,
+        save_config_callback: type[TUSaveConfigCallback] | None = SaveRunConfig,
         subclass_mode_model: bool = True,
         subclass_mode_data: bool = True,
         **kwargs: Any,
     ) -> None:
         self.forwarded_data_args: dict[str, Any] = {}
-        super().__init__(
-            model_class=model_class or LightningModule,
-            datamodule_class=datamodule_class or LightningDataModule,
-            save_config_callback=save_config_callback,
-            subclass_mode_model=subclass_mode_model,
-            subclass_mode_data=subclass_mode_data,
-            auto_configure_optimizers=False,  # see configure_routine_optimizer
-            **kwargs,
-        )
+        self._started = time.time()
+        try:
+            super().__init__(
+                model_class=model_class or LightningModule,
+                datamodule_class=datamodule_class or LightningDataModule,
+                save_config_callback=save_config_callback,
+                subclass_mode_model=subclass_mode_model,
+                subclass_mode_data=subclass_mode_data,
+                auto_configure_optimizers=False,  # see configure_routine_optimizer
+                **kwargs,
+            )
+        except BaseException:
+            with contextlib.suppress(OSError):  # the run's own error is the one to report
+                self._remove_unused_log_dirs()
+            raise
+
+    def _remove_unused_log_dirs(self) -> None:
+        """Remove the logger folders of a run that failed before training a step or writing a
+        result, so that the next run takes its ``version_N`` (as the docs' paths assume).
+
+        A folder is removed only when every file in it is the logger's or the saved
+        ``config.yaml`` and was written by this run: a resumed run's folder, or one holding
+        checkpoints, results or figures, stays.
+        """
+        trainer = getattr(self, "trainer", None)
+        if trainer is None or not trainer.is_global_zero or trainer.global_step > 0:
+            return
+        for run_logger in trainer.loggers:
+            folder = Path(run_logger.log_dir) if getattr(run_logger, "log_dir", None) else None
+            if folder is None or not folder.is_dir():
+                continue
+            entries = list(folder.rglob("*"))
+            if all(entry.is_file() and entry.stat().st_mtime >= self._started - 1
+                   and (entry.name.startswith("events.out.tfevents.")
+                        or entry.name in ("hparams.yaml", "config.yaml", "metrics.csv"))
+                   for entry in entries):
+                shutil.rmtree(folder, ignore_errors=True)
+                print(f"torch-uncertainty: removed {folder}: the run failed before training or "
+                      f"testing wrote anything to it.", file=sys.stderr)
 
     def add_default_arguments_to_parser(self, parser: LightningArgumentParser) -> None:
         """``--eval_after_fit`` as a boolean: bare or ``=true`` turns it on, ``=false`` off.
@@ -280,6 +341,8 @@ class TUSigmaNormCLI(TULightningCLI):
             return
         checkpoint = self.trainer.checkpoint_callback
         ckpt_path = "best" if checkpoint is not None and checkpoint.best_model_path else None
+        if ckpt_path is not None and self.trainer.is_global_zero:
+            print(f"Best checkpoint{_monitored(checkpoint)}: {checkpoint.best_model_path}")
         if ckpt_path is None:
             rank_zero_warn(
                 "eval_after_fit: no best checkpoint was saved; testing the last weights."
@@ -288,13 +351,18 @@ class TUSigmaNormCLI(TULightningCLI):
 
     def instantiate_trainer(self, **kwargs: Any) -> Any:
         """As Lightning's; ``trainer.sync_batchnorm: true`` also synchronises σBN statistics
-        (:class:`~torch_uncertainty_signorm.distributed.SigmaNormSyncBatchNorm`)."""
+        (:class:`~torch_uncertainty_signorm.distributed.SigmaNormSyncBatchNorm`), and test
+        results print through
+        :class:`~torch_uncertainty_signorm.evaluation.printing.SigmaNormEvaluationLoop`."""
         from .distributed import signorm_sync_batchnorm_plugins
+        from .evaluation.printing import use_results_tables
 
         config = {**self._get(self.config_init, "trainer", default={}), **kwargs}
         if (plugins := signorm_sync_batchnorm_plugins(config)) is not None:
             kwargs["plugins"] = plugins
-        return super().instantiate_trainer(**kwargs)
+        trainer = super().instantiate_trainer(**kwargs)
+        use_results_tables(trainer)  # whole metric names, diversity and FLOPs per input
+        return trainer
 
     # Lightning's load-from-checkpoint support reads the `model:` block; TorchUncertainty calls it
     # `routine:`. Both hooks are private Lightning API (stable across lightning 2.x).
@@ -315,10 +383,14 @@ class TUSigmaNormCLI(TULightningCLI):
     def parse_arguments(self, parser: LightningArgumentParser, args: ArgsType) -> None:
         """As Lightning's, reading TorchUncertainty's recipe format too (:func:`tu_format_args`);
         keeps ``args`` to tell given values from defaults (``--ckpt_path``)."""
+        from_command_line = args is None
         if args is None or isinstance(args, list | tuple):
             args = tu_format_args(sys.argv[1:] if args is None else args)
         self._args = args
-        super().parse_arguments(parser, args)
+        with warnings.catch_warnings():
+            if from_command_line:  # the args are sys.argv's, not given besides them
+                warnings.filterwarnings("ignore", "LightningCLI's args parameter")
+            super().parse_arguments(parser, args)
 
     def _given_routine_keys(self, subcommand: str) -> set[str]:
         """Dotted ``routine.init_args`` keys set by the recipe or the command line."""
@@ -468,6 +540,10 @@ class TUSigmaNormCLI(TULightningCLI):
             self._continue_logged_run(self.config["fit"])
         super().instantiate_classes()
         self.configure_routine_optimizer()
+        if self.datamodule is not None:  # offline: name the data set, root and files, not a URL
+            from .datamodules.downloads import explain_download_failures
+
+            explain_download_failures(self.datamodule)
 
     def _continue_logged_run(self, config: Namespace) -> None:
         ckpt_path = config.get("ckpt_path")

@@ -5,7 +5,7 @@ An export directory holds ``ensemble.safetensors`` (every weight and buffer), ``
 ``--members``, ``member_<m>.safetensors`` for each member ``m``::
 
     python -m torch_uncertainty_signorm.export --config recipe.yaml \
-        --ckpt_path logs/.../best.ckpt --output exported/ [--members]
+        --ckpt_path "logs/.../checkpoints/epoch=…-val_acc=….ckpt" --output exported/ [--members]
 
 The command reads the recipe with the ``torch-uncertainty`` command's own parser
 (:func:`~torch_uncertainty_signorm.recipe_parsing.parse_recipe`; further arguments such as
@@ -51,6 +51,7 @@ from safetensors.torch import load_model, save_model
 from torch import Tensor, nn
 
 from . import allowlist
+from ._files import follow_umask
 from .checkpoints import load_backbone_checkpoint
 from .checks import check_integer
 from .ensemble import SigmaNormEnsemble
@@ -271,11 +272,13 @@ def export_ensemble(
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
     save_model(model, str(directory / WEIGHTS_NAME))
+    follow_umask(directory / WEIGHTS_NAME)  # safetensors writes 0600; config.json follows umask
     member_files = []
     if members:
         for m in range(model.num_estimators):
             member_files.append(f"member_{m}.safetensors")
             save_model(member_model(model, m), str(directory / member_files[-1]))
+            follow_umask(directory / member_files[-1])
     config = {"format": FORMAT, "version": 2, "num_estimators": model.num_estimators,
               "model": spec, "members": member_files}
     (directory / CONFIG_NAME).write_text(json.dumps(config, indent=2))

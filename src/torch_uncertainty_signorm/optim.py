@@ -1,13 +1,24 @@
-"""Optimizer parameter groups: σNorm scale logits train faster and without weight decay."""
+"""Optimizer parameter groups: σNorm scale logits train faster and without weight decay.
+
+:func:`signorm_optim_recipe` turns any TorchUncertainty ``optim_recipe`` (a callable mapping a
+model to its optimizer, or to ``{"optimizer": ..., "lr_scheduler": ...}``) into its σN-Ens
+version; :mod:`torch_uncertainty_signorm.optim_recipes` holds those of TorchUncertainty's
+recipes.
+"""
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable, Iterator
+from typing import Any
+
 from torch import nn
+from torch.optim import Optimizer
 
-from .layers.signorm import SigmaNorm
 from .checks import check_positive_number
+from .layers.signorm import SigmaNorm
 
-__all__ = ["DEFAULT_SCALE_LR_MULTIPLIER", "signorm_param_groups"]
+__all__ = ["DEFAULT_SCALE_LR_MULTIPLIER", "signorm_optim_recipe", "signorm_param_groups"]
 
 #: Learning-rate multiplier of the σNorm scales (paper Appendix "Implementation details").
 DEFAULT_SCALE_LR_MULTIPLIER = 100.0
@@ -46,3 +57,76 @@ def signorm_param_groups(
         {"params": others},
         {"params": scale_logits, "lr": lr * scale_lr_multiplier, "weight_decay": 0.0},
     ]
+
+
+class _ParamGroups:
+    """Stands in for a model in an ``optim_recipe``: its ``parameters()`` are the σN-Ens
+    parameter groups, which torch optimizers take in place of a parameter list."""
+
+    def __init__(self, groups: list[dict]) -> None:
+        self.groups = groups
+
+    def parameters(self) -> Iterator[dict]:
+        return iter(self.groups)
+
+
+def _optimizer(procedure: Any, recipe: Callable) -> Optimizer:
+    """The optimizer an ``optim_recipe`` returned (alone, or under ``"optimizer"``)."""
+    optimizer = procedure.get("optimizer") if isinstance(procedure, dict) else procedure
+    if not isinstance(optimizer, Optimizer):
+        raise TypeError(
+            f"optim_recipe {getattr(recipe, '__name__', recipe)!r} returned "
+            f"{type(procedure).__name__}; expected a torch optimizer or a dict with one under "
+            f"'optimizer', as TorchUncertainty's routines take."
+        )
+    return optimizer
+
+
+def signorm_optim_recipe(
+    optim_recipe: Callable[..., Any], scale_lr_multiplier: float = DEFAULT_SCALE_LR_MULTIPLIER
+) -> Callable[..., Any]:
+    """The σN-Ens version of a TorchUncertainty ``optim_recipe``.
+
+    The returned callable takes the model (and the recipe's other arguments) and returns what
+    ``optim_recipe`` returns, with the optimizer built on :func:`signorm_param_groups`: the
+    σNorm scale logits at ``scale_lr_multiplier`` × the recipe's learning rate without weight
+    decay, everything else as the recipe sets it. The recipe's scheduler is built on that
+    optimizer, so it scales both groups. The recipe is called twice (the first time to read its
+    learning rate); it must build its optimizer from ``model.parameters()``, as
+    TorchUncertainty's recipes do.
+
+    Args:
+        optim_recipe: A callable ``(model, ...) -> optimizer or {"optimizer": ...,
+            "lr_scheduler": ...}``, e.g. ``torch_uncertainty.optim_recipes.optim_cifar10_resnet18``
+            or ``lambda model: torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)``.
+        scale_lr_multiplier: Learning-rate multiplier of the scale logits (paper: 100).
+
+    Raises:
+        ValueError: If ``scale_lr_multiplier`` is no finite number > 0 (at once), or the model
+            holds no σNorm layer (when called).
+        TypeError: If ``optim_recipe`` is not callable, or returns no optimizer.
+
+    Example:
+        >>> routine = SigmaNormClassificationRoutine(
+        ...     model, optim_recipe=signorm_optim_recipe(optim_cifar10_resnet18))
+    """
+    if not callable(optim_recipe):
+        raise TypeError(
+            f"optim_recipe must be a callable taking the model (a TorchUncertainty optim "
+            f"recipe), got {type(optim_recipe).__name__}."
+        )
+    check_positive_number("scale_lr_multiplier", scale_lr_multiplier)
+
+    @functools.wraps(optim_recipe)
+    def recipe(model: nn.Module, *args: Any, **kwargs: Any) -> Any:
+        lr = _optimizer(optim_recipe(model, *args, **kwargs), optim_recipe).defaults["lr"]
+        groups = signorm_param_groups(model, lr, scale_lr_multiplier)
+        procedure = optim_recipe(_ParamGroups(groups), *args, **kwargs)
+        _optimizer(procedure, optim_recipe)
+        return procedure
+
+    recipe.__doc__ = (f"σN-Ens version of {getattr(optim_recipe, '__qualname__', 'a recipe')}"
+                      f" (:func:`~torch_uncertainty_signorm.optim.signorm_optim_recipe`): the "
+                      f"σNorm scale logits at {scale_lr_multiplier:g}x its learning rate, "
+                      f"without weight decay.\n\n" + (optim_recipe.__doc__ or ""))
+    return recipe

@@ -5,7 +5,8 @@ user wants, per input, the prediction :math:`\bar q(x) = \frac1M \sum_m q_m(x)` 
 much the members disagree, the modulation uncertainty
 :math:`U_{mod}(x) = I[Y; M \mid x]` (:func:`~torch_uncertainty_signorm.mutual_information`).
 :func:`ensemble_prediction` turns logits into both; :func:`predict` runs a model on one
-batch or on every batch of a loader, without Lightning. The routine's ``predict_step`` calls
+batch, on every batch of a loader, or on each loader of a TorchUncertainty datamodule's
+``test_dataloader()``, without Lightning. The routine's ``predict_step`` calls
 :func:`ensemble_prediction`, so ``trainer.predict`` returns the same
 :class:`EnsemblePrediction` per batch (as does ``torch-uncertainty predict`` with a datamodule
 that provides a ``predict_dataloader``).
@@ -18,6 +19,7 @@ from typing import Any, NamedTuple
 
 import torch
 from torch import Tensor, nn
+from torch.utils.data import DataLoader
 
 from .checks import check_integer
 from .diversity import mutual_information
@@ -84,7 +86,7 @@ def predict(
     num_estimators: int | None = None,
     *,
     binary: bool = False,
-) -> EnsemblePrediction:
+) -> EnsemblePrediction | list[EnsemblePrediction]:
     """Run ``model`` in evaluation mode and return the ensemble's per-input prediction.
 
     Args:
@@ -93,18 +95,26 @@ def predict(
             ensemble.
         data: One batch (a tensor, or a mapping of tensors as tokenizers return), or an
             iterable of batches (a :class:`~torch.utils.data.DataLoader`; ``(inputs,
-            targets)`` batches use their inputs). Batches are moved to the model's device.
+            targets)`` batches use their inputs), or a list of data loaders, as
+            TorchUncertainty datamodules' ``test_dataloader()`` returns (the test set, then
+            its OOD and shifted sets). Batches are moved to the model's device.
         num_estimators: M; defaults to ``model.num_estimators``.
         binary: ``True`` for a binary classifier with one logit column.
 
     Returns:
-        An :class:`EnsemblePrediction` covering every input, in order.
+        An :class:`EnsemblePrediction` covering every input, in order; for a list of data
+        loaders, one per loader, in the list's order (``predict(model,
+        dm.test_dataloader())[0]`` is the test set's).
 
     Example:
         >>> prediction = predict(signorm_ensemble(resnet(3, 10, 18, style="cifar"), 4), x)
         >>> prediction.probs.shape, prediction.modulation_uncertainty.shape
         (torch.Size([B, 10]), torch.Size([B]))
     """
+    if isinstance(data, (list, tuple)) and data and all(
+        isinstance(loader, DataLoader) for loader in data
+    ):
+        return [predict(model, loader, num_estimators, binary=binary) for loader in data]
     if num_estimators is None:
         num_estimators = getattr(model, "num_estimators", None)
         if num_estimators is None:
@@ -120,7 +130,13 @@ def predict(
     try:
         with torch.inference_mode():
             for batch in batches:
-                logits = model(_to_device(_inputs_of(batch), device))
+                inputs = _inputs_of(batch)
+                if isinstance(inputs, DataLoader):
+                    raise TypeError(
+                        "predict received a batch that is a DataLoader: pass one loader, or a "
+                        "list holding only data loaders (e.g. dm.test_dataloader())."
+                    )
+                logits = model(_to_device(inputs, device))
                 outputs.append(ensemble_prediction(logits, num_estimators, binary))
     finally:
         model.train(was_training)

@@ -2,7 +2,7 @@
 
 from rich.console import Console
 
-from torch_uncertainty_signorm.evaluation.printing import ood_shift_tables
+from torch_uncertainty_signorm.evaluation.printing import ood_shift_tables, results_tables
 
 
 def _render(results):
@@ -22,3 +22,29 @@ def test_ood_and_shift_values_print_in_percent_with_the_unit_in_the_header():
     assert "75.000" in text and "12.346" in text and "50.000" in text and "3.120" in text
     assert "1.25000" in text  # NLL is not scaled
     assert "0.75000" not in text and "0.50000" not in text
+
+
+def _render_all(results, inputs=None):
+    console = Console(record=True, width=100)
+    for table in results_tables(results, "test", inputs):
+        console.print(table)
+    return console.export_text()
+
+
+def test_test_tables_show_whole_names_diversity_and_flops_per_input():
+    text = _render_all({
+        "test/cls/Acc": 0.9, "ood/AUROC": 0.8, "ood/ens_Disagreement": 0.7,
+        "test/div/signorm_cos": 0.5, "test/div/signorm_cos_regularized": 0.05,
+        "test/div/jensen_gap": 0.04, "test/ens_MI": 0.06, "test/ens_Disagreement": 0.08,
+        "test/div/some_new_measure": 0.3, "test/cplx/flops": 1.1e9, "test/cplx/params": 7e5,
+        "ood_near/AUROC": 0.75, "shift/s1/Acc": 0.5,
+    }, inputs=64)
+    assert "…" not in text  # TorchUncertainty cuts names at 12 characters: ens_Disagre…
+    assert "ens_Disagreement" in text and "90.000%" in text and "80.000%" in text
+    for name in ("Ensemble diversity", "σNorm-cos (all layers)", "σNorm-cos (regularised layers)",
+                 "Jensen gap", "Mutual information U_mod (nats)", "Disagreement",
+                 "some_new_measure"):
+        assert name in text
+    assert "FLOPs (first test batch, 64 inputs)" in text and "1.10 G" in text
+    assert "FLOPs per input" in text and "17.19 M" in text  # 1.1e9 / 64
+    assert "Near / far OOD detection" in text and "Corruption shift" in text

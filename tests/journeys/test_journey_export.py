@@ -1,6 +1,8 @@
 """Journey 3: export a trained run with ``--members``; the export alone reproduces its logits."""
 
+import os
 import shutil
+import stat
 
 import pytest
 import torch
@@ -63,3 +65,9 @@ def test_export_reproduces_the_trained_logits_without_the_run(signorm_run, comma
     for name in ("ensemble.safetensors", "member_3.safetensors"):
         assert (tmp_path / "saved_config" / name).read_bytes() == (
             tmp_path / "recipe" / name).read_bytes()
+    # Every exported file has the mode the user's umask gives (safetensors alone writes 0600).
+    umask = os.umask(0o022)
+    os.umask(umask)
+    modes = {path.name: stat.S_IMODE(path.stat().st_mode)
+             for path in (tmp_path / "recipe").iterdir()}
+    assert set(modes.values()) == {0o666 & ~umask}, modes

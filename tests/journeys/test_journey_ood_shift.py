@@ -1,4 +1,4 @@
-"""Journey 2: ``test --ckpt_path <best.ckpt>`` with the near/far OOD + severity overlay."""
+"""Journey 2: ``test --ckpt_path <checkpoint>`` with the near/far OOD + severity overlay."""
 
 import pytest
 from fixtures.cifar_files import run_command

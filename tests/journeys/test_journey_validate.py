@@ -1,4 +1,4 @@
-"""``validate --ckpt_path <best.ckpt>`` on TorchUncertainty's CIFAR datamodule, which accepts only
+"""``validate --ckpt_path <checkpoint>`` on TorchUncertainty's CIFAR datamodule, which accepts only
 the ``fit`` and ``test`` stages itself."""
 
 import re

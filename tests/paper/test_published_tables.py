@@ -1,8 +1,10 @@
 """The paper's tables as package data: every table present, sidecars complete, numbers right."""
 
 import math
+from pathlib import Path
 
 import pytest
+import yaml
 
 from torch_uncertainty_signorm.paper.published import TABLES, load_table
 
@@ -89,8 +91,43 @@ def test_bad_names_and_ambiguous_rows_raise_clear_errors():
         load_table("tab:main")
     with pytest.raises(ValueError, match=r"\['model'\] are not columns of table 'main'"):
         load_table("main").select(model="x")
-    with pytest.raises(ValueError, match="4 rows of table 'main' match.*key values"):
+    with pytest.raises(ValueError, match="4 rows of table 'main' match.*valid values"):
         load_table("main").row(method="σN-Ens")
+
+
+def test_where_accepts_ascii_and_short_spellings_and_lists_valid_values_otherwise():
+    table = load_table("main")
+    exact = table.row(dataset="CIFAR-100", arch="WideResNet-28-10", method="σN-Ens")
+    assert table.row(dataset="cifar100", arch="WRN-28-10", method="sigmaN-Ens") == exact
+    assert table.row(dataset="C100", arch="RN50", method="sigman-ens finetune") == table.row(
+        dataset="CIFAR-100", arch="ResNet-50", method="σN-Ens FineTune")
+    with pytest.raises(ValueError) as error:
+        table.row(dataset="CIFAR-100", arch="WRN", method="sigmaN-Ens")
+    # the values the other keys allow, spelled as in the table
+    assert "arch: ResNet-50, WideResNet-28-10;" in str(error.value)
+    assert "σN-Ens FineTune" in str(error.value) and "WRN for WideResNet" in str(error.value)
+
+
+def test_sidecar_budgets_follow_the_recipes():
+    main, vit = load_table("main"), load_table("vit")
+    row = main.row(dataset="CIFAR-100", arch="WideResNet-28-10", method="σN-Ens")
+    assert main.budget(row)["max_epochs"] == 200
+    finetune = main.row(dataset="CIFAR-100", arch="WideResNet-28-10", method="σN-Ens FineTune")
+    assert main.budget(finetune)["max_epochs"] == 25
+    assert vit.budget(vit.row(dataset="ImageNet", method="sigmaN-Ens"))["max_steps"] == 20000
+    assert load_table("rn18").budget(load_table("rn18").row(
+        dataset="CIFAR-10", arch="ResNet-18", method="σN-Ens"))["max_epochs"] == 75
+    assert load_table("sst2").budget({"method": "σN-Ens", "heads": "12"}) is None
+    experiments = Path(__file__).parents[2] / "experiments"
+    for recipe, (table, keys) in {
+        "wrn_c100_signorm.yaml": (main, row), "wrn_c100_signorm_finetune.yaml": (main, finetune),
+        "resnet18_c10_signorm.yaml": (load_table("rn18"), load_table("rn18").row(
+            dataset="CIFAR-10", arch="ResNet-18", method="σN-Ens")),
+        "vit_imagenet_signorm.yaml": (vit, vit.row(dataset="ImageNet", method="sigmaN-Ens")),
+    }.items():
+        trainer = yaml.safe_load((experiments / recipe).read_text())["trainer"]
+        budget = table.budget(keys)
+        assert all(trainer.get(k) == v for k, v in budget.items() if k != "source"), recipe
 
 
 def _build(block):

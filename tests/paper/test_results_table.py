@@ -7,7 +7,9 @@ from fixtures.results_files import tu_metrics, write_run
 
 from torch_uncertainty_signorm.paper import results_table
 from torch_uncertainty_signorm.paper.runs import find_runs
-from torch_uncertainty_signorm.paper.results_table import aggregate, madds_per_image, mean_std
+from torch_uncertainty_signorm.paper.results_table import (
+    aggregate, madds_per_image, mean_std, missing_columns, read_rows, write_rows,
+)
 
 SEEDS = [  # (Acc, NLL, ECE) of three seeds, fractions as TorchUncertainty logs them
     (0.90, 0.30, 0.010),
@@ -48,7 +50,29 @@ def test_mean_std_leaves_out_runs_without_a_value_and_defaults_to_columns_all_lo
     assert math.isnan(row["test/div/MI_std"])
     default = mean_std(runs)
     assert "Acc" in default and "ECE" not in default  # ECE is missing from run a
-    assert aggregate(runs, "x") == {"method": "x"} | default
+
+
+def test_a_table_row_keeps_a_nan_or_infinite_value_instead_of_averaging_it_away(tmp_path):
+    write_run(tmp_path / "a", tu_metrics(0.90, 0.30, float("nan")))
+    write_run(tmp_path / "b", tu_metrics(0.94, float("inf"), 0.03))
+    row = aggregate(find_runs([tmp_path]), "x")
+    assert row["runs"] == 2 and row["Acc"] == pytest.approx(92.0)
+    assert math.isnan(row["ECE"]) and math.isnan(row["ECE_std"])  # one broken seed: broken row
+    assert row["NLL"] == math.inf
+    write_rows([row], tmp_path / "rows.csv")
+    (read,) = read_rows(tmp_path / "rows.csv")
+    assert math.isnan(read["ECE"]) and read["NLL"] == math.inf
+    assert "MAdds" not in read  # an empty cell is a value the row does not hold
+
+
+def test_columns_missing_from_some_runs_are_named(tmp_path, capsys):
+    write_run(tmp_path / "a", tu_metrics(0.90, 0.30, 0.01))
+    metrics = {k: v for k, v in tu_metrics(0.94, 0.36, 0.03).items() if not k.startswith("ood/")}
+    write_run(tmp_path / "b", metrics)
+    assert set(missing_columns(find_runs([tmp_path]))) == {"AUPR", "AUROC", "FPR95"}
+    results_table.main(["--run", f"x={tmp_path}", "--out", str(tmp_path / "t")])
+    err = capsys.readouterr().err
+    assert f"x: warning: AUROC is missing from 1 of 2 runs: {tmp_path / 'b'}" in err
 
 
 def test_madds_per_image_halves_flops_and_divides_by_the_first_test_batch(three_seeds):
@@ -67,6 +91,13 @@ def test_batch_size_is_read_from_the_saved_cli_config(tmp_path):
     (run,) = find_runs([tmp_path])
     assert run.settings == {"seed": 1, "method": "SigmaNormClassificationRoutine", "tau": 0.5,
                             "num_estimators": 4, "test_batch_size": 128}
+    config["trainer"] = {"max_epochs": 2, "limit_train_batches": 3, "max_steps": -1}
+    write_run(tmp_path / "run", tu_metrics(0.9, 0.3, 0.01), config=config)
+    (run,) = find_runs([tmp_path])
+    assert run.settings["max_epochs"] == 2 and run.settings["limit_train_batches"] == 3
+    row = aggregate([run], "x")
+    assert row["seeds"] == "1" and row["max_epochs"] == 2 and row["limit_train_batches"] == 3
+    assert "max_steps" not in row  # -1: no bound
     assert aggregate([run], "x")["MAdds"] == pytest.approx(0.75)
 
 
@@ -138,7 +169,17 @@ def test_command_errors_name_the_bad_input(tmp_path, capsys):
     with pytest.raises(SystemExit):
         results_table.main(["--run", f"x={tmp_path}", "--published", "main",
                             "--where", "dataset=MNIST"])
-    assert "no row of table 'main' matches {'dataset': 'MNIST'}" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "0 rows of table 'main' match {'dataset': 'MNIST'}" in err
+    assert "valid values: dataset: CIFAR-10, CIFAR-100; arch: ResNet-50, WideResNet-28-10" in err
+
+
+def test_where_accepts_the_tables_aliases(three_seeds, tmp_path):
+    header, body = results_table.main([
+        "--run", f"ours={three_seeds}", "--published", "main", "--where", "dataset=C100",
+        "arch=WRN-28-10", "--out", str(tmp_path / "t"),
+    ])
+    assert len(body) == 10 and body[0][0] == "Single"  # the nine published rows of the block
 
 
 def test_empty_results_file_is_rejected(tmp_path):

@@ -51,7 +51,9 @@ def test_regression_passes_a_faithful_run_and_labels_the_erratum(tmp_path, capsy
     run = _write_tu_run(tmp_path / "run", params=11_201_002)
     assert regression.main([str(run), "--published", "rn18", "--where", *ROW]) == 0
     report = capsys.readouterr().out
-    compared = {line.split()[0] for line in report.splitlines()[2:-1]}  # below the rule
+    lines = report.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("metric "))
+    compared = {line.split()[0] for line in lines[start + 2:-1]}  # below the header's rule
     assert compared == {"Acc", "NLL", "ECE", "AUPR", "AUROC", "FPR95", "Params", "MAdds"}
     (params,) = [line for line in report.splitlines() if line.startswith("Params")]
     assert "11.2 " in params and "ok  (erratum: paper prints 11.39)" in params
@@ -59,7 +61,7 @@ def test_regression_passes_a_faithful_run_and_labels_the_erratum(tmp_path, capsy
     printed = _write_tu_run(tmp_path / "printed", params=11_390_000, **{"ood/AUROC": 0.87})
     assert regression.main([str(printed), "--published", "rn18", "--where", *ROW]) == 1
     assert capsys.readouterr().out.splitlines()[-1] == (
-        "2 of 8 metrics out of tolerance: AUROC, Params")
+        "2 of 8 metrics failed: AUROC (out of tolerance), Params (out of tolerance)")
 
 
 def test_madds_tolerance_is_relative():

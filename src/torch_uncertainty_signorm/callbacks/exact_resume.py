@@ -46,6 +46,7 @@ from lightning.fabric.utilities.seed import _collect_rng_states, _set_rng_states
 from lightning.pytorch import Callback, LightningModule, Trainer
 from lightning.pytorch.trainer.states import TrainerFn
 from lightning.pytorch.utilities import rank_zero_info, rank_zero_warn
+from lightning.pytorch.utilities.exceptions import SIGTERMException
 from torch.utils.data import DataLoader, Dataset, RandomSampler, Sampler
 
 __all__ = ["ExactResumeCheckpoint"]
@@ -262,8 +263,11 @@ class ExactResumeCheckpoint(Callback):
             return
         reason = _not_resumable(trainer, pl_module, exception)
         if reason is not None:
-            rank_zero_info(f"{type(exception).__name__}: no interruption checkpoint written "
-                           f"({reason}).")
+            if trainer.global_step > 0 or isinstance(exception, _INTERRUPTIONS):
+                # An error before the first step (a bad setting, missing data) is not an
+                # interruption: its own message says what to fix.
+                rank_zero_info(f"{type(exception).__name__}: no interruption checkpoint written "
+                               f"({reason}).")
             return
         path = self.ckpt_path(trainer)
         self._saving = True
@@ -284,6 +288,10 @@ class ExactResumeCheckpoint(Callback):
                 and path.is_file()):
             path.unlink()
         self._resumed_from_interruption = False
+
+
+#: Stops from outside the run: a scheduler's or ``kill``'s SIGTERM, Ctrl-C.
+_INTERRUPTIONS = (SIGTERMException, KeyboardInterrupt)
 
 
 def _not_resumable(trainer: Trainer, pl_module: LightningModule,

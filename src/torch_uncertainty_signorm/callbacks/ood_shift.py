@@ -8,11 +8,10 @@ from lightning.pytorch import Callback, LightningModule, Trainer
 from torch import Tensor
 from torch_uncertainty.ood_criteria import MaxSoftmaxCriterion, OODCriterionInputType
 from torch_uncertainty.utils import get_logger_dir
-from torch_uncertainty.utils.evaluation_loop import TUEvaluationLoop
 
 from ..checks import check_integer
 from ..evaluation import EvalSet, NearFarOODMetrics, SeverityShiftMetrics, append_to_last_row
-from ..evaluation.printing import OODShiftEvaluationLoop
+from ..evaluation.printing import use_results_tables
 from ..prediction import member_probabilities
 from .logits_tap import LogitsTap
 
@@ -72,10 +71,8 @@ class OODShiftEvaluation(Callback):
         ``TUTrainer``'s test loop files every ``shift...`` key under one severity and fails
         without a ``shift/severity`` key; the replacement loop differs only in its printing.
         """
-        if stage == "test" and type(trainer.test_loop) is TUEvaluationLoop:
-            # Same loop object (its data source and progress are already attached); the
-            # subclass adds no state and overrides only the static `_print_results`.
-            trainer.test_loop.__class__ = OODShiftEvaluationLoop
+        if stage == "test":
+            use_results_tables(trainer)
 
     def on_test_start(self, trainer: Trainer, pl_module: LightningModule) -> None:
         self._sets = self._check_setup(trainer, pl_module)

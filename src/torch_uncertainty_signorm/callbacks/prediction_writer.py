@@ -20,6 +20,7 @@ from safetensors.torch import save_file
 from torch import Tensor
 from torch_uncertainty.utils import get_logger_dir
 
+from .._files import follow_umask
 from ..prediction import member_probabilities
 from .logits_tap import LogitsTap
 
@@ -84,6 +85,7 @@ class TestPredictionWriter(Callback):
         folder = Path(folder)
         folder.mkdir(parents=True, exist_ok=True)
         save_file(tensors, folder / self.filename)
+        follow_umask(folder / self.filename)  # safetensors writes 0600
 
     def on_exception(
         self, trainer: Trainer, pl_module: LightningModule, exception: BaseException

@@ -2,9 +2,14 @@ r"""TorchUncertainty ``results.csv`` files → mean ± std rows in the paper's c
 
 Each ``--run LABEL=PATH...`` group (one folder per seed, or ``results.csv`` files) becomes
 one row: for every paper column, the mean and the sample standard deviation (``ddof=1``; 0
-for a single run) over the group's runs. The rows are written as a CSV (``rows.csv``, the
-input of :mod:`~torch_uncertainty_signorm.paper.regression`) and, appended under the
-rows of a published table (``--published main --where dataset=CIFAR-100
+for a single run) over the group's training runs (a ``test --ckpt_path`` re-evaluation of a
+run's checkpoint replaces that run's result, it is not another seed; see
+:func:`~torch_uncertainty_signorm.paper.runs.merge_evaluations`). A NaN or infinite value in
+a run makes its column's mean NaN or infinite, and a column some runs logged and others did not
+is named on the standard error. The row also holds ``seeds`` and the training budget the runs
+shared (``max_epochs``, ``max_steps``, ``limit_train_batches``, ``trained_steps``). The rows are
+written as a CSV (``rows.csv``, the input of :mod:`~torch_uncertainty_signorm.paper.regression`)
+and, appended under the rows of a published table (``--published main --where dataset=CIFAR-100
 arch=WideResNet-28-10``), as Markdown (``table.md``) and LaTeX (``table.tex``)::
 
     python -m torch_uncertainty_signorm.paper.results_table \
@@ -29,6 +34,7 @@ import argparse
 import csv
 import math
 import statistics
+import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,16 +42,18 @@ from typing import Any
 
 from ..evaluation.eval_sets import SEVERITIES, ood_metric_name, shift_metric_name
 from .published import PublishedTable, load_table
-from .runs import Run, find_runs
+from .runs import Run, find_runs, merge_evaluations, trained_steps
 from .tables import format_table
 
 __all__ = [
     "PAPER_COLUMNS",
     "aggregate",
     "madds_per_image",
+    "missing_columns",
     "mean_std",
     "paper_metrics",
     "read_rows",
+    "run_summary",
     "table_cells",
     "to_latex",
     "write_rows",
@@ -136,42 +144,108 @@ def paper_metrics(run: Run, test_batch_size: int | None = None) -> dict[str, flo
 
 
 def mean_std(runs: Sequence[Run], columns: Sequence[str] | None = None,
-             test_batch_size: int | None = None) -> dict[str, Any]:
+             test_batch_size: int | None = None, *, skip_nonfinite: bool = True) -> dict[str, Any]:
     """Mean and sample std (``ddof=1``; 0 for one value, NaN for none) of each column.
 
     A column is a paper column (``Acc``, see :func:`paper_metrics`) or a raw ``results.csv``
-    metric (``test/div/signorm_cos``); a run that did not log it, or logged NaN, is left out
-    of its mean, which is NaN when no run logged it. ``columns`` defaults to the paper columns
-    every run logged. Returns ``{"runs": n, "Acc": mean, "Acc_std": std, ...}``.
+    metric (``test/div/signorm_cos``); a run that did not log it is left out of its mean, which
+    is NaN when no run logged it. A run that logged NaN is left out too, unless
+    ``skip_nonfinite`` is ``False``: then a NaN or infinite value makes the mean NaN or
+    infinite. ``columns`` defaults to the paper columns every run logged (any run, when
+    ``skip_nonfinite`` is ``False``). Returns ``{"runs": n, "Acc": mean, "Acc_std": std, ...}``.
     """
     per_run = [{name: value for name, value in (paper_metrics(run, test_batch_size)
                                                 | dict(run.metrics)).items()
-                if not math.isnan(value)} for run in runs]
+                if not (skip_nonfinite and math.isnan(value))} for run in runs]
     if columns is None:
-        every = [*PAPER_COLUMNS, *(f"s{k}/{name}" for k in SEVERITIES for name in SHIFT_COLUMNS)]
-        columns = [name for name in every
-                   if per_run and all(name in metrics for metrics in per_run)]
+        logged = all if skip_nonfinite else any
+        columns = [name for name in _ALL_PAPER_COLUMNS
+                   if per_run and logged(name in metrics for metrics in per_run)]
     row: dict[str, Any] = {"runs": len(runs)}
     for column in columns:
         values = [metrics[column] for metrics in per_run if column in metrics]
-        row[column] = statistics.fmean(values) if values else math.nan
-        row[f"{column}_std"] = (statistics.stdev(values) if len(values) > 1
-                                else 0.0 if values else math.nan)
+        finite = bool(values) and all(map(math.isfinite, values))
+        # sum: NaN if a value is NaN, else the infinite one (fmean raises on inf - inf)
+        row[column] = (statistics.fmean(values) if finite else sum(values) if values
+                       else math.nan)
+        row[f"{column}_std"] = (math.nan if not finite else 0.0 if len(values) == 1
+                                else statistics.stdev(values))
     return row
+
+
+#: Every column of :func:`paper_metrics`, in the tables' order.
+_ALL_PAPER_COLUMNS = [*PAPER_COLUMNS,
+                      *(f"s{k}/{name}" for k in SEVERITIES for name in SHIFT_COLUMNS)]
+
+
+def missing_columns(runs: Sequence[Run],
+                    test_batch_size: int | None = None) -> dict[str, list[Path]]:
+    """The paper columns some of ``runs`` logged and others did not: column -> the
+    ``results.csv`` files lacking it."""
+    per_run = [(run.path, paper_metrics(run, test_batch_size)) for run in runs]
+    return {name: [path for path, metrics in per_run if name not in metrics]
+            for name in _ALL_PAPER_COLUMNS
+            if 0 < sum(name in metrics for _, metrics in per_run) < len(per_run)}
+
+
+def run_summary(runs: Sequence[Run], test_batch_size: int | None = None) -> list[str]:
+    """What a row averages, for the console: its training runs and seeds, the evaluations
+    merged into one run, and the paper columns some runs lack."""
+    merged = merge_evaluations(runs)
+    seeds = [str(run.settings.get("seed", "?")) for run in merged]
+    lines = [f"{len(merged)} training run{'s' * (len(merged) != 1)} (seed"
+             f"{'s' * (len(merged) != 1)} {', '.join(seeds)}) from {len(runs)} results.csv"]
+    if len(set(seeds) - {"?"}) < len([s for s in seeds if s != "?"]):
+        lines.append("warning: training runs share a seed; they are not independent repeats")
+    for run in merged:
+        if len(run.evaluations) > 1:
+            later = ", ".join(str(path.parent) for path in run.evaluations[:-1])
+            lines.append(f"{run.training_run}: evaluated {len(run.evaluations)} times; the "
+                         f"latest ({run.path.parent}) counts, not {later}")
+    for column, lacking in missing_columns(merged, test_batch_size).items():
+        lines.append(f"warning: {column} is missing from {len(lacking)} of {len(merged)} runs: "
+                     + ", ".join(str(path.parent) for path in lacking))
+    return lines
+
+
+def _shared(values: Sequence[Any]) -> Any:
+    """The value every run has, else ``None``."""
+    return values[0] if values and all(v == values[0] for v in values) else None
 
 
 def aggregate(runs: Sequence[Run], label: str,
               test_batch_size: int | None = None) -> dict[str, Any]:
-    """One table row: ``label`` and the :func:`mean_std` of every paper column all runs logged.
+    """One table row: ``label``, ``seeds``, the shared budget and the :func:`mean_std` of every
+    paper column a run logged.
 
-    Returns ``{"method": label, "runs": n, "Acc": mean, "Acc_std": std, ...}``.
+    Runs evaluating the same training run count once
+    (:func:`~torch_uncertainty_signorm.paper.runs.merge_evaluations`); a non-finite value is
+    kept (the mean is NaN or infinite). ``seeds`` lists the training runs' seeds
+    (``?`` where unknown); ``max_epochs``, ``max_steps``, ``limit_train_batches`` and
+    ``trained_steps`` (the last checkpoint's step) are set when every run has the same.
+
+    Returns ``{"method": label, "runs": n, "seeds": "0 1 2", "max_epochs": 200, "Acc": mean,
+    "Acc_std": std, ...}``.
 
     Raises:
         ValueError: If ``runs`` is empty.
     """
     if not runs:
         raise ValueError(f"no runs to aggregate for {label!r}.")
-    return {"method": label} | mean_std(runs, test_batch_size=test_batch_size)
+    runs = merge_evaluations(runs)
+    row: dict[str, Any] = {"method": label, "runs": len(runs),
+                           "seeds": " ".join(str(run.settings.get("seed", "?")) for run in runs)}
+    unbounded = {"max_steps": -1, "limit_train_batches": 1.0}  # Lightning's defaults
+    for key in ("max_epochs", "max_steps", "limit_train_batches"):
+        value = _shared([run.settings.get(key) for run in runs])
+        if value is not None and value != unbounded.get(key):
+            row[key] = value
+    if _shared([bool(run.settings.get("fast_dev_run")) for run in runs]):
+        row["max_steps"] = int(runs[0].settings["fast_dev_run"])  # fast_dev_run: N batches
+    steps = [trained_steps(run.training_run) if run.training_run else None for run in runs]
+    if (value := _shared(steps)) is not None:
+        row["trained_steps"] = value
+    return row | mean_std(runs, test_batch_size=test_batch_size, skip_nonfinite=False)
 
 
 def write_rows(rows: Sequence[Mapping[str, Any]], path: str | Path) -> None:
@@ -185,20 +259,24 @@ def write_rows(rows: Sequence[Mapping[str, Any]], path: str | Path) -> None:
 
 
 def read_rows(path: str | Path) -> list[dict[str, Any]]:
-    """Read rows written by :func:`write_rows` (numbers as floats)."""
-    def value(text: str) -> Any:
+    """Read rows written by :func:`write_rows` (numbers as floats, ``nan`` as NaN); an empty
+    cell is a value the row does not hold, left out of it. ``seeds`` stays text."""
+    def value(key: str, text: str) -> Any:
         try:
-            return float(text)
+            return text if key == "seeds" else float(text)
         except ValueError:
-            return text if text != "" else math.nan
+            return text
 
     with Path(path).open(newline="") as file:
-        return [{k: value(v) for k, v in row.items()} for row in csv.DictReader(file)]
+        return [{k: value(k, v) for k, v in row.items() if v not in ("", None)}
+                for row in csv.DictReader(file)]
 
 
 def _format(value: Any, std: Any, column: str) -> str:
-    if not isinstance(value, float) or math.isnan(value):
+    if not isinstance(value, float):
         return "--"
+    if math.isnan(value):
+        return "NaN"  # logged as NaN: broken, unlike "--" (not logged)
     fmt = PAPER_COLUMNS[column].fmt if column in PAPER_COLUMNS else ".3f"
     text = f"{value:{fmt}}"
     if isinstance(std, float) and std > 0:
@@ -307,7 +385,8 @@ def _parser() -> argparse.ArgumentParser:
                         "or files) averaged into it; repeat for several rows")
     parser.add_argument("--published", help="published table to append to, e.g. main, rn18, vit")
     parser.add_argument("--where", nargs="*", default=[], metavar="KEY=VALUE",
-                        help="published rows to keep, e.g. dataset=CIFAR-100 arch=ResNet-50")
+                        help="published rows to keep, e.g. dataset=CIFAR-100 arch=ResNet-50 "
+                        "(aliases such as arch=WRN-28-10, method=sigmaN-Ens are accepted)")
     parser.add_argument("--test-batch-size", type=int,
                         help="size of the first test batch, for MAdds per image (default: from "
                         "each run's settings.json or config.yaml)")
@@ -322,12 +401,18 @@ def main(argv: Sequence[str] | None = None) -> tuple[list[str], list[list[str]]]
         where = _parse_pairs(args.where, "--where")
         groups = _parse_pairs(args.run, "--run")
         table = load_table(args.published) if args.published else None
-        if table is not None and not table.select(**where):
-            raise ValueError(f"no row of table {args.published!r} matches {where}.")
-        rows = [aggregate(find_runs(paths.split(",")), label, args.test_batch_size)
-                for label, paths in groups.items()]
+        if table is not None:
+            if not table.select(**where):
+                raise ValueError(table.no_match_message(**where))
+            where = table.resolve(**where)
+        found = {label: find_runs(paths.split(",")) for label, paths in groups.items()}
     except ValueError as error:
         parser.error(str(error))
+    rows = []
+    for label, runs in found.items():
+        for line in run_summary(runs, args.test_batch_size):
+            print(f"{label}: {line}", file=sys.stderr)
+        rows.append(aggregate(runs, label, args.test_batch_size))
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     write_rows(rows, out / "rows.csv")

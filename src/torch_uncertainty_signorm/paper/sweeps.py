@@ -127,6 +127,7 @@ def run_digits_point(point: SweepPoint, log_dir: str | Path,
     from safetensors.torch import save_file
     from torch_uncertainty.utils import TUTrainer
 
+    from .._files import follow_umask
     from ..datamodules import DigitsDataModule
 
     log_dir = Path(log_dir)
@@ -160,6 +161,7 @@ def run_digits_point(point: SweepPoint, log_dir: str | Path,
                   for n, l in model.signorm_layers().items()}
         save_file(layers, log_dir / "importances.safetensors",
                   metadata={"regularized": json.dumps(list(model.regularized_layer_names))})
+        follow_umask(log_dir / "importances.safetensors")  # safetensors writes 0600
     return log_dir / RESULTS_FILENAME
 
 

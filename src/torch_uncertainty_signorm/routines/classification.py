@@ -19,6 +19,7 @@ from ..checks import check_fraction, check_positive_number
 from ..diversity import geometric_ambiguity, jensen_gap, signorm_cosine
 from ..diversity_target import TARGET_TOLERANCE, DiversityTarget, optimizer_lookahead
 from ..ensemble import SigmaNormEnsemble
+from ..evaluation.printing import use_results_tables
 from ..evaluation.results_csv import append_to_last_row
 from ..numerics import check_finite_losses
 from ..optim import DEFAULT_SCALE_LR_MULTIPLIER, signorm_param_groups
@@ -60,7 +61,9 @@ class SigmaNormClassificationRoutine(ClassificationRoutine):
       TorchUncertainty's ``results.csv`` row;
     - :meth:`optimizer_param_groups`: the σNorm scale logits in their own group at
       ``scale_lr_multiplier`` × the learning rate with no weight decay. The
-      ``torch-uncertainty`` command builds the recipe's ``optimizer:`` from these groups.
+      ``torch-uncertainty`` command builds the recipe's ``optimizer:`` from these groups; in
+      Python, pass a σN-Ens ``optim_recipe`` (:mod:`torch_uncertainty_signorm.optim_recipes`,
+      or :func:`~torch_uncertainty_signorm.optim.signorm_optim_recipe`).
 
     ``SigmaNormClassificationRoutine.load_from_checkpoint(path)`` rebuilds the routine from the
     hyper-parameters it saves: the command's ``routine:`` block, or, built in Python, the
@@ -190,7 +193,9 @@ class SigmaNormClassificationRoutine(ClassificationRoutine):
                     rank_zero_warn(
                         "The σNorm scale logits share an optimizer group with the other "
                         "parameters, so they train without their learning-rate multiplier. "
-                        "Build the optimizer from routine.optimizer_param_groups(lr) (the "
+                        "Pass a σN-Ens optim_recipe: one of torch_uncertainty_signorm."
+                        "optim_recipes (e.g. optim_cifar10_resnet18), or your own wrapped in "
+                        "torch_uncertainty_signorm.optim.signorm_optim_recipe (the "
                         "torch-uncertainty command does this for the YAML `optimizer:`)."
                     )
                     return
@@ -308,6 +313,7 @@ class SigmaNormClassificationRoutine(ClassificationRoutine):
             rank_zero_warn(self._identical_members_message(cosine, "at this validation"))
 
     def on_test_epoch_end(self) -> None:
+        use_results_tables(self.trainer)  # print the diversity measures too, names unabridged
         results = self._diversity_results(self.test_diversity, "test")
         super().on_test_epoch_end()
         self.log_dict(results, sync_dist=True)
