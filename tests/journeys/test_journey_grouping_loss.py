@@ -14,7 +14,8 @@ def test_grouping_loss_is_evaluated_through_the_command(tmp_path):
     # grouping-loss estimator's confidence bins.
     done = run_command(
         ["test", "--config", EXPERIMENTS / "digits_signorm.yaml",
-         "--routine.init_args.eval_grouping_loss=true", "--trainer.enable_progress_bar=false",
+         "--routine.init_args.eval_grouping_loss=true", "--data.init_args.eval_ood=false",
+         "--trainer.enable_progress_bar=false",
          f"--trainer.logger.init_args.save_dir={tmp_path / 'logs'}"],
         cwd=tmp_path,
     )
