@@ -25,8 +25,8 @@ from torch import nn
 from torch_uncertainty_signorm import SigmaBatchNorm2d, signorm_ensemble
 from torch_uncertainty_signorm.cli import cli_main
 from torch_uncertainty_signorm.baselines import film_ensemble
+from torch_uncertainty_signorm.layers import MemberBatchNorm
 from torch_uncertainty_signorm.distributed import (
-    MEMBER_BATCH_NORMS,
     SigmaNormSyncBatchNorm,
     convert_sync_signorm,
     gather_member_moments,
@@ -74,7 +74,7 @@ def _stats(model: nn.Module) -> dict[str, torch.Tensor]:
     return {
         name: torch.stack([layer.running_mean, layer.running_var])
         for name, layer in model.named_modules()
-        if isinstance(layer, MEMBER_BATCH_NORMS)
+        if isinstance(layer, MemberBatchNorm)
     }
 
 
@@ -239,3 +239,17 @@ def test_ddp_through_the_command_matches_one_process(tmp_path, monkeypatch):
     weights = [k for k in single if single[k].is_floating_point() and k not in stats]
     for key in weights:  # the averaged gradients of the synchronised layers took the same step
         assert relative_error(ddp[key], single[key]) < 1e-4, key
+
+
+def test_distributed_imports_the_layers_only():
+    """The per-member BatchNorm layers come from their base class in ``layers``, not from a
+    list that names the baselines."""
+    import ast
+
+    from torch_uncertainty_signorm import distributed
+
+    tree = ast.parse(Path(distributed.__file__).read_text())
+    relative = {node.module for node in ast.walk(tree)
+                if isinstance(node, ast.ImportFrom) and node.level}
+    assert relative == {"layers.member_norm", "layers.member_statistics"}
+

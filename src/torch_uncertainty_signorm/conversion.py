@@ -24,7 +24,8 @@ __all__ = [
 #: ``layers.registry.NORM_REGISTRY``).
 SUPPORTED_NORMS = (
     "BatchNorm1d/2d/3d, SyncBatchNorm, LayerNorm (torch, timm, transformers), "
-    "timm LayerNorm2d, GroupNorm, RMSNorm (torch, timm)"
+    "timm LayerNorm2d, GroupNorm (torch, timm), RMSNorm (torch, timm), timm's LayerNormFp32/"
+    "LayerNorm2dFp32/RmsNormFp32"
 )
 #: What a freshly built normalisation layer holds (torch, timm and transformers alike).
 _INITIAL_STATE = {
@@ -137,9 +138,11 @@ def replace_modules(
 ) -> dict[str, nn.Module]:
     """Replace, in place, each named submodule of ``model`` by ``build(submodule)``.
 
-    The targets are collected first and each is replaced through its parent, so nested
-    modules, ``nn.Sequential``/``nn.ModuleList`` children and a module registered under
-    several names are all handled (a shared module is built once and stays shared).
+    The targets are collected first and each is replaced through its parent
+    (:meth:`torch.nn.Module.set_submodule`), so nested modules, ``nn.Sequential``/
+    ``nn.ModuleList`` children and a module registered under several names are all handled
+    (a shared module is built once and stays shared). The wrappers' conversions and their
+    member models all swap modules here.
 
     Returns:
         The new modules by their qualified name in ``model``.
@@ -150,7 +153,6 @@ def replace_modules(
     for name, module in targets:
         if id(module) not in built:
             built[id(module)] = build(module)
-        parent_name, _, child_name = name.rpartition(".")
-        setattr(model.get_submodule(parent_name), child_name, built[id(module)])
+        model.set_submodule(name, built[id(module)])
         replaced[name] = built[id(module)]
     return replaced

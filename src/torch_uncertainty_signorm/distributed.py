@@ -6,7 +6,8 @@ which calls :meth:`torch.nn.SyncBatchNorm.convert_sync_batchnorm`. That function
 ``torch.nn.modules.batchnorm._BatchNorm``; σBN and FiLM's BatchNorm are not ``_BatchNorm``
 subclasses (they hold M sets of statistics), so it leaves them as they are and each process
 would normalise with its own share of the batch. :class:`SigmaNormSyncBatchNorm` converts plain
-BatchNorm exactly as Lightning does and switches every per-member BatchNorm to synchronised
+BatchNorm exactly as Lightning does and switches every per-member BatchNorm
+(:class:`~torch_uncertainty_signorm.layers.MemberBatchNorm`, the base of both) to synchronised
 statistics: the layer's batch-major ``(B, M·C, ...)`` view goes through torch's own
 synchronised batch-norm (``layers.member_statistics``), so each member's mean and variance
 are taken over the global batch, gradients included. The ``torch-uncertainty`` command
@@ -25,9 +26,8 @@ from typing import Any
 from lightning.pytorch.plugins.layer_sync import LayerSync, TorchSyncBatchNorm
 from torch import nn
 
-from .baselines.film_ensemble import FiLMBatchNorm
+from .layers.member_norm import MemberBatchNorm
 from .layers.member_statistics import gather_member_moments
-from .layers.signorm import SigmaBatchNorm
 
 __all__ = [
     "SigmaNormSyncBatchNorm",
@@ -36,9 +36,6 @@ __all__ = [
     "revert_sync_signorm",
     "signorm_sync_batchnorm_plugins",
 ]
-
-#: Layers keeping one set of BatchNorm statistics per member.
-MEMBER_BATCH_NORMS = (SigmaBatchNorm, FiLMBatchNorm)
 
 
 def convert_sync_signorm(module: nn.Module, process_group: Any = None) -> nn.Module:
@@ -56,7 +53,7 @@ def convert_sync_signorm(module: nn.Module, process_group: Any = None) -> nn.Mod
         ``module``.
     """
     for layer in module.modules():
-        if isinstance(layer, MEMBER_BATCH_NORMS):
+        if isinstance(layer, MemberBatchNorm):
             layer.sync_statistics = True
             layer.process_group = process_group
     return module
@@ -65,7 +62,7 @@ def convert_sync_signorm(module: nn.Module, process_group: Any = None) -> nn.Mod
 def revert_sync_signorm(module: nn.Module) -> nn.Module:
     """Undo :func:`convert_sync_signorm`: every layer uses its process's batch again."""
     for layer in module.modules():
-        if isinstance(layer, MEMBER_BATCH_NORMS):
+        if isinstance(layer, MemberBatchNorm):
             layer.sync_statistics = False
             layer.process_group = None
     return module

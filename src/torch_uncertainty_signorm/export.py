@@ -22,9 +22,11 @@ needs neither the FineTune ``checkpoint``, nor ``pretrained_path``, nor a downlo
 weights come from the safetensors files (a ``bert_classifier`` stores its Hugging Face
 configuration, see :func:`~torch_uncertainty_signorm.backbones.bert_config`).
 
-A *member model* (:func:`member_model`) is member ``m`` alone, built from ordinary layers:
-every σNorm layer is folded back into the normalisation layer it came from, with member
-``m``'s statistics and its effective affine,
+A *member model* (:func:`member_model`, i.e. :meth:`SigmaNormEnsemble.member_model
+<torch_uncertainty_signorm.member_wrapper.MemberWrapper.member_model>`) is member ``m``
+alone, built from ordinary layers: every σNorm layer is folded back into the normalisation
+layer it came from (its ``to_plain``), with member ``m``'s statistics and its effective
+affine,
 
 .. math::
     w = k\,s \odot \sigma(\gamma_m), \qquad b = \beta \ (0 \text{ from scratch}),
@@ -37,7 +39,6 @@ followed by an ``nn.Linear``. Its output equals the ensemble's rows of member ``
 from __future__ import annotations
 
 import argparse
-import copy
 import enum
 import inspect
 import json
@@ -45,20 +46,15 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-import torch
 import yaml
 from safetensors.torch import load_model, save_model
-from torch import Tensor, nn
 
 from . import allowlist
 from ._files import follow_umask
 from .checkpoints import load_backbone_checkpoint
-from .checks import check_integer
 from .ensemble import SigmaNormEnsemble
-from .layers.member_heads import MemberHeads
 from .layers.registry import fold_signorm
-from .layers.signorm import SigmaNorm
-from .member_wrapper import pooled_output, remove_member_expansion
+from .member_wrapper import MemberModel
 
 __all__ = [
     "EXPORTABLE_CLASS_PATHS",
@@ -310,40 +306,14 @@ def load_ensemble(
 
 
 # --------------------------------------------------------------------------- members
-class SigmaNormMember(nn.Module):
-    """One member of a σNorm-Ensemble as a plain model: the backbone, then its head.
-
-    Built by :func:`member_model`; holds only ordinary layers, so it runs, trains and exports
-    (ONNX, TorchScript) like the single model it came from.
-    """
-
-    def __init__(self, backbone: nn.Module, head: nn.Sequential) -> None:
-        super().__init__()
-        self.backbone = backbone
-        self.head = head
-
-    def forward(self, inputs: Tensor | Mapping[str, Tensor]) -> Tensor:
-        """Logits ``(B, C)`` from inputs ``(B, ...)`` (or a tokenizer's mapping)."""
-        output = self.backbone(**inputs) if isinstance(inputs, Mapping) else self.backbone(inputs)
-        return self.head(pooled_output(output))
+#: A member of a σNorm-Ensemble as a plain model (the class every member wrapper builds).
+SigmaNormMember = MemberModel
 
 
-def member_model(ensemble: SigmaNormEnsemble, member: int) -> SigmaNormMember:
-    """Member ``member`` of ``ensemble`` as a :class:`SigmaNormMember` (see the module docs)."""
-    check_integer("member", member, low=0, high=ensemble.num_estimators - 1)
-    backbone = copy.deepcopy(ensemble.backbone)
-    remove_member_expansion(backbone)  # one member: no repeat of the inputs
-    for name, layer in list(backbone.named_modules()):
-        if isinstance(layer, SigmaNorm):
-            parent_name, _, child = name.rpartition(".")
-            setattr(backbone.get_submodule(parent_name), child, fold_signorm(layer, member))
-    heads: MemberHeads = ensemble.heads
-    linear = nn.Linear(heads.weight.shape[-1], heads.weight.shape[1])
-    with torch.no_grad():
-        linear.weight.copy_(heads.weight[member])
-        linear.bias.copy_(heads.bias[member])
-    head = nn.Sequential(fold_signorm(heads.norm, member), linear.to(heads.weight.device))
-    return SigmaNormMember(backbone, head).train(ensemble.training)
+def member_model(ensemble: SigmaNormEnsemble, member: int) -> MemberModel:
+    """Member ``member`` of ``ensemble`` as a plain model (see the module docs):
+    ``ensemble.member_model(member)``."""
+    return ensemble.member_model(member)
 
 
 def load_member(

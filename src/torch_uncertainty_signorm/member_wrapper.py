@@ -9,19 +9,26 @@ every per-member normalisation run as one native kernel (``layers.member_statist
 wrappers' ``forward`` still returns TorchUncertainty's member-major logits ``(M·B, C)``, and
 ``forward_features`` member-major ``(M·B, D)``: one reorder at the very end.
 
+Every wrapper also speaks TorchUncertainty's feature protocol (``feats_forward`` then
+``linear``, what ``ClassificationRoutine(eval_grouping_loss=True)`` calls) and gives each
+member alone as a plain model (:meth:`MemberWrapper.member_model`, a :class:`MemberModel`).
 This module also holds what the three wrappers share to find and replace a classifier.
 """
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import torch
 from torch import Tensor, nn
 
 from .checks import check_integer
+from .conversion import replace_modules
 
 __all__ = [
+    "MemberModel",
     "MemberWrapper",
     "auto_expansion_point",
     "batch_major_members",
@@ -91,8 +98,7 @@ def remove_classifier(model: nn.Module, name: str | None) -> None:
     if name is None:
         model.reset_classifier(0)
         return
-    parent_name, _, child_name = name.rpartition(".")
-    setattr(model.get_submodule(parent_name), child_name, nn.Identity())
+    model.set_submodule(name, nn.Identity())
 
 
 def pooled_output(output: Any) -> Any:
@@ -133,11 +139,29 @@ def _first_convolution_dims(model: nn.Module) -> int | None:
 
 def remove_member_expansion(backbone: nn.Module) -> None:
     """Remove, in place, the hooks repeating inputs M times from a (copied) wrapper backbone,
-    so that it runs one member: what ``export.member_model`` builds on."""
+    so that it runs one member: what :meth:`MemberWrapper.member_model` builds on."""
     for module in backbone.modules():
         for key, hook in list(module._forward_pre_hooks.items()):
             if getattr(hook, "__func__", None) is MemberWrapper._expand_first_argument:
                 del module._forward_pre_hooks[key]
+
+
+class MemberModel(nn.Module):
+    """One member of a member wrapper as a plain model: the backbone, then the member's head.
+
+    Built by :meth:`MemberWrapper.member_model`; holds only ordinary layers, so it runs, trains
+    and exports (ONNX, TorchScript) like the single model it came from.
+    """
+
+    def __init__(self, backbone: nn.Module, head: nn.Module) -> None:
+        super().__init__()
+        self.backbone = backbone
+        self.head = head
+
+    def forward(self, inputs: Tensor | Mapping[str, Tensor]) -> Tensor:
+        """Logits ``(B, C)`` from inputs ``(B, ...)`` (or a tokenizer's mapping)."""
+        output = self.backbone(**inputs) if isinstance(inputs, Mapping) else self.backbone(inputs)
+        return self.head(pooled_output(output))
 
 
 class MemberWrapper(nn.Module):
@@ -147,6 +171,10 @@ class MemberWrapper(nn.Module):
     expansion point with :meth:`expansion_point` *before* modifying the model, then hands
     the modified model to :meth:`set_backbone` with the names of its per-member layers.
     :meth:`backbone_rows` then returns the backbone's batch-major output, checked.
+
+    The members' heads read the backbone's batch-major features: by default ``self.heads``
+    (σN-Ens, LoRA-Ensemble: per-member heads with ``to_plain``); a wrapper whose classifier
+    is elsewhere overrides :meth:`head_module`, :meth:`head_logits` and :meth:`plain_head`.
 
     Args:
         num_estimators: Number of members M, an integer >= 1.
@@ -274,3 +302,57 @@ class MemberWrapper(nn.Module):
                 handle.remove()
         self._rows_checked = True
         return output
+
+    def head_module(self) -> nn.Module:
+        """The module reading the members' batch-major features ``(B·M, D)``."""
+        return self.heads
+
+    def head_logits(self, rows: Tensor) -> Tensor:
+        """Member-major logits ``(M·B, C)`` from the batch-major features ``(B·M, D)``."""
+        return self.heads(rows)
+
+    def plain_head(self, member: int) -> nn.Module:
+        """Member ``member``'s head as plain layers, the end of :meth:`member_model`."""
+        return self.heads.to_plain(member)
+
+    def feats_forward(self, inputs: Tensor | Mapping[str, Tensor]) -> Tensor:
+        """TorchUncertainty's feature protocol: each input's members' features side by side.
+
+        Returns ``(B, M·D)``, one row per input (the layout of TorchUncertainty's Packed
+        Ensembles), which :meth:`linear` turns into the logits; TorchUncertainty's
+        ``GroupingLoss`` groups inputs on these rows. The whole forward runs, so forward hooks
+        on the model (logits readers such as ``callbacks.logits_tap.LogitsTap``) see the
+        logits as they do without features; the features are what :meth:`head_module` reads.
+        """
+        rows: list[Tensor] = []
+        handle = self.head_module().register_forward_pre_hook(
+            lambda module, args: rows.append(args[0])
+        )
+        try:
+            self(inputs)
+        finally:
+            handle.remove()
+        return torch.cat(rows).reshape(-1, self.num_estimators * rows[0].shape[-1])
+
+    def linear(self, features: Tensor) -> Tensor:
+        """Member-major logits ``(M·B, C)`` from :meth:`feats_forward`'s ``(B, M·D)`` features
+        (TorchUncertainty's feature protocol); equal to the model's output on the inputs."""
+        return self.head_logits(features.reshape(-1, features.shape[-1] // self.num_estimators))
+
+    def member_model(self, member: int) -> MemberModel:
+        """Member ``member`` alone as a :class:`MemberModel` of plain layers: its rows of this
+        ensemble's output.
+
+        A copy of the backbone without the member expansion, in which every per-member layer
+        is folded into its plain counterpart (``to_plain``: σNorm into the norm it came from,
+        FiLM's BatchNorm into BatchNorm, LoRA adapters merged into their projection), then the
+        member's head (:meth:`plain_head`). In the wrapper's training mode.
+
+        Raises:
+            ValueError: If ``member`` is not in ``0..M-1``.
+        """
+        check_integer("member", member, low=0, high=self.num_estimators - 1)
+        backbone = copy.deepcopy(self.backbone)
+        remove_member_expansion(backbone)  # one member: no repeat of the inputs
+        replace_modules(backbone, self.member_layer_names, lambda layer: layer.to_plain(member))
+        return MemberModel(backbone, self.plain_head(member)).train(self.training)

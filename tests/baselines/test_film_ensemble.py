@@ -118,3 +118,29 @@ def test_bad_inputs():
         layer(torch.randn(6, 3, 2, 2))
     with pytest.raises(ValueError, match=r"expects \(B·M, 3, \.\.\.\) inputs, got shape \(8, 5\)"):
         layer(torch.randn(8, 5))
+
+
+@pytest.mark.parametrize(
+    ("plain", "shape"),
+    [(nn.BatchNorm1d(3), (3,)), (nn.BatchNorm2d(3), (3, 4, 4)), (nn.BatchNorm3d(3), (3, 2, 2, 2)),
+     (nn.SyncBatchNorm(3), (3, 4, 4))],
+    ids=["1d", "2d", "3d", "sync"],
+)
+def test_a_member_folds_back_into_the_batch_norm_it_replaced(plain, shape):
+    """``to_plain(m)``: member m's affine and running statistics in the replaced class, with
+    member m's output in training and evaluation."""
+    layer = FiLMBatchNorm.from_module(randomize_norms(plain), M, gain=1.0)
+    layer.train()(torch.randn(M * 5, *shape) * 2 + 1)  # the members' statistics move apart
+    folded = [layer.to_plain(m) for m in range(M)]
+    for m, bn in enumerate(folded):
+        assert type(bn) is type(plain)
+        assert torch.equal(bn.weight, layer.weight[m]) and torch.equal(bn.bias, layer.bias[m])
+        assert torch.equal(bn.running_mean, layer.running_mean[m])
+        assert torch.equal(bn.running_var, layer.running_var[m])
+    for training in (False, True):
+        x = torch.randn(M * 4, *shape) * 3 - 1
+        out = member_rows(layer.train(training)(x), M)
+        for m, (bn, x_m) in enumerate(zip(folded, member_rows(x, M))):
+            torch.testing.assert_close(bn.train(training)(x_m), out[m], rtol=1e-5, atol=1e-5)
+    assert type(FiLMBatchNorm(3, M).to_plain(0)) is nn.BatchNorm2d  # built directly
+

@@ -307,3 +307,20 @@ def test_a_missed_target_is_warned_about_with_the_reason():
 def test_bad_diversity_arguments_name_the_value(kwargs, message):
     with pytest.raises(ValueError, match=message):
         _converted_routine(**kwargs)
+
+
+def test_grouping_loss_is_evaluated_for_the_ensemble_beside_its_output_diversity():
+    """TorchUncertainty refuses ``eval_grouping_loss`` with ``is_ensemble``; the σN-Ens routine
+    evaluates it on the members' features of each input, and its output diversity still reads
+    the logits of the same step."""
+    routine = digits_signorm_routine(eval_grouping_loss=True).eval()
+    inputs, targets = torch.randn(8, 1, 8, 8), torch.randint(0, 10, (8,))
+    with torch.no_grad():
+        routine.validation_step((inputs, targets))
+        expected = routine.model(inputs)
+    members = routine.model.num_estimators
+    assert routine.is_ensemble and routine.features.shape[0] == 8  # one row per input
+    assert routine.features.shape[1] % members == 0  # every member's features side by side
+    torch.testing.assert_close(routine.model.linear(routine.features), expected)
+    assert len(routine.val_grouping_loss["cls/grouping_loss"].features) == 1
+    assert routine.val_diversity["jensen_gap"].update_count == 1

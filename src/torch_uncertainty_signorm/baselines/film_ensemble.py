@@ -33,16 +33,16 @@ from torch import Tensor, nn
 
 from ..checks import check_integer, check_positive_number
 from ..conversion import replace_modules
-from ..layers.member_statistics import (
-    copy_member_statistics,
-    init_member_statistics,
-    member_batch_norm,
-)
+from ..layers.member_norm import MemberBatchNorm
 from ..member_wrapper import MemberWrapper, find_classifier, member_major
 
 __all__ = ["FiLMBatchNorm", "FiLMEnsemble", "film_ensemble"]
 
 InitCenter = Literal["affine", "zero"]
+#: The torch BatchNorm classes a FiLM member folds back into: the first the replaced layer
+#: is an instance of (the activation of a subclass such as timm's ``BatchNormAct2d`` is not
+#: part of what FiLM computes).
+_PLAIN_BATCH_NORMS = (nn.BatchNorm1d, nn.BatchNorm2d, nn.BatchNorm3d, nn.SyncBatchNorm)
 
 
 def _check_init_center(init_center: Any) -> None:
@@ -50,15 +50,17 @@ def _check_init_center(init_center: Any) -> None:
         raise ValueError(f"init_center must be 'affine' or 'zero', got {init_center!r}.")
 
 
-class FiLMBatchNorm(nn.Module):
-    """BatchNorm of any rank over batch-major ``(B·M, C, ...)`` inputs, one affine per member.
+class FiLMBatchNorm(MemberBatchNorm):
+    """BatchNorm of any rank over batch-major ``(B·M, C, ...)`` inputs, one free affine per member.
 
-    Each member's rows are normalised with its own batch statistics (in training) or running
+    A per-member BatchNorm (:class:`~torch_uncertainty_signorm.layers.MemberBatchNorm`): each
+    member's rows are normalised with its own batch statistics (in training) or running
     statistics (in evaluation) and its own ``weight[m]``, ``bias[m]``, all members in one
-    call of torch's fused BatchNorm kernel on the ``(B, M·C, ...)`` view, which also updates
-    row ``m`` of the running statistics exactly as :class:`torch.nn.BatchNorm2d` would.
-    Synchronised across processes by
-    :func:`~torch_uncertainty_signorm.distributed.convert_sync_signorm`, as σBN.
+    call of torch's fused BatchNorm kernel, which also updates row ``m`` of the running
+    statistics exactly as :class:`torch.nn.BatchNorm2d` would. Synchronised across processes
+    by :func:`~torch_uncertainty_signorm.distributed.convert_sync_signorm`, as σBN. A member
+    folds back (:meth:`to_plain`) into the torch BatchNorm class :meth:`from_module` replaced
+    (``BatchNorm2d`` for a layer built directly).
 
     Args:
         num_features: Number of channels C.
@@ -79,18 +81,15 @@ class FiLMBatchNorm(nn.Module):
         device: torch.device | None = None,
         dtype: torch.dtype | None = None,
     ) -> None:
-        super().__init__()
-        check_integer("num_features", num_features)
-        check_integer("num_estimators", num_estimators)
-        self.num_features = num_features
-        self.num_estimators = num_estimators
+        super().__init__(num_features, num_estimators)
         factory = {"device": device, "dtype": dtype}
         self.weight = nn.Parameter(torch.ones(num_estimators, num_features, **factory))
         self.bias = nn.Parameter(torch.zeros(num_estimators, num_features, **factory))
-        init_member_statistics(
-            self, num_estimators, num_features, eps, momentum, track_running_stats, device,
-            dtype,
-        )
+        self.init_statistics(eps, momentum, track_running_stats, device, dtype)
+
+    def affine(self) -> tuple[Tensor, Tensor]:
+        """Members' free scales and shifts, both ``(M, C)``."""
+        return self.weight, self.bias
 
     @torch.no_grad()
     def reset_members(
@@ -106,7 +105,7 @@ class FiLMBatchNorm(nn.Module):
             param.uniform_(-bound, bound).add_(torch.as_tensor(center).to(param).reshape(-1))
 
     @classmethod
-    def from_batch_norm(
+    def from_module(
         cls,
         module: nn.modules.batchnorm._BatchNorm,
         num_estimators: int,
@@ -127,33 +126,17 @@ class FiLMBatchNorm(nn.Module):
             device=None if ref is None else ref.device,
             dtype=None if module.weight is None else module.weight.dtype,
         )
+        layer.plain_type = next(
+            (t for t in _PLAIN_BATCH_NORMS if isinstance(module, t)), nn.BatchNorm2d
+        )
         if init_center == "affine" and module.affine:
             layer.reset_members(gain, module.weight.detach(), module.bias.detach())
         elif init_center == "affine":
             layer.reset_members(gain)
         else:
             layer.reset_members(gain, 0.0, 0.0)
-        copy_member_statistics(layer, module)
+        layer.copy_statistics(module)
         return layer
-
-    def forward(self, x: Tensor) -> Tensor:
-        if x.dim() < 2 or x.shape[1] != self.num_features:
-            raise ValueError(
-                f"FiLMBatchNorm expects (B·M, {self.num_features}, ...) inputs, got shape "
-                f"{tuple(x.shape)}."
-            )
-        if x.shape[0] % self.num_estimators != 0:
-            raise ValueError(
-                f"FiLMBatchNorm expects a batch of B·M rows (batch-major) with M = "
-                f"num_estimators = {self.num_estimators}, got {x.shape[0]} rows."
-            )
-        return member_batch_norm(self, x, self.weight, self.bias)
-
-    def extra_repr(self) -> str:
-        return (
-            f"{self.num_features}, num_estimators={self.num_estimators}, eps={self.eps}, "
-            f"momentum={self.momentum}, track_running_stats={self.track_running_stats}"
-        )
 
 
 def _batch_norm_names(model: nn.Module) -> list[str]:
@@ -179,9 +162,9 @@ def _replace_classifier(
         model.reset_classifier(classes)
         return
     old = model.get_submodule(name)
-    parent_name, _, child_name = name.rpartition(".")
-    new = nn.Linear(in_features, classes, device=old.weight.device, dtype=old.weight.dtype)
-    setattr(model.get_submodule(parent_name), child_name, new)
+    model.set_submodule(
+        name, nn.Linear(in_features, classes, device=old.weight.device, dtype=old.weight.dtype)
+    )
 
 
 class FiLMEnsemble(MemberWrapper):
@@ -200,8 +183,10 @@ class FiLMEnsemble(MemberWrapper):
         gain: Spread of the members' affine initialisation, the only source of diversity.
         init_center: Centre of that initialisation: ``"affine"`` (the replaced layer's
             affine; ``gain=0`` gives identical members) or ``"zero"`` (the official code).
-        head: Name of the classifier (found automatically when ``None``); used only when
-            ``num_classes`` replaces it.
+        head: Name of the classifier (found automatically when ``None``); used when
+            ``num_classes`` replaces it and by TorchUncertainty's feature protocol
+            (:meth:`~torch_uncertainty_signorm.member_wrapper.MemberWrapper.feats_forward`,
+            the classifier's inputs).
         expand_at: Where members split off: ``"input"``, a module name, or ``"auto"``
             (a ResNet stem's first BatchNorm, else the input).
 
@@ -237,11 +222,12 @@ class FiLMEnsemble(MemberWrapper):
 
         self.gain = float(gain)
         self.init_center = init_center
+        self.head = head
         self.film_layer_names = names
         replace_modules(
             model,
             names,
-            lambda bn: FiLMBatchNorm.from_batch_norm(
+            lambda bn: FiLMBatchNorm.from_module(
                 bn, num_estimators, gain=gain, init_center=init_center
             ),
         )
@@ -255,6 +241,19 @@ class FiLMEnsemble(MemberWrapper):
         """Member-major logits ``(M·B, C)`` from ``(B, ...)`` inputs (the shared classifier
         runs on batch-major rows; one reorder at the end)."""
         return member_major(self.backbone_rows(inputs, "logits"), self.num_estimators)
+
+    def head_module(self) -> nn.Module:
+        """The shared classifier, inside the backbone (``head``, or found as the wrapper
+        finds classifiers)."""
+        name, _, _ = find_classifier(self.backbone, self.head)
+        return self.backbone.get_classifier() if name is None else self.backbone.get_submodule(name)
+
+    def head_logits(self, rows: Tensor) -> Tensor:
+        return member_major(self.head_module()(rows), self.num_estimators)
+
+    def plain_head(self, member: int) -> nn.Module:
+        """Nothing: the shared classifier stays in the member's backbone."""
+        return nn.Identity()
 
 
 def film_ensemble(

@@ -35,7 +35,7 @@ from torch import Tensor, nn
 from ..checks import check_integer, check_positive_number
 from ..conversion import replace_modules
 from ..layer_selection import match_names
-from ..layers.member_heads import member_linear
+from ..layers.member_heads import member_linear, plain_linear
 from ..member_wrapper import MemberWrapper, find_classifier, member_major, remove_classifier
 
 __all__ = [
@@ -125,6 +125,19 @@ class MemberLoRALinear(nn.Module):
             [b @ a for a, b in zip(self.lora_A[member], self.lora_B[member], strict=True)]
         )
 
+    def to_plain(self, member: int) -> nn.Linear:
+        """Member ``member``'s projection as one :class:`torch.nn.Linear`: the adapter merged,
+        ``W + (α/r) B_m A_m``, the bias kept."""
+        check_integer("member", member, low=0, high=self.num_estimators - 1)
+        base = self.base
+        linear = nn.Linear(base.in_features, base.out_features, bias=base.bias is not None,
+                           device=base.weight.device, dtype=base.weight.dtype)
+        with torch.no_grad():
+            linear.weight.copy_(base.weight + self.delta_weight(member))
+            if base.bias is not None:
+                linear.bias.copy_(base.bias)
+        return linear
+
     def forward(self, x: Tensor) -> Tensor:
         """``W x + b`` for every row plus member m's update on member m's rows."""
         if x.shape[0] % self.num_estimators != 0:
@@ -175,6 +188,10 @@ class MemberLinear(nn.Module):
                 f"{tuple(features.shape)}."
             )
         return member_linear(features, self.weight, self.bias)
+
+    def to_plain(self, member: int) -> nn.Linear:
+        """Member ``member``'s head as one :class:`torch.nn.Linear`."""
+        return plain_linear(self.weight, self.bias, member)
 
 
 def _find_targets(

@@ -12,7 +12,7 @@ from ..checks import check_integer
 from .member_statistics import check_batch_statistics
 from .signorm import SigmaBatchNorm1d, SigmaLayerNorm
 
-__all__ = ["MemberHeads", "member_linear"]
+__all__ = ["MemberHeads", "member_linear", "plain_linear"]
 
 
 class MemberHeads(nn.Module):
@@ -71,6 +71,25 @@ class MemberHeads(nn.Module):
         if self.training and isinstance(self.norm, SigmaBatchNorm1d):
             check_batch_statistics(self.norm, features)  # before σBN's own, less helpful check
         return member_linear(self.norm(features), self.weight, self.bias)
+
+    def to_plain(self, member: int) -> nn.Sequential:
+        """Member ``member``'s head as plain layers: its norm folded back
+        (:meth:`~torch_uncertainty_signorm.layers.member_norm.MemberNorm.to_plain`), then its
+        linear layer."""
+        linear = plain_linear(self.weight, self.bias, member)
+        return nn.Sequential(self.norm.to_plain(member), linear)
+
+
+def plain_linear(weight: Tensor, bias: Tensor, member: int) -> nn.Linear:
+    """Member ``member``'s :class:`torch.nn.Linear` of the members' weights ``(M, C, D)`` and
+    biases ``(M, C)`` (same device and dtype)."""
+    check_integer("member", member, low=0, high=weight.shape[0] - 1)
+    out_features, in_features = weight.shape[1:]
+    linear = nn.Linear(in_features, out_features, device=weight.device, dtype=weight.dtype)
+    with torch.no_grad():
+        linear.weight.copy_(weight[member])
+        linear.bias.copy_(bias[member])
+    return linear
 
 
 def member_linear(features: Tensor, weight: Tensor, bias: Tensor) -> Tensor:

@@ -1,6 +1,7 @@
 r"""Per-member BatchNorm statistics in one native kernel, on batch-major ``(B·M, C, ...)`` rows.
 
-Shared by σBN and FiLM-Ensemble's BatchNorm. Inside the backbone, row ``b·M + m`` holds
+The kernel of :class:`~torch_uncertainty_signorm.layers.member_norm.MemberBatchNorm`, the
+base of σBN and FiLM-Ensemble's BatchNorm. Inside the backbone, row ``b·M + m`` holds
 sample ``b`` of member ``m`` (batch-major), so the contiguous activations ``(B·M, C, ...)``
 are also a contiguous ``(B, M·C, ...)`` tensor whose channel ``m·C + c`` is channel ``c`` of
 member ``m``. BatchNorm of that view, with the ``(M, C)`` running statistics and affine
@@ -25,50 +26,10 @@ from torch import Tensor, nn
 
 __all__ = [
     "check_batch_statistics",
-    "copy_member_statistics",
     "gather_member_moments",
-    "init_member_statistics",
     "member_batch_norm",
     "rows_result",
 ]
-
-
-def init_member_statistics(
-    layer: nn.Module,
-    num_estimators: int,
-    num_features: int,
-    eps: float,
-    momentum: float | None,
-    track_running_stats: bool,
-    device: torch.device | None = None,
-    dtype: torch.dtype | None = None,
-) -> None:
-    """Set BatchNorm's ``eps``, ``momentum``, ``track_running_stats`` on ``layer`` and
-    register ``running_mean``/``running_var`` ``(M, C)`` (on ``device``, in ``dtype``) and
-    ``num_batches_tracked`` (``None`` buffers when ``track_running_stats`` is off, as torch's
-    BatchNorm does). The ``(M, C)`` shapes are those of release 0.1.0's checkpoints."""
-    layer.eps = eps
-    layer.momentum = momentum
-    layer.track_running_stats = track_running_stats
-    layer.sync_statistics = False
-    layer.process_group = None
-    if not track_running_stats:
-        for name in ("running_mean", "running_var", "num_batches_tracked"):
-            layer.register_buffer(name, None)
-        return
-    shape = (num_estimators, num_features)
-    layer.register_buffer("running_mean", torch.zeros(shape, device=device, dtype=dtype))
-    layer.register_buffer("running_var", torch.ones(shape, device=device, dtype=dtype))
-    layer.register_buffer("num_batches_tracked", torch.tensor(0, dtype=torch.long, device=device))
-
-
-@torch.no_grad()
-def copy_member_statistics(layer: nn.Module, source: nn.Module) -> None:
-    """Give every member the running statistics of the plain BatchNorm ``source``."""
-    if layer.track_running_stats and getattr(source, "running_mean", None) is not None:
-        layer.running_mean.copy_(source.running_mean.expand_as(layer.running_mean))
-        layer.running_var.copy_(source.running_var.expand_as(layer.running_var))
-        layer.num_batches_tracked.copy_(source.num_batches_tracked)
 
 
 def check_batch_statistics(layer: nn.Module, x: Tensor) -> None:
@@ -112,9 +73,9 @@ def member_batch_norm(
     """BatchNorm of every member with its own statistics and affine, in one native call.
 
     Args:
-        layer: Holds ``num_estimators``, ``eps``, ``momentum``, ``track_running_stats``,
-            ``training``, ``sync_statistics``, ``process_group`` and the buffers of
-            :func:`init_member_statistics`.
+        layer: The :class:`~torch_uncertainty_signorm.layers.member_norm.MemberBatchNorm`
+            (its ``num_estimators``, ``eps``, ``momentum``, ``track_running_stats``,
+            ``training``, ``sync_statistics``, ``process_group`` and running statistics).
         x: Batch-major input ``(B·M, C, ...)``.
         weight: Members' scales ``(M, C)``.
         bias: Members' shifts ``(M, C)``, one shift ``(C,)`` for all, or ``None``.

@@ -10,7 +10,9 @@ member :math:`m`'s scale logits and :math:`\sigma(\gamma_m) \in (0, 1)` its feat
 importances. Trained from scratch, :math:`k = 1, s = 1, \beta = 0` and those buffers are
 absent; a converted pretrained layer (:meth:`SigmaNorm.from_module` with
 ``pretrained=True``) holds frozen :math:`k, s, \beta` that reproduce its output
-(see :func:`output_preserving_reparameterization`).
+(see :func:`output_preserving_reparameterization`). The way back is each layer's
+``to_plain(m)`` (:class:`~torch_uncertainty_signorm.layers.member_norm.MemberNorm`): the plain
+layer computing member :math:`m`.
 
 Inside the backbone the rows are batch-major: row ``b·M + m`` is sample ``b`` of member
 ``m``, so the activations ``(B·M, C, ...)`` are a contiguous ``(B, M·C, ...)`` tensor whose
@@ -28,15 +30,12 @@ import math
 
 import torch
 import torch.nn.functional as F
+from timm.layers import norm as timm_norm
 from torch import Tensor, nn
 
-from ..checks import check_integer, check_positive_number
-from .member_statistics import (
-    copy_member_statistics,
-    init_member_statistics,
-    member_batch_norm,
-    rows_result,
-)
+from ..checks import check_positive_number
+from .member_norm import MemberBatchNorm, MemberNorm
+from .member_statistics import rows_result
 
 __all__ = [
     "SigmaBatchNorm",
@@ -46,8 +45,11 @@ __all__ = [
     "SigmaGroupNorm",
     "SigmaLayerNorm",
     "SigmaLayerNorm2d",
+    "SigmaLayerNorm2dFp32",
+    "SigmaLayerNormFp32",
     "SigmaNorm",
     "SigmaRMSNorm",
+    "SigmaRMSNormFp32",
     "SigmaSyncBatchNorm",
     "output_preserving_reparameterization",
 ]
@@ -161,9 +163,10 @@ def _placement(module: nn.Module) -> dict:
     return {} if weight is None else {"device": weight.device, "dtype": weight.dtype}
 
 
-class SigmaNorm(nn.Module):
-    """Base of every σNorm layer: per-member scale logits, optional frozen reconstruction,
-    batch-major input checks."""
+class SigmaNorm(MemberNorm):
+    """Base of every σNorm layer: per-member scale logits and an optional frozen reconstruction;
+    :meth:`from_module` converts a plain layer in, :meth:`~MemberNorm.to_plain` folds a member
+    back out."""
 
     def __init__(
         self,
@@ -173,12 +176,8 @@ class SigmaNorm(nn.Module):
         device: torch.device | None = None,
         dtype: torch.dtype | None = None,
     ) -> None:
-        super().__init__()
-        check_integer("num_estimators", num_estimators)
-        check_integer("num_features", num_features)
+        super().__init__(num_features, num_estimators)
         check_positive_number("scale_init_std", scale_init_std, allow_zero=True)
-        self.num_features = num_features
-        self.num_estimators = num_estimators
         self.scale_init_std = scale_init_std
         factory = {"device": device, "dtype": dtype}
         self.scale_logits = nn.Parameter(torch.empty(num_estimators, num_features, **factory))
@@ -225,6 +224,11 @@ class SigmaNorm(nn.Module):
             scale = scale * (self.magnitude * self.sign)
         return scale
 
+    def affine(self) -> tuple[Tensor, Tensor | None]:
+        """Members' scales ``k·s·σ(γ)`` ``(M, F)`` and their shared shift β ``(F,)`` (``None``
+        from scratch)."""
+        return self.member_scale(), self.shift
+
     def load_pretrained_affine(self, weight: Tensor | None, bias: Tensor | None) -> None:
         """Set every member so that the layer reproduces the affine ``weight, bias``."""
         magnitude, sign, logits, shift = output_preserving_reparameterization(
@@ -237,17 +241,6 @@ class SigmaNorm(nn.Module):
         with torch.no_grad():
             self.scale_logits.copy_(logits.expand_as(ref))
 
-    def check_rows(self, x: Tensor) -> None:
-        """Batch-major input: its ``B·M`` rows must split evenly into the M members."""
-        if x.dim() == 0 or x.shape[0] % self.num_estimators != 0:
-            rows = x.shape[0] if x.dim() else "a scalar"
-            raise ValueError(
-                f"{type(self).__name__} expects a batch of B·M rows (batch-major) with "
-                f"M = num_estimators = {self.num_estimators}, got {rows} rows "
-                f"(shape {tuple(x.shape)}), which does not split evenly into "
-                f"{self.num_estimators} members."
-            )
-
     def member_affine(self, normed: Tensor) -> Tensor:
         """``k·s·σ(γ_m) ⊙ normed + β`` on batch-major rows whose last axis holds the features.
 
@@ -259,7 +252,7 @@ class SigmaNorm(nn.Module):
 
     def extra_repr(self) -> str:
         kind = "converted" if self.magnitude is not None else "from scratch"
-        return f"{self.num_features}, num_estimators={self.num_estimators}, {kind}"
+        return f"{super().extra_repr()}, {kind}"
 
     @classmethod
     def from_module(
@@ -285,25 +278,18 @@ class SigmaNorm(nn.Module):
             layer.load_pretrained_affine(
                 getattr(module, "weight", None), getattr(module, "bias", None)
             )
-            layer._copy_statistics(module)
+            layer.copy_statistics(module)
         return layer
 
     @classmethod
     def _empty_like(cls, module: nn.Module, num_estimators: int, scale_init_std: float):
         raise NotImplementedError
 
-    def _copy_statistics(self, module: nn.Module) -> None:
-        """Copy running statistics from the pretrained layer (only BatchNorm has any)."""
 
-
-class SigmaBatchNorm(SigmaNorm):
-    """Base of the σBN layers: BatchNorm with per-member running statistics and scale logits."""
-
-    _input_dims: tuple[int, ...] = ()
-    #: While training, take each member's batch statistics over ``process_group`` (all
-    #: processes when ``None``) with torch's synchronised batch-norm. Set by
-    #: :func:`~torch_uncertainty_signorm.distributed.convert_sync_signorm`.
-    sync_statistics: bool = False
+class SigmaBatchNorm(SigmaNorm, MemberBatchNorm):
+    """Base of the σBN layers: a per-member BatchNorm (:class:`MemberBatchNorm`: ``(M, C)``
+    running statistics, one kernel) whose members' scales are σNorm's sigmoid-bounded
+    ``k·s·σ(γ_m)``, with no shift from scratch."""
 
     def __init__(
         self,
@@ -317,10 +303,7 @@ class SigmaBatchNorm(SigmaNorm):
         dtype: torch.dtype | None = None,
     ) -> None:
         super().__init__(num_features, num_estimators, scale_init_std, device, dtype)
-        init_member_statistics(
-            self, num_estimators, num_features, eps, momentum, track_running_stats, device,
-            dtype,
-        )
+        self.init_statistics(eps, momentum, track_running_stats, device, dtype)
 
     @classmethod
     def _empty_like(cls, module, num_estimators, scale_init_std):
@@ -338,41 +321,27 @@ class SigmaBatchNorm(SigmaNorm):
             dtype=ref.dtype if ref.is_floating_point() else None,
         )
 
-    def _copy_statistics(self, module: nn.Module) -> None:
-        copy_member_statistics(self, module)
-
-    def forward(self, x: Tensor) -> Tensor:
-        if self._input_dims and x.dim() not in self._input_dims:
-            raise ValueError(
-                f"{type(self).__name__} expects a {' or '.join(map(str, self._input_dims))}-D "
-                f"input, got shape {tuple(x.shape)}."
-            )
-        self.check_rows(x)
-        return member_batch_norm(self, x, self.member_scale(), self.shift)
-
-    def extra_repr(self) -> str:
-        return (
-            f"{super().extra_repr()}, eps={self.eps}, momentum={self.momentum}, "
-            f"track_running_stats={self.track_running_stats}"
-        )
-
 
 class SigmaBatchNorm1d(SigmaBatchNorm):
-    """σBN over :class:`torch.nn.BatchNorm1d` inputs ``(M·B, C)`` or ``(M·B, C, L)``."""
+    """σBN over :class:`torch.nn.BatchNorm1d` inputs, batch-major ``(B·M, C)`` or
+    ``(B·M, C, L)``."""
 
     _input_dims = (2, 3)
+    plain_type = nn.BatchNorm1d
 
 
 class SigmaBatchNorm2d(SigmaBatchNorm):
-    """σBN over :class:`torch.nn.BatchNorm2d` inputs ``(M·B, C, H, W)``."""
+    """σBN over :class:`torch.nn.BatchNorm2d` inputs, batch-major ``(B·M, C, H, W)``."""
 
     _input_dims = (4,)
+    plain_type = nn.BatchNorm2d
 
 
 class SigmaBatchNorm3d(SigmaBatchNorm):
-    """σBN over :class:`torch.nn.BatchNorm3d` inputs ``(M·B, C, D, H, W)``."""
+    """σBN over :class:`torch.nn.BatchNorm3d` inputs, batch-major ``(B·M, C, D, H, W)``."""
 
     _input_dims = (5,)
+    plain_type = nn.BatchNorm3d
 
 
 class SigmaSyncBatchNorm(SigmaBatchNorm):
@@ -382,14 +351,19 @@ class SigmaSyncBatchNorm(SigmaBatchNorm):
     processes like every σBN (:func:`~torch_uncertainty_signorm.distributed.convert_sync_signorm`).
     """
 
+    plain_type = nn.SyncBatchNorm
+
 
 class SigmaLayerNorm(SigmaNorm):
     """σLN: LayerNorm over the trailing ``normalized_shape`` with per-member scale logits.
 
     LayerNorm statistics are per sample, hence already per member; only the affine is
-    member-specific. Covers :class:`torch.nn.LayerNorm` and its subclasses (timm's
-    ``LayerNorm``, transformers' BERT ``LayerNorm``).
+    member-specific. Covers :class:`torch.nn.LayerNorm` and the subclasses computing the
+    same (timm's ``LayerNorm``, transformers' BERT ``LayerNorm``); a member folds back into
+    :class:`torch.nn.LayerNorm`.
     """
+
+    plain_type: type[nn.Module] = nn.LayerNorm
 
     def __init__(
         self,
@@ -416,6 +390,9 @@ class SigmaLayerNorm(SigmaNorm):
             **_placement(module),
         )
 
+    def empty_plain(self, device: torch.device, dtype: torch.dtype) -> nn.Module:
+        return self.plain_type(self.normalized_shape, eps=self.eps, device=device, dtype=dtype)
+
     def _normalize(self, x: Tensor) -> Tensor:
         # A unit weight takes torch's faster CPU kernel; it needs no gradient.
         unit = torch.ones(self.normalized_shape, device=x.device, dtype=x.dtype)
@@ -433,21 +410,53 @@ class SigmaLayerNorm(SigmaNorm):
 
 
 class SigmaRMSNorm(SigmaLayerNorm):
-    """σRMSNorm: RMSNorm (no centring) with per-member scale logits."""
+    """σRMSNorm: RMSNorm (no centring) with per-member scale logits; a member folds back into
+    :class:`torch.nn.RMSNorm` (which has no shift)."""
+
+    plain_type = nn.RMSNorm
 
     def _normalize(self, x: Tensor) -> Tensor:
         return F.rms_norm(x, self.normalized_shape, None, self.eps)
 
 
 class SigmaLayerNorm2d(SigmaLayerNorm):
-    """σLN over channels-first inputs ``(M·B, C, H, W)``, as timm's ``LayerNorm2d``."""
+    """σLN over channels-first inputs, batch-major ``(B·M, C, H, W)``, as timm's
+    ``LayerNorm2d`` (which a member folds back into)."""
+
+    plain_type = timm_norm.LayerNorm2d
 
     def forward(self, x: Tensor) -> Tensor:
         return super().forward(x.movedim(1, -1)).movedim(-1, 1)
 
 
+class _Float32Compute:
+    """Normalise and scale in float32, return the input's dtype: timm's ``*Fp32`` norms."""
+
+    def forward(self, x: Tensor) -> Tensor:
+        return super().forward(x.float()).to(x.dtype)
+
+
+class SigmaLayerNormFp32(_Float32Compute, SigmaLayerNorm):
+    """σLN computing in float32 whatever the input's dtype, as timm's ``LayerNormFp32``."""
+
+    plain_type = timm_norm.LayerNormFp32
+
+
+class SigmaLayerNorm2dFp32(_Float32Compute, SigmaLayerNorm2d):
+    """Channels-first σLN computing in float32, as timm's ``LayerNorm2dFp32``."""
+
+    plain_type = timm_norm.LayerNorm2dFp32
+
+
+class SigmaRMSNormFp32(_Float32Compute, SigmaRMSNorm):
+    """σRMSNorm computing in float32, as timm's ``RmsNormFp32``."""
+
+    plain_type = timm_norm.RmsNormFp32
+
+
 class SigmaGroupNorm(SigmaNorm):
-    """σGN: GroupNorm (per-sample group statistics) with per-member channel scale logits."""
+    """σGN: GroupNorm (per-sample group statistics) with per-member channel scale logits; a
+    member folds back into :class:`torch.nn.GroupNorm`."""
 
     def __init__(
         self,
@@ -473,6 +482,10 @@ class SigmaGroupNorm(SigmaNorm):
             scale_init_std=scale_init_std,
             **_placement(module),
         )
+
+    def empty_plain(self, device: torch.device, dtype: torch.dtype) -> nn.Module:
+        return nn.GroupNorm(self.num_groups, self.num_features, eps=self.eps, device=device,
+                            dtype=dtype)
 
     def forward(self, x: Tensor) -> Tensor:
         """One ``group_norm`` of the ``(B, M·C, ...)`` view: M·G groups, members' affines."""

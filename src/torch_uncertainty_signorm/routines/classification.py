@@ -9,12 +9,14 @@ import torch
 from lightning.pytorch.core.mixins.hparams_mixin import _given_hyperparameters
 from lightning.pytorch.utilities import rank_zero_warn
 from torch import Tensor, nn
+from torch_uncertainty.metrics import GroupingLoss
 from torch_uncertainty.routines import ClassificationRoutine
 from torch_uncertainty.transforms import RepeatTarget
 from torch_uncertainty.utils import get_logger_dir
 from torchmetrics import MeanMetric, MetricCollection
 
 from ..allowlist import instantiate_spec
+from ..callbacks.logits_tap import LogitsTap
 from ..checks import check_fraction, check_positive_number
 from ..diversity import geometric_ambiguity, jensen_gap, signorm_cosine
 from ..diversity_target import TARGET_TOLERANCE, DiversityTarget, optimizer_lookahead
@@ -115,6 +117,7 @@ class SigmaNormClassificationRoutine(ClassificationRoutine):
                      "target_diversity": target_diversity,
                      "warn_identical_members": warn_identical_members,
                      "check_finite_loss": check_finite_loss, **kwargs}
+        eval_grouping_loss = kwargs.pop("eval_grouping_loss", False)
         model = _built(model, SigmaNormEnsemble, "model")
         loss = _built(loss, nn.Module, "loss")
         batch_format = kwargs.get("format_batch_fn")
@@ -144,7 +147,23 @@ class SigmaNormClassificationRoutine(ClassificationRoutine):
         measures = MetricCollection({name: MeanMetric() for name in _OUTPUT_MEASURES})
         self.val_diversity = measures.clone(prefix="val/div/")
         self.test_diversity = measures.clone(prefix="test/div/")
-        self._eval_logits: Tensor | None = None
+        self.logits_tap = LogitsTap(type(self).__name__)
+        self.logits_tap.attach(self)
+        if eval_grouping_loss:
+            self._evaluate_grouping_loss()
+
+    def _evaluate_grouping_loss(self) -> None:
+        """TorchUncertainty's grouping loss of the ensemble's mean probabilities, on every
+        member's features of each input (the wrapper's ``feats_forward``, ``(B, M·D)``).
+
+        TorchUncertainty 0.13 refuses ``eval_grouping_loss`` for ensembles, whose features it
+        expects as ``M·B`` rows; σN-Ens gives one row per input, so the routine sets up the
+        metrics TorchUncertainty's steps update and log.
+        """
+        self.eval_grouping_loss = True
+        grouping_loss = MetricCollection({"cls/grouping_loss": GroupingLoss()})
+        self.val_grouping_loss = grouping_loss.clone(prefix="val/")
+        self.test_grouping_loss = grouping_loss.clone(prefix="test/")
 
     @classmethod
     def load_from_checkpoint(cls, checkpoint_path, *args, weights_only: bool = True, **kwargs):
@@ -199,11 +218,6 @@ class SigmaNormClassificationRoutine(ClassificationRoutine):
                         "torch-uncertainty command does this for the YAML `optimizer:`)."
                     )
                     return
-
-    def forward(self, inputs: Tensor, save_feats: bool = False) -> Tensor:
-        logits = super().forward(inputs, save_feats=save_feats)
-        self._eval_logits = None if self.training else logits.detach()
-        return logits
 
     def training_step(self, batch: tuple[Tensor, Tensor]) -> Tensor:
         task_loss = super().training_step(batch)
@@ -286,8 +300,8 @@ class SigmaNormClassificationRoutine(ClassificationRoutine):
 
     def _update_output_measures(self, measures: MetricCollection, targets: Tensor) -> None:
         """Per-input Jensen gap and geometric ambiguity of the last evaluated batch."""
-        members = self._eval_logits.size(0) // targets.size(0)  # M (times the TTA views)
-        probs = member_probabilities(self._eval_logits, members, self.binary_cls)  # (M, B, C)
+        logits, members = self.logits_tap.take(targets.size(0))  # M (times the TTA views)
+        probs = member_probabilities(logits, members, self.binary_cls)  # (M, B, C)
         for name, measure in _OUTPUT_MEASURES.items():
             value = measure(probs, targets) if name == "jensen_gap" else measure(probs)
             measures[name].update(value)

@@ -1,0 +1,150 @@
+"""What σN-Ens, FiLM-Ensemble and LoRA-Ensemble share through ``MemberWrapper``: each member
+alone as a plain model, and TorchUncertainty's feature protocol (``feats_forward``/``linear``)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from fixtures.backbones import bert_inputs, randomize_norms, tiny_bert, tiny_resnet, tiny_vit
+from torch import nn
+from torch_uncertainty.routines import ClassificationRoutine
+from torch_uncertainty.transforms import RepeatTarget
+
+from torch_uncertainty_signorm import signorm_ensemble
+from torch_uncertainty_signorm.baselines import (
+    MemberLinear,
+    MemberLoRALinear,
+    film_ensemble,
+    lora_ensemble,
+)
+from torch_uncertainty_signorm.callbacks.logits_tap import LogitsTap
+from torch_uncertainty_signorm.layers import MemberHeads, MemberNorm
+from torch_uncertainty_signorm.member_wrapper import MemberModel
+
+M = 3
+#: Layers holding M members, none of which a member model may keep.
+PER_MEMBER = (MemberNorm, MemberHeads, MemberLinear, MemberLoRALinear)
+
+
+def _trained_like(model: nn.Module) -> nn.Module:
+    """Members that differ: running statistics moved by two training passes, LoRA's ``B``
+    (zero at initialisation) drawn."""
+    with torch.no_grad():
+        for name, param in model.named_parameters():
+            if name.endswith("lora_B"):
+                param.normal_(0.0, 0.1)
+        if any(isinstance(m, nn.BatchNorm2d) or "BatchNorm" in type(m).__name__
+               for m in model.modules()):
+            model.train()
+            for _ in range(2):
+                model(torch.randn(4, 3, 32, 32) * 2 + 1)
+    return model.eval()
+
+
+WRAPPERS = {
+    "signorm-resnet": (lambda: signorm_ensemble(randomize_norms(tiny_resnet()), M,
+                                                pretrained=True, member_spread=0.5),
+                       lambda: torch.randn(4, 3, 32, 32)),
+    "film-resnet": (lambda: film_ensemble(tiny_resnet(), M, gain=1.0),
+                    lambda: torch.randn(4, 3, 32, 32)),
+    "lora-vit": (lambda: lora_ensemble(tiny_vit(), M, num_classes=5),
+                 lambda: torch.randn(4, 3, 32, 32)),
+    "lora-bert": (lambda: lora_ensemble(tiny_bert(), M, num_classes=4), bert_inputs),
+}
+
+
+@pytest.mark.parametrize("case", WRAPPERS)
+def test_member_model_is_plain_and_equals_the_members_rows(case):
+    build, make_inputs = WRAPPERS[case]
+    ensemble = _trained_like(build())
+    inputs = make_inputs()
+    with torch.no_grad():
+        rows = ensemble(inputs).unflatten(0, (M, -1))
+        members = [ensemble.member_model(m).eval() for m in range(M)]
+        outputs = [member(inputs) for member in members]
+    for member, output, expected in zip(members, outputs, rows):
+        assert isinstance(member, MemberModel) and not member.training
+        assert not any(isinstance(m, PER_MEMBER) for m in member.modules())
+        torch.testing.assert_close(output, expected, rtol=1e-5, atol=1e-5)
+    assert (outputs[0] - outputs[1]).abs().max() > 1e-4  # the members do differ
+    with pytest.raises(ValueError, match=rf"member must be an integer in 0\.\.{M - 1}, got {M}"):
+        ensemble.member_model(M)
+
+
+def test_a_norm_shared_under_two_names_folds_under_both():
+    """A layer registered under two parents is replaced through each of them."""
+    shared = nn.LayerNorm(8)
+
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.stem, self.blocks = nn.Linear(4, 8), nn.ModuleList([shared, nn.Linear(8, 8)])
+            self.again, self.fc = shared, nn.Linear(8, 3)
+
+        def forward(self, x):
+            return self.fc(self.again(self.blocks[1](self.blocks[0](self.stem(x)))))
+
+    ensemble = signorm_ensemble(randomize_norms(Net()), M, pretrained=True, member_spread=0.5)
+    member = ensemble.member_model(1).eval()
+    assert not any(isinstance(m, MemberNorm) for m in member.modules())
+    assert member.backbone.blocks[0] is member.backbone.again  # still one layer, now plain
+    x = torch.randn(5, 4)
+    with torch.no_grad():
+        torch.testing.assert_close(member(x), ensemble.eval()(x).unflatten(0, (M, -1))[1])
+
+
+@pytest.mark.parametrize("case", WRAPPERS)
+def test_feature_protocol_gives_one_row_per_input_and_the_models_logits(case):
+    build, make_inputs = WRAPPERS[case]
+    ensemble = _trained_like(build())
+    inputs = make_inputs()
+    batch = 3 if case == "lora-bert" else 4
+    tap = LogitsTap("test")
+    tap.attach(_Holder(ensemble))
+    with torch.no_grad():
+        expected = ensemble(inputs)
+        tap.take(batch)
+        features = ensemble.feats_forward(inputs)
+        logits = ensemble.linear(features)
+    assert features.dim() == 2 and features.shape[0] == batch
+    assert features.shape[1] % M == 0
+    torch.testing.assert_close(logits, expected, rtol=0, atol=0)
+    # The whole forward ran: a logits reader hooked on the model saw them.
+    seen, members = tap.take(batch)
+    assert members == M and torch.equal(seen, expected)
+
+
+class _Holder(nn.Module):
+    """What ``LogitsTap.attach`` takes: a module with ``model``."""
+
+    def __init__(self, model: nn.Module) -> None:
+        super().__init__()
+        self.model = model
+
+
+@pytest.mark.parametrize("case", ["film-resnet", "lora-vit"])
+def test_torch_uncertainty_routine_takes_the_features_of_the_baselines(case):
+    """TorchUncertainty's routine (single-model metrics: it refuses grouping loss with
+    ``is_ensemble``) accepts the baselines with ``eval_grouping_loss`` and gets their logits
+    through ``feats_forward``/``linear``."""
+    build, make_inputs = WRAPPERS[case]
+    ensemble = _trained_like(build())
+    classes = 10 if case == "film-resnet" else 5
+    routine = ClassificationRoutine(ensemble, classes, nn.CrossEntropyLoss(), is_ensemble=False,
+                                    format_batch_fn=RepeatTarget(M), eval_grouping_loss=True)
+    inputs = make_inputs()
+    with torch.no_grad():
+        expected = routine.forward(inputs)
+        logits = routine.forward(inputs, save_feats=True)
+    torch.testing.assert_close(logits, expected, rtol=0, atol=0)
+    assert routine.features.shape[0] == inputs.shape[0]
+
+
+def test_member_model_keeps_the_ensembles_dtype():
+    ensemble = signorm_ensemble(tiny_resnet(), M).double().eval()
+    member = ensemble.member_model(2).eval()
+    assert {p.dtype for p in member.parameters()} == {torch.float64}
+    assert {b.dtype for b in member.buffers() if b.is_floating_point()} == {torch.float64}
+    x = torch.randn(2, 3, 32, 32, dtype=torch.float64)
+    with torch.no_grad():
+        torch.testing.assert_close(member(x), ensemble(x).unflatten(0, (M, -1))[2])
