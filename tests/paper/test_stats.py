@@ -68,3 +68,14 @@ def test_least_squares_change_over_the_last_fifth():
     flat_end = np.where(steps < 80, 1.0 - steps / 80, 0.0) + 0.001 * steps
     assert stats.least_squares_change(steps, flat_end) == pytest.approx(0.02)
     assert stats.least_squares_change(steps, 2.0 * steps) == pytest.approx(40.0)
+
+
+def test_spearman_p_is_exact_for_a_handful_of_points():
+    x, y = [1.0, 2.0, 3.0, 4.0, 5.0], [5.0, 4.0, 3.0, 2.0, 1.0]
+    assert stats.spearman_p(x, y) == pytest.approx(2 / 120)  # ρ = -1 and ρ = +1 of 120
+    assert scipy_stats.spearmanr(x, y).pvalue < 1e-20  # the t approximation's
+    # Three tied σNorm-cos values (the members never moved): the order is only partly known.
+    tied = stats.spearman_p([0.1, 0.5, 1.0, 1.0, 1.0], [0.9, 0.5, 0.1, 0.1, 0.1])
+    assert tied > 0.05
+    many = np.arange(20.0)
+    assert stats.spearman_p(many, many) == pytest.approx(scipy_stats.spearmanr(many, many).pvalue)
