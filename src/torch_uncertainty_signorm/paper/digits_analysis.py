@@ -363,6 +363,7 @@ def claim_shift(runs: Sequence[Run]) -> tuple[dict, list[dict], list[dict]]:
     """C5: ECE per severity; σN-Ens against Single and Deep Ensembles, paired by seed."""
     methods = _methods(runs)
     _require({k: v for k, v in methods.items() if k != "Packed"}, len(study.SEEDS), "C5")
+    methods = {k: v for k, v in methods.items() if v}
     table = [_interval_row({"method": name}, group,
                            [f"s{k}_ECE" for k in range(1, 6)] + ["shift_ECE", "shift_Acc"])
              for name, group in methods.items()]

@@ -48,8 +48,8 @@ from pathlib import Path
 from .runs import RESULTS_FILENAME, SETTINGS_FILENAME
 
 __all__ = [
-    "LAMBDAS", "LAMBDA_TAUS", "MEMBERS", "PARTS", "StudyRun", "TAUS", "main", "run_study",
-    "study_runs",
+    "LAMBDAS", "LAMBDA_TAUS", "MEMBERS", "PARTS", "StudyRun", "TAUS", "main", "record_run",
+    "run_study", "study_runs", "write_trajectory",
 ]
 
 EXPERIMENTS = Path(__file__).resolve().parents[3] / "experiments"
@@ -195,10 +195,15 @@ def _train(run: StudyRun, runs_dir: Path) -> str:
         subprocess.run(run.command(runs_dir), check=True, env=env, stdout=log,
                        stderr=subprocess.STDOUT)
     seconds = time.perf_counter() - start
+    record_run(run, log_dir, seconds)
+    return f"{log_dir}: {seconds:.0f} s"
+
+
+def record_run(run: StudyRun, log_dir: Path, seconds: float) -> None:
+    """Write a finished run's ``trajectory.csv`` and ``settings.json`` (its settings and time)."""
     write_trajectory(log_dir)
     settings = dataclasses.asdict(run) | {"run_seconds": round(seconds, 1)}
     (log_dir / SETTINGS_FILENAME).write_text(json.dumps(settings, indent=1))
-    return f"{log_dir}: {seconds:.0f} s"
 
 
 def run_study(runs_dir: Path, jobs: int = 2, parts: Sequence[str] = PARTS) -> None:
