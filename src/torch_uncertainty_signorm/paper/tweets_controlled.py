@@ -129,9 +129,10 @@ def _train(run: StudyRun, runs_dir: Path) -> str:
     log_dir.mkdir(parents=True, exist_ok=True)
     start = time.perf_counter()
     with open(log_dir / "command.log", "w") as log:
-        subprocess.run(run.command(runs_dir), check=True, env=env, stdout=log,
-                       stderr=subprocess.STDOUT)
+        done = subprocess.run(run.command(runs_dir), env=env, stdout=log, stderr=subprocess.STDOUT)
     seconds = time.perf_counter() - start
+    if done.returncode:  # reported; the other runs go on, and the next call retries this one
+        return f"FAILED {log_dir} (exit {done.returncode}, see its command.log)"
     write_trajectory(log_dir)
     settings = dataclasses.asdict(run) | {"run_seconds": round(seconds, 1)}
     (log_dir / SETTINGS_FILENAME).write_text(json.dumps(settings, indent=1))
