@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 
 import torch
 from torch import Tensor, nn
 
+from .checks import check_positive_number
 from .layers.registry import check_norm_type, signorm_class_for
 from .layers.signorm import SigmaNorm
 
@@ -82,6 +83,8 @@ def convert_norm_layers(
     *,
     pretrained: bool = False,
     scale_init_std: float = 1.0,
+    member_spread: float = 0.0,
+    spread_layers: Collection[str] | None = None,
 ) -> dict[str, SigmaNorm]:
     """Replace, in place, every supported normalisation layer of ``model`` by a σNorm layer.
 
@@ -94,20 +97,39 @@ def convert_norm_layers(
         num_estimators: Number of members M.
         pretrained: Output-preserving conversion (``True``) or from-scratch σNorm.
         scale_init_std: Standard deviation of the from-scratch scale logits.
+        member_spread: Standard deviation of the zero-sum per-member offsets added to the
+            scale logits of ``spread_layers`` (:meth:`SigmaNorm.spread_members`), so that a
+            converted model's identical members leave the point where the regulariser has no
+            gradient. ``0`` (default) keeps the conversion exact.
+        spread_layers: Names of the converted layers to spread; every converted layer when
+            ``None``.
 
     Returns:
         The new σNorm layers by their qualified name in ``model``.
 
     Raises:
-        ValueError: If ``model`` holds no supported normalisation layer.
+        ValueError: If ``model`` holds no supported normalisation layer, ``member_spread`` is
+            no finite number >= 0, or ``spread_layers`` names a layer that was not converted.
     """
-    return replace_modules(
+    names = find_norm_layers(model)
+    unknown = sorted(set(spread_layers or ()) - set(names))
+    if unknown:
+        raise ValueError(
+            f"spread_layers names {unknown}, which are not normalisation layers of "
+            f"{type(model).__name__}; valid names: {names}."
+        )
+    check_positive_number("member_spread", member_spread, allow_zero=True)
+    converted = replace_modules(
         model,
-        find_norm_layers(model),
+        names,
         lambda module: signorm_class_for(module).from_module(
             module, num_estimators, pretrained=pretrained, scale_init_std=scale_init_std
         ),
     )
+    targets = names if spread_layers is None else spread_layers
+    for layer in {id(converted[n]): converted[n] for n in targets}.values():  # shared: once
+        layer.spread_members(member_spread)
+    return converted
 
 
 def replace_modules(

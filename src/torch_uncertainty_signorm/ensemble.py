@@ -127,6 +127,11 @@ class SigmaNormEnsemble(MemberWrapper):
             :data:`~torch_uncertainty_signorm.regularization.TAU_RANGE`.
         diversity_strength: Regularisation strength :math:`\lambda`.
         scale_init_std: Standard deviation of the from-scratch scale logits.
+        member_spread: Standard deviation of zero-sum per-member offsets added to the scale
+            logits of the regularised layers (:meth:`SigmaNorm.spread_members`). An exact
+            conversion starts every member at the same importances, where the regulariser's
+            gradient is exactly zero; a spread gives it a gradient at step 0 while keeping the
+            members' mean logit. ``0`` (default) keeps the conversion exact.
         head: Name of the classifier to replace; found automatically when ``None``.
         head_norm: Norm of the member heads: ``"batch"``, ``"layer"``, or ``"auto"``
             (``"layer"`` when the backbone's norms are LayerNorm/RMSNorm).
@@ -157,6 +162,7 @@ class SigmaNormEnsemble(MemberWrapper):
         tau: float = DEFAULT_TAU,
         diversity_strength: float = DEFAULT_DIVERSITY_STRENGTH,
         scale_init_std: float = 1.0,
+        member_spread: float = 0.0,
         head: str | None = None,
         head_norm: Literal["auto", "batch", "layer"] = "auto",
         expand_at: str = "auto",
@@ -184,6 +190,7 @@ class SigmaNormEnsemble(MemberWrapper):
                 f"discard the checkpoint's normalisation layers."
             )
         check_positive_number("scale_init_std", scale_init_std, allow_zero=True)
+        self.member_spread = check_positive_number("member_spread", member_spread, True)
         state = None if checkpoint is None else read_backbone_checkpoint(model, checkpoint)
         if pretrained:
             current = model.state_dict() if state is None else state
@@ -193,7 +200,12 @@ class SigmaNormEnsemble(MemberWrapper):
         if state is not None:
             model.load_state_dict(state)
         converted = convert_norm_layers(
-            model, num_estimators, pretrained=pretrained, scale_init_std=scale_init_std
+            model,
+            num_estimators,
+            pretrained=pretrained,
+            scale_init_std=scale_init_std,
+            member_spread=member_spread,
+            spread_layers=self.regularized_layer_names,
         )
         remove_classifier(model, classifier)
         self.set_backbone(model, expand_at, norm_names)
@@ -286,6 +298,7 @@ def signorm_ensemble(
     tau: float = DEFAULT_TAU,
     diversity_strength: float = DEFAULT_DIVERSITY_STRENGTH,
     scale_init_std: float = 1.0,
+    member_spread: float = 0.0,
     head: str | None = None,
     head_norm: Literal["auto", "batch", "layer"] = "auto",
     expand_at: str = "auto",
@@ -307,6 +320,7 @@ def signorm_ensemble(
         tau=tau,
         diversity_strength=diversity_strength,
         scale_init_std=scale_init_std,
+        member_spread=member_spread,
         head=head,
         head_norm=head_norm,
         expand_at=expand_at,

@@ -1,5 +1,6 @@
 """A callback the journeys add on the command line (``tests/journeys`` on ``PYTHONPATH``)."""
 
+import json
 from pathlib import Path
 
 from lightning.pytorch import Callback, LightningModule, Trainer
@@ -21,3 +22,18 @@ class SaveRunningStatistics(Callback):
         }
         self.directory.mkdir(parents=True, exist_ok=True)
         save_file(statistics, str(self.directory / f"rank{trainer.global_rank}.safetensors"))
+
+
+class RecordTau(Callback):
+    """After each training step, each process appends the regulariser's τ to
+    ``<directory>/tau_rank<r>.json``."""
+
+    def __init__(self, directory: str) -> None:
+        self.directory = Path(directory)
+        self.taus: list[float] = []
+
+    def on_train_batch_end(self, trainer: Trainer, pl_module: LightningModule, *args) -> None:
+        self.taus.append(float(pl_module.model.penalty.tau))
+        self.directory.mkdir(parents=True, exist_ok=True)
+        path = self.directory / f"tau_rank{trainer.global_rank}.json"
+        path.write_text(json.dumps(self.taus))

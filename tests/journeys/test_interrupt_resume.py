@@ -37,6 +37,8 @@ def _args(cifar_root: Path) -> list[str]:
         # covered in-process by tests/callbacks/test_exact_resume.py.
         "--data.init_args.num_workers=0", "--data.init_args.persistent_workers=false",
         "--data.init_args.eval_ood=false",
+        # τ follows a diversity target: the controller's state must resume exactly too.
+        "--routine.init_args.target_diversity=0.5",
     ]
 
 

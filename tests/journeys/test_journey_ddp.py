@@ -11,6 +11,7 @@ from journey_commands import EXPERIMENTS, best_checkpoint, failure, tiny_args
 from safetensors.torch import load_file
 
 PROBE = "journey_probes.SaveRunningStatistics"
+TAU_PROBE = "journey_probes.RecordTau"
 
 
 @pytest.mark.slow
@@ -20,14 +21,20 @@ def test_ddp_with_sync_batchnorm_keeps_every_ranks_signorm_statistics_equal(
     env = {**command_env, "PYTHONPATH": os.pathsep.join(
         [command_env["PYTHONPATH"], str(Path(__file__).parent)]
     )}
-    probe = json.dumps({"class_path": PROBE, "init_args": {"directory": str(tmp_path / "stats")}})
+    probes = [json.dumps({"class_path": name, "init_args": {"directory": str(tmp_path / "stats")}})
+              for name in (PROBE, TAU_PROBE)]
     done = run_command(
         ["fit", "--config", EXPERIMENTS / "resnet18_c100_signorm.yaml", "--eval_after_fit=false",
          *tiny_args(cifar_root, tmp_path / "logs", batch_size=4, devices=2),
-         "--trainer.strategy=ddp", "--trainer.sync_batchnorm=true", f"--trainer.callbacks+={probe}"],
+         "--trainer.strategy=ddp", "--trainer.sync_batchnorm=true",
+         "--routine.init_args.target_diversity=0.5",
+         *(f"--trainer.callbacks+={probe}" for probe in probes)],
         cwd=tmp_path, env=env,
     )
     assert done.returncode == 0, failure(done)
+    # The τ controller reads replicated weights only: every rank trains with the same τ.
+    taus = [json.loads((tmp_path / "stats" / f"tau_rank{r}.json").read_text()) for r in (0, 1)]
+    assert len(taus[0]) == 2 and taus[0] == taus[1] and taus[0][-1] != 0.1
     rank0 = load_file(tmp_path / "stats" / "rank0.safetensors")
     rank1 = load_file(tmp_path / "stats" / "rank1.safetensors")
     signorm = [name for name in rank0 if name.startswith("model.backbone.")]

@@ -1,6 +1,7 @@
 """SigmaNormClassificationRoutine on real digits: the regulariser, its logs, its groups."""
 
 import csv
+import warnings
 
 import lightning
 import pytest
@@ -11,11 +12,12 @@ from torch.utils.data import DataLoader, TensorDataset
 from torch_uncertainty.routines import ClassificationRoutine
 from torch_uncertainty.transforms import RepeatTarget
 
-from fixtures.backbones import tiny_resnet, tiny_signorm_spec
+from fixtures.backbones import randomize_norms, tiny_resnet, tiny_signorm_spec
 from fixtures.digits import cpu_trainer, digits_signorm_routine
 from fixtures.marker_module import assert_not_imported, marker_module
 from torch_uncertainty_signorm import signorm_ensemble
 from torch_uncertainty_signorm.datamodules import DigitsDataModule
+from torch_uncertainty_signorm.optim import signorm_param_groups
 from torch_uncertainty_signorm.regulariser_check import (
     MissingRegulariserError,
     require_diversity_loss,
@@ -223,3 +225,78 @@ def test_regulariser_check_passes_signorm_routine_and_manual_loops():
     trainer = cpu_trainer(max_epochs=1, limit_val_batches=0)
     trainer.fit(routine, _loader())
     assert trainer.global_step == 2
+
+
+def _converted_routine(member_spread: float = 0.0, **routine_kwargs):
+    """σN-Ens converted from a 'pretrained' tiny ResNet-18 (identical members unless spread),
+    SGD with momentum and the σNorm groups."""
+    torch.manual_seed(0)
+    model = signorm_ensemble(randomize_norms(tiny_resnet()), 2, pretrained=True,
+                             regularized_layers="resnet18", tau=0.5, diversity_strength=1e-3,
+                             member_spread=member_spread)
+    return SigmaNormClassificationRoutine(
+        model, 10, nn.CrossEntropyLoss(),
+        optim_recipe=lambda m: torch.optim.SGD(signorm_param_groups(m, lr=0.01), lr=0.01,
+                                               momentum=0.9),
+        **routine_kwargs,
+    )
+
+
+def _loaders(size: int = 8):
+    generator = torch.Generator().manual_seed(0)
+    data = TensorDataset(torch.randn(size, 3, 32, 32, generator=generator),
+                         torch.randint(0, 10, (size,), generator=generator))
+    return DataLoader(data, batch_size=4), DataLoader(data, batch_size=4)
+
+
+def _logged(tmp_path) -> list[dict]:
+    with (tmp_path / "lightning_logs" / "version_0" / "metrics.csv").open() as file:
+        return list(csv.DictReader(file))
+
+
+def test_training_logs_diversity_and_tau_every_log_every_n_steps(tmp_path):
+    routine = _converted_routine(member_spread=0.3)
+    trainer = cpu_trainer(max_steps=6, log_every_n_steps=2, limit_val_batches=0,
+                          logger=CSVLogger(tmp_path))
+    trainer.fit(routine, _loaders(24)[0])
+    rows = [r for r in _logged(tmp_path) if r.get("train/tau")]
+    assert [int(r["step"]) for r in rows] == [1, 3, 5]  # Lightning logs steps 2, 4, 6
+    for row in rows:
+        assert float(row["train/tau"]) == 0.5  # no target: the model's τ, unchanged
+        assert 0 < float(row["train/signorm_cos_regularized"]) < 0.999
+        assert float(row["train/signorm_cos"]) > float(row["train/signorm_cos_regularized"])
+        assert float(row["train/diversity_loss"]) < 0
+
+
+def test_identical_members_are_warned_about_and_diverged_ones_are_not(tmp_path):
+    train, val = _loaders()
+    with pytest.warns(UserWarning, match=r"still one model at this validation: the regularised "
+                      r"layers' σNorm-cos is 0\.999\d+ \(>= 0\.999\) after 2 steps, at tau=0\.5 and "
+                      r"diversity_strength \(lambda\)=0\.001.*member_spread.*target_diversity"):
+        cpu_trainer(max_epochs=1, num_sanity_val_steps=0).fit(_converted_routine(), train, val)
+    silent = _converted_routine(warn_identical_members=False)
+    diverse = _converted_routine(member_spread=0.5)
+    for routine in (silent, diverse):
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", UserWarning)
+            warnings.filterwarnings("ignore", message=r"(?!The σN-Ens members)")
+            cpu_trainer(max_epochs=1, num_sanity_val_steps=0).fit(routine, train, val)
+
+
+def test_a_missed_target_is_warned_about_with_the_reason():
+    """Two steps cannot bring identical-but-for-a-tiny-spread members to 0.3."""
+    routine = _converted_routine(member_spread=0.01, target_diversity=0.3)
+    with pytest.warns(UserWarning, match=r"target_diversity=0\.3 was not reached: the "
+                      r"regularised layers' σNorm-cos is 0\.99\d+ after 2 steps"):
+        cpu_trainer(max_epochs=1, limit_val_batches=0).fit(routine, _loaders()[0])
+    assert routine.model.penalty.tau < 0.5  # the controller strengthened the push
+
+
+@pytest.mark.parametrize(("kwargs", "message"), [
+    ({"target_diversity": 1.2}, r"target_diversity must be a number in \(0, 1\), got 1.2"),
+    ({"target_diversity": "0.5"}, r"target_diversity must be a number in \(0, 1\), got '0.5'"),
+    ({"warn_identical_members": "no"}, r"warn_identical_members must be True or False"),
+])
+def test_bad_diversity_arguments_name_the_value(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        _converted_routine(**kwargs)

@@ -197,6 +197,27 @@ class SigmaNorm(nn.Module):
         """Members' feature importances σ(γ), shape ``(M, num_features)``."""
         return torch.sigmoid(self.scale_logits)
 
+    def spread_members(self, spread: float) -> None:
+        r"""Add zero-sum per-member offsets :math:`\varepsilon_m` to the scale logits.
+
+        Members that start identical (an exact conversion) sit where the regulariser's
+        gradient :math:`(1 - M p_j)/\tau` is exactly zero. The offsets move them off that
+        point: per feature, :math:`\varepsilon \sim \mathcal{N}(0, \mathrm{spread}^2 I_M)`
+        projected onto :math:`\sum_m \varepsilon_m = 0` and rescaled so that each member's
+        offset keeps standard deviation ``spread``. The members' mean logit is unchanged, so
+        their mean importance (and the ensemble's mean output) moves only at second order.
+        Draws from torch's global generator (``seed_everything`` makes it reproducible); a
+        single member, or ``spread = 0``, draws nothing and changes nothing.
+        """
+        spread = check_positive_number("member_spread", spread, allow_zero=True)
+        if spread == 0 or self.num_estimators == 1:
+            return
+        with torch.no_grad():
+            offsets = torch.randn_like(self.scale_logits)
+            offsets -= offsets.mean(dim=0, keepdim=True)
+            offsets *= spread * math.sqrt(self.num_estimators / (self.num_estimators - 1))
+            self.scale_logits.add_(offsets)
+
     def member_scale(self) -> Tensor:
         """Per-member multiplicative scale ``k · s · σ(γ)``, shape ``(M, num_features)``."""
         scale = self.importance()

@@ -15,15 +15,20 @@ from torch_uncertainty.utils import get_logger_dir
 from torchmetrics import MeanMetric, MetricCollection
 
 from ..allowlist import instantiate_spec
-from ..checks import check_positive_number
+from ..checks import check_fraction, check_positive_number
 from ..diversity import geometric_ambiguity, jensen_gap, signorm_cosine
+from ..diversity_target import TARGET_TOLERANCE, DiversityTarget, optimizer_lookahead
 from ..ensemble import SigmaNormEnsemble
 from ..evaluation.results_csv import append_to_last_row
 from ..numerics import check_finite_losses
 from ..optim import DEFAULT_SCALE_LR_MULTIPLIER, signorm_param_groups
 from ..prediction import EnsemblePrediction, ensemble_prediction, member_probabilities
 
-__all__ = ["SigmaNormClassificationRoutine"]
+__all__ = ["IDENTICAL_MEMBERS_COSINE", "SigmaNormClassificationRoutine"]
+
+#: σNorm-cos of the regularised layers at and above which the members count as one model.
+IDENTICAL_MEMBERS_COSINE = 0.999
+_TARGET_STATE = "signorm_diversity_target"
 
 #: Per-input diversity of the members' outputs, logged as ``{val,test}/div/<name>``. The
 #: mutual information is TorchUncertainty's (``test/ens_MI``), not repeated here.
@@ -38,7 +43,16 @@ class SigmaNormClassificationRoutine(ClassificationRoutine):
 
     - training: ``train_loss`` stays the task loss; ``train/diversity_loss`` (the
       regulariser :math:`\lambda \mathcal{L}_{div}`, with τ and λ set on the model),
-      ``train/total_loss`` (what is optimised) and ``train/signorm_cos``;
+      ``train/total_loss`` (what is optimised), ``train/signorm_cos`` (all layers),
+      ``train/signorm_cos_regularized`` and ``train/tau``, every ``log_every_n_steps``
+      (from the weights alone: no extra forward);
+    - a warning, at a validation during ``fit`` and when ``fit`` ends, while the regularised
+      layers' σNorm-cos is still >= :data:`IDENTICAL_MEMBERS_COSINE` (the members are one
+      model), naming the value, τ, λ, the steps run and the remedies;
+    - ``target_diversity``: τ adjusted every optimisation step so that the regularised
+      layers' σNorm-cos settles at the target
+      (:class:`~torch_uncertainty_signorm.diversity_target.DiversityTarget`); its state is saved
+      in checkpoints, and a run ending away from the target says so;
     - validation and test: ``{val,test}/div/signorm_cos`` (all layers),
       ``.../signorm_cos_regularized``, ``.../jensen_gap`` and ``.../geometric_ambiguity``
       on the in-distribution set (the mutual information, i.e. the modulation uncertainty,
@@ -68,6 +82,11 @@ class SigmaNormClassificationRoutine(ClassificationRoutine):
             1/M of a single model's gradient; ``num_estimators`` gives them a single model's
             step. ``1`` (default) leaves them at the shared rate (the paper's recipes). See
             :func:`~torch_uncertainty_signorm.optim.signorm_param_groups`.
+        target_diversity: σNorm-cos of the regularised layers to reach and hold by adjusting
+            τ during training (in (0, 1); lower is more diverse). ``None`` (default) trains at
+            the model's fixed τ.
+        warn_identical_members: Warn when the members are still one model (set ``False`` to
+            silence, e.g. for a deliberate λ = 0 control).
         check_finite_loss: Stop at the first non-finite task or diversity loss with an error
             naming the term (:func:`~torch_uncertainty_signorm.numerics.check_finite_losses`).
             It reads one boolean back from the device per training step; turn it off for the
@@ -87,6 +106,8 @@ class SigmaNormClassificationRoutine(ClassificationRoutine):
         *,
         scale_lr_multiplier: float = DEFAULT_SCALE_LR_MULTIPLIER,
         member_lr_multiplier: float = 1.0,
+        target_diversity: float | None = None,
+        warn_identical_members: bool = True,
         check_finite_loss: bool = True,
         is_ensemble: bool | None = None,
         **kwargs,
@@ -97,6 +118,8 @@ class SigmaNormClassificationRoutine(ClassificationRoutine):
         arguments = {"model": model, "num_classes": num_classes, "loss": loss,
                      "scale_lr_multiplier": scale_lr_multiplier,
                      "member_lr_multiplier": member_lr_multiplier,
+                     "target_diversity": target_diversity,
+                     "warn_identical_members": warn_identical_members,
                      "check_finite_loss": check_finite_loss, **kwargs}
         model = _built(model, SigmaNormEnsemble, "model")
         loss = _built(loss, nn.Module, "loss")
@@ -109,12 +132,23 @@ class SigmaNormClassificationRoutine(ClassificationRoutine):
             )
         check_positive_number("scale_lr_multiplier", scale_lr_multiplier)
         check_positive_number("member_lr_multiplier", member_lr_multiplier)
+        if target_diversity is not None:
+            check_fraction("target_diversity", target_diversity)
+        if not isinstance(warn_identical_members, bool):
+            raise ValueError(
+                f"warn_identical_members must be True or False, got {warn_identical_members!r}."
+            )
         num_classes = _agree_with_model(model, num_classes, kwargs)
         super().__init__(model, num_classes, loss, **kwargs)
         self.save_hyperparameters(_saved_hyperparameters(type(self), arguments))
         self.scale_lr_multiplier = float(scale_lr_multiplier)
         self.member_lr_multiplier = float(member_lr_multiplier)
         self.check_finite_loss = bool(check_finite_loss)
+        self.target_diversity = target_diversity
+        self.warn_identical_members = warn_identical_members
+        self.diversity_target: DiversityTarget | None = None
+        self._loaded_target_state: dict | None = None
+        self._warned_identical = False
         measures = MetricCollection({name: MeanMetric() for name in _OUTPUT_MEASURES})
         self.val_diversity = measures.clone(prefix="val/div/")
         self.test_diversity = measures.clone(prefix="test/div/")
@@ -140,6 +174,20 @@ class SigmaNormClassificationRoutine(ClassificationRoutine):
 
     def on_train_start(self) -> None:
         super().on_train_start()
+        self._warned_identical = False
+        if self.target_diversity is not None:
+            optimizer = self.trainer.optimizers[0] if self.trainer.optimizers else None
+            lookahead = 1.0 if optimizer is None else optimizer_lookahead(
+                optimizer, self.model.scale_logits()
+            )
+            self.diversity_target = DiversityTarget(
+                self.target_diversity, self.model.penalty.tau,
+                self.trainer.estimated_stepping_batches, lookahead=lookahead,
+            )
+            if self._loaded_target_state is not None:
+                self.diversity_target.load_state_dict(self._loaded_target_state)
+                self._loaded_target_state = None
+            self.model.penalty.tau = self.diversity_target.tau
         scale_ids = {id(p) for p in self.model.scale_logits()}
         for optimizer in self.trainer.optimizers:
             for group in optimizer.param_groups:
@@ -161,6 +209,12 @@ class SigmaNormClassificationRoutine(ClassificationRoutine):
 
     def training_step(self, batch: tuple[Tensor, Tensor]) -> Tensor:
         task_loss = super().training_step(batch)
+        with torch.no_grad():
+            cosine = signorm_cosine(self.model.importances())
+            cosine_regularized = signorm_cosine(self.model.importances(regularized_only=True))
+        target = self.diversity_target
+        if target is not None and target.step != self.global_step:  # once per optimiser step
+            self.model.penalty.tau = target.update(float(cosine_regularized), self.global_step)
         diversity_loss = self.model.diversity_loss()
         if self.check_finite_loss:
             check_finite_losses(
@@ -169,8 +223,49 @@ class SigmaNormClassificationRoutine(ClassificationRoutine):
         loss = task_loss + diversity_loss
         self.log("train/diversity_loss", diversity_loss, logger=True)
         self.log("train/total_loss", loss, logger=True)
-        self.log("train/signorm_cos", signorm_cosine(self.model.importances()).detach())
+        self.log("train/signorm_cos", cosine)
+        self.log("train/signorm_cos_regularized", cosine_regularized)
+        self.log("train/tau", float(self.model.penalty.tau))
         return loss
+
+    def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        super().on_save_checkpoint(checkpoint)
+        if self.diversity_target is not None:
+            checkpoint[_TARGET_STATE] = self.diversity_target.state_dict()
+
+    def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        super().on_load_checkpoint(checkpoint)
+        self._loaded_target_state = checkpoint.get(_TARGET_STATE)
+
+    def on_train_end(self) -> None:
+        super().on_train_end()
+        cosine = self._regularized_cosine()
+        if self.diversity_target is not None and not self.diversity_target.reached(cosine):
+            rank_zero_warn(_missed_target_message(self.diversity_target, cosine, self.global_step))
+        elif self._members_identical(cosine):
+            rank_zero_warn(self._identical_members_message(cosine, "at the end of fit"))
+
+    def _regularized_cosine(self) -> float:
+        with torch.no_grad():
+            return float(signorm_cosine(self.model.importances(regularized_only=True)))
+
+    def _members_identical(self, cosine: float) -> bool:
+        return (self.warn_identical_members and self.model.num_estimators > 1
+                and cosine >= IDENTICAL_MEMBERS_COSINE)
+
+    def _identical_members_message(self, cosine: float, when: str) -> str:
+        penalty = self.model.penalty
+        return (
+            f"The σN-Ens members are still one model {when}: the regularised layers' "
+            f"σNorm-cos is {cosine:.5f} (>= {IDENTICAL_MEMBERS_COSINE}) after "
+            f"{self.global_step} steps, at tau={penalty.tau:.4g} and "
+            f"diversity_strength (lambda)={penalty.strength:g}. Members that start identical "
+            f"(an exact conversion) sit where the regulariser has no gradient, and its push "
+            f"grows about as lambda/tau^2 per step. Remedies: give the model "
+            f"member_spread (e.g. 0.3) to leave the symmetric start, set the routine's "
+            f"target_diversity (e.g. 0.6) to let tau follow a diversity target, or lower tau, "
+            f"raise lambda or train longer. Silence with warn_identical_members=False."
+        )
 
     def validation_step(self, batch: tuple[Tensor, Tensor]) -> None:
         super().validation_step(batch)
@@ -211,7 +306,13 @@ class SigmaNormClassificationRoutine(ClassificationRoutine):
 
     def on_validation_epoch_end(self) -> None:
         super().on_validation_epoch_end()
-        self.log_dict(self._diversity_results(self.val_diversity, "val"), sync_dist=True)
+        results = self._diversity_results(self.val_diversity, "val")
+        self.log_dict(results, sync_dist=True)
+        fitting = self.trainer.state.fn == "fit" and not self.trainer.sanity_checking
+        cosine = float(results["val/div/signorm_cos_regularized"])
+        if fitting and not self._warned_identical and self._members_identical(cosine):
+            self._warned_identical = True
+            rank_zero_warn(self._identical_members_message(cosine, "at this validation"))
 
     def on_test_epoch_end(self) -> None:
         results = self._diversity_results(self.test_diversity, "test")
@@ -221,6 +322,32 @@ class SigmaNormClassificationRoutine(ClassificationRoutine):
             log_dir = get_logger_dir(self.logger)
             if log_dir is not None and (log_dir / self.csv_filename).is_file():
                 append_to_last_row(log_dir / self.csv_filename, results)
+
+
+def _missed_target_message(target: DiversityTarget, cosine: float, steps: int) -> str:
+    bound = target.at_bound()
+    if bound == "lower" or (bound is None and cosine > target.target):
+        why = (
+            "tau reached its lower bound: the regulariser pushes as hard as it can and the "
+            "members still share too much. Give the model member_spread (e.g. 0.3), raise "
+            "diversity_strength (lambda), or train longer"
+            if bound == "lower" else
+            "the run ended before σNorm-cos came down to the target: train longer, give the "
+            "model member_spread (e.g. 0.3), or raise diversity_strength (lambda)"
+        )
+    elif bound == "upper":
+        why = (
+            "tau reached its upper bound, where the regulariser stops pushing: nothing in "
+            "σN-Ens pulls members together but the task loss, so members more diverse than "
+            "the target stay so. Choose a lower target, a lower member_spread, or train longer"
+        )
+    else:
+        why = "the run ended before σNorm-cos settled: train longer"
+    return (
+        f"target_diversity={target.target:g} was not reached: the regularised layers' "
+        f"σNorm-cos is {cosine:.4f} after {steps} steps (tolerance ±{TARGET_TOLERANCE}), with "
+        f"tau at {target.tau:.4g}; {why}."
+    )
 
 
 def _built(value: Any, base: type, name: str) -> Any:

@@ -1,0 +1,190 @@
+r"""Hold the members' σNorm-cos at a target by adjusting τ during training (beyond the paper).
+
+The regulariser's temperature sets how hard members are pushed apart, but which σNorm-cos a
+given τ reaches depends on the budget: from an exact conversion the members' spread grows by
+about :math:`\eta \lambda \sigma'^2 T / \tau^2` e-folds over T steps, so a τ that diversifies
+a 10,000-step run leaves a 100-step run's members identical. :class:`DiversityTarget` turns the
+question around: the user names the σNorm-cos of the regularised layers to reach, and τ follows.
+
+The plant is one-sided and slow to stop: lowering τ makes σNorm-cos fall faster, nothing in
+σN-Ens pulls members back together but the task loss, and the optimiser's momentum carries the
+scale logits on for about ``lookahead`` = 1/(1 - momentum) steps after the push stops. The
+controller therefore steers where σNorm-cos will *coast to*, :math:`\hat c = c + L \hat v`
+(:math:`\hat v` the smoothed change per step), along a reference that approaches the target
+exponentially in the scale where the push acts, :math:`\log(1 - c)`:
+
+.. math::
+    e = \log(1 - \hat c) - \log d_{ref}(t), \qquad
+    d_{ref}(t) = d^* (d_0 / d^*)^{e^{-t/T_s}}, \qquad d^* = 1 - c^*,
+
+and integrates log τ against it, patiently downwards and at once upwards,
+
+.. math::
+    \log \tau \leftarrow \mathrm{clip}\big(\log \tau + \mathrm{clip}(g\, e / L
+    \text{ if } e < 0 \text{ else } g\, e,\ -\log 2,\ \log 10)\big),
+
+with ``gain`` :math:`g` and :math:`T_s` = ``settle_fraction`` × the run's steps / 3 (the
+reference is within 5 % of the target, in log scale, after ``settle_fraction`` of the run). Too
+little diversity strengthens the push by at most a factor 4 a step (τ halves), a predicted
+overshoot stops it within a step or two; at the target τ settles where the push balances the
+task loss, or at the upper end of :data:`CONTROLLED_TAU_RANGE` if nothing pulls the members
+back. Everything is computed from the weights, which data-parallel training keeps identical on
+every rank, so every rank computes the same τ.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from torch import Tensor
+from torch.optim import Optimizer
+
+from .checks import check_fraction, check_positive_number
+from .regularization import TAU_RANGE
+
+__all__ = ["CONTROLLED_TAU_RANGE", "TARGET_TOLERANCE", "DiversityTarget", "optimizer_lookahead"]
+
+#: Where the controller moves τ: TAU_RANGE's lower end, and 10, above which the push on
+#: importances in (0, 1) is under λ/200 per feature (off, for any budget); going higher only
+#: delays its return.
+CONTROLLED_TAU_RANGE = (TAU_RANGE[0], 10.0)
+#: How far from its target σNorm-cos may end and still count as reached.
+TARGET_TOLERANCE = 0.05
+#: Smallest 1 - σNorm-cos the controller resolves (float32 cosines of identical members).
+_MIN_DIVERGENCE = 1e-6
+#: Largest change of log τ per step: down by a factor 2 (the push grows up to 4x a step),
+#: up by a factor 10 (the push stops at once when σNorm-cos would overshoot).
+_MAX_FALL, _MAX_RISE = math.log(2.0), math.log(10.0)
+
+
+def _log_divergence(cosine: float) -> float:
+    """log(1 - σNorm-cos), within what float32 cosines resolve: the scale in which the push
+    grows the members' spread (exponentially, from a symmetric start)."""
+    return math.log(min(max(1.0 - cosine, _MIN_DIVERGENCE), 2.0))
+
+
+def optimizer_lookahead(optimizer: Optimizer, params: list[Tensor]) -> float:
+    """Steps an optimiser keeps moving ``params`` once their gradient stops: ``1 / (1 - μ)``
+    for the momentum μ of their group (SGD's ``momentum``, Adam's first beta), 1 without."""
+    ids = {id(p) for p in params}
+    for group in optimizer.param_groups:
+        if any(id(p) in ids for p in group["params"]):
+            momentum = group.get("momentum", group.get("betas", (0.0,))[0])
+            return 1.0 / (1.0 - min(float(momentum or 0.0), 0.99))
+    return 1.0
+
+
+class DiversityTarget:
+    """τ controller holding the regularised layers' σNorm-cos at ``target``.
+
+    Args:
+        target: σNorm-cos of the regularised layers to reach and hold, in (0, 1).
+        tau: The starting temperature (the model's τ).
+        total_steps: Optimisation steps of the run (Lightning's
+            ``trainer.estimated_stepping_batches``).
+        lookahead: Steps over which the optimiser keeps moving after the push stops:
+            ``1 / (1 - momentum)`` for SGD's momentum or Adam's first beta
+            (:func:`optimizer_lookahead`).
+        settle_fraction: Fraction of the run after which the reference is at the target.
+        gain: Integral gain of log τ on the error (see the module docstring).
+        smoothing: Exponential smoothing of the measured rate (0: the last step's change).
+
+    Raises:
+        ValueError: If a value is out of its range; each error names it.
+    """
+
+    def __init__(
+        self,
+        target: float,
+        tau: float,
+        total_steps: float,
+        *,
+        lookahead: float = 10.0,
+        settle_fraction: float = 0.25,
+        gain: float = 3.0,
+        smoothing: float = 0.5,
+    ) -> None:
+        self.target = check_fraction("target_diversity", target)
+        low, high = TAU_RANGE
+        tau = check_positive_number("tau", tau)
+        if not low <= tau <= high:
+            raise ValueError(f"tau={tau!r} is outside TAU_RANGE [{low:g}, {high:g}].")
+        low, high = CONTROLLED_TAU_RANGE
+        tau = min(max(tau, low), high)
+        total_steps = check_positive_number("total_steps", total_steps)
+        fraction = check_fraction("settle_fraction", settle_fraction)
+        self.settle_steps = max(1.0, fraction * min(total_steps, 1e9) / 3)
+        self.lookahead = check_positive_number("lookahead", lookahead)
+        self.gain = check_positive_number("gain", gain)
+        self.smoothing = float(smoothing)
+        if not 0 <= self.smoothing < 1:
+            raise ValueError(f"smoothing must be a number in [0, 1), got {smoothing!r}.")
+        self.log_tau = math.log(tau)
+        self.previous: float | None = None  # σNorm-cos at the last update
+        self.rate = 0.0  # its smoothed change per step
+        self.start = 0.0  # log(1 - σNorm-cos) at the first update
+        self.updates = 0
+        self.step: int | None = None  # optimisation step of the last update
+
+    @property
+    def tau(self) -> float:
+        """The current temperature."""
+        return math.exp(self.log_tau)
+
+    def at_bound(self) -> str | None:
+        """``"lower"``/``"upper"`` when τ sits at that end of :data:`CONTROLLED_TAU_RANGE`."""
+        low, high = (math.log(t) for t in CONTROLLED_TAU_RANGE)
+        if self.log_tau <= low + 1e-9:
+            return "lower"
+        if self.log_tau >= high - 1e-9:
+            return "upper"
+        return None
+
+    def update(self, cosine: float, step: int | None = None) -> float:
+        """Take σNorm-cos of the regularised layers at optimisation ``step``; return the τ to
+        train that step with."""
+        self.step = step
+        if self.previous is None:
+            self.start = _log_divergence(cosine)
+            self.updates = 0
+        else:
+            change = cosine - self.previous
+            self.rate = self.smoothing * self.rate + (1 - self.smoothing) * change
+        self.previous = cosine
+        goal = _log_divergence(self.target)
+        reference = goal + (self.start - goal) * math.exp(-self.updates / self.settle_steps)
+        self.updates += 1
+        coasting = cosine + self.lookahead * self.rate  # where the optimiser carries it
+        error = _log_divergence(coasting) - reference  # > 0: more diverse than the reference
+        # Strengthen the push patiently (its effect shows after the optimiser's lag), weaken
+        # it at once (a push that overshoots cannot be undone: nothing pulls members back).
+        step_size = self.gain * error / (self.lookahead if error < 0 else 1.0)
+        step_size = min(max(step_size, -_MAX_FALL), _MAX_RISE)
+        low, high = (math.log(t) for t in CONTROLLED_TAU_RANGE)
+        self.log_tau = min(high, max(low, self.log_tau + step_size))
+        return self.tau
+
+    def reached(self, cosine: float) -> bool:
+        """Whether ``cosine`` is within :data:`TARGET_TOLERANCE` of the target."""
+        return abs(cosine - self.target) <= TARGET_TOLERANCE
+
+    def state_dict(self) -> dict[str, Any]:
+        """Everything :meth:`update` depends on, as plain floats (for the checkpoint)."""
+        return {"log_tau": self.log_tau, "previous": self.previous, "rate": self.rate,
+                "start": self.start, "updates": self.updates, "step": self.step,
+                "target": self.target}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore :meth:`state_dict`; a target other than this one's is an error."""
+        if state.get("target") != self.target:
+            raise ValueError(
+                f"The checkpoint's τ controller held target_diversity={state.get('target')!r}, "
+                f"this run's is {self.target!r}: resume with the same target."
+            )
+        self.log_tau = float(state["log_tau"])
+        self.previous = None if state["previous"] is None else float(state["previous"])
+        self.rate = float(state["rate"])
+        self.start = float(state["start"])
+        self.updates = int(state["updates"])
+        self.step = None if state["step"] is None else int(state["step"])
