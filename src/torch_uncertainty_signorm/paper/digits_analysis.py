@@ -474,7 +474,7 @@ def _figure_frontier(table: Sequence[dict]) -> Figure:
     axes[2].set_xlabel("test ECE (%)")
     axes[2].set_ylabel("test accuracy (%)")
     figure.colorbar(scatter, ax=axes[2], label="log10 τ")
-    figure.suptitle("σN-Ens, M = 4, λ = 1e-2: mean and 95 % interval over 5 seeds")
+    figure.suptitle("σN-Ens, M = 4, λ = 1e-2: mean and 95 % interval over seeds (3; τ = 0.1: 5)")
     figure.tight_layout()
     return figure
 
