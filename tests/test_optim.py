@@ -84,3 +84,32 @@ def test_bad_recipes_name_the_problem():
         signorm_optim_recipe(lambda m: None, scale_lr_multiplier=0)
     with pytest.raises(TypeError, match="returned NoneType; expected a torch optimizer"):
         signorm_optim_recipe(lambda m: None)(signorm_ensemble(tiny_resnet(), 2))
+def test_member_parameters_train_m_times_faster_with_weight_decay_divided_by_m():
+    model = signorm_ensemble(tiny_resnet(), 4)
+    shared, heads, scales = signorm_param_groups(
+        model, lr=0.1, scale_lr_multiplier=100, member_lr_multiplier=4, weight_decay=1e-3
+    )
+    assert heads["lr"] == pytest.approx(0.4) and heads["weight_decay"] == pytest.approx(2.5e-4)
+    assert scales["lr"] == pytest.approx(40.0) and scales["weight_decay"] == 0.0
+    assert {id(p) for p in heads["params"]} == {id(model.heads.weight), id(model.heads.bias)}
+    assert "lr" not in shared  # the optimizer's own rate
+    grouped = [id(p) for g in (shared, heads, scales) for p in g["params"]]
+    assert sorted(grouped) == sorted(id(p) for p in model.parameters())
+
+
+def test_a_member_step_at_multiplier_m_equals_a_single_model_step():
+    """Each member's head gets 1/M of its own loss gradient; lr x M and wd / M undo that."""
+    torch.manual_seed(0)
+    model = signorm_ensemble(tiny_resnet(), 2)
+    groups = signorm_param_groups(model, lr=0.1, member_lr_multiplier=2, weight_decay=0.01)
+    optimizer = torch.optim.SGD(groups, lr=0.1, weight_decay=0.01)
+    before = model.heads.weight.detach().clone()
+    model.heads.weight.grad = torch.ones_like(before) / 2  # the 1/M share of a gradient of 1
+    optimizer.step()
+    expected = before - 0.1 * (1.0 + 0.01 * before)  # a single model: lr 0.1, wd 0.01
+    torch.testing.assert_close(model.heads.weight.detach(), expected)
+
+
+def test_a_bad_member_multiplier_names_the_value():
+    with pytest.raises(ValueError, match="member_lr_multiplier must be .* > 0, got 0"):
+        signorm_param_groups(signorm_ensemble(tiny_resnet(), 2), lr=0.1, member_lr_multiplier=0)

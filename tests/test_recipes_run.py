@@ -93,8 +93,12 @@ def test_recipe_fast_dev_runs_on_cpu(recipe, tmp_path, monkeypatch, narrow_wider
     cli = cli_main(args)
     assert cli.trainer.state.finished and cli.trainer.global_step == 1
     if "signorm" in recipe.stem:
-        base, scales = cli.trainer.optimizers[0].param_groups
-        assert scales["lr"] == pytest.approx(100 * base["lr"]) and scales["weight_decay"] == 0
+        groups = cli.trainer.optimizers[0].param_groups
+        base, scales = groups[0], groups[-1]
+        members = config["routine"]["init_args"].get("member_lr_multiplier", 1)
+        assert len(groups) == (2 if members == 1 else 3)
+        assert scales["lr"] == pytest.approx(100 * members * base["lr"])
+        assert scales["weight_decay"] == 0
 
 
 ALL_RECIPES = sorted(EXPERIMENTS.glob("*.yaml"))
@@ -114,7 +118,9 @@ def test_every_recipe_writes_results_for_the_tables(recipe):
     if data["class_path"] in CIFAR_DATAMODULES or data["class_path"].startswith(
         "torch_uncertainty_signorm.datamodules."
     ):
-        assert data["init_args"].get("eval_ood") is True, recipe.name
+        # TorchUncertainty's one OOD set, or the near/far sets of OODShiftEvaluation.
+        ood = data["init_args"].get("eval_ood") or data["init_args"].get("eval_near_far_ood")
+        assert ood is True, recipe.name
     for callback in config["trainer"].get("callbacks", []):
         if callback["class_path"].endswith("EarlyStopping"):
             args = callback["init_args"]

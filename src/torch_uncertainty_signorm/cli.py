@@ -495,8 +495,9 @@ class TUSigmaNormCLI(TULightningCLI):
 
         The optimiser is built on the routine's ``optimizer_param_groups(lr)`` when it defines
         one (torch param-group dicts for the base learning rate ``lr``, the ``optimizer:``
-        block's), else on ``routine.parameters()``; the ``lr_scheduler:`` is built on it, so the
-        schedule scales every group.
+        block's, and its ``weight_decay`` when the method takes that argument), else on
+        ``routine.parameters()``; the ``lr_scheduler:`` is built on it, so the schedule scales
+        every group.
         :class:`~torch_uncertainty_signorm.routines.SigmaNormClassificationRoutine` puts the σNorm
         scale logits at their learning-rate multiplier without weight decay this way. The result
         goes to TorchUncertainty's ``optim_recipe`` (what its routines' ``configure_optimizers``
@@ -514,8 +515,11 @@ class TUSigmaNormCLI(TULightningCLI):
         groups = getattr(self.routine, "optimizer_param_groups", None)
         parameters = list(self.routine.parameters())
         if callable(groups):
-            lr = optimizer(parameters).defaults["lr"]
-            parameters = [dict(group) for group in groups(lr)]
+            defaults = optimizer(parameters).defaults
+            extra = {}
+            if "weight_decay" in inspect.signature(groups).parameters:
+                extra["weight_decay"] = defaults.get("weight_decay")
+            parameters = [dict(group) for group in groups(defaults["lr"], **extra)]
         built = optimizer(parameters)
         lr_scheduler = self._get(self.config_init, "lr_scheduler")
         self.routine.optim_recipe = self.configure_optimizers(

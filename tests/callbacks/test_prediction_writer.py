@@ -44,3 +44,22 @@ def test_saved_probabilities_match_the_model_on_every_test_loader(tmp_path):
 def test_a_filename_that_is_not_safetensors_is_refused():
     with pytest.raises(ValueError, match=r"'\.safetensors', got 'preds\.pt'"):
         TestPredictionWriter(filename="preds.pt")
+
+
+def test_only_the_chosen_loaders_are_saved(tmp_path):
+    torch.manual_seed(0)
+    routine = digits_signorm_routine(save_to_csv=True)
+    datamodule = DigitsDataModule(batch_size=64, eval_ood=True)
+    trainer = cpu_trainer(max_epochs=1, limit_train_batches=1, limit_val_batches=0,
+                          logger=CSVLogger(tmp_path, name="", version="run"),
+                          callbacks=[TestPredictionWriter(dataloaders=[1])])
+    trainer.fit(routine, datamodule)
+    trainer.test(routine, datamodule, verbose=False)
+    saved = load_file(tmp_path / "run" / "test_predictions.safetensors")
+    assert sorted(saved) == ["probs/1", "targets/1"]
+
+
+@pytest.mark.parametrize("dataloaders", [[], [0, 0], [-1], [True], "0"])
+def test_bad_loader_lists_are_refused(dataloaders):
+    with pytest.raises(ValueError, match="dataloaders must be a non-empty list"):
+        TestPredictionWriter(dataloaders=dataloaders)

@@ -161,3 +161,83 @@ def test_classification_routine_trains_and_detects_ood(tmp_path, single_thread: 
     assert "ood/AUROC" in results
     # Measured 0.93-0.96 accuracy and 0.90-0.95 AUROC over seeds 0-4; chance is 0.1 and 0.5.
     assert results["ood/AUROC"] > 0.8
+
+
+# --------------------------------------------------------------- the study's harder variant
+STUDY = {"held_out_classes": [8, 9], "train_size": 400, "val_size": 200, "input_noise": 0.3}
+
+
+def test_held_out_digits_are_absent_from_every_split_and_form_the_near_ood_set() -> None:
+    dm = _setup(**STUDY, eval_near_far_ood=True)
+    digits = load_digits().target
+    assert dm.num_classes == 8
+    sizes = {name: len(idx) for name, idx in dm.split_indices.items()}
+    assert sizes == {"train": 400, "val": 200, "test": 1443 - 600, "held_out": 354}
+    for split in ("train", "val", "test"):
+        original = digits[dm.split_indices[split]]
+        assert not np.isin(original, [8, 9]).any()
+        # Labels are the kept digits relabelled 0..7 (here unchanged), every class present.
+        labels = _labels(getattr(dm, split))
+        np.testing.assert_array_equal(labels, original)
+        assert set(labels.tolist()) == set(range(8))
+    assert set(digits[dm.split_indices["held_out"]].tolist()) == {8, 9}
+    near = dm.test_dataloader()[1].dataset
+    assert len(near) == 354
+    assert [s.kind for s in dm.eval_sets[:3]] == ["id", "ood", "ood"]
+    assert [s.group for s in dm.eval_sets[1:3]] == ["near", "far"]
+
+
+def test_held_out_classes_other_than_the_last_are_relabelled_in_order() -> None:
+    dm = _setup(held_out_classes=[0, 5])
+    digits = load_digits().target
+    relabel = {d: i for i, d in enumerate([1, 2, 3, 4, 6, 7, 8, 9])}
+    for split in ("train", "test"):
+        expected = [relabel[d] for d in digits[dm.split_indices[split]]]
+        np.testing.assert_array_equal(_labels(getattr(dm, split)), expected)
+
+
+def test_input_noise_is_one_fixed_draw_per_image_shared_by_the_shifted_sets() -> None:
+    clean, noisy = _setup(**{**STUDY, "input_noise": 0.0}), _setup(**STUDY)
+    again = _setup(**STUDY)
+    torch.testing.assert_close(noisy.test.tensors[0], again.test.tensors[0])
+    raw = lambda dm, x: x * dm.std[0] + dm.mean[0]  # noqa: E731
+    residual = raw(noisy, noisy.test.tensors[0]) - raw(clean, clean.test.tensors[0])
+    assert abs(residual.std().item() - 0.3) < 0.01 and abs(residual.mean().item()) < 0.01
+    # A corruption of strength 0 would give back the noisy test image: each shifted set is
+    # corrupt(clean) + the same sensor noise, so blurring does not remove the noise.
+    dm = _setup(**STUDY, eval_shift_severities=True, corruptions=["translation"],
+                shift_severities=[1])
+    shifted = raw(dm, dm.test_dataloader()[1].dataset.tensors[0])
+    corrupted_clean = dm._corrupt(dm._raw("test"), "translation", 1)
+    torch.testing.assert_close(shifted - corrupted_clean, residual, atol=1e-5, rtol=0)
+
+
+def test_corruptions_grow_with_severity_and_keep_the_labels() -> None:
+    dm = _setup(**STUDY, eval_shift_severities=True)
+    loaders = dm.test_dataloader()
+    assert len(loaders) == 1 + 5 * 3 and len(dm.eval_sets) == len(loaders)
+    clean = dm._raw("test")
+    for name in ("gaussian_noise", "gaussian_blur", "translation"):
+        distances = [(dm._corrupt(clean, name, s) - clean).abs().mean().item() for s in (1, 3, 5)]
+        assert 0 < distances[0] < distances[1] < distances[2], name
+    for spec, loader in zip(dm.eval_sets[1:], loaders[1:]):
+        assert spec.kind == "shift"
+        assert torch.equal(loader.dataset.tensors[1], dm.test.tensors[1])
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"held_out_classes": [8, 10]}, r"held_out_classes .*0\.\.9.*got \[8, 10\]"),
+        ({"held_out_classes": list(range(9))}, r"leaving at least two classes"),
+        ({"train_size": 400}, r"train_size and val_size go together"),
+        ({"train_size": 1000, "val_size": 790}, r"leave 7 test image\(s\)"),
+        ({"input_noise": -0.1}, r"input_noise must be a finite number >= 0, got -0\.1"),
+        ({"corruptions": ["fog"]}, r"corruptions \['fog'\]; valid names"),
+        ({"eval_ood": True, "eval_shift_severities": True}, r"cannot be combined"),
+        ({"eval_near_far_ood": True}, r"needs held_out_classes"),
+    ],
+)
+def test_bad_study_arguments_name_the_value(kwargs: dict, match: str) -> None:
+    with pytest.raises(ValueError, match=match):
+        DigitsDataModule(**kwargs)

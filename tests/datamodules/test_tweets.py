@@ -105,3 +105,73 @@ def test_ood_loader_holds_wordnet_glosses(datamodule):
 def test_bad_arguments_are_reported_by_value(kwargs, match):
     with pytest.raises(ValueError, match=match):
         TweetsDataModule(**kwargs).setup("test")
+
+
+# ------------------------------------------- held-out topic, training-subset seed, corruptions
+STUDY = {"held_out_topic": "coachella", "near_ood_size": 40, "ood_size": 40,
+         "eval_near_far_ood": True}
+
+
+def test_the_held_out_topic_leaves_every_split_and_is_the_near_ood_set():
+    datamodule = _setup(**STUDY)
+    held_out = set(datamodule.split_indices["held_out"].tolist())
+    for split in ("train", "val", "test"):
+        assert not held_out & set(datamodule.split_indices[split].tolist())
+        assert not torch.isnan(getattr(datamodule, split).confidence).any()
+    near = datamodule.eval_datasets[0]
+    assert len(near) == 40 and torch.isnan(near.confidence).all()
+    assert sum("coachella" in text.lower() for text in near.texts) >= 20
+    assert [(s.kind, s.group) for s in datamodule.eval_sets] == [
+        ("id", None), ("ood", "near"), ("ood", "far")]
+    assert len(datamodule.test_dataloader()) == 3
+
+
+def test_subset_seed_redraws_the_training_tweets_only():
+    first, second = _setup(held_out_topic="coachella"), _setup(held_out_topic="coachella",
+                                                               subset_seed=7)
+    assert set(first.split_indices["train"]) != set(second.split_indices["train"])
+    for split in ("val", "test"):
+        np.testing.assert_array_equal(first.split_indices[split], second.split_indices[split])
+    assert np.bincount(second.train.labels) .tolist() == np.bincount(first.train.labels).tolist()
+
+
+def test_corrupted_sets_grow_with_severity_keep_labels_and_are_seeded():
+    from torch_uncertainty_signorm.datamodules.tweets import corrupt_text
+
+    datamodule = _setup(held_out_topic="coachella", eval_shift_severities=True, shift_size=50)
+    specs, sets = datamodule.eval_sets[1:], datamodule.eval_datasets
+    assert len(sets) == 10 and [s.severity for s in specs] == [1, 1, 2, 2, 3, 3, 4, 4, 5, 5]
+    clean = datamodule.test.texts[:50]
+    for name in ("char_typos", "word_dropout"):
+        changed = [np.mean([a != b for a, b in zip(d.texts, clean)])
+                   for s, d in zip(specs, sets) if s.name == name]
+        lengths = [np.mean([len(t) for t in d.texts]) for s, d in zip(specs, sets)
+                   if s.name == name]
+        assert changed[0] > 0.3 and changed[-1] > changed[0], name
+        if name == "word_dropout":
+            assert lengths == sorted(lengths, reverse=True)
+        for dataset in (d for s, d in zip(specs, sets) if s.name == name):
+            assert torch.equal(dataset.labels, datamodule.test.labels[:50])
+    again = _setup(held_out_topic="coachella", eval_shift_severities=True, shift_size=50)
+    assert again.eval_datasets[3].texts == sets[3].texts
+    rng = np.random.default_rng(0)
+    assert corrupt_text("ab cd", "word_dropout", 5, rng)  # never empty
+    with pytest.raises(ValueError, match="corruption must be one of"):
+        corrupt_text("x", "fog", 1, rng)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"held_out_topic": "tesla"}, r"held_out_topic must be one of \['coachella'\]"),
+        ({"eval_near_far_ood": True}, r"needs held_out_topic"),
+        ({"eval_ood": True, "eval_shift_severities": True}, r"cannot be combined"),
+        ({"corruptions": ["fog"]}, r"corruptions \['fog'\]; valid names"),
+        ({"subset_seed": -1}, r"subset_seed must be an integer >= 0, got -1"),
+        ({"held_out_topic": "coachella", "eval_near_far_ood": True, "near_ood_size": 10**5},
+         r"near_ood_size=100000 exceeds the \d+ tweets of the held-out topic"),
+    ],
+)
+def test_bad_study_arguments_are_reported_by_value(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        TweetsDataModule(max_length=32, **{**SIZES, **kwargs}).setup("test")

@@ -71,3 +71,39 @@ def test_predictions_of_other_tweets_are_refused(tmp_path):
     _predictions(tmp_path / "run", torch.full((1, 3, 3), 1 / 3), targets)
     with pytest.raises(ValueError, match="not the study's test tweets"):
         study.agreement_aurocs(tmp_path / "run", torch.ones(3), torch.tensor([2, 1, 0]))
+
+
+def test_the_controlled_study_redraws_training_tweets_per_seed_and_compensates_members(tmp_path):
+    from torch_uncertainty_signorm.paper import tweets_controlled as controlled
+
+    runs = controlled.study_runs()
+    assert len(runs) == len(set(runs)) == 16
+    names = {r.name for r in runs}
+    assert {"single", "deep_ensembles_M4", "signorm_M1_tau0.08", "signorm_M4_tau0.04",
+            "signorm_M4_tau0.08", "signorm_M4_tau0.16"} == names
+    for run in (controlled.StudyRun("signorm", 2, tau=0.16, evaluate_shift=False),
+                controlled.StudyRun("deep_ensembles", 1)):
+        command = run.command(tmp_path)
+        config = parse_recipe(command[3], command[4:])
+        data = config.data.init_args
+        assert data.subset_seed == run.seed and data.test_size >= 1500
+        assert data.held_out_topic == "coachella"
+        assert config.lr_scheduler.init_args.warmup_steps == 10
+        assert data.eval_shift_severities == run.evaluate_shift
+        if run.method == "signorm":
+            assert config.routine.init_args.member_lr_multiplier == run.num_estimators
+            assert config.routine.init_args.model.init_args.tau == run.tau
+        else:  # the members' 1/M share of the gradient, compensated the same way
+            assert config.optimizer.init_args.lr == pytest.approx(0.01 * run.num_estimators)
+
+
+def test_paired_tweet_difference_interval_covers_the_shift():
+    import numpy as np
+
+    from torch_uncertainty_signorm.paper.tweets_controlled import paired_tweet_difference
+
+    rng = np.random.default_rng(0)
+    base = rng.normal(size=1500)
+    row = paired_tweet_difference(base + 0.1 + rng.normal(scale=0.05, size=1500), base)
+    assert row["low"] < row["mean"] < row["high"] and abs(row["mean"] - 0.1) < 0.005
+    assert 0 < row["low"] and row["high"] - row["low"] < 0.01 and row["p"] < 1e-6

@@ -37,15 +37,35 @@ class TestPredictionWriter(Callback):
     Args:
         filename: Name of the safetensors file.
         dirpath: Folder of the file; defaults to the logger's run folder.
+        dataloaders: Indices of the test loaders to save (e.g. ``[0, 1]``: the clean test set
+            and the first OOD set); every loader when ``None``.
+
+    Raises:
+        ValueError: If ``filename`` does not end with ``.safetensors`` or ``dataloaders`` is
+            not a non-empty list of distinct integers >= 0.
     """
 
     __test__ = False  # not a pytest test class despite its name
 
     def __init__(
-        self, filename: str = "test_predictions.safetensors", dirpath: str | Path | None = None
+        self,
+        filename: str = "test_predictions.safetensors",
+        dirpath: str | Path | None = None,
+        dataloaders: list[int] | None = None,
     ) -> None:
         if not isinstance(filename, str) or not filename.endswith(".safetensors"):
             raise ValueError(f"filename must end with '.safetensors', got {filename!r}.")
+        if dataloaders is not None:
+            indices = list(dataloaders) if isinstance(dataloaders, (list, tuple)) else []
+            valid = all(isinstance(i, int) and not isinstance(i, bool) and i >= 0
+                        for i in indices)
+            if not indices or not valid or len(set(indices)) != len(indices):
+                raise ValueError(
+                    f"dataloaders must be a non-empty list of distinct test-loader indices >= 0 "
+                    f"(or None for all), got {dataloaders!r}."
+                )
+            dataloaders = set(indices)
+        self.dataloaders = dataloaders
         self.filename = filename
         self.dirpath = None if dirpath is None else Path(dirpath)
         self._tap = LogitsTap("TestPredictionWriter")
@@ -68,6 +88,8 @@ class TestPredictionWriter(Callback):
     ) -> None:
         targets = batch[1]
         logits, num_estimators = self._tap.take(targets.shape[0])
+        if self.dataloaders is not None and dataloader_idx not in self.dataloaders:
+            return
         binary = bool(getattr(pl_module, "binary_cls", False))
         probs = member_probabilities(logits, num_estimators, binary)
         self._probs[dataloader_idx].append(probs.cpu())

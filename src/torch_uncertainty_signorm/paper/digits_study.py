@@ -1,114 +1,245 @@
-"""The CPU study on scikit-learn's digits: τ sweep, member scaling and λ robustness, end to end.
+"""The digits study: pre-registered tests of the paper's claims on a CPU-sized, unsaturated task.
 
-Trains every run of the three sweeps with the comparison command's recipe
-(:mod:`torch_uncertainty_signorm.paper.compare`; runs already present are kept), then writes the
-sweep tables, figures and a ``summary.md`` of the numbers::
+Every run is the ``torch-uncertainty fit`` command on one of the ``experiments/digits_study_*``
+recipes (scikit-learn's 8x8 digits with sensor noise, digits 0-7 in distribution, 8 and 9 held
+out as near OOD, noise / blur / translation at five severities; a CIFAR-style ResNet-18 at 1/4
+width trained to convergence), with the run's settings as command-line overrides, in its own
+folder ``runs/<run>/seed<S>/``: TorchUncertainty's ``results.csv``, the saved ``config.yaml``, a
+``settings.json``, the training trajectory ``trajectory.csv`` (from Lightning's ``metrics.csv``)
+and, for the methods comparison, the test and near-OOD member probabilities. Runs already
+present are kept; the tables, figures and tests are drawn from the kept files alone
+(``--figures-only``)::
 
     python -m torch_uncertainty_signorm.paper.digits_study --out docs/digits_study
 
-Grid (:data:`GRID`), ten epochs per run: τ ∈ {0.01, 0.03, 0.1, 0.3, 1, 3, 10} × 3 seeds at
-M = 4, λ = 10⁻²; M ∈ {2, 4, 8, 12, 16} × 3 seeds for σN-Ens (τ = 0.5, as in the paper's
-member scaling) and Packed-Ensembles (M = 12 cannot split Packed's 32 stem channels at this
-width, so it is skipped, as in the paper); λ ∈ {10⁻⁴, 10⁻³, 10⁻², 10⁻¹} × 1 seed at τ = 0.1
-(single seed, as in the paper).
+The grid (:func:`study_runs`, design and pre-registered outcomes in ``docs/digits_study``):
+
+* ``tau``: σN-Ens, M = 4, λ = 10⁻², τ ∈ :data:`TAUS` × seeds 0-2 (τ = 0.1: 0-4), and
+  λ = 0 × seeds 0-2;
+* ``lambda``: σN-Ens, M = 4, λ ∈ :data:`LAMBDAS` × τ ∈ :data:`LAMBDA_TAUS` × seeds 0-2 (its
+  diagonals hold λ/τ² fixed);
+* ``members``: σN-Ens at τ = 0.5 (the paper's) and Packed-Ensembles, M ∈ :data:`MEMBERS` ×
+  seeds 0-2;
+* ``methods``: the single model and Deep Ensembles (M = 4) × seeds 0-4, against the ``tau``
+  part's σN-Ens at τ = 0.1 (the paper's from-scratch setting).
+
+One learning-rate rule for every method: the loss averages over the M·B rows of M members, so
+each member's own parameters get 1/M of a single model's gradient; they train at M × the base
+rate (σN-Ens: ``member_lr_multiplier = M``; Deep Ensembles and Packed: ``lr × M``), with the
+weight decay divided by M. The regulariser's strength is not averaged over members, so the
+member sweep scales λ by 4/M: its task-to-regulariser balance per member is that of M = 4.
 """
 
 from __future__ import annotations
 
 import argparse
+import csv
+import dataclasses
+import json
+import math
+import os
+import subprocess
+import time
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 
-from . import figures
-from .results_table import write_rows
-from .runs import find_runs
-from .sweeps import PACKED, run_digits_point, sweep_points
-from .tables import markdown_table
+from .runs import RESULTS_FILENAME, SETTINGS_FILENAME
 
-__all__ = ["GRID", "main", "run_study", "write_artefacts"]
+__all__ = [
+    "LAMBDAS", "LAMBDA_TAUS", "MEMBERS", "PARTS", "StudyRun", "TAUS", "main", "record_run",
+    "run_study", "study_runs", "write_trajectory",
+]
 
-#: Sweep -> (values, seeds, epochs, fixed settings).
-GRID = {
-    "tau": ((0.01, 0.03, 0.1, 0.3, 1.0, 3.0, 10.0), (0, 1, 2), 10, {}),
-    "members": ((2, 4, 8, 12, 16), (0, 1, 2), 10, {"tau": 0.5, "with_packed": True}),
-    "lambda": ((1e-4, 1e-3, 1e-2, 1e-1), (0,), 10, {}),
+EXPERIMENTS = Path(__file__).resolve().parents[3] / "experiments"
+RECIPES = {
+    "signorm": "digits_study_signorm.yaml",
+    "single": "digits_study_single.yaml",
+    "deep_ensembles": "digits_study_deep_ensembles.yaml",
+    "packed": "digits_study_packed.yaml",
 }
+LABELS = {"signorm": "σN-Ens", "single": "Single", "deep_ensembles": "Deep Ensembles",
+          "packed": "Packed"}
+#: The recipes' base learning rate and weight decay (SGD, momentum 0.9).
+LR, WEIGHT_DECAY = 0.05, 5e-4
+#: Half-decade τ grid from 0.01 to 3.16.
+TAUS = (0.01, 0.0316, 0.1, 0.316, 1.0, 3.16)
+#: λ × τ grid: λ/τ² is the same along its diagonals, e.g. (1e-3, 0.1), (1e-2, 0.316), (1e-1, 1).
+LAMBDAS, LAMBDA_TAUS = (1e-3, 1e-2, 1e-1), (0.1, 0.316, 1.0)
+MEMBERS = (2, 4, 8, 16)
+#: The paper's settings: from scratch (τ = 0.1, λ = 1e-2, M = 4); member scaling at τ = 0.5.
+TAU, LAMBDA, NUM_ESTIMATORS, MEMBERS_TAU = 0.1, 1e-2, 4, 0.5
+SEEDS, FEW_SEEDS = (0, 1, 2, 3, 4), (0, 1, 2)
+PARTS = ("tau", "lambda", "members", "methods")
+PREDICTIONS = "test_predictions.safetensors"
+TRAJECTORY = "trajectory.csv"
+#: Columns of Lightning's metrics.csv kept in trajectory.csv.
+TRAJECTORY_COLUMNS = ("step", "epoch", "train_loss", "train/signorm_cos",
+                      "train/signorm_cos_regularized", "train/diversity_loss", "val/cls/NLL",
+                      "val/cls/Acc", "val/cal/ECE", "val/div/signorm_cos",
+                      "val/div/signorm_cos_regularized", "val/div/jensen_gap")
 
 
-def run_study(runs_dir: Path) -> None:
-    """Train (or keep) every run of :data:`GRID` under ``runs_dir/<sweep>/``."""
-    from . import compare
+@dataclass(frozen=True)
+class StudyRun:
+    """One training run: the recipe and the settings the command overrides."""
 
-    for sweep, (values, seeds, epochs, fixed) in GRID.items():
-        for point in sweep_points(sweep, values, seeds, **fixed):
-            if point.method == PACKED:
-                try:
-                    compare.check_num_estimators(point.num_estimators)
-                except ValueError:
-                    continue
-            run_digits_point(point, point.log_dir(runs_dir, sweep), epochs)
+    method: str
+    seed: int
+    num_estimators: int = NUM_ESTIMATORS
+    tau: float | None = None
+    diversity_strength: float | None = None
+
+    def __post_init__(self) -> None:
+        if self.method not in RECIPES:
+            raise ValueError(f"method must be one of {sorted(RECIPES)}, got {self.method!r}.")
+        if self.method == "signorm" and (self.tau is None or self.diversity_strength is None):
+            raise ValueError("a σN-Ens run needs tau and diversity_strength.")
+
+    @property
+    def name(self) -> str:
+        if self.method == "signorm":
+            return (f"signorm_M{self.num_estimators}_tau{self.tau:g}"
+                    f"_lambda{self.diversity_strength:g}")
+        if self.method == "single":
+            return "single"
+        return f"{self.method}_M{self.num_estimators}"
+
+    @property
+    def saves_predictions(self) -> bool:
+        """The methods comparison's runs keep their test and near-OOD member probabilities."""
+        if self.method == "signorm":
+            return (self.num_estimators, self.tau, self.diversity_strength) == (
+                NUM_ESTIMATORS, TAU, LAMBDA)
+        return self.num_estimators in (1, NUM_ESTIMATORS)
+
+    def log_dir(self, runs_dir: Path) -> Path:
+        return Path(runs_dir) / self.name / f"seed{self.seed}"
+
+    def command(self, runs_dir: Path) -> list[str]:
+        """The ``torch-uncertainty fit`` command of this run."""
+        log_dir = self.log_dir(runs_dir)
+        members = self.num_estimators
+        command = [
+            "torch-uncertainty", "fit", "--config", str(EXPERIMENTS / RECIPES[self.method]),
+            f"--seed_everything={self.seed}",
+            f"--trainer.logger.init_args.save_dir={log_dir.parent.parent}",
+            f"--trainer.logger.init_args.name={log_dir.parent.name}",
+            f"--trainer.logger.init_args.version={log_dir.name}",
+        ]
+        model = "--routine.init_args.model.init_args"
+        if self.method == "signorm":
+            command += [f"{model}.num_estimators={members}", f"{model}.tau={self.tau:g}",
+                        f"{model}.diversity_strength={self.diversity_strength:g}",
+                        f"--routine.init_args.member_lr_multiplier={members}"]
+        elif self.method == "packed":
+            command += [f"{model}.num_estimators={members}",
+                        f"--routine.init_args.format_batch_fn.init_args.num_repeats={members}",
+                        f"--optimizer.init_args.lr={LR * members:g}",
+                        f"--optimizer.init_args.weight_decay={WEIGHT_DECAY / members:g}"]
+        if self.saves_predictions:
+            command += ["--trainer.callbacks+=torch_uncertainty_signorm.callbacks."
+                        "TestPredictionWriter", "--trainer.callbacks.dataloaders=[0, 1]"]
+        return command
 
 
-def write_artefacts(runs_dir: Path, out: Path) -> str:
-    """Tables (CSV), figures (PNG) and ``summary.md`` from the runs; returns the summary."""
-    out.mkdir(parents=True, exist_ok=True)
-    tau_runs = find_runs([runs_dir / "tau"])
-    summary = ["# Digits study: numbers\n",
-               "Generated by `python -m torch_uncertainty_signorm.paper.digits_study`.\n"]
+def study_runs(parts: Sequence[str] = PARTS) -> list[StudyRun]:
+    """Every run of the ``parts`` of the grid, each once (parts share runs)."""
+    unknown = [p for p in parts if p not in PARTS]
+    if unknown:
+        raise ValueError(f"parts must be among {list(PARTS)}, got {unknown}.")
+    runs: list[StudyRun] = []
+    if "tau" in parts:
+        runs += [StudyRun("signorm", s, tau=t, diversity_strength=LAMBDA)
+                 for t in TAUS for s in (SEEDS if t == TAU else FEW_SEEDS)]
+        runs += [StudyRun("signorm", s, tau=1.0, diversity_strength=0.0) for s in FEW_SEEDS]
+    if "lambda" in parts:
+        runs += [StudyRun("signorm", s, tau=t, diversity_strength=lam)
+                 for lam in LAMBDAS for t in LAMBDA_TAUS for s in FEW_SEEDS]
+    if "members" in parts:
+        runs += [StudyRun("signorm", s, num_estimators=m, tau=MEMBERS_TAU,
+                          diversity_strength=LAMBDA * NUM_ESTIMATORS / m)
+                 for m in MEMBERS for s in FEW_SEEDS]
+        runs += [StudyRun("packed", s, num_estimators=m) for m in MEMBERS for s in FEW_SEEDS]
+    if "methods" in parts:
+        runs += [StudyRun("single", s, num_estimators=1) for s in SEEDS]
+        runs += [StudyRun("deep_ensembles", s) for s in SEEDS]
+        runs += [StudyRun("signorm", s, tau=TAU, diversity_strength=LAMBDA) for s in SEEDS]
+    return list(dict.fromkeys(runs))
 
-    rows, figure = figures.frontier(tau_runs)
-    write_rows(rows, out / "tau_frontier.csv")
-    figures.save_figure(figure, out, "tau_frontier", pdf=False)
-    summary += ["## τ sweep (M = 4, λ = 1e-2, 10 epochs, mean ± std over 3 seeds)\n",
-                markdown_table(rows, ["tau", "runs", "Acc", "Acc_std", "ECE", "ECE_std", "NLL",
-                                      "NLL_std", "signorm_cos"])]
 
-    table, points, figure = figures.diversity_correlations(tau_runs)
-    write_rows(table, out / "diversity_correlations.csv")
-    write_rows(points, out / "diversity_points.csv")
-    figures.save_figure(figure, out, "diversity_correlations", pdf=False)
-    summary += ["## σNorm-cos against output diversity over the τ sweep\n",
-                markdown_table(table, ["metric", "points", "n", "pearson", "pearson_p",
-                                       "spearman", "spearman_p"])]
+def write_trajectory(log_dir: Path) -> Path:
+    """Keep the study's columns of Lightning's ``metrics.csv`` in ``trajectory.csv``."""
+    with (log_dir / "metrics.csv").open(newline="") as file:
+        rows = list(csv.DictReader(file))
+    columns = [c for c in TRAJECTORY_COLUMNS if rows and c in rows[0]]
+    kept = [{c: row[c] for c in columns} for row in rows
+            if any(row[c] not in ("", None) for c in columns if c not in ("step", "epoch"))]
+    with (log_dir / TRAJECTORY).open("w", newline="") as file:
+        writer = csv.DictWriter(file, columns)
+        writer.writeheader()
+        writer.writerows(kept)
+    return log_dir / TRAJECTORY
 
-    rows, figure = figures.member_scaling(find_runs([runs_dir / "members"]))
-    write_rows(rows, out / "member_scaling.csv")
-    figures.save_figure(figure, out, "member_scaling", pdf=False)
-    summary += ["## Member scaling (σN-Ens at τ = 0.5 vs Packed, 3 seeds, 10 epochs)\n",
-                markdown_table(rows, ["method", "num_estimators", "runs", "Acc", "Acc_std",
-                                      "NLL", "NLL_std", "ECE", "ECE_std", "AUROC", "AUROC_std"])]
 
-    rows, figure = figures.lambda_table(find_runs([runs_dir / "lambda"]))
-    write_rows(rows, out / "lambda_robustness.csv")
-    figures.save_figure(figure, out, "lambda_robustness", pdf=False)
-    summary += ["## λ robustness (τ = 0.1, 1 seed)\n",
-                markdown_table(rows, ["diversity_strength", "tau", "Acc", "NLL", "ECE"])]
+def _train(run: StudyRun, runs_dir: Path) -> str:
+    log_dir = run.log_dir(runs_dir)
+    done = (log_dir / RESULTS_FILENAME).is_file() and (log_dir / SETTINGS_FILENAME).is_file()
+    if done:
+        return f"kept {log_dir}"
+    env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
+    log_dir.mkdir(parents=True, exist_ok=True)
+    start = time.perf_counter()
+    with open(log_dir / "command.log", "w") as log:
+        done = subprocess.run(run.command(runs_dir), env=env, stdout=log, stderr=subprocess.STDOUT)
+    seconds = time.perf_counter() - start
+    if done.returncode:  # reported; the other runs go on, and the next call retries this one
+        return f"FAILED {log_dir} (exit {done.returncode}, see its command.log)"
+    record_run(run, log_dir, seconds)
+    return f"{log_dir}: {seconds:.0f} s"
 
-    seed0 = [runs_dir / "tau" / f"signorm_M4_tau{tau:g}_lambda0.01" / "seed0" for tau in (0.1, 1.0)]
-    rows = figures.ownership([d for d in seed0 if d.is_dir()], out)
-    write_rows(rows, out / "ownership.csv")
-    summary += ["## Ownership k (fraction of features owned by k members, seed 0)\n",
-                markdown_table(rows, list(rows[0]) if rows else ["run"])]
-    text = "\n".join(summary)
-    (out / "summary.md").write_text(text)
-    return text
+
+def record_run(run: StudyRun, log_dir: Path, seconds: float) -> None:
+    """Write a finished run's ``trajectory.csv`` and ``settings.json`` (its settings and time)."""
+    write_trajectory(log_dir)
+    settings = dataclasses.asdict(run) | {"run_seconds": round(seconds, 1)}
+    (log_dir / SETTINGS_FILENAME).write_text(json.dumps(settings, indent=1))
+
+
+def run_study(runs_dir: Path, jobs: int = 2, parts: Sequence[str] = PARTS) -> None:
+    """Train (or keep) every run of ``parts``, ``jobs`` one-thread commands at a time, part by
+    part in the order methods, τ, λ, members (each claim's runs complete together)."""
+    order = ("methods", "tau", "lambda", "members")
+    runs = list(dict.fromkeys(r for part in order if part in parts for r in study_runs([part])))
+    with ThreadPoolExecutor(jobs) as pool:
+        for line in pool.map(lambda run: _train(run, runs_dir), runs):
+            print(line, flush=True)
 
 
 def main(argv: Sequence[str] | None = None) -> str:
     parser = argparse.ArgumentParser(
         prog="python -m torch_uncertainty_signorm.paper.digits_study",
-        description="Run the digits τ / M / λ sweeps on CPU and write their tables and figures.",
+        description="Train the digits study's runs on CPU and write its tables, figures and tests.",
     )
     parser.add_argument("--out", default="docs/digits_study", help="output folder")
+    parser.add_argument("--jobs", type=int, default=2, help="runs trained at a time")
+    parser.add_argument("--parts", nargs="+", choices=PARTS, default=list(PARTS),
+                        help="which runs to train")
     parser.add_argument("--figures-only", action="store_true",
-                        help="only redraw tables and figures from the existing runs")
+                        help="only redraw tables and figures from the kept runs")
+    parser.add_argument("--runs-only", action="store_true",
+                        help="only train the runs, without tables and figures")
     args = parser.parse_args(argv)
+    if args.jobs < 1:
+        parser.error(f"--jobs must be >= 1, got {args.jobs}")
     out = Path(args.out)
     if not args.figures_only:
-        import torch
+        run_study(out / "runs", args.jobs, args.parts)
+    if args.runs_only:
+        return ""
+    from .digits_analysis import write_artefacts
 
-        torch.set_num_threads(1)
-        run_study(out / "runs")
     text = write_artefacts(out / "runs", out)
     print(text)
     return text

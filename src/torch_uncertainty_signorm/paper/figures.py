@@ -40,6 +40,7 @@ from scipy import stats
 from ..evaluation.eval_sets import SEVERITIES
 from .results_table import mean_std, write_rows
 from .runs import Run, find_runs, iter_groups
+from .stats import spearman_p
 
 __all__ = [
     "diversity_correlations",
@@ -104,7 +105,8 @@ def diversity_correlations(runs: Sequence[Run]) -> tuple[list[dict[str, Any]], l
     """σNorm-cos against each output-space diversity measure over a τ sweep.
 
     Returns the four-metric table, the per-run points and the σNorm-cos–Jensen-gap scatter.
-    The table has, per measure, Pearson and Spearman ρ (with p-values) over every run
+    The table has, per measure, Pearson and Spearman ρ (with p-values; Spearman's exact for
+    a handful of points, :func:`~torch_uncertainty_signorm.paper.stats.spearman_p`) over every run
     (``points="runs"``: each seed and τ) and, when the runs carry τ and at least 3 values
     of it, over the per-τ means (``points="tau means"``).
 
@@ -139,7 +141,7 @@ def diversity_correlations(runs: Sequence[Run]) -> tuple[list[dict[str, Any]], l
             table.append({"metric": name, "points": over, "n": len(chosen),
                           "pearson": float(pearson.statistic), "pearson_p": float(pearson.pvalue),
                           "spearman": float(spearman.statistic),
-                          "spearman_p": float(spearman.pvalue)})
+                          "spearman_p": spearman_p(cos, values)})
     figure = Figure(figsize=(4.5, 3.8))
     ax = figure.subplots()
     scatter = ax.scatter([p["signorm_cos"] for p in points], [p["jensen_gap"] for p in points],

@@ -62,10 +62,11 @@ class SigmaNormClassificationRoutine(ClassificationRoutine):
       is TorchUncertainty's ``test/ens_MI``); the test values are appended to
       TorchUncertainty's ``results.csv`` row;
     - :meth:`optimizer_param_groups`: the σNorm scale logits in their own group at
-      ``scale_lr_multiplier`` × the learning rate with no weight decay. The
-      ``torch-uncertainty`` command builds the recipe's ``optimizer:`` from these groups; in
-      Python, pass a σN-Ens ``optim_recipe`` (:mod:`torch_uncertainty_signorm.optim_recipes`,
-      or :func:`~torch_uncertainty_signorm.optim.signorm_optim_recipe`).
+      ``scale_lr_multiplier`` × the learning rate with no weight decay, and every per-member
+      parameter at ``member_lr_multiplier`` × its rate. The ``torch-uncertainty`` command
+      builds the recipe's ``optimizer:`` from these groups; in Python, pass a σN-Ens
+      ``optim_recipe`` (:mod:`torch_uncertainty_signorm.optim_recipes`, or
+      :func:`~torch_uncertainty_signorm.optim.signorm_optim_recipe`).
 
     ``SigmaNormClassificationRoutine.load_from_checkpoint(path)`` rebuilds the routine from the
     hyper-parameters it saves: the command's ``routine:`` block, or, built in Python, the
@@ -80,6 +81,12 @@ class SigmaNormClassificationRoutine(ClassificationRoutine):
         num_classes: Number of classes; defaults to the model's heads', must match them.
         loss: The task loss, e.g. :class:`torch.nn.CrossEntropyLoss`, or its mapping.
         scale_lr_multiplier: Learning-rate multiplier of the σNorm scale logits.
+        member_lr_multiplier: Learning-rate multiplier of every per-member parameter (scale
+            logits, member heads; the heads' weight decay is divided by it). The task loss
+            averages over the M·B rows of the M members, so each member's own parameters get
+            1/M of a single model's gradient; ``num_estimators`` gives them a single model's
+            step. ``1`` (default) leaves them at the shared rate (the paper's recipes). See
+            :func:`~torch_uncertainty_signorm.optim.signorm_param_groups`.
         target_diversity: σNorm-cos of the regularised layers to reach and hold by adjusting
             τ during training (in (0, 1); lower is more diverse). ``None`` (default) trains at
             the model's fixed τ.
@@ -103,6 +110,7 @@ class SigmaNormClassificationRoutine(ClassificationRoutine):
         loss: nn.Module | None = None,
         *,
         scale_lr_multiplier: float = DEFAULT_SCALE_LR_MULTIPLIER,
+        member_lr_multiplier: float = 1.0,
         target_diversity: float | None = None,
         warn_identical_members: bool = True,
         check_finite_loss: bool = True,
@@ -114,6 +122,7 @@ class SigmaNormClassificationRoutine(ClassificationRoutine):
             kwargs["is_ensemble"] = is_ensemble
         arguments = {"model": model, "num_classes": num_classes, "loss": loss,
                      "scale_lr_multiplier": scale_lr_multiplier,
+                     "member_lr_multiplier": member_lr_multiplier,
                      "target_diversity": target_diversity,
                      "warn_identical_members": warn_identical_members,
                      "check_finite_loss": check_finite_loss, **kwargs}
@@ -128,6 +137,7 @@ class SigmaNormClassificationRoutine(ClassificationRoutine):
                 f"torch_uncertainty_signorm.signorm_ensemble), got {type(model).__name__}."
             )
         check_positive_number("scale_lr_multiplier", scale_lr_multiplier)
+        check_positive_number("member_lr_multiplier", member_lr_multiplier)
         if target_diversity is not None:
             check_fraction("target_diversity", target_diversity)
         if not isinstance(warn_identical_members, bool):
@@ -138,6 +148,7 @@ class SigmaNormClassificationRoutine(ClassificationRoutine):
         super().__init__(model, num_classes, loss, **kwargs)
         self.save_hyperparameters(_saved_hyperparameters(type(self), arguments))
         self.scale_lr_multiplier = float(scale_lr_multiplier)
+        self.member_lr_multiplier = float(member_lr_multiplier)
         self.check_finite_loss = bool(check_finite_loss)
         self.target_diversity = target_diversity
         self.warn_identical_members = warn_identical_members
@@ -174,10 +185,14 @@ class SigmaNormClassificationRoutine(ClassificationRoutine):
             checkpoint_path, *args, weights_only=weights_only, _instantiator=None, **kwargs
         )
 
-    def optimizer_param_groups(self, lr: float) -> list[dict]:
+    def optimizer_param_groups(self, lr: float, weight_decay: float | None = None) -> list[dict]:
         """Every parameter at ``lr``; the σNorm scale logits at ``lr * scale_lr_multiplier``
-        without weight decay."""
-        return signorm_param_groups(self, lr, self.scale_lr_multiplier)
+        without weight decay; per-member parameters at ``member_lr_multiplier`` × their rate,
+        the heads with ``weight_decay / member_lr_multiplier`` (the optimizer's weight decay,
+        which the ``torch-uncertainty`` command passes)."""
+        return signorm_param_groups(
+            self, lr, self.scale_lr_multiplier, self.member_lr_multiplier, weight_decay
+        )
 
     def on_train_start(self) -> None:
         super().on_train_start()

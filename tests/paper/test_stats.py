@@ -1,0 +1,81 @@
+"""The studies' statistics against closed forms and scipy."""
+
+import math
+
+import numpy as np
+import pytest
+from scipy import stats as scipy_stats
+
+from torch_uncertainty_signorm.paper import stats
+
+
+def test_mean_interval_is_the_t_interval():
+    values = [1.0, 2.0, 4.0, 7.0]
+    row = stats.mean_interval(values)
+    half = scipy_stats.t.ppf(0.975, 3) * np.std(values, ddof=1) / 2
+    assert row["mean"] == 3.5 and row["low"] == pytest.approx(3.5 - half)
+    assert row["high"] == pytest.approx(3.5 + half)
+    assert math.isnan(stats.mean_interval([1.0])["low"])
+
+
+def test_paired_difference_removes_what_pairs_share():
+    base = np.array([10.0, 20.0, 30.0, 40.0, 50.0])
+    a, b = base + np.array([1.1, 0.9, 1.0, 1.2, 0.8]), base
+    paired = stats.paired_difference(a, b)
+    assert paired["mean"] == pytest.approx(1.0)
+    assert 0.7 < paired["low"] < 1.0 < paired["high"] < 1.3 and paired["p"] < 1e-3
+    # Unpaired, the shared spread swamps the same difference.
+    assert stats.welch_difference(a, b)["p"] > 0.5
+    with pytest.raises(ValueError, match="equal lengths"):
+        stats.paired_difference([1.0, 2.0], [1.0, 2.0, 3.0])
+
+
+def test_one_sided_welch_test():
+    low, high = [1.0, 1.1, 0.9, 1.05], [2.0, 2.1, 1.9, 2.05]
+    assert stats.welch_difference(low, high, alternative="less")["p"] < 1e-3
+    assert stats.welch_difference(low, high, alternative="greater")["p"] > 0.99
+
+
+def test_spearman_interval_covers_a_perfect_and_excludes_it_for_noise():
+    x = np.arange(30.0)
+    perfect = stats.spearman_interval(x, -x, n_resamples=999)
+    assert perfect["rho"] == pytest.approx(-1)
+    assert perfect["low"] == pytest.approx(-1) and perfect["high"] == pytest.approx(-1)
+    noise = stats.spearman_interval(x, np.random.default_rng(0).normal(size=30), n_resamples=999)
+    assert noise["low"] < 0 < noise["high"] and noise["high"] - noise["low"] > 0.4
+
+
+def test_correlation_ratio_bounds_any_function_of_the_group():
+    rng = np.random.default_rng(0)
+    groups = np.repeat([0, 1, 2], 10)
+    values = groups * 1.0 + rng.normal(scale=1.0, size=30)
+    eta = stats.correlation_ratio(values, groups)
+    for f in (lambda g: g, lambda g: g**2, lambda g: -np.exp(g)):
+        assert abs(scipy_stats.pearsonr(f(groups), values).statistic) <= eta + 1e-12
+    assert stats.correlation_ratio(groups * 1.0, groups) == pytest.approx(1.0)
+
+
+def test_within_group_spearman_ignores_what_the_groups_explain():
+    groups = np.repeat([0, 1, 2], 5)
+    noise = np.random.default_rng(1).normal(size=15)
+    x, y = groups * 10.0 + noise, groups * 10.0 - noise
+    assert scipy_stats.spearmanr(x, y).statistic > 0.7  # the groups make them agree
+    assert stats.within_group_spearman(x, y, groups)["rho"] == pytest.approx(-1.0)
+
+
+def test_least_squares_change_over_the_last_fifth():
+    steps = np.arange(0, 101)
+    flat_end = np.where(steps < 80, 1.0 - steps / 80, 0.0) + 0.001 * steps
+    assert stats.least_squares_change(steps, flat_end) == pytest.approx(0.02)
+    assert stats.least_squares_change(steps, 2.0 * steps) == pytest.approx(40.0)
+
+
+def test_spearman_p_is_exact_for_a_handful_of_points():
+    x, y = [1.0, 2.0, 3.0, 4.0, 5.0], [5.0, 4.0, 3.0, 2.0, 1.0]
+    assert stats.spearman_p(x, y) == pytest.approx(2 / 120)  # ρ = -1 and ρ = +1 of 120
+    assert scipy_stats.spearmanr(x, y).pvalue < 1e-20  # the t approximation's
+    # Three tied σNorm-cos values (the members never moved): the order is only partly known.
+    tied = stats.spearman_p([0.1, 0.5, 1.0, 1.0, 1.0], [0.9, 0.5, 0.1, 0.1, 0.1])
+    assert tied > 0.05
+    many = np.arange(20.0)
+    assert stats.spearman_p(many, many) == pytest.approx(scipy_stats.spearmanr(many, many).pvalue)
