@@ -1,11 +1,14 @@
 """The README's quickstart: the digits recipe trains, tests and reports its wall time on CPU."""
 
 import csv
+import os
+import platform
 from pathlib import Path
 
 import pytest
 
-from torch_uncertainty_signorm.cli import main
+from fixtures.cifar_files import run_command
+
 from torch_uncertainty_signorm.paper import regression
 
 RECIPE = Path(__file__).parents[1] / "experiments" / "digits_signorm.yaml"
@@ -17,13 +20,22 @@ TOLERANCES = ["Acc=1.5", "NLL=0.05", "ECE=2.5", "aECE=2.5", "Brier=0.02", "AUPR=
               "FPR95=5"]
 
 
+#: The kernels the reference ran on. x86 CPUs with AVX-512 dispatch other kernels, which move
+#: this 5-epoch run further than the tolerances (docs/reference/README.md): the reference's
+#: conditions are set for the check, as a user reproducing it would.
+REFERENCE_ENV = {"OMP_NUM_THREADS": "1", "PYTHONWARNINGS": "ignore::DeprecationWarning"}
+if platform.machine().lower() in ("x86_64", "amd64"):
+    REFERENCE_ENV["ATEN_CPU_CAPABILITY"] = "avx2"
+
+
 @pytest.mark.slow
-def test_quickstart_trains_tests_and_prints_its_wall_time(tmp_path, monkeypatch, capsys):
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.setattr("sys.argv", ["torch-uncertainty"])
-    main(["fit", "--config", str(RECIPE), "--trainer.enable_progress_bar=false"])
-    out = capsys.readouterr().out
-    assert "torch-uncertainty finished in" in out and "s (wall time)" in out
+def test_quickstart_trains_tests_and_prints_its_wall_time(tmp_path, capsys):
+    """The README's main command, in a subprocess, then the regression check against the
+    committed reference."""
+    done = run_command(["fit", "--config", RECIPE, "--trainer.enable_progress_bar=false"],
+                       cwd=tmp_path, env={**os.environ, **REFERENCE_ENV})
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "torch-uncertainty finished in" in done.stdout and "s (wall time)" in done.stdout
     (results,) = (tmp_path / "logs" / "digits").rglob("results.csv")
     with results.open() as file:
         (row,) = list(csv.DictReader(file))
@@ -33,7 +45,6 @@ def test_quickstart_trains_tests_and_prints_its_wall_time(tmp_path, monkeypatch,
     assert list((tmp_path / "logs" / "digits").rglob("ownership.csv"))
     assert list((tmp_path / "logs" / "digits").rglob("config.yaml"))
     # The regression check passes against the committed reference of this recipe.
-    capsys.readouterr()
     status = regression.main([str(results.parent), "--reference", str(REFERENCE),
                               "--tol", *TOLERANCES])
     assert status == 0, capsys.readouterr().out
