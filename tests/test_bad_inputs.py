@@ -190,13 +190,13 @@ CASES = [
                     r"float"),
     Case("last training batch of one sample (member heads)",
          lambda d: _ensemble().train()(torch.randn(1, 3, 32, 32)), ValueError,
-         r"SigmaBatchNorm1d needs more than 1 value .* members: batch size 1\. .*"
-         r"drop_last=True .*batch_size"),
+         r"SigmaBatchNorm1d needs more than 1 value .* members: batch size 1\. .*choose a "
+         r"batch_size .*--data\.init_args\.batch_size"),
     Case("last training batch of one sample (σBN statistics)",
          lambda d: member_batch_norm(SigmaBatchNorm2d(4, M).train(), torch.randn(M, 4, 1, 1),
                                      torch.ones(M, 4), None), ValueError,
          r"SigmaBatchNorm2d needs more than 1 value .*\(3, 4, 1, 1\) with 3 members: batch "
-         r"size 1\. .*drop_last=True"),
+         r"size 1\. .*choose a batch_size .*--data\.init_args\.batch_size"),
     Case("σBN training on one value per channel",
          lambda d: SigmaBatchNorm2d(4, M).train()(torch.randn(M, 4, 1, 1)), ValueError,
          r"needs more than 1 value per channel and member when training, got input shape "

@@ -19,7 +19,7 @@ from ..checks import check_positive_number
 from ..diversity import geometric_ambiguity, jensen_gap, signorm_cosine
 from ..ensemble import SigmaNormEnsemble
 from ..evaluation.results_csv import append_to_last_row
-from ..numerics import check_finite_losses
+from ..numerics import check_finite_inputs, check_finite_losses
 from ..optim import DEFAULT_SCALE_LR_MULTIPLIER, signorm_param_groups
 from ..prediction import EnsemblePrediction, ensemble_prediction, member_probabilities
 
@@ -157,13 +157,15 @@ class SigmaNormClassificationRoutine(ClassificationRoutine):
         self.log("train/signorm_cos", signorm_cosine(self.model.importances()).detach())
         return loss
 
-    def validation_step(self, batch: tuple[Tensor, Tensor]) -> None:
+    def validation_step(self, batch: tuple[Tensor, Tensor], batch_idx: int = 0) -> None:
+        check_finite_inputs(batch[0], f"validation batch {batch_idx}")
         super().validation_step(batch)
         self._update_output_measures(self.val_diversity, batch[1][:: self.num_tta])
 
     def test_step(
         self, batch: tuple[Tensor, Tensor], batch_idx: int, dataloader_idx: int = 0
     ) -> None:
+        check_finite_inputs(batch[0], f"test batch {batch_idx} of loader {dataloader_idx}")
         super().test_step(batch, batch_idx, dataloader_idx)
         if dataloader_idx == 0:
             self._update_output_measures(self.test_diversity, batch[1][:: self.num_tta])
