@@ -211,8 +211,14 @@ class SigmaNormClassificationRoutine(ClassificationRoutine):
 
 
 def _built(value: Any, base: type, name: str) -> Any:
-    """``value``, built first when it is a ``class_path``/``init_args`` mapping."""
-    return instantiate_spec(value, base, name) if isinstance(value, Mapping) else value
+    """``value``, built first when it is a ``class_path``/``init_args`` mapping; a value that is
+    neither a module nor such a mapping (a string) is refused."""
+    if isinstance(value, Mapping):
+        return instantiate_spec(value, base, name)
+    if value is not None and not isinstance(value, nn.Module):
+        raise TypeError(f"{name} must be a {base.__name__} or its class_path/init_args mapping, "
+                        f"got {type(value).__name__} {value!r:.200}.")
+    return value
 
 
 def _agree_with_model(model: SigmaNormEnsemble, num_classes: int | None, kwargs: dict) -> int:
