@@ -278,6 +278,10 @@ CASES = [
                             "https://example.com/model.ckpt"), ValueError,
          r"ckpt_path='https://example.com/model.ckpt' is a URL: checkpoints are read from "
          r"local files only"),
+    Case("ckpt_path that is a file:// URL",
+         lambda d: _command("test", "--config", str(DIGITS_RECIPE), "--ckpt_path",
+                            (d / "resnet18.pt").as_uri()), ValueError,
+         r"ckpt_path='file:///.*resnet18.pt' is a URL: .*Download the file"),
     Case("--weights_only=false",
          lambda d: _command("test", "--config", str(DIGITS_RECIPE), "--weights_only=false"),
          ValueError, r"--weights_only=false would let a checkpoint run code"),
