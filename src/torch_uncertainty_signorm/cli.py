@@ -172,6 +172,14 @@ def _differences(saved: Any, current: Any, key: str = "") -> Iterator[tuple[str,
         yield key, saved, current
 
 
+def _training_set_size(datamodule: LightningDataModule) -> int | None:
+    """The size of a TorchUncertainty datamodule's training set; ``None`` when unknown."""
+    try:
+        return len(datamodule.get_train_set())
+    except (AttributeError, TypeError):  # no get_train_set, no training set, no length
+        return None
+
+
 def _value_at(tree: dict[str, Any], key: str) -> Any:
     """The value of the dotted ``key`` in ``tree``."""
     for part in key.split("."):
@@ -291,8 +299,7 @@ class TUSigmaNormCLI(TULightningCLI):
 
         def setup_and_check(stage: str | None = None) -> None:
             setup(stage)
-            training_set = getattr(self.datamodule, "get_train_set", None)
-            if stage == "fit" and callable(training_set) and len(training_set()) == 0:
+            if stage == "fit" and _training_set_size(self.datamodule) == 0:
                 raise ValueError(
                     f"The training set of {type(self.datamodule).__name__} is empty (0 samples): "
                     f"there is nothing to fit. Check the recipe's data block (root, splits)."
