@@ -2,8 +2,8 @@
 checkpoint (even on read-only storage), continuing from a best checkpoint never rewrites the old
 run, and a checkpoint on a full disk is whole or absent, with the disk error reported.
 
-Real signals, real filesystems: ``tmpfs`` mounts where the machine allows them (root), else the
-test says why it is skipped.
+Real runs of the command, a real SIGTERM, real filesystems: ``tmpfs`` mounts (read-only, or of
+2 MB) where the machine allows them (root), else the test says why it is skipped.
 """
 
 from __future__ import annotations
