@@ -46,3 +46,33 @@ def test_allowed_spec_builds_the_ensemble():
                       "num_estimators": 3}}, SigmaNormEnsemble)
     assert isinstance(model, SigmaNormEnsemble)
     assert model.num_estimators == 3 and model.heads.weight.shape[:2] == (3, 4)
+
+
+def _ensemble_spec(backbone) -> dict:
+    return {"class_path": "torch_uncertainty_signorm.signorm_ensemble",
+            "init_args": {"model": backbone, "num_estimators": 2}}
+
+
+@pytest.mark.parametrize("as_string", ["yaml", "yaml_file", "class_name"])
+def test_a_string_read_as_a_class_is_refused_before_parsing(as_string, tmp_path, monkeypatch):
+    """jsonargparse reads a string given for a class-typed argument as a class block (YAML, a
+    YAML file, a class name): it is refused before anything is imported or built."""
+    name, marker = marker_module(tmp_path, monkeypatch, "string_class_marker")
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "block.yaml").write_text(f"class_path: {name}.Evil\n")
+    value = {"yaml": f"{{class_path: {name}.Evil}}", "yaml_file": "block.yaml",
+             "class_name": "Linear"}[as_string]
+    with pytest.raises(ValueError, match=rf"model\.init_args\.model={value!r} is a string where "
+                                         rf"a class is expected"):
+        instantiate_spec(_ensemble_spec(value), SigmaNormEnsemble)
+    assert_not_imported(name, marker)
+
+
+def test_strings_that_are_data_are_kept():
+    """Plain strings of arguments that take strings (a preset, a regex, a style) build as
+    before; only strings read as classes are refused."""
+    from fixtures.backbones import tiny_signorm_spec
+
+    spec = tiny_signorm_spec(2, regularized_layers=r"(.*\.)?layer\d+\.\d+\.bn2")
+    model = instantiate_spec(spec, SigmaNormEnsemble)
+    assert model.regularized_layer_names[0].endswith("layer1.0.bn2")

@@ -95,6 +95,11 @@ def files(tmp_path_factory) -> Path:
                     "init_args": {"num_classes": 10, "model": recipe_spec}},
         "data": {"class_path": "torch_uncertainty_signorm.datamodules.DigitsDataModule"},
     }))
+    (root / "empty.ckpt").write_bytes(b"")
+    torch.save({"state_dict": {}, "hyper_parameters": ["model", "tau"]}, root / "hp_list.ckpt")
+    torch.save({"state_dict": {}, "global_step": -5}, root / "negative_step.ckpt")
+    torch.save({"state_dict": {"model.heads.weight": torch.full((2, 2), float("nan"))},
+                "global_step": 3}, root / "nan_weights.ckpt")
     export_ensemble(signorm_ensemble(tiny_resnet(), M), _spec(M), root / "export")
     untrusted = root / "untrusted_export"
     untrusted.mkdir()
@@ -190,13 +195,13 @@ CASES = [
                     r"float"),
     Case("last training batch of one sample (member heads)",
          lambda d: _ensemble().train()(torch.randn(1, 3, 32, 32)), ValueError,
-         r"SigmaBatchNorm1d needs more than 1 value .* members: batch size 1\. .*"
-         r"drop_last=True .*batch_size"),
+         r"SigmaBatchNorm1d needs more than 1 value .* members: batch size 1\. .*choose a "
+         r"batch_size .*--data\.init_args\.batch_size"),
     Case("last training batch of one sample (σBN statistics)",
          lambda d: member_batch_norm(SigmaBatchNorm2d(4, M).train(), torch.randn(M, 4, 1, 1),
                                      torch.ones(M, 4), None), ValueError,
          r"SigmaBatchNorm2d needs more than 1 value .*\(3, 4, 1, 1\) with 3 members: batch "
-         r"size 1\. .*drop_last=True"),
+         r"size 1\. .*choose a batch_size .*--data\.init_args\.batch_size"),
     Case("σBN training on one value per channel",
          lambda d: SigmaBatchNorm2d(4, M).train()(torch.randn(M, 4, 1, 1)), ValueError,
          r"needs more than 1 value per channel and member when training, got input shape "
@@ -247,6 +252,41 @@ CASES = [
          lambda d: _command("test", "--config", str(DIGITS_RECIPE), "--ckpt_path",
                             str(d / "truncated.pt")), ValueError,
          r"ckpt_path='.*truncated.pt' could not be read .*; expected a Lightning checkpoint"),
+    Case("empty checkpoint file (a write cut off)",
+         lambda d: _command("fit", "--config", str(DIGITS_RECIPE), "--ckpt_path",
+                            str(d / "empty.ckpt")), ValueError,
+         r"ckpt_path='.*empty.ckpt' is empty \(0 bytes\): its write was cut off"),
+    Case("checkpoint hyper_parameters that are a list",
+         lambda d: _command("test", "--config", str(DIGITS_RECIPE), "--ckpt_path",
+                            str(d / "hp_list.ckpt")), ValueError,
+         r"ckpt_path='.*hp_list.ckpt' has hyper_parameters of type list .*expected a mapping"),
+    Case("checkpoint with a negative global_step",
+         lambda d: _command("fit", "--config", str(DIGITS_RECIPE), "--ckpt_path",
+                            str(d / "negative_step.ckpt")), ValueError,
+         r"ckpt_path='.*negative_step.ckpt' has global_step=-5; expected an integer >= 0"),
+    Case("NaN weights in the checkpoint tested",
+         lambda d: _command("test", "--config", str(DIGITS_RECIPE), "--ckpt_path",
+                            str(d / "nan_weights.ckpt")), ValueError,
+         r"ckpt_path='.*nan_weights.ckpt' holds non-finite values \(NaN or inf\) in "
+         r"state_dict\['model.heads.weight'\]"),
+    Case("NaN weights in the checkpoint resumed",
+         lambda d: _command("fit", "--config", str(DIGITS_RECIPE), "--ckpt_path",
+                            str(d / "nan_weights.ckpt")), ValueError,
+         r"nan_weights.ckpt' holds non-finite values .*Use an earlier checkpoint"),
+    Case("ckpt_path that is a URL",
+         lambda d: _command("test", "--config", str(DIGITS_RECIPE), "--ckpt_path",
+                            "https://example.com/model.ckpt"), ValueError,
+         r"ckpt_path='https://example.com/model.ckpt' is a URL: checkpoints are read from "
+         r"local files only"),
+    Case("ckpt_path that is a file:// URL",
+         lambda d: _command("test", "--config", str(DIGITS_RECIPE), "--ckpt_path",
+                            (d / "resnet18.pt").as_uri()), ValueError,
+         r"ckpt_path='file:///.*resnet18.pt' is a URL: .*Download the file"),
+    Case("--weights_only=false",
+         lambda d: _command("test", "--config", str(DIGITS_RECIPE), "--weights_only=false"),
+         ValueError, r"--weights_only=false would let a checkpoint run code"),
+    Case("lambda = 1e30", lambda d: _ensemble(diversity_strength=1e30), ValueError,
+         r"diversity strength \(lambda\)=1e\+30 is above 1000: the regulariser would swamp"),
     Case("loading a directory that is no export", lambda d: load_ensemble(d), FileNotFoundError,
          r"config.json' does not exist: .* is no σN-Ens export"),
     Case("exported member out of range", lambda d: load_member(d / "export", 7), ValueError,

@@ -555,3 +555,46 @@ def test_signorm_recipes_take_members_from_the_model_alone(tmp_path, monkeypatch
                    run=False)
     assert cli.routine.model.num_estimators == 2
     assert cli.routine.format_batch_fn.num_repeats == 2 and cli.routine.is_ensemble is True
+
+
+@pytest.mark.parametrize("form", ["yaml", "yaml_file", "class_name"])
+def test_checkpoint_strings_read_as_classes_are_never_built(form, tmp_path, monkeypatch):
+    """A checkpoint's ``format_batch_fn`` (left unset by every recipe, so taken from the
+    checkpoint) given as a YAML class block, a YAML file or a class name is refused before
+    jsonargparse reads it: nothing is imported, nothing built."""
+    from fixtures.marker_module import assert_not_imported, marker_module
+
+    monkeypatch.chdir(tmp_path)
+    name, marker = marker_module(tmp_path, monkeypatch, "ckpt_string_marker")
+    (tmp_path / "block.yaml").write_text(f"class_path: {name}.Evil\n")
+    value = {"yaml": f"{{class_path: {name}.Evil}}", "yaml_file": "block.yaml",
+             "class_name": "Identity"}[form]
+    ckpt = _checkpoint(tmp_path, {"_class_path": SIGNORM_ROUTINE, "format_batch_fn": value})
+    with pytest.raises(ValueError, match=r"routine\.init_args\.format_batch_fn=.* is a string "
+                                         r"where a class is expected"):
+        cli_main(["test", *_signorm_args(), "--ckpt_path", ckpt])
+    assert_not_imported(name, marker)
+
+
+def test_a_checkpoint_word_read_as_a_class_is_refused_after_parsing(tmp_path, monkeypatch):
+    """``ood_criterion`` takes a criterion or a name: a checkpoint's plain word that the parser
+    resolves to a class is refused before anything is built; a name is taken as before."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(TUSigmaNormCLI, "_run_subcommand", lambda self, subcommand: None)
+    ckpt = _checkpoint(tmp_path, {"_class_path": SIGNORM_ROUTINE,
+                                  "ood_criterion": "EntropyCriterion"})
+    with pytest.raises(ValueError, match=r"ood_criterion was given as 'EntropyCriterion', which "
+                                         r"the parser read as the class"):
+        cli_main(["test", *_signorm_args(), "--ckpt_path", ckpt])
+    ckpt = _checkpoint(tmp_path, {"_class_path": SIGNORM_ROUTINE, "ood_criterion": "entropy"})
+    cli = cli_main(["test", *_signorm_args(), "--ckpt_path", ckpt])
+    assert type(cli.routine.ood_criterion).__name__ == "EntropyCriterion"
+    assert cli.config.test.weights_only is True  # how Lightning then loads the checkpoint
+
+
+def test_an_empty_training_set_is_an_error_naming_the_datamodule(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ValueError, match=r"The training set of SyntheticDataModule is empty "
+                                         r"\(0 samples\): there is nothing to fit"):
+        cli_main(["fit", *_signorm_args("--data.init_args.num_samples=0",
+                                        "--trainer.max_epochs=1")])

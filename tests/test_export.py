@@ -194,3 +194,34 @@ def test_an_argument_holding_an_object_other_than_its_default_is_not_exported(tm
     export_ensemble(build_model(SPEC), spec, tmp_path / "out")
     exported = json.loads((tmp_path / "out" / "config.json").read_text())["model"]
     assert "activation_fn" not in exported["init_args"]["model"]["init_args"]
+
+
+def test_an_export_never_replaces_files_unless_asked(tmp_path):
+    """``--output`` holding anything is refused before any work, with every file kept;
+    ``--overwrite`` / ``overwrite=True`` replaces the export."""
+    out = export_ensemble(build_model(SPEC).eval(), SPEC, tmp_path / "out")
+    (out / "notes.txt").write_text("the user's")
+    before = {path.name: path.read_bytes() for path in out.iterdir()}
+    with pytest.raises(FileExistsError, match=r"'.*out' is not empty \(config.json, "
+                                              r"ensemble.safetensors, notes.txt\): nothing was "
+                                              r"written.*--overwrite"):
+        main(["--config", str(tmp_path / "recipe.yaml"), "--ckpt_path",
+              str(tmp_path / "run.ckpt"), "--output", str(out)])  # neither file exists
+    with pytest.raises(FileExistsError, match="overwrite=True"):
+        export_ensemble(build_model(SPEC).eval(), SPEC, out)
+    assert {path.name: path.read_bytes() for path in out.iterdir()} == before
+
+    export_ensemble(build_model(SPEC).eval(), SPEC, out, members=True, overwrite=True)
+    config = json.loads((out / "config.json").read_text())
+    assert config["members"] == [f"member_{m}.safetensors" for m in range(M)]
+    assert (out / "notes.txt").read_text() == "the user's"
+    assert not list(out.glob("*.partial"))
+
+
+def test_exports_store_the_regularised_layer_names_not_the_pattern(tmp_path):
+    spec = tiny_signorm_spec(2, style="cifar", regularized_layers=r"(.*\.)?layer\d+\.\d+\.bn2")
+    model = build_model(spec)
+    export_ensemble(model, spec, tmp_path / "out")
+    stored = json.loads((tmp_path / "out" / "config.json").read_text())["model"]["init_args"]
+    assert stored["regularized_layers"] == model.regularized_layer_names
+    assert load_ensemble(tmp_path / "out").regularized_layer_names == model.regularized_layer_names

@@ -136,3 +136,169 @@ def test_an_allowed_backbone_alone_is_no_export(export_dir, tmp_path):
     with pytest.raises(ValueError, match=r"model\.class_path='torch_uncertainty\.models\..*"
                                          r"resnet' is no σNorm-Ensemble"):
         load_ensemble(tmp_path)
+
+
+# ------------------------------------------------------------------ untrusted exports, continued
+def _set(path: str, value):
+    """An edit of config.json setting the dotted ``path`` (``model.init_args.tau``)."""
+    def edit(config: dict) -> None:
+        *parents, leaf = path.split(".")
+        node = config
+        for parent in parents:
+            node = node[parent]
+        node[leaf] = value
+    return edit
+
+
+def _edit_config(edit):
+    def apply(directory: Path) -> None:
+        config = json.loads((directory / "config.json").read_text())
+        edit(config)
+        (directory / "config.json").write_text(json.dumps(config))
+    return apply
+
+
+def _write_config(data: bytes):
+    def apply(directory: Path) -> None:
+        (directory / "config.json").write_bytes(data)
+    return apply
+
+
+def _retyped_weights(dtype=None, nan: bool = False):
+    """The weight files with their first convolution cast to ``dtype`` or set to NaN."""
+    def apply(directory: Path) -> None:
+        from safetensors.torch import load_file, save_file
+
+        for path in (directory / "ensemble.safetensors", directory / "member_0.safetensors"):
+            state = load_file(path)
+            key = next(k for k, v in state.items() if v.is_floating_point() and v.dim() == 4)
+            state[key] = state[key].fill_(float("nan")) if nan else state[key].to(dtype)
+            save_file(state, path)
+    return apply
+
+
+def _replace_weights(make):
+    def apply(directory: Path) -> None:
+        (directory / "ensemble.safetensors").unlink()
+        make(directory / "ensemble.safetensors", directory)
+    return apply
+
+
+def _device_node(path: Path, _directory: Path) -> None:
+    import os
+    import stat
+
+    try:
+        os.mknod(path, stat.S_IFCHR | 0o600, os.makedev(1, 3))  # /dev/null's numbers
+    except PermissionError:
+        pytest.skip("creating a device node needs root")
+
+
+def _symlink_to_other_export(path: Path, directory: Path) -> None:
+    other = directory.parent / "other_export"
+    other.mkdir()
+    (other / "ensemble.safetensors").write_bytes(b"another export's weights")
+    path.symlink_to(other / "ensemble.safetensors")
+
+
+_ENSEMBLE_BLOCK = "model.init_args"
+_BACKBONE_BLOCK = "model.init_args.model"
+_REDOS = "(.*.*.*.*.*.*.*.*.*.*.*.*)*X"
+#: (edit of a valid export, error, message): each is refused before anything is built.
+UNTRUSTED_EXPORTS = {
+    "torchvision pretrained=true": (_edit_config(_set(_BACKBONE_BLOCK, {
+        "class_path": "torchvision.models.resnet18",
+        "init_args": {"pretrained": True, "num_classes": 10}})), ValueError,
+        r"model\.init_args\.model\.init_args\.pretrained=True: an export's weights are its own"),
+    "torchvision weights": (_edit_config(_set(_BACKBONE_BLOCK, {
+        "class_path": "torchvision.models.resnet18",
+        "init_args": {"weights": "IMAGENET1K_V1"}})), ValueError,
+        r"init_args\.weights='IMAGENET1K_V1': an export's weights are its own"),
+    "FineTune checkpoint": (_edit_config(_set(f"{_ENSEMBLE_BLOCK}.checkpoint", "single.ckpt")),
+                            ValueError, r"init_args\.checkpoint='single\.ckpt'"),
+    "bert_classifier without config": (_edit_config(_set(_BACKBONE_BLOCK, {
+        "class_path": "torch_uncertainty_signorm.backbones.bert_classifier",
+        "init_args": {"model_name": "some-org/remote-code-model", "pretrained": False}})),
+        ValueError, r"bert_classifier\) has no config: loading would read .* from a directory "
+                    r"or the hub"),
+    "width_multiplier 400": (_edit_config(_set(f"{_BACKBONE_BLOCK}.init_args.width_multiplier",
+                                               400)), ValueError,
+                             r"does not hold the model config.json describes: .*shape or dtype "
+                             r"mismatch.*Nothing was built"),
+    "num_estimators 10**7": (_edit_config(lambda c: (
+        _set("num_estimators", 10**7)(c), _set(f"{_ENSEMBLE_BLOCK}.num_estimators", 10**7)(c))),
+        ValueError, r"num_estimators=10000000, but .* holds the heads of 2 members"),
+    "BERT of 65,536 dimensions": (_edit_config(_set(_BACKBONE_BLOCK, {
+        "class_path": "torch_uncertainty_signorm.backbones.bert_classifier",
+        "init_args": {"pretrained": False, "config": {
+            "model_type": "bert", "hidden_size": 65536, "intermediate_size": 65536,
+            "num_attention_heads": 16, "num_hidden_layers": 24}}})), ValueError,
+        r"num_hidden_layers=24, but .* holds 0 encoder layers\. Nothing was built"),
+    "catastrophic regex": (_edit_config(_set(f"{_ENSEMBLE_BLOCK}.regularized_layers", _REDOS)),
+                           ValueError, r"regularized_layers='\(\.\*.*\)\*X' is a pattern; an "
+                                       r"export holds the names"),
+    "FIFO weights": (_replace_weights(lambda path, _: __import__("os").mkfifo(path)), ValueError,
+                     r"ensemble\.safetensors' is not a regular file"),
+    "device weights": (_replace_weights(_device_node), ValueError,
+                       r"ensemble\.safetensors' is not a regular file"),
+    "directory weights": (_replace_weights(lambda path, _: path.mkdir()), ValueError,
+                          r"ensemble\.safetensors' is not a regular file"),
+    "symlink to another export": (_replace_weights(_symlink_to_other_export), ValueError,
+                                  r"ensemble\.safetensors' leads out of the export folder"),
+    "class_path a list": (_edit_config(_set("model.class_path", ["os", "system"])), ValueError,
+                          r"model\.class_path must be a dotted class path .* got list"),
+    "class_path a dict": (_edit_config(_set("model.class_path", {"a": 1})), ValueError,
+                          r"model\.class_path must be a dotted class path .* got dict"),
+    "init_args a string": (_edit_config(_set("model.init_args", "num_estimators=2")), ValueError,
+                           r"model\.init_args must be a mapping .* got str"),
+    "top-level list": (_write_config(b"[1, 2]"), ValueError,
+                       r"config\.json' holds a JSON list; expected an object"),
+    "no model": (_edit_config(lambda c: c.pop("model")), ValueError, r"lacks 'model'"),
+    "no members": (_edit_config(lambda c: c.pop("members")), ValueError, r"lacks 'members'"),
+    "empty config.json": (_write_config(b""), ValueError, r"config\.json' is not valid JSON"),
+    "config.json not UTF-8": (_write_config(b'{"format": "\xff\xfe"}'), ValueError,
+                              r"config\.json' is not UTF-8 text"),
+    "deeply nested": (_write_config(b'{"model": ' + b"[" * 100_000 + b"]" * 100_000 + b"}"),
+                      ValueError, r"config\.json' is nested too deeply"),
+    "nested 40 levels": (_write_config(b'{"model": ' + b"[" * 40 + b"]" * 40 + b"}"),
+                         ValueError, r"nested more than 32 levels"),
+    "float64 weights": (_retyped_weights(torch.float64), ValueError, r"dtype mismatch: .* F64"),
+    "float16 weights": (_retyped_weights(torch.float16), ValueError, r"dtype mismatch: .* F16"),
+    "int8 weights": (_retyped_weights(torch.int8), ValueError, r"dtype mismatch: .* I8"),
+    "bool weights": (_retyped_weights(torch.bool), ValueError, r"dtype mismatch: .* BOOL"),
+    "NaN weights": (_retyped_weights(nan=True), ValueError,
+                    r"holds non-finite values \(NaN or inf\) in backbone\."),
+    "members a string": (_edit_config(_set("members", "member_0.safetensors")), ValueError,
+                         r"members='member_0\.safetensors'; expected a list"),
+    "num_estimators contradiction": (_edit_config(_set("num_estimators", 3)), ValueError,
+                                     r"num_estimators=3 but model\.init_args\.num_estimators=2; "
+                                     r"they must agree"),
+}
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("case", UNTRUSTED_EXPORTS, ids=list(UNTRUSTED_EXPORTS))
+def test_an_untrusted_export_is_refused_before_anything_is_built(
+    case, export_dir, tmp_path, monkeypatch
+):
+    """Code, downloads, memory or time it would take are refused with an error naming the
+    file or value; nothing is fetched and no file changes."""
+    import shutil
+    import time
+
+    def fetched(*args, **kwargs):
+        raise AssertionError(f"loading an export fetched {args[:1]}")
+
+    for name in ("torch.hub.load_state_dict_from_url", "transformers.AutoConfig.from_pretrained",
+                 "transformers.AutoModelForSequenceClassification.from_pretrained"):
+        monkeypatch.setattr(name, fetched)
+    edit, error, message = UNTRUSTED_EXPORTS[case]
+    bad = shutil.copytree(export_dir, tmp_path / "bad_export")
+    edit(bad)
+    before = _digest(tmp_path)
+    start = time.perf_counter()
+    for load in (load_ensemble, lambda directory: load_member(directory, 0)):
+        with pytest.raises(error, match=message):
+            load(bad)
+    assert time.perf_counter() - start < 30  # refused, not attempted
+    assert _digest(tmp_path) == before

@@ -4,16 +4,27 @@ Checkpoint hyper-parameters and exported ``config.json`` files are data. jsonarg
 builds ``class_path``/``init_args`` blocks, imports every ``class_path`` it meets, and every dotted
 string given to a class- or callable-typed argument (``normalization_layer: torch.nn.BatchNorm2d``);
 :func:`check_spec` rejects, before anything is imported, every such name outside the lists below.
+For a class-typed argument jsonargparse also reads a *string* as a class block (a YAML
+``"{class_path: ...}"``, the path of a YAML file, a short class name):
+:func:`check_class_strings` refuses such strings before parsing, and :func:`instantiate_spec`
+checks the parsed configuration again before building it.
 """
 
 from __future__ import annotations
 
+import collections.abc
+import enum
 import importlib
 import importlib.util
+import inspect
 import re
+import types
+import typing
 from collections.abc import Collection, Mapping
+from pathlib import Path, PurePath
 from typing import Any
 
+import yaml
 from jsonargparse import ArgumentParser
 
 __all__ = [
@@ -21,6 +32,9 @@ __all__ = [
     "ARGUMENT_CLASS_PATHS",
     "COMPONENT_CLASS_PATHS",
     "MODEL_CLASS_PATHS",
+    "argument_type",
+    "check_class_strings",
+    "check_parsed",
     "check_spec",
     "import_object",
     "instantiate_spec",
@@ -86,8 +100,18 @@ def check_spec(
         where: Name of ``spec`` in the error message.
     """
     if isinstance(spec, Mapping):
-        if "class_path" in spec and spec["class_path"] not in allowed:
-            raise _refuse(f"{where}.class_path", spec["class_path"], allowed)
+        if "class_path" in spec:
+            class_path = spec["class_path"]
+            if not isinstance(class_path, str):
+                raise ValueError(f"{where}.class_path must be a dotted class path (a string such "
+                                 f"as 'torch_uncertainty_signorm.signorm_ensemble'), got "
+                                 f"{type(class_path).__name__} {class_path!r:.200}.")
+            if class_path not in allowed:
+                raise _refuse(f"{where}.class_path", class_path, allowed)
+            if not isinstance(spec.get("init_args") or {}, Mapping):
+                raise ValueError(f"{where}.init_args must be a mapping of argument names to "
+                                 f"values, got {type(spec['init_args']).__name__} "
+                                 f"{spec['init_args']!r:.200}.")
         for key, value in spec.items():
             if key != "class_path":
                 check_spec(value, allowed, f"{where}.{key}")
@@ -118,8 +142,172 @@ def import_object(path: str, allowed: Collection[str] | None = None) -> Any:
         raise ValueError(f"class_path {path!r} cannot be imported ({error}).") from None
 
 
+# ------------------------------------------------------------------- strings read as classes
+_DATA_TYPES = (str, bytes, int, float, bool, type(None), PurePath, enum.Enum, dict, list, tuple)
+_CONTAINERS = (collections.abc.Sequence, collections.abc.Mapping, collections.abc.Set)
+_PLAIN_WORD = re.compile(r"[\w-]+")
+
+
+def _parameter_type(owner: Any, name: str) -> Any:
+    """The annotation of argument ``name`` of ``owner`` (a function, or a class whose
+    ``**kwargs`` reach its bases' ``__init__``); ``Any`` when it cannot be told."""
+    functions = [owner] if not isinstance(owner, type) else [
+        klass.__dict__["__init__"] for klass in owner.__mro__ if "__init__" in klass.__dict__
+    ]
+    for function in functions:
+        try:
+            parameters = inspect.signature(function).parameters
+        except (TypeError, ValueError):
+            return Any
+        if name in parameters:
+            try:
+                annotation = typing.get_type_hints(function).get(name, Any)
+            except Exception:  # an annotation naming what is not importable here
+                annotation = Any
+            return annotation
+        if not any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values()):
+            return Any
+    return Any
+
+
+def argument_type(class_path: str, key: str, init_args: Mapping) -> Any:
+    """The annotation of the dotted ``key`` (``model.init_args.tau``) of ``class_path``'s
+    arguments ``init_args``; nested blocks are the classes ``init_args`` names (trusted ones:
+    a recipe's). ``Any`` when it cannot be told."""
+    owner, node, annotation = import_object(class_path), init_args, Any
+    for part in key.split("."):
+        if part == "init_args":
+            continue
+        if owner is None:
+            return Any
+        annotation = _parameter_type(owner, part)
+        node = node.get(part) if isinstance(node, Mapping) else None
+        owner = None
+        if isinstance(node, Mapping) and isinstance(node.get("class_path"), str):
+            owner, node = import_object(node["class_path"]), node.get("init_args") or {}
+    return annotation
+
+
+def _takes_class(annotation: Any) -> bool:
+    """Whether jsonargparse may read a value of ``annotation`` as a class to import or build."""
+    origin = typing.get_origin(annotation)
+    if origin is typing.Literal:
+        return False
+    if origin in (typing.Union, types.UnionType):
+        return any(_takes_class(arg) for arg in typing.get_args(annotation))
+    if isinstance(origin, type) and issubclass(origin, _CONTAINERS):
+        return any(_takes_class(arg) for arg in typing.get_args(annotation))
+    if origin is None and isinstance(annotation, type):
+        return not issubclass(annotation, _DATA_TYPES)
+    return True  # Any, callables, type[...], type variables: anything may be
+
+
+def _takes_string(annotation: Any) -> bool:
+    if typing.get_origin(annotation) in (typing.Union, types.UnionType):
+        return any(_takes_string(arg) for arg in typing.get_args(annotation))
+    return annotation is str
+
+
+def _reads_as_structure(value: str) -> bool:
+    """Whether YAML reads ``value`` as a mapping or a list (which jsonargparse may build)."""
+    try:
+        return isinstance(yaml.safe_load(value), (Mapping, list))
+    except yaml.YAMLError:
+        return False
+
+
+def check_class_strings(
+    value: Any, annotation: Any, where: str, allowed: frozenset[str] = ALLOWED_CLASS_PATHS
+) -> None:
+    """Refuse a string jsonargparse could read as a class where ``annotation`` takes one.
+
+    Nothing is imported but the classes of ``value``'s own class blocks (which :func:`check_spec`
+    must have accepted). Where an argument takes a class, a string is kept only when it is an
+    allowed class path, or a plain word (``msp``, no file of that name) for an argument that
+    also takes strings: a YAML ``"{class_path: ...}"``, the path of a YAML file or a class name
+    is refused. Where it takes anything (``Any``, the items of mappings and lists), a string
+    that YAML reads as a mapping or a list is refused.
+
+    Raises:
+        ValueError: Naming the string, where it is, and what the argument takes.
+    """
+    if isinstance(value, Mapping) and isinstance(value.get("class_path"), str):
+        owner = import_object(value["class_path"], allowed)
+        for key, item in (value.get("init_args") or {}).items():
+            check_class_strings(item, _parameter_type(owner, key), f"{where}.init_args.{key}",
+                                allowed)
+        return
+    if isinstance(value, Mapping):
+        for key, item in value.items():
+            check_class_strings(item, Any, f"{where}.{key}", allowed)
+    elif isinstance(value, (list, tuple)):
+        for index, item in enumerate(value):
+            check_class_strings(item, Any, f"{where}[{index}]", allowed)
+    if not isinstance(value, str) or value in allowed or not _takes_class(annotation):
+        return
+    if annotation is Any:
+        refused = _reads_as_structure(value)
+    else:
+        refused = not (_takes_string(annotation) and _PLAIN_WORD.fullmatch(value)
+                       and not Path(value).exists())
+    if refused:
+        raise ValueError(
+            f"{where}={value!r:.200} is a string where a class is expected ({annotation}): it "
+            f"could be read as a class to build (a YAML class_path block, a YAML file, a class "
+            f"name), so it is refused. Classes are built only from class_path/init_args blocks "
+            f"of allowed classes (torch_uncertainty_signorm.allowlist)."
+        )
+
+
+def _classes_built(tree: Any, where: str) -> dict[str, str]:
+    """``{place: class_path}`` of every class block in a parsed configuration ``tree``."""
+    found = {}
+    if isinstance(tree, Mapping):
+        if isinstance(tree.get("class_path"), str):
+            found[where] = tree["class_path"]
+        for key, value in tree.items():
+            found |= _classes_built(value, f"{where}.{key}")
+    elif isinstance(tree, (list, tuple)):
+        for index, value in enumerate(tree):
+            found |= _classes_built(value, f"{where}[{index}]")
+    return found
+
+
+def check_parsed(given: Any, parsed: Any, where: str) -> None:
+    """After parsing, before building: every class block of ``parsed`` was a class block of
+    ``given`` (no string became one) and is allowed.
+
+    Raises:
+        ValueError: Naming the place, the class and the value given there.
+    """
+    before = _classes_built(given, where)
+    for place, class_path in _classes_built(parsed, where).items():
+        if place not in before:
+            raise ValueError(
+                f"{place} was given as {_at(given, place, where)!r:.200}, which the parser read "
+                f"as the class {class_path!r}: a class is built only from a class_path block "
+                f"of an allowed class (torch_uncertainty_signorm.allowlist)."
+            )
+    check_spec(parsed, where=where)
+
+
+def _at(tree: Any, place: str, where: str) -> Any:
+    """The value of ``tree`` at ``place`` (as :func:`_classes_built` names it), else its
+    deepest given ancestor."""
+    for part in re.findall(r"\.([^.\[]+)|\[(\d+)\]", place.removeprefix(where)):
+        key = part[0] if part[0] else int(part[1])
+        try:
+            tree = tree[key]
+        except (KeyError, IndexError, TypeError):
+            break
+    return tree
+
+
 def instantiate_spec(spec: Mapping, base: type, where: str = "model") -> Any:
     """Build a checked ``class_path``/``init_args`` block with jsonargparse, as the command does.
+
+    The block is checked before parsing (:func:`check_spec`, :func:`check_class_strings`)
+    and the parsed configuration again before building (:func:`check_parsed`).
 
     Args:
         spec: The block (a recipe's, or a checkpoint's hyper-parameter).
@@ -130,7 +318,10 @@ def instantiate_spec(spec: Mapping, base: type, where: str = "model") -> Any:
         The built object.
     """
     check_spec(spec, where=where)
+    check_class_strings(spec, base, where)
     parser = ArgumentParser(exit_on_error=False)
     parser.add_argument(f"--{where}", type=base, required=True)
     config = parser.parse_object({where: dict(spec)})
+    parsed = yaml.safe_load(parser.dump(config, skip_none=False))[where]
+    check_parsed(spec, parsed, where)
     return parser.instantiate_classes(config)[where]

@@ -19,7 +19,8 @@ Both factories load pretrained weights by name on a machine with internet access
   data, :func:`bert_config`) rebuilds the architecture with no directory or hub at all, as
   exports do.
 
-Dropout is 0 in both (the paper trains every transformer without dropout).
+Dropout is 0 in both (the paper trains every transformer without dropout). Hugging Face is
+always called with ``trust_remote_code=False``: a model directory's own code never runs.
 """
 
 from __future__ import annotations
@@ -226,10 +227,10 @@ def bert_classifier(
         hf_config = _config_from_data(config, num_classes)
     if pretrained:
         model = AutoModelForSequenceClassification.from_pretrained(
-            source, config=hf_config, ignore_mismatched_sizes=True
+            source, config=hf_config, ignore_mismatched_sizes=True, trust_remote_code=False
         )
     else:
-        model = AutoModelForSequenceClassification.from_config(hf_config)
+        model = AutoModelForSequenceClassification.from_config(hf_config, trust_remote_code=False)
     _reinitialize_linears(model.classifier, std=getattr(hf_config, "initializer_range", 0.02))
     model.train()  # from_pretrained returns a model in evaluation mode; Lightning keeps modes
     return SequenceClassifier(model)
@@ -271,7 +272,9 @@ def _resolve_config(source: str, num_classes: int):
     from transformers import AutoConfig
 
     try:
-        return AutoConfig.from_pretrained(source, num_labels=num_classes, **_NO_DROPOUT)
+        return AutoConfig.from_pretrained(
+            source, num_labels=num_classes, trust_remote_code=False, **_NO_DROPOUT
+        )
     except OSError as error:
         raise ValueError(
             f"model_name={source!r} could not be resolved ({error}). Pass a Hugging Face model "

@@ -1,33 +1,129 @@
-"""Load a single model's checkpoint into its backbone before σNorm conversion (FineTune)."""
+"""Read checkpoints safely: a local file, no pickle code, whole and finite; and load a single
+model's checkpoint into its backbone before σNorm conversion (FineTune)."""
 
 from __future__ import annotations
 
+import re
+import stat
 from collections.abc import Mapping
+from numbers import Integral
 from pathlib import Path
+from typing import Any
 
 import torch
 from torch import Tensor, nn
 
-__all__ = ["load_backbone_checkpoint", "read_backbone_checkpoint"]
+__all__ = [
+    "check_lightning_checkpoint", "load_backbone_checkpoint", "local_file",
+    "read_backbone_checkpoint", "read_checkpoint",
+]
 
 #: The attribute under which TorchUncertainty's routines hold their network.
 _ROUTINE_PREFIX = "model."
+#: ``scheme://``: a URL, which torch and Lightning would fetch (and cache) without our checks.
+_URL = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://")
+
+
+def _first_line(error: BaseException) -> str:
+    return (str(error).splitlines() or [""])[0]
+
+
+def local_file(path: str | Path, argument: str = "checkpoint") -> Path:
+    """``path`` if it names an existing, non-empty regular file on this machine.
+
+    Raises:
+        ValueError: For a URL (``http://``, ``file://``...: download it and pass the file), a
+            directory, device or pipe, or an empty file (a write cut off).
+        FileNotFoundError: If nothing is there.
+    """
+    if _URL.match(str(path)):
+        raise ValueError(
+            f"{argument}='{path}' is a URL: checkpoints are read from local files only, with "
+            f"every check this package makes (a URL would be fetched and cached unchecked). "
+            f"Download the file, make sure you trust its source, and pass its path."
+        )
+    path = Path(path)
+    if not path.exists():
+        raise FileNotFoundError(f"{argument}='{path}' does not exist.")
+    mode = path.stat().st_mode
+    if not stat.S_ISREG(mode):
+        kind = "a directory" if stat.S_ISDIR(mode) else "not a regular file (a device or a pipe)"
+        raise ValueError(f"{argument}='{path}' is {kind}; expected a checkpoint file.")
+    if path.stat().st_size == 0:
+        raise ValueError(
+            f"{argument}='{path}' is empty (0 bytes): its write was cut off. Use another "
+            f"checkpoint of the run (e.g. last.ckpt), or run again."
+        )
+    return path
+
+
+def read_checkpoint(path: str | Path, argument: str = "checkpoint",
+                    expected: str = "a Lightning checkpoint (.ckpt)") -> Any:
+    """The content of the local checkpoint file ``path``, read with ``weights_only=True``.
+
+    Raises:
+        ValueError, FileNotFoundError: As :func:`local_file`, or if torch cannot read it
+            (truncated, not a checkpoint, pickled code), naming ``argument`` and the file.
+    """
+    path = local_file(path, argument)
+    try:
+        return torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as error:  # truncated file, not a checkpoint, unsafe pickle content
+        raise ValueError(
+            f"{argument}='{path}' could not be read ({type(error).__name__}: "
+            f"{_first_line(error)}); expected {expected}."
+        ) from error
+
+
+def check_lightning_checkpoint(checkpoint: Any, path: str | Path,
+                               argument: str = "ckpt_path") -> dict:
+    """``checkpoint`` if it is a Lightning checkpoint worth loading: a dict whose
+    ``state_dict`` holds finite tensors, whose ``hyper_parameters`` is a mapping and whose
+    ``global_step`` and ``epoch`` are integers >= 0.
+
+    Raises:
+        ValueError: Naming the file, the entry and what is valid.
+    """
+    where = f"{argument}='{path}'"
+    if not isinstance(checkpoint, dict) or not isinstance(checkpoint.get("state_dict", {}),
+                                                          Mapping):
+        raise ValueError(f"{where} holds a {type(checkpoint).__name__}; expected a Lightning "
+                         f"checkpoint (.ckpt, a dict with a 'state_dict' mapping).")
+    hparams = checkpoint.get("hyper_parameters")
+    if hparams is not None and not isinstance(hparams, Mapping):
+        raise ValueError(f"{where} has hyper_parameters of type {type(hparams).__name__} "
+                         f"({hparams!r:.100}); expected a mapping of argument names to values.")
+    for counter in ("global_step", "epoch"):
+        value = checkpoint.get(counter, 0)
+        if isinstance(value, bool) or not isinstance(value, Integral) or value < 0:
+            raise ValueError(f"{where} has {counter}={value!r}; expected an integer >= 0.")
+    for key, tensor in checkpoint.get("state_dict", {}).items():
+        if isinstance(tensor, Tensor) and tensor.is_floating_point() and not bool(
+            torch.isfinite(tensor).all()
+        ):
+            raise ValueError(
+                f"{where} holds non-finite values (NaN or inf) in state_dict['{key}']: the run "
+                f"had diverged when it was saved. Use an earlier checkpoint of the run."
+            )
+    return checkpoint
 
 
 def _read_state_dict(path: Path) -> Mapping[str, Tensor]:
     """Tensors of a Lightning ``.ckpt``, a torch state dict or a ``.safetensors`` file."""
-    try:
-        if path.suffix == ".safetensors":
-            from safetensors.torch import load_file
+    if path.suffix != ".safetensors":
+        state = read_checkpoint(path, expected="a Lightning/TorchUncertainty .ckpt, a torch state "
+                                               "dict or a .safetensors file")
+    else:
+        path = local_file(path)
+        from safetensors.torch import load_file
 
+        try:
             state = load_file(path)
-        else:
-            state = torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as error:
-        raise ValueError(
-            f"checkpoint='{path}' could not be read ({type(error).__name__}: {error}); expected "
-            f"a Lightning/TorchUncertainty .ckpt, a torch state dict or a .safetensors file."
-        ) from error
+        except Exception as error:
+            raise ValueError(
+                f"checkpoint='{path}' could not be read ({type(error).__name__}: "
+                f"{_first_line(error)}); expected a .safetensors file."
+            ) from error
     if isinstance(state, Mapping) and isinstance(state.get("state_dict"), Mapping):
         state = state["state_dict"]
     if not isinstance(state, Mapping) or not all(isinstance(v, Tensor) for v in state.values()):

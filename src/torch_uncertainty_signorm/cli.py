@@ -64,12 +64,16 @@ from lightning.pytorch.cli import (
     ArgsType, LightningArgumentParser, LightningCLI, LRSchedulerCallable, OptimizerCallable,
     SaveConfigCallback,
 )
+from lightning.pytorch.plugins import CheckpointIO
 from lightning.pytorch.trainer.states import TrainerStatus
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 from lightning.pytorch.utilities.rank_zero import rank_zero_warn
 from torch_uncertainty.utils.cli import TULightningCLI, TUSaveConfigCallback
 
-from .allowlist import check_spec, import_object
+from .allowlist import argument_type, check_class_strings, check_parsed, check_spec, import_object
+from .atomic_files import AtomicCheckpointIO
+from .callbacks.exact_resume import saved_on_interruption
+from .checkpoints import check_lightning_checkpoint, read_checkpoint
 from .tu_format import (
     DEFAULT_ROUTINE, check_datamodule_named, normalise_recipe, register_shorthands,
     resolve_datamodule,
@@ -173,6 +177,21 @@ def _differences(saved: Any, current: Any, key: str = "") -> Iterator[tuple[str,
         yield key, saved, current
 
 
+def _training_set_size(datamodule: LightningDataModule) -> int | None:
+    """The size of a TorchUncertainty datamodule's training set; ``None`` when unknown."""
+    try:
+        return len(datamodule.get_train_set())
+    except (AttributeError, TypeError):  # no get_train_set, no training set, no length
+        return None
+
+
+def _value_at(tree: dict[str, Any], key: str) -> Any:
+    """The value of the dotted ``key`` in ``tree``."""
+    for part in key.split("."):
+        tree = tree.get(part) if isinstance(tree, dict) else None
+    return tree
+
+
 def _nested(flat: dict[str, Any]) -> dict[str, Any]:
     """``{"a.b": 1}`` -> ``{"a": {"b": 1}}``."""
     tree: dict[str, Any] = {}
@@ -256,6 +275,8 @@ class TUSigmaNormCLI(TULightningCLI):
     ) -> None:
         self.forwarded_data_args: dict[str, Any] = {}
         self._started = time.time()
+        self._resumes_interruption = False  # --ckpt_path is an interruption checkpoint
+        self._tested_after_fit: Path | None = None  # the checkpoint --eval_after_fit tests
         try:
             super().__init__(
                 model_class=model_class or LightningModule,
@@ -332,6 +353,21 @@ class TUSigmaNormCLI(TULightningCLI):
         setup = self.datamodule.setup
         self.datamodule.setup = lambda stage=None: setup("fit" if stage == "validate" else stage)
 
+    def before_fit(self) -> None:
+        """Refuse an empty training set once the datamodule is set up (TorchUncertainty's
+        ``get_train_set``), rather than failing in the data loader's sampler."""
+        setup = self.datamodule.setup
+
+        def setup_and_check(stage: str | None = None) -> None:
+            setup(stage)
+            if stage == "fit" and _training_set_size(self.datamodule) == 0:
+                raise ValueError(
+                    f"The training set of {type(self.datamodule).__name__} is empty (0 samples): "
+                    f"there is nothing to fit. Check the recipe's data block (root, splits)."
+                )
+
+        self.datamodule.setup = setup_and_check
+
     def after_fit(self) -> None:
         """With ``--eval_after_fit``, test the best checkpoint (the last weights if none was saved).
 
@@ -347,19 +383,29 @@ class TUSigmaNormCLI(TULightningCLI):
             rank_zero_warn(
                 "eval_after_fit: no best checkpoint was saved; testing the last weights."
             )
-        self.trainer.test(self.routine, datamodule=self.datamodule, ckpt_path=ckpt_path)
+        else:
+            self._tested_after_fit = Path(checkpoint.best_model_path)
+        self.trainer.test(self.routine, datamodule=self.datamodule, ckpt_path=ckpt_path,
+                          weights_only=True)
 
     def instantiate_trainer(self, **kwargs: Any) -> Any:
         """As Lightning's; ``trainer.sync_batchnorm: true`` also synchronises σBN statistics
-        (:class:`~torch_uncertainty_signorm.distributed.SigmaNormSyncBatchNorm`), and test
+        (:class:`~torch_uncertainty_signorm.distributed.SigmaNormSyncBatchNorm`), test
         results print through
-        :class:`~torch_uncertainty_signorm.evaluation.printing.SigmaNormEvaluationLoop`."""
+        :class:`~torch_uncertainty_signorm.evaluation.printing.SigmaNormEvaluationLoop`, and
+        checkpoints are written whole or not at all
+        (:class:`~torch_uncertainty_signorm.atomic_files.AtomicCheckpointIO`, unless the
+        configuration names a ``CheckpointIO`` plugin)."""
         from .distributed import signorm_sync_batchnorm_plugins
         from .evaluation.printing import use_results_tables
 
         config = {**self._get(self.config_init, "trainer", default={}), **kwargs}
         if (plugins := signorm_sync_batchnorm_plugins(config)) is not None:
-            kwargs["plugins"] = plugins
+            config["plugins"] = kwargs["plugins"] = plugins
+        plugins = config.get("plugins") or []
+        plugins = list(plugins) if isinstance(plugins, (list, tuple)) else [plugins]
+        if not any(isinstance(plugin, CheckpointIO) for plugin in plugins):
+            kwargs["plugins"] = [*plugins, AtomicCheckpointIO()]
         trainer = super().instantiate_trainer(**kwargs)
         use_results_tables(trainer)  # whole metric names, diversity and FLOPs per input
         return trainer
@@ -409,24 +455,27 @@ class TUSigmaNormCLI(TULightningCLI):
         Lightning's version imports the checkpoint's ``_class_path`` and lets its values override
         the command line. Here the recipe names every class: a checkpoint naming another routine
         or model class, or a value contradicting one the recipe or command line sets, is an
-        error; values left at their defaults are taken from the checkpoint, as Lightning does.
+        error; values left at their defaults are taken from the checkpoint, as Lightning does,
+        but never a string where a class is expected, checked before and after parsing
+        (:func:`~torch_uncertainty_signorm.allowlist.check_class_strings`). The checkpoint is a
+        local file, whole, with finite weights
+        (:func:`~torch_uncertainty_signorm.checkpoints.check_lightning_checkpoint`), and every
+        load (Lightning's too) uses ``weights_only=True``.
         """
         subcommand = self.config.get("subcommand")
         ckpt_path = self.config[subcommand].get("ckpt_path") if subcommand else None
-        if not ckpt_path or not Path(ckpt_path).is_file():
-            return  # "best", "last", remote paths: resolved by Lightning when it loads them
-        try:
-            checkpoint = torch.load(ckpt_path, weights_only=True, map_location="cpu")
-        except Exception as error:  # truncated file, not a checkpoint, unsafe pickle content
+        if subcommand and self.config[subcommand].get("weights_only") is False:
             raise ValueError(
-                f"ckpt_path='{ckpt_path}' could not be read ({type(error).__name__}: "
-                f"{str(error).splitlines()[0]}); expected a Lightning checkpoint (.ckpt)."
-            ) from error
-        if not isinstance(checkpoint, dict):
-            raise ValueError(
-                f"ckpt_path='{ckpt_path}' holds a {type(checkpoint).__name__}; expected a "
-                f"Lightning checkpoint (.ckpt, a dict with 'state_dict')."
+                "--weights_only=false would let a checkpoint run code when it is loaded; the "
+                "command loads checkpoints with weights_only=True only (leave it unset)."
             )
+        if subcommand and "weights_only" in self.config[subcommand]:
+            self.config[subcommand].weights_only = True  # every load by Lightning, too
+        if not ckpt_path or ("://" not in str(ckpt_path) and not Path(ckpt_path).exists()):
+            return  # "best", "last": this run's, found by Lightning; a missing file: it says so
+        checkpoint = check_lightning_checkpoint(read_checkpoint(ckpt_path, "ckpt_path"),
+                                                ckpt_path)
+        self._resumes_interruption = saved_on_interruption(checkpoint)
         hparams = dict(checkpoint.get("hyper_parameters") or {})
         hparams.pop("_instantiator", None)
         routine = self.config[subcommand].get("routine")
@@ -469,10 +518,19 @@ class TUSigmaNormCLI(TULightningCLI):
                     f"unset (unset values are taken from the checkpoint)."
                 )
             taken[key] = saved
-        if taken:
-            check_spec(_nested(taken), where=f"ckpt_path='{ckpt_path}': routine.init_args")
-            update = {"class_path": recipe_class, "init_args": _nested(taken)}
-            self.config = self.parser.parse_object({subcommand: {"routine": update}}, self.config)
+        if not taken:
+            return
+        where = f"ckpt_path='{ckpt_path}': routine.init_args"
+        check_spec(_nested(taken), where=where)
+        for key, saved in taken.items():  # before parsing: jsonargparse imports what it reads
+            check_class_strings(saved, argument_type(recipe_class, key, config), f"{where}.{key}")
+        update = {"class_path": recipe_class, "init_args": _nested(taken)}
+        self.config = self.parser.parse_object({subcommand: {"routine": update}}, self.config)
+        parsed = yaml.safe_load(
+            self.parser.dump(self.config, skip_link_targets=False, skip_none=False)
+        )[subcommand]["routine"]["init_args"]
+        for key, saved in taken.items():  # after parsing, before building
+            check_parsed(saved, _value_at(parsed, key), f"{where}.{key}")
 
     @staticmethod
     def _routine_names(class_path: str | None) -> set[str]:
@@ -539,7 +597,9 @@ class TUSigmaNormCLI(TULightningCLI):
     # ------------------------------------------ interrupted runs (see ExactResumeCheckpoint)
     def instantiate_classes(self) -> None:
         """As TorchUncertainty's; ``fit --ckpt_path <log dir>/version_<n>/checkpoints/<file>``
-        first sets the logger's ``version`` to ``n``, so a resumed run logs into its own version."""
+        of an interruption checkpoint first sets the logger's ``version`` to ``n``, so a resumed
+        run logs into its own version; from any other checkpoint (a best one), ``fit`` logs into
+        a new version and leaves the old one's files as they are."""
         if self.subcommand == "fit":
             self._continue_logged_run(self.config["fit"])
         super().instantiate_classes()
@@ -551,7 +611,7 @@ class TUSigmaNormCLI(TULightningCLI):
 
     def _continue_logged_run(self, config: Namespace) -> None:
         ckpt_path = config.get("ckpt_path")
-        if not ckpt_path or not Path(ckpt_path).is_file():
+        if not ckpt_path or not self._resumes_interruption or not Path(ckpt_path).is_file():
             return
         run_dir = Path(ckpt_path).resolve().parent.parent  # <save_dir>/<name>/version_<n>
         version = run_dir.name.removeprefix("version_")
@@ -575,11 +635,13 @@ class TUSigmaNormCLI(TULightningCLI):
         try:
             super()._run_subcommand(subcommand)
         except SIGTERMException as stop:
-            raise RunInterrupted(SIGTERM_EXIT_CODE, self._interruption_checkpoint()) from stop
+            raise RunInterrupted(SIGTERM_EXIT_CODE, self._interruption_checkpoint(),
+                                 self._tested_after_fit) from stop
         except SystemExit as stop:  # Lightning exits with 1 after Ctrl-C
             if self.trainer.state.status != TrainerStatus.INTERRUPTED:
                 raise
-            raise RunInterrupted(SIGINT_EXIT_CODE, self._interruption_checkpoint()) from stop
+            raise RunInterrupted(SIGINT_EXIT_CODE, self._interruption_checkpoint(),
+                                 self._tested_after_fit) from stop
 
     def _interruption_checkpoint(self) -> Path | None:
         from .callbacks.exact_resume import ExactResumeCheckpoint
@@ -647,16 +709,19 @@ class RunInterrupted(SystemExit):
     """A run stopped by SIGTERM (exit code 143 = 128 + 15) or Ctrl-C (130 = 128 + 2).
 
     Schedulers read a non-zero code as "not finished"; ``checkpoint`` is the interruption
-    checkpoint to resume from (``None`` when none was written).
+    checkpoint to resume from (``None`` when none was written); ``tested`` the best
+    checkpoint of a finished ``fit`` whose ``--eval_after_fit`` test was stopped.
     """
 
-    def __init__(self, code: int, checkpoint: Path | None) -> None:
+    def __init__(self, code: int, checkpoint: Path | None, tested: Path | None = None) -> None:
         super().__init__(code)
         self.checkpoint = checkpoint
+        self.tested = tested
 
 
-def resume_command(args: list[str], checkpoint: Path) -> str:
-    """The ``torch-uncertainty`` command line ``args`` resumed from ``checkpoint``."""
+def resume_command(args: list[str], checkpoint: Path, subcommand: str | None = None) -> str:
+    """The ``torch-uncertainty`` command line ``args`` resumed from ``checkpoint`` (run as
+    ``subcommand``, e.g. ``"test"``, when given)."""
     kept, skip = [], False
     for arg in args:
         if skip or arg.startswith("--ckpt_path="):
@@ -665,6 +730,10 @@ def resume_command(args: list[str], checkpoint: Path) -> str:
         skip = arg == "--ckpt_path"
         if not skip:
             kept.append(arg)
+    if subcommand is not None and (at := next(
+        (i for i, arg in enumerate(kept) if arg in SUBCOMMANDS), None
+    )) is not None:
+        kept[at] = subcommand
     return shlex.join(["torch-uncertainty", *kept, "--ckpt_path", str(checkpoint)])
 
 
@@ -693,6 +762,13 @@ def main(args: ArgsType = None) -> None:
             command = resume_command(argv, stop.checkpoint) if isinstance(argv, list) else None
             print(f"torch-uncertainty interrupted: checkpoint {stop.checkpoint}"
                   + (f"\nResume with: {command}" if command else ""), file=sys.stderr)
+        elif stop.tested is not None:  # fit had finished: its best checkpoint is to be tested
+            argv = sys.argv[1:] if args is None else args
+            command = (resume_command(argv, stop.tested, "test") if isinstance(argv, list) else
+                       f"torch-uncertainty test --config <recipe> --ckpt_path {stop.tested}")
+            print(f"torch-uncertainty interrupted while testing after fit: training had finished "
+                  f"(the same command again would train again). Test its best checkpoint with: "
+                  f"{command}", file=sys.stderr)
         else:
             print("torch-uncertainty interrupted: no checkpoint written (nothing to resume: no "
                   "optimisation step was taken, or the state was not finite); run the same "

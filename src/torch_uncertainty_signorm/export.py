@@ -20,7 +20,11 @@ anything is imported or built.
 **Exports are self-contained**: ``config.json`` describes the architecture alone, so loading
 needs neither the FineTune ``checkpoint``, nor ``pretrained_path``, nor a download; the
 weights come from the safetensors files (a ``bert_classifier`` stores its Hugging Face
-configuration, see :func:`~torch_uncertainty_signorm.backbones.bert_config`).
+configuration, see :func:`~torch_uncertainty_signorm.backbones.bert_config`), and the
+regularised layers are stored by name. Loading refuses a model block asking for weights
+from elsewhere, and checks the architecture against the safetensors headers before
+allocating anything (:mod:`~torch_uncertainty_signorm.export_files`): an untrusted export can
+neither run code nor make the loader fetch, hang or exhaust memory.
 
 A *member model* (:func:`member_model`, i.e. :meth:`SigmaNormEnsemble.member_model
 <torch_uncertainty_signorm.member_wrapper.MemberWrapper.member_model>`) is member ``m``
@@ -42,17 +46,30 @@ import argparse
 import enum
 import inspect
 import json
-from collections.abc import Iterable, Mapping, Sequence
+import re
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+import torch
 import yaml
 from safetensors.torch import load_model, save_model
+from torch import nn
 
 from . import allowlist
 from ._files import follow_umask
+from .atomic_files import replaced_atomically
 from .checkpoints import load_backbone_checkpoint
+from .checks import check_integer
 from .ensemble import SigmaNormEnsemble
+from .export_files import (
+    check_finite,
+    check_fits_header,
+    export_file,
+    read_json,
+    safetensors_header,
+)
+from .layer_selection import REGULARIZED_LAYER_PRESETS
 from .layers.registry import fold_signorm
 from .member_wrapper import MemberModel
 
@@ -71,13 +88,14 @@ __all__ = [
 
 CONFIG_NAME, WEIGHTS_NAME = "config.json", "ensemble.safetensors"
 FORMAT = "torch-uncertainty-signorm/ensemble"
+_MEMBER_FILE = re.compile(r"member_(\d+)\.safetensors")
 
 _ENSEMBLES = tuple(f"torch_uncertainty_signorm{module}.{name}" for module in ("", ".ensemble")
                    for name in ("signorm_ensemble", "SigmaNormEnsemble"))
 _BACKBONE_FACTORIES = ("torch_uncertainty_signorm.backbones.timm_vit",
                        "torch_uncertainty_signorm.backbones.bert_classifier",
                        "torch_uncertainty_signorm.offline_assets.minilm_classifier")
-_BERT = _BACKBONE_FACTORIES[1]
+_BERT, _MINILM = _BACKBONE_FACTORIES[1], _BACKBONE_FACTORIES[2]
 _TORCHVISION_RESNETS = tuple(
     f"torchvision.models{module}.{name}" for module in ("", ".resnet")
     for name in ("resnet18", "resnet34", "resnet50", "resnet101", "resnet152",
@@ -88,8 +106,12 @@ _TORCHVISION_RESNETS = tuple(
 _WEIGHT_SOURCES: dict[str, dict[str, Any]] = {
     **dict.fromkeys(_ENSEMBLES, {"checkpoint": None}),
     **dict.fromkeys(_BACKBONE_FACTORIES, {"pretrained": False, "pretrained_path": None}),
-    **dict.fromkeys(_TORCHVISION_RESNETS, {"weights": None}),
+    **dict.fromkeys(_TORCHVISION_RESNETS, {"weights": None, "pretrained": None}),
 }
+#: Arguments that would fetch weights when an export is loaded: never accepted there (but the
+#: σN-Ens ``pretrained`` conversion flag), whatever the class.
+_FETCHING_ARGUMENTS = ("pretrained", "pretrained_path", "weights", "checkpoint", "checkpoint_path",
+                       "pretrained_cfg", "pretrained_cfg_overlay", "cache_dir")
 #: The only ``class_path`` values an export's model block may name: the models of
 #: :data:`~torch_uncertainty_signorm.allowlist.MODEL_CLASS_PATHS` (σN-Ens, i.e. the
 #: ``signorm_ensemble`` factory or its class, around a TorchUncertainty
@@ -224,7 +246,6 @@ def _ensemble_from_spec(spec: Any, extra_class_paths: Iterable[str]) -> SigmaNor
     untrained backbone, and the values come from the export anyway.
     """
     check_spec(spec, extra_class_paths)
-    spec = _portable(spec)
     converted = spec["init_args"].get("pretrained", False)
     model = _build({**spec, "init_args": {**spec["init_args"], "pretrained": False}})
     if not isinstance(model, SigmaNormEnsemble):
@@ -245,18 +266,24 @@ def export_ensemble(
     directory: str | Path,
     members: bool = False,
     extra_class_paths: Iterable[str] = (),
+    overwrite: bool = False,
 ) -> Path:
     """Write ``model`` to ``directory``: safetensors weights and a JSON architecture.
+
+    Each file is written whole or not at all, ``config.json`` last.
 
     Args:
         model: The trained ensemble.
         spec: The ``class_path``/``init_args`` block that built it (a recipe's
             ``routine.init_args.model``); stored architecture-only (no ``checkpoint``,
-            ``pretrained_path`` or download, see the module docs).
+            ``pretrained_path`` or download, see the module docs), with the names of the
+            regularised layers instead of the pattern that selected them.
         directory: Output directory (created).
         members: Also write every member as a plain model (:func:`member_model`).
         extra_class_paths: Exact class paths trusted on top of
             :data:`EXPORTABLE_CLASS_PATHS` (loading will need them too).
+        overwrite: Replace the files of a directory that is not empty; otherwise such a
+            directory is an error (nothing is written).
 
     Returns:
         The directory.
@@ -265,29 +292,157 @@ def export_ensemble(
         raise TypeError(f"export_ensemble exports a SigmaNormEnsemble, got {type(model).__name__}.")
     check_spec(spec, extra_class_paths)
     spec = _portable(_as_data(spec))
-    directory = Path(directory)
+    spec["init_args"]["regularized_layers"] = list(model.regularized_layer_names)
+    directory = _output_directory(directory, overwrite)
     directory.mkdir(parents=True, exist_ok=True)
-    save_model(model, str(directory / WEIGHTS_NAME))
-    follow_umask(directory / WEIGHTS_NAME)  # safetensors writes 0600; config.json follows umask
-    member_files = []
+    models = {WEIGHTS_NAME: model}
     if members:
-        for m in range(model.num_estimators):
-            member_files.append(f"member_{m}.safetensors")
-            save_model(member_model(model, m), str(directory / member_files[-1]))
-            follow_umask(directory / member_files[-1])
+        models |= {f"member_{m}.safetensors": member_model(model, m)
+                   for m in range(model.num_estimators)}
+    for name, module in models.items():
+        with replaced_atomically(directory / name) as partial:
+            save_model(module, str(partial))
+            follow_umask(partial)  # safetensors writes 0600; config.json follows umask
     config = {"format": FORMAT, "version": 2, "num_estimators": model.num_estimators,
-              "model": spec, "members": member_files}
-    (directory / CONFIG_NAME).write_text(json.dumps(config, indent=2))
+              "model": spec, "members": sorted(set(models) - {WEIGHTS_NAME}, key=_member_index)}
+    with replaced_atomically(directory / CONFIG_NAME) as partial:
+        partial.write_text(json.dumps(config, indent=2))
     return directory
 
 
+def _output_directory(directory: str | Path, overwrite: bool) -> Path:
+    """``directory``, refused when it holds anything and ``overwrite`` is false."""
+    directory = Path(directory)
+    if not overwrite and directory.is_dir() and (present := sorted(
+        path.name for path in directory.iterdir()
+    )):
+        raise FileExistsError(
+            f"'{directory}' is not empty ({', '.join(present[:5])}"
+            f"{', ...' if len(present) > 5 else ''}): nothing was written. Choose a new "
+            f"directory, or pass overwrite=True (--overwrite) to replace its export."
+        )
+    return directory
+
+
+def _member_index(name: str) -> int:
+    return int(_MEMBER_FILE.fullmatch(name).group(1))
+
+
 def _read_config(directory: Path) -> dict:
-    path = directory / CONFIG_NAME
-    if not path.is_file():
-        raise FileNotFoundError(f"{str(path)!r} does not exist: {directory} is no σN-Ens export.")
-    config = json.loads(path.read_text())
+    """``config.json`` of an export, with the keys loading reads checked."""
+    path = export_file(directory, CONFIG_NAME)
+    config = read_json(path)
     if config.get("format") != FORMAT:
         raise ValueError(f"{str(path)!r} has format {config.get('format')!r}, expected {FORMAT!r}.")
+    missing = [key for key in ("num_estimators", "model", "members") if key not in config]
+    if missing:
+        raise ValueError(f"{str(path)!r} lacks {', '.join(map(repr, missing))}; an export's "
+                         f"config.json holds format, num_estimators, model and members.")
+    members = config["members"]
+    if not isinstance(members, list) or not all(
+        isinstance(name, str) and _MEMBER_FILE.fullmatch(name) for name in members
+    ):
+        raise ValueError(f"{str(path)!r} has members={members!r:.200}; expected a list of "
+                         f"'member_<m>.safetensors' file names.")
+    check_integer(f"{path}: num_estimators", config["num_estimators"])
+    return config
+
+
+def _check_self_contained(node: Any, where: str = "model") -> None:
+    """Refuse an export's model block that would fetch anything or run patterns on loading.
+
+    Weights come from the export's safetensors alone: no argument of
+    :data:`_FETCHING_ARGUMENTS` (but the σN-Ens ``pretrained`` conversion flag) may ask for
+    weights; a ``bert_classifier`` must carry its Hugging Face ``config`` (else it would be read
+    from a directory or the hub); ``regularized_layers`` is a list of layer names (or a preset),
+    never a pattern.
+    """
+    if isinstance(node, list):
+        for index, item in enumerate(node):
+            _check_self_contained(item, f"{where}[{index}]")
+        return
+    if not isinstance(node, Mapping):
+        return
+    if "class_path" not in node:
+        for key, item in node.items():
+            _check_self_contained(item, f"{where}.{key}")
+        return
+    init_args, class_path = node.get("init_args") or {}, node["class_path"]
+    for key in _FETCHING_ARGUMENTS:
+        value = init_args.get(key)
+        if key == "pretrained" and class_path in _ENSEMBLES:
+            if not isinstance(value, bool | None):
+                raise ValueError(f"{where}.init_args.pretrained={value!r}; expected true or "
+                                 f"false (the σNorm conversion flag).")
+        elif value not in (None, False):
+            raise ValueError(
+                f"{where}.init_args.{key}={value!r:.200}: an export's weights are its own "
+                f"safetensors files, so loading never fetches any; the export command writes "
+                f"this block without {key} (or with {key}=false)."
+            )
+    if class_path == _BERT and not isinstance(init_args.get("config"), Mapping):
+        raise ValueError(
+            f"{where} ({_BERT}) has no config: loading would read the Hugging Face "
+            f"configuration from a directory or the hub. Export it again (export_ensemble "
+            f"stores the configuration)."
+        )
+    layers = init_args.get("regularized_layers")
+    if class_path in _ENSEMBLES and isinstance(layers, str) and (
+        layers not in REGULARIZED_LAYER_PRESETS
+    ):
+        raise ValueError(
+            f"{where}.init_args.regularized_layers={layers!r:.200} is a pattern; an export "
+            f"holds the names of the regularised layers (a list) or a preset "
+            f"({', '.join(REGULARIZED_LAYER_PRESETS)})."
+        )
+    for key, item in init_args.items():
+        _check_self_contained(item, f"{where}.init_args.{key}")
+
+
+def _check_sizes(spec: Mapping, header: Mapping[str, tuple], path: Path) -> None:
+    """The sizes building would spend time on, against the weights, before building: the
+    number of members (``heads.weight`` is ``(M, C, D)``) and a BERT's number of layers."""
+    members = spec["init_args"].get("num_estimators")
+    if "heads.weight" in header and header["heads.weight"][1][:1] != (members,):
+        raise ValueError(f"model.init_args.num_estimators={members!r}, but '{path}' holds the "
+                         f"heads of {header['heads.weight'][1][0]} members (heads.weight "
+                         f"{header['heads.weight'][1]}). Nothing was built.")
+    backbone = spec["init_args"].get("model")
+    config = backbone.get("init_args", {}).get("config") if isinstance(backbone, Mapping) else None
+    if isinstance(config, Mapping) and "num_hidden_layers" in config:
+        layers = {match.group(1) for key in header
+                  if (match := re.search(r"\.encoder\.layer\.(\d+)\.", key))}
+        if config["num_hidden_layers"] != len(layers):
+            raise ValueError(f"model.init_args.model.init_args.config.num_hidden_layers="
+                             f"{config['num_hidden_layers']!r}, but '{path}' holds {len(layers)} "
+                             f"encoder layers. Nothing was built.")
+
+
+def _load_checked(build: Callable[[], nn.Module], path: Path) -> nn.Module:
+    """``build()`` with the weights of ``path``: built first on the meta device (no memory) and
+    checked against the file's header, then built and loaded strictly, then checked finite."""
+    header = safetensors_header(path)
+    with torch.device("meta"):
+        check_fits_header(build().state_dict(), header, path)
+    model = build()
+    load_model(model, str(path), strict=True)
+    check_finite(model.state_dict(), path)
+    return model.eval()
+
+
+def _export_spec(directory: Path, extra_class_paths: Iterable[str]) -> dict:
+    """The model block of the export in ``directory``, checked before anything is built."""
+    config = _read_config(directory)
+    spec = config["model"]
+    check_spec(spec, extra_class_paths)
+    _check_self_contained(spec)
+    declared = (spec.get("init_args") or {}).get("num_estimators")
+    if declared != config["num_estimators"]:
+        raise ValueError(f"'{directory / CONFIG_NAME}' has num_estimators="
+                         f"{config['num_estimators']!r} but model.init_args.num_estimators="
+                         f"{declared!r}; they must agree.")
+    weights = export_file(directory, WEIGHTS_NAME)
+    _check_sizes(spec, safetensors_header(weights), weights)
     return config
 
 
@@ -296,13 +451,16 @@ def load_ensemble(
 ) -> SigmaNormEnsemble:
     """Rebuild an exported ensemble (in eval mode) with exactly the exported weights.
 
-    ``config.json`` is checked against the allow-list (:func:`check_spec`) before anything
-    is imported, and rebuilt architecture-only: nothing outside ``directory`` is read.
+    Nothing outside ``directory`` is read and no code of the export runs: ``config.json`` is
+    checked against the allow-list (:func:`check_spec`) before anything is imported, and
+    must be self-contained (no argument fetching weights); the architecture is checked
+    against the safetensors header (names, shapes, dtypes) before anything is allocated, and
+    the loaded weights must be finite.
     """
     directory = Path(directory)
-    model = _ensemble_from_spec(_read_config(directory)["model"], extra_class_paths)
-    load_model(model, str(directory / WEIGHTS_NAME), strict=True)
-    return model.eval()
+    spec = _export_spec(directory, extra_class_paths)["model"]
+    return _load_checked(lambda: _ensemble_from_spec(spec, extra_class_paths),
+                         export_file(directory, WEIGHTS_NAME))
 
 
 # --------------------------------------------------------------------------- members
@@ -321,16 +479,17 @@ def load_member(
 ) -> SigmaNormMember:
     """Rebuild exported member ``member`` (in eval mode), as safely as :func:`load_ensemble`."""
     directory = Path(directory)
-    config = _read_config(directory)
+    config = _export_spec(directory, extra_class_paths)
     name = f"member_{member}.safetensors"
     if name not in config["members"]:
         raise ValueError(
             f"member {member!r} was not exported to {directory}; exported members: "
             f"{config['members'] or 'none (export with members=True / --members)'}."
         )
-    model = member_model(_ensemble_from_spec(config["model"], extra_class_paths), member)
-    load_model(model, str(directory / name), strict=True)
-    return model.eval()
+    return _load_checked(
+        lambda: member_model(_ensemble_from_spec(config["model"], extra_class_paths), member),
+        export_file(directory, name),
+    )
 
 
 # --------------------------------------------------------------------------- command
@@ -371,9 +530,12 @@ def main(argv: Sequence[str] | None = None) -> Path:
     parser.add_argument("--output", type=Path, required=True, help="The export directory.")
     parser.add_argument("--members", action="store_true",
                         help="Also export each member as a plain model.")
+    parser.add_argument("--overwrite", action="store_true",
+                        help="Replace the export in an --output directory that is not empty.")
     parser.add_argument("--allow", action="append", default=[], metavar="CLASS_PATH",
                         help="Trust this exact class path too (loading needs it as well).")
     args, overrides = parser.parse_known_args(argv)
+    _output_directory(args.output, args.overwrite)  # before any work
     # A run's saved config.yaml spells out defaults such as `activation_fn: torch.nn.functional.relu`;
     # they are accepted here and dropped from the export when they are the default (_as_data).
     block = _recipe_model_block(
@@ -389,7 +551,7 @@ def main(argv: Sequence[str] | None = None) -> Path:
             f"{str(args.config)!r} (same backbone and num_estimators)."
         ) from error
     directory = export_ensemble(model.eval(), spec, args.output, members=args.members,
-                                extra_class_paths=args.allow)
+                                extra_class_paths=args.allow, overwrite=args.overwrite)
     print(f"Exported {model.num_estimators} members to {directory}")
     return directory
 

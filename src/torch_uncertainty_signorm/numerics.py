@@ -17,7 +17,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-__all__ = ["check_finite_losses"]
+__all__ = ["check_finite_inputs", "check_finite_losses"]
 
 #: What to look at when a term is not finite.
 _HINTS = {
@@ -50,3 +50,25 @@ def check_finite_losses(step: int, **terms: Tensor) -> None:
         f"Non-finite training loss at step {step}, produced by the {' and the '.join(bad)} "
         f"({report}). To fix it, {hints}."
     )
+
+
+def check_finite_inputs(inputs: Tensor | object, where: str) -> None:
+    """Raise if floating-point ``inputs`` hold NaN or infinite values (one host sync).
+
+    Evaluation metrics would otherwise fail later on non-finite scores, far from the data.
+
+    Args:
+        inputs: A batch's inputs; anything but a floating-point tensor is left alone.
+        where: The batch, quoted in the error (``"test batch 3 of loader 1"``).
+
+    Raises:
+        ValueError: Naming the batch and the number of non-finite values.
+    """
+    if not isinstance(inputs, Tensor) or not inputs.is_floating_point():
+        return
+    bad = int((~torch.isfinite(inputs)).sum())
+    if bad:
+        raise ValueError(
+            f"The inputs of {where} hold {bad} non-finite value(s) (NaN or inf) out of "
+            f"{inputs.numel()}: check the dataset and its transforms."
+        )

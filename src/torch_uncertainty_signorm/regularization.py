@@ -10,8 +10,8 @@ from torch import Tensor, nn
 from .checks import check_positive_number
 
 __all__ = [
-    "DEFAULT_DIVERSITY_STRENGTH", "DEFAULT_TAU", "TAU_RANGE", "ImportanceSharingPenalty",
-    "sharing_penalty",
+    "DEFAULT_DIVERSITY_STRENGTH", "DEFAULT_TAU", "MAX_DIVERSITY_STRENGTH", "TAU_RANGE",
+    "ImportanceSharingPenalty", "sharing_penalty",
 ]
 
 #: Temperatures where the penalty works in float32 on importances in (0, 1): below, shares
@@ -21,6 +21,9 @@ __all__ = [
 TAU_RANGE = (1e-3, 1e3)
 #: The paper's from-scratch CNN setting (τ = 0.1, λ = 10⁻²): every factory's default.
 DEFAULT_TAU, DEFAULT_DIVERSITY_STRENGTH = 0.1, 1e-2
+#: Largest λ accepted, four orders of magnitude above the paper's sweep (10⁻⁴ to 10⁻¹): beyond
+#: it the regulariser swamps the task loss, and towards 10³⁰ it overflows float32.
+MAX_DIVERSITY_STRENGTH = 1e3
 
 
 def sharing_penalty(importances: Tensor, tau: float | Tensor) -> Tensor:
@@ -58,10 +61,12 @@ class ImportanceSharingPenalty(nn.Module):
         tau: Softmax temperature :math:`\tau` in ``TAU_RANGE``, the user's control of the
             diversity equilibrium: low τ drives features to single owners, high τ lets them
             be shared.
-        strength: Regularisation strength :math:`\lambda \ge 0` (0 switches it off).
+        strength: Regularisation strength :math:`\lambda` in ``[0, MAX_DIVERSITY_STRENGTH]``
+            (0 switches it off).
 
     Raises:
-        ValueError: If ``tau`` is no number in ``TAU_RANGE`` or ``strength`` no number >= 0.
+        ValueError: If ``tau`` is no number in ``TAU_RANGE`` or ``strength`` no number in
+            ``[0, MAX_DIVERSITY_STRENGTH]``.
     """
 
     def __init__(
@@ -78,6 +83,12 @@ class ImportanceSharingPenalty(nn.Module):
                 f"off, set diversity_strength=0."
             )
         self.strength = check_positive_number("diversity strength (lambda)", strength, True)
+        if self.strength > MAX_DIVERSITY_STRENGTH:
+            raise ValueError(
+                f"diversity strength (lambda)={strength!r} is above {MAX_DIVERSITY_STRENGTH:g}: "
+                f"the regulariser would swamp the task loss (the paper uses 1e-4 to 1e-1, "
+                f"{DEFAULT_DIVERSITY_STRENGTH:g} by default)."
+            )
 
     def forward(self, importances: Sequence[Tensor] | Tensor) -> Tensor:
         """λ · penalty of ``(M, F_ℓ)`` importances, concatenated along features."""

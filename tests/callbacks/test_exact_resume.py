@@ -255,6 +255,10 @@ def _shape_error(module: nn.Module) -> None:
     raise RuntimeError("mat1 and mat2 shapes cannot be multiplied")
 
 
+def _configuration_error(module: nn.Module) -> None:
+    raise ValueError("SigmaBatchNorm2d needs more than 1 value per channel and member")
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize(
     ("interrupt", "error", "message"),
@@ -263,8 +267,10 @@ def _shape_error(module: nn.Module) -> None:
         # An error before the first step is no interruption: nothing is said about checkpoints.
         (_Interrupt("train_batch_start", 0, 0, act=_shape_error), RuntimeError, None),
         (_Interrupt("train_batch_end", 0, 1, act=_nan_weights), FloatingPointError, "not finite"),
+        (_Interrupt("train_batch_start", 0, 2, act=_configuration_error), ValueError,
+         "a configuration or data error, which resuming would meet again"),
     ],
-    ids=["sigterm-in-sanity-check", "error-at-step-0", "nan-weights"],
+    ids=["sigterm-in-sanity-check", "error-at-step-0", "nan-weights", "configuration-error"],
 )
 def test_no_checkpoint_when_there_is_nothing_to_resume(tmp_path, caplog, interrupt, error,
                                                        message):
@@ -279,22 +285,30 @@ def test_no_checkpoint_when_there_is_nothing_to_resume(tmp_path, caplog, interru
 
 @pytest.mark.slow
 def test_interruption_checkpoints_belong_to_their_run(tmp_path):
-    """Per logger version; a run never overwrites nor deletes another run's checkpoint."""
+    """Per logger version; a run never overwrites nor deletes another run's checkpoint, nor a
+    copy of its own kept elsewhere: it removes only its own file, in its own folder."""
     from lightning.pytorch.loggers import CSVLogger
 
-    def run(*callbacks, ckpt_path=None):
-        return _fit(tmp_path, *callbacks, ckpt_path=ckpt_path, logger=CSVLogger(tmp_path))
+    def run(*callbacks, ckpt_path=None, version=None):
+        return _fit(tmp_path, *callbacks, ckpt_path=ckpt_path,
+                    logger=CSVLogger(tmp_path, version=version))
 
     for _ in range(2):
         with pytest.raises(SIGTERMException):
             run(_Interrupt("train_batch_end", 0, 1))
     first, second = (tmp_path / f"lightning_logs/version_{n}/checkpoints/interrupted.ckpt"
                      for n in (0, 1))
-    first_bytes = first.read_bytes()
+    first_bytes, second_bytes = first.read_bytes(), second.read_bytes()
     run()  # an unrelated run completes
     assert first.read_bytes() == first_bytes and second.is_file()
-    run(ckpt_path=second)  # only the run resuming from a checkpoint removes it
+    backup = tmp_path / "backup" / "interrupted.ckpt"  # the user's copy, in no run's folder
+    backup.parent.mkdir()
+    backup.write_bytes(second_bytes)
+    run(ckpt_path=backup, version=1)  # resumed from the copy: the copy is the user's
+    assert backup.read_bytes() == second_bytes and second.read_bytes() == second_bytes
+    run(ckpt_path=second, version=1)  # the run's own file, in its folder: stale, removed
     assert not second.exists() and first.read_bytes() == first_bytes
+    assert backup.read_bytes() == second_bytes
 
 
 def test_shared_directory_gets_a_new_name(tmp_path):

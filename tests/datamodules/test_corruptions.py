@@ -109,3 +109,20 @@ def test_cifar_c_tensor_pipeline(tmp_path):
         CIFAR10DataModule.std
     )
     torch.testing.assert_close(image[:, 0, 0], expected)
+
+
+def test_a_truncated_or_non_image_corruption_file_is_named(tmp_path):
+    """A cut-off download and a corruption set of floats (which may hold NaN) are refused
+    with the file's name, not accepted or failed on inside numpy."""
+    write_cifar_c(tmp_path, ["fog", "snow"], LABELS, {})
+    folder = tmp_path / "CIFAR-10-C"
+    (folder / "fog.npy").write_bytes((folder / "fog.npy").read_bytes()[:500])
+    with pytest.raises(ValueError, match=r"'.*CIFAR-10-C/fog\.npy' could not be read "
+                                         r"\(.*\): the file is truncated or corrupt"):
+        CIFAR10CSeverity(tmp_path, "fog", 1)
+    floats = np.load(folder / "snow.npy").astype(np.float32)
+    floats[0, 0, 0, 0] = np.nan
+    np.save(folder / "snow.npy", floats)
+    with pytest.raises(ValueError, match=r"snow\.npy holds float32 of shape \(20, 32, 32, 3\) "
+                                         r".*expected uint8 images"):
+        CIFAR10CSeverity(tmp_path, "snow", 1)

@@ -144,6 +144,46 @@ def test_load_from_checkpoint_never_imports_a_checkpoint_class(tmp_path, monkeyp
     assert_not_imported(name, marker)
 
 
+def _crafted_checkpoint(path, **hyper_parameters):
+    torch.save({"state_dict": {}, "pytorch-lightning_version": lightning.__version__,
+                "hyper_parameters": hyper_parameters}, path)
+    return path
+
+
+def test_load_from_checkpoint_refuses_a_yaml_string_read_as_a_class(tmp_path, monkeypatch):
+    """The class block hidden in a YAML string under ``model.init_args.model`` is refused
+    before jsonargparse parses it: its module is never imported, its class never built."""
+    name, marker = marker_module(tmp_path, monkeypatch, "routine_string_marker")
+    spec = {**MODEL_SPEC, "init_args": {**MODEL_SPEC["init_args"],
+                                        "model": f"{{class_path: {name}.Evil}}"}}
+    path = _crafted_checkpoint(tmp_path / "crafted.ckpt", model=spec, num_classes=10)
+    with pytest.raises(ValueError, match=rf"model\.init_args\.model='{{class_path: {name}\.Evil}}'"
+                                         rf" is a string where a class is expected"):
+        SigmaNormClassificationRoutine.load_from_checkpoint(path)
+    assert_not_imported(name, marker)
+
+
+def test_a_plain_string_batch_format_is_refused(tmp_path):
+    path = _crafted_checkpoint(tmp_path / "crafted.ckpt", model=MODEL_SPEC, num_classes=10,
+                               format_batch_fn="RepeatTarget")
+    with pytest.raises(TypeError, match=r"format_batch_fn must be a Module or its class_path/"
+                                        r"init_args mapping, got str 'RepeatTarget'"):
+        SigmaNormClassificationRoutine.load_from_checkpoint(path)
+
+
+def test_non_finite_test_inputs_are_an_error_naming_the_batch():
+    """Not a metric's failure on non-finite scores after the whole test set: the batch."""
+    routine = SigmaNormClassificationRoutine(
+        MODEL_SPEC, loss={"class_path": "torch.nn.CrossEntropyLoss"}
+    )
+    images = torch.randn(8, 3, 32, 32)
+    images[5, 0, 0, 0] = float("nan")
+    loader = DataLoader(TensorDataset(images, torch.randint(0, 10, (8,))), batch_size=4)
+    with pytest.raises(ValueError, match=r"The inputs of test batch 1 of loader 0 hold 1 "
+                                         r"non-finite value\(s\) \(NaN or inf\) out of 12288"):
+        cpu_trainer().test(routine, loader)
+
+
 def test_ensemble_arguments_are_derived_from_the_model():
     routine = SigmaNormClassificationRoutine(signorm_ensemble(tiny_resnet(num_classes=7), 3))
     assert routine.num_classes == 7 and routine.is_ensemble is True

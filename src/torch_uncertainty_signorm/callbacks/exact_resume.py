@@ -35,7 +35,8 @@ from __future__ import annotations
 
 import itertools
 import random
-from collections.abc import Callable, Iterator
+import re
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -49,7 +50,7 @@ from lightning.pytorch.utilities import rank_zero_info, rank_zero_warn
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 from torch.utils.data import DataLoader, Dataset, RandomSampler, Sampler
 
-__all__ = ["ExactResumeCheckpoint"]
+__all__ = ["ExactResumeCheckpoint", "saved_on_interruption"]
 
 
 class _EpochSeededOrder(Sampler):
@@ -144,7 +145,9 @@ class ExactResumeCheckpoint(Callback):
         filename: File name without ``.ckpt``. Defaults to ``"interrupted"``.
 
     Example:
-        >>> trainer = Trainer(callbacks=[ExactResumeCheckpoint("ckpts")])
+        >>> from torch_uncertainty_signorm.atomic_files import AtomicCheckpointIO
+        >>> trainer = Trainer(callbacks=[ExactResumeCheckpoint("ckpts")],
+        ...                   plugins=[AtomicCheckpointIO()])  # whole or absent on disk
         >>> trainer.fit(routine, datamodule)  # SIGTERM: ckpts/interrupted.ckpt is written
         >>> trainer.fit(routine, datamodule, ckpt_path="ckpts/interrupted.ckpt")
     """
@@ -172,17 +175,30 @@ class ExactResumeCheckpoint(Callback):
         ``<default_root_dir>/checkpoints``. A file there from another run is never overwritten:
         this run writes ``<filename>-v1.ckpt`` (``-v2``...) instead.
         """
-        dirpath = self.dirpath or getattr(trainer.checkpoint_callback, "dirpath", None)
-        if dirpath is None:
-            root = trainer.log_dir if trainer.loggers else trainer.default_root_dir
-            dirpath = Path(root) / "checkpoints"
-        path = Path(dirpath) / f"{self.filename}.ckpt"
-        own = Path(trainer.ckpt_path).resolve() if trainer.ckpt_path else None
+        path = self._directory(trainer) / f"{self.filename}.ckpt"
+        own = Path(trainer.ckpt_path).resolve() if self._is_own(trainer) else None
         version = 0
         while path.exists() and path.resolve() != own:
             version += 1
             path = path.with_name(f"{self.filename}-v{version}.ckpt")
         return path
+
+    def _directory(self, trainer: Trainer) -> Path:
+        dirpath = self.dirpath or getattr(trainer.checkpoint_callback, "dirpath", None)
+        if dirpath is None:
+            root = trainer.log_dir if trainer.loggers else trainer.default_root_dir
+            dirpath = Path(root) / "checkpoints"
+        return Path(dirpath)
+
+    def _is_own(self, trainer: Trainer) -> bool:
+        """Whether ``fit`` resumed from an interruption checkpoint of this run: one written by
+        this callback (``<filename>.ckpt``, ``<filename>-v<k>.ckpt``) in this run's folder.
+        A copy elsewhere, a backup, is the user's: it is never overwritten nor removed."""
+        if not (self._resumed_from_interruption and trainer.ckpt_path):
+            return False
+        path = Path(trainer.ckpt_path).resolve()
+        name = re.fullmatch(rf"{re.escape(self.filename)}(-v\d+)?\.ckpt", path.name)
+        return name is not None and path.parent == self._directory(trainer).resolve()
 
     # ----------------------------------------------------------------------------- state
     def state_dict(self) -> dict[str, Any]:
@@ -258,7 +274,13 @@ class ExactResumeCheckpoint(Callback):
     def on_exception(
         self, trainer: Trainer, pl_module: LightningModule, exception: BaseException
     ) -> None:
-        """Save the interruption checkpoint, unless there is nothing worth resuming."""
+        """Save the interruption checkpoint, unless there is nothing worth resuming.
+
+        A failure to write it (a full disk) is reported without replacing ``exception``, the
+        reason the run stopped, and leaves no partial file. The file is whole or absent when the
+        trainer writes atomically (the ``torch-uncertainty`` command's
+        :class:`~torch_uncertainty_signorm.atomic_files.AtomicCheckpointIO`).
+        """
         if trainer.state.fn != TrainerFn.FITTING:
             return
         reason = _not_resumable(trainer, pl_module, exception)
@@ -270,9 +292,16 @@ class ExactResumeCheckpoint(Callback):
                                f"({reason}).")
             return
         path = self.ckpt_path(trainer)
+        existed = path.exists()
         self._saving = True
         try:
             trainer.save_checkpoint(path, weights_only=False)
+        except Exception as error:  # noqa: BLE001 (the run's own exception must surface)
+            if trainer.is_global_zero and not existed:
+                path.unlink(missing_ok=True)  # what a non-atomic write left
+            rank_zero_warn(f"{type(exception).__name__}: the interruption checkpoint could not "
+                           f"be written to {path} ({type(error).__name__}: {error}).")
+            return
         finally:
             self._saving = False
         self.saved_path = path
@@ -282,11 +311,16 @@ class ExactResumeCheckpoint(Callback):
         )
 
     def on_train_end(self, trainer: Trainer, pl_module: LightningModule) -> None:
-        """Remove the interruption checkpoint this run resumed from: it is stale now."""
+        """Remove the interruption checkpoint this run resumed from, if it is this run's own
+        (:meth:`_is_own`): it is stale now. A file that cannot be removed (read-only storage)
+        is left, with a warning."""
         path = Path(trainer.ckpt_path) if trainer.ckpt_path else None
-        if (self._resumed_from_interruption and trainer.is_global_zero and path is not None
-                and path.is_file()):
-            path.unlink()
+        if trainer.is_global_zero and path is not None and self._is_own(trainer):
+            try:
+                path.unlink()
+            except OSError as error:
+                rank_zero_warn(f"The interruption checkpoint {path} this run resumed from is "
+                               f"stale now but could not be removed ({error}); remove it.")
         self._resumed_from_interruption = False
 
 
@@ -294,11 +328,25 @@ class ExactResumeCheckpoint(Callback):
 _INTERRUPTIONS = (SIGTERMException, KeyboardInterrupt)
 
 
+def saved_on_interruption(checkpoint: Mapping[str, Any]) -> bool:
+    """Whether ``checkpoint`` (a loaded Lightning checkpoint) is an interruption checkpoint
+    of :class:`ExactResumeCheckpoint`, rather than a best or last one."""
+    states = checkpoint.get("callbacks")
+    return isinstance(states, Mapping) and any(
+        isinstance(state, Mapping) and state.get("interrupted") is True
+        for key, state in states.items()
+        if str(key).startswith(ExactResumeCheckpoint.__qualname__)
+    )
+
+
 def _not_resumable(trainer: Trainer, pl_module: LightningModule,
                    exception: BaseException) -> str | None:
     """Why the state at ``exception`` is not worth a checkpoint, or ``None`` when it is."""
     if trainer.global_step == 0:
         return "no optimisation step was taken: running the same command again is the same"
+    if isinstance(exception, (ValueError, TypeError)):
+        return ("a configuration or data error, which resuming would meet again: fix it and "
+                "run again")
     if isinstance(exception, FloatingPointError):
         return "the training state is not finite"
     tensors = itertools.chain(pl_module.parameters(), pl_module.buffers())

@@ -129,8 +129,15 @@ class _CIFARCSeverity:
     def make_dataset(
         self, root: Path, subset: str, shift_severity: int
     ) -> tuple[np.ndarray, np.ndarray]:
-        labels = np.load(root / "labels.npy", mmap_mode="r")
-        samples = np.load(root / f"{subset}.npy", mmap_mode="r")
+        labels, samples = _read_npy(root / "labels.npy"), _read_npy(root / f"{subset}.npy")
+        if samples.dtype != np.uint8 or samples.ndim != 4 or not np.issubdtype(
+            labels.dtype, np.integer
+        ):
+            raise ValueError(
+                f"{root}: {subset}.npy holds {samples.dtype} of shape {samples.shape} and "
+                f"labels.npy {labels.dtype}; expected uint8 images (5 n, 32, 32, 3) and integer "
+                f"labels, as in the released archive."
+            )
         if len(labels) % len(SEVERITIES) or len(samples) != len(labels):
             raise ValueError(
                 f"{root}: {subset}.npy has {len(samples)} rows and labels.npy {len(labels)}; "
@@ -148,6 +155,17 @@ class _CIFARCSeverity:
         if self.target_transform is not None:
             target = self.target_transform(target)
         return sample, target
+
+
+def _read_npy(path: Path) -> np.ndarray:
+    """The array of ``path``, memory-mapped; a truncated or corrupt file is an error naming it."""
+    try:
+        return np.load(path, mmap_mode="r")
+    except (ValueError, OSError, EOFError) as error:
+        raise ValueError(
+            f"'{path}' could not be read ({error}): the file is truncated or corrupt. Download "
+            f"the archive again (download=True, after removing the folder)."
+        ) from None
 
 
 class CIFAR10CSeverity(_CIFARCSeverity, CIFAR10C):

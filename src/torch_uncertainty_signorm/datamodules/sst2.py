@@ -332,7 +332,7 @@ def load_tokenizer(tokenizer: Any) -> Any:
     from transformers import AutoTokenizer
 
     try:
-        return AutoTokenizer.from_pretrained(str(tokenizer))
+        return AutoTokenizer.from_pretrained(str(tokenizer), trust_remote_code=False)
     except OSError as error:
         raise ValueError(
             f"tokenizer={str(tokenizer)!r} could not be loaded ({error}). Pass the backbone's "

@@ -44,9 +44,11 @@ def check_batch_statistics(layer: nn.Module, x: Tensor) -> None:
     raise ValueError(
         f"{type(layer).__name__} needs more than 1 value per channel and member when training, "
         f"got input shape {tuple(x.shape)} with {layer.num_estimators} members: batch size "
-        f"{per_member}. Such a batch is usually the last, incomplete one of an epoch: pass "
-        f"drop_last=True to the training DataLoader, or choose a batch_size that leaves at "
-        f"least {per_member + 1} samples in the last batch."
+        f"{per_member}. Such a batch is usually the last, incomplete one of an epoch (the "
+        f"training set size modulo the batch size): choose a batch_size that leaves at least "
+        f"{per_member + 1} samples in the last batch (with the torch-uncertainty command: "
+        f"--data.init_args.batch_size=...); a datamodule of your own may instead drop that "
+        f"batch (DataLoader(..., drop_last=True))."
     )
 
 

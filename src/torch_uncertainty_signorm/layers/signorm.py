@@ -100,7 +100,7 @@ def output_preserving_reparameterization(
         torch.float32,
     )
     w, b = (
-        torch.full((num_features,), fill, dtype=torch.float64)
+        torch.full((num_features,), fill, dtype=torch.float64, device="cpu")
         if t is None
         else t.detach().reshape(-1).to(device="cpu", dtype=torch.float64)
         for t, fill in ((weight, 1.0), (bias, 0.0))
@@ -113,7 +113,8 @@ def output_preserving_reparameterization(
                 f"scales and shifts can be reproduced."
             )
     largest = w.abs().max()
-    magnitude = largest / MAX_CONVERTED_IMPORTANCE if largest > 0 else torch.ones((), dtype=w.dtype)
+    magnitude = (largest / MAX_CONVERTED_IMPORTANCE if largest > 0
+                 else torch.ones((), dtype=w.dtype, device=w.device))
     ratio = w.abs() / magnitude
     importance = ratio.clamp(min=MIN_CONVERTED_IMPORTANCE)
     logits = torch.logit(importance)

@@ -36,7 +36,6 @@ import argparse
 import csv
 import dataclasses
 import json
-import math
 import os
 import subprocess
 import time

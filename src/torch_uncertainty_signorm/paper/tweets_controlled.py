@@ -35,7 +35,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-import torch
 from safetensors.torch import load_file
 from scipy import stats
 from sklearn.metrics import roc_auc_score

@@ -23,7 +23,7 @@ from ..diversity_target import TARGET_TOLERANCE, DiversityTarget, optimizer_look
 from ..ensemble import SigmaNormEnsemble
 from ..evaluation.printing import use_results_tables
 from ..evaluation.results_csv import append_to_last_row
-from ..numerics import check_finite_losses
+from ..numerics import check_finite_inputs, check_finite_losses
 from ..optim import DEFAULT_SCALE_LR_MULTIPLIER, signorm_param_groups
 from ..prediction import EnsemblePrediction, ensemble_prediction, member_probabilities
 
@@ -294,13 +294,15 @@ class SigmaNormClassificationRoutine(ClassificationRoutine):
             f"raise lambda or train longer. Silence with warn_identical_members=False."
         )
 
-    def validation_step(self, batch: tuple[Tensor, Tensor]) -> None:
+    def validation_step(self, batch: tuple[Tensor, Tensor], batch_idx: int = 0) -> None:
+        check_finite_inputs(batch[0], f"validation batch {batch_idx}")
         super().validation_step(batch)
         self._update_output_measures(self.val_diversity, batch[1][:: self.num_tta])
 
     def test_step(
         self, batch: tuple[Tensor, Tensor], batch_idx: int, dataloader_idx: int = 0
     ) -> None:
+        check_finite_inputs(batch[0], f"test batch {batch_idx} of loader {dataloader_idx}")
         super().test_step(batch, batch_idx, dataloader_idx)
         if dataloader_idx == 0:
             self._update_output_measures(self.test_diversity, batch[1][:: self.num_tta])
@@ -379,8 +381,14 @@ def _missed_target_message(target: DiversityTarget, cosine: float, steps: int) -
 
 
 def _built(value: Any, base: type, name: str) -> Any:
-    """``value``, built first when it is a ``class_path``/``init_args`` mapping."""
-    return instantiate_spec(value, base, name) if isinstance(value, Mapping) else value
+    """``value``, built first when it is a ``class_path``/``init_args`` mapping; a value that is
+    neither a module nor such a mapping (a string) is refused."""
+    if isinstance(value, Mapping):
+        return instantiate_spec(value, base, name)
+    if value is not None and not isinstance(value, nn.Module):
+        raise TypeError(f"{name} must be a {base.__name__} or its class_path/init_args mapping, "
+                        f"got {type(value).__name__} {value!r:.200}.")
+    return value
 
 
 def _agree_with_model(model: SigmaNormEnsemble, num_classes: int | None, kwargs: dict) -> int:

@@ -1,0 +1,137 @@
+"""The user's files through ``torch-uncertainty fit``: a resume never deletes the user's copy of a
+checkpoint (even on read-only storage), continuing from a best checkpoint never rewrites the old
+run, and a checkpoint on a full disk is whole or absent, with the disk error reported.
+
+Real runs of the command, a real SIGTERM, real filesystems: ``tmpfs`` mounts (read-only, or of
+2 MB) where the machine allows them (root), else the test says why it is skipped.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+import torch
+from fixtures.cifar_files import run_command
+from journey_commands import EXPERIMENTS, best_checkpoint, failure, only, tiny_args
+
+RECIPE = EXPERIMENTS / "resnet18_c10_signorm.yaml"
+
+
+def _digest(root: Path) -> dict[str, str]:
+    return {str(path.relative_to(root)): hashlib.sha256(path.read_bytes()).hexdigest()
+            for path in sorted(root.rglob("*")) if path.is_file()}
+
+
+def _interrupt(hook: str, batch: int, epoch: int | None = 0) -> str:
+    init_args = {"hook": hook, "epoch": epoch, "batch": batch, "action": "SIGTERM"}
+    return "--trainer.callbacks+=" + json.dumps(
+        {"class_path": "interrupt_points.InterruptAt", "init_args": init_args})
+
+
+@pytest.fixture
+def env(command_env):
+    helpers = str(Path(__file__).parent)
+    return {**command_env, "PYTHONPATH": os.pathsep.join([helpers, command_env["PYTHONPATH"]])}
+
+
+def _mount_tmpfs(path: Path, size: str) -> None:
+    """Mount a tmpfs of ``size`` at ``path``, or skip the test saying why."""
+    path.mkdir(parents=True)
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(path)],
+                          capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        pytest.skip(f"this machine does not allow a tmpfs mount ({done.stderr.strip()})")
+
+
+@pytest.fixture
+def tmpfs(tmp_path):
+    """``mount(name, size)``: a tmpfs under ``tmp_path``, unmounted after the test."""
+    mounted = []
+
+    def mount(name: str, size: str) -> Path:
+        _mount_tmpfs(tmp_path / name, size)
+        mounted.append(tmp_path / name)
+        return tmp_path / name
+
+    yield mount
+    for path in mounted:
+        subprocess.run(["umount", str(path)], check=False)
+
+
+@pytest.mark.slow
+def test_resuming_from_a_read_only_copy_keeps_it_and_finishes(
+    signorm_run, cifar_root, env, tmp_path, tmpfs
+):
+    """The interruption checkpoint of a run, kept by the user on read-only storage: the resumed
+    run neither deletes it nor fails on it; it tests, writes results.csv, and leaves no new
+    interruption checkpoint."""
+    logs = shutil.copytree(signorm_run.log_dir, tmp_path / "logs")
+    # The shared run's epoch-end checkpoint as ExactResumeCheckpoint writes it on a SIGTERM there
+    # (the "between-epochs" point of test_interrupt_resume.py): marked as an interruption.
+    checkpoint = torch.load(best_checkpoint(logs), weights_only=True)
+    checkpoint["callbacks"]["ExactResumeCheckpoint"]["interrupted"] = True
+    backup = tmpfs("backup", "64M") / "interrupted.ckpt"
+    torch.save(checkpoint, backup)
+    subprocess.run(["mount", "-o", "remount,ro", str(backup.parent)], check=True)
+    kept, before = backup.read_bytes(), _digest(logs)
+
+    done = run_command(["fit", "--config", RECIPE, *tiny_args(cifar_root, logs),
+                        "--trainer.max_epochs=2", "--ckpt_path", backup], cwd=tmp_path, env=env)
+
+    assert done.returncode == 0, failure(done)
+    assert backup.read_bytes() == kept  # the user's copy
+    resumed = only(logs.glob("*/version_1"), "resumed run")  # no run's folder: a new version
+    assert (resumed / "results.csv").is_file()
+    assert not list(resumed.rglob("interrupted*.ckpt"))
+    assert {k: v for k, v in _digest(logs).items() if "version_1" not in k} == before
+
+
+@pytest.mark.slow
+def test_continuing_from_a_best_checkpoint_leaves_the_old_run_as_it_was(
+    signorm_run, cifar_root, env, tmp_path
+):
+    """``fit --ckpt_path <version_0's best> --trainer.max_epochs=2`` logs into a new version; a
+    SIGTERM during its final test says how to test the finished run's best checkpoint."""
+    logs = shutil.copytree(signorm_run.log_dir, tmp_path / "logs")
+    old_run = only(logs.glob("*/version_0"), "first run")
+    before = _digest(old_run)
+    done = run_command(
+        ["fit", "--config", RECIPE, *tiny_args(cifar_root, logs), "--trainer.max_epochs=2",
+         "--ckpt_path", best_checkpoint(old_run),
+         _interrupt("on_test_batch_start", 1, epoch=None)],
+        cwd=tmp_path, env=env,
+    )
+    assert done.returncode == 143, failure(done)
+    assert _digest(old_run) == before
+    new_run = old_run.with_name("version_1")
+    best = best_checkpoint(new_run)
+    assert "interrupted while testing after fit: training had finished" in done.stderr
+    assert f"Test its best checkpoint with: torch-uncertainty test --config {RECIPE}" in (
+        done.stderr)
+    assert done.stderr.rstrip().endswith(f"--ckpt_path {best}") or (
+        f"--ckpt_path {best}\n" in done.stderr), done.stderr[-2000:]
+    assert "run the same command again" not in done.stderr
+
+
+@pytest.mark.slow
+def test_a_full_disk_leaves_whole_checkpoints_and_reports_the_disk_error(
+    cifar_root, env, tmp_path, tmpfs
+):
+    """Logs on a 2 MB tmpfs: the checkpoint that does not fit is absent, not truncated, and the
+    error the run ends with is the disk's (the interruption handler does not replace it)."""
+    full = tmpfs("full", "2M")
+    done = run_command(["fit", "--config", RECIPE, *tiny_args(cifar_root, full),
+                        "--eval_after_fit=false"], cwd=tmp_path, env=env)
+    assert done.returncode != 0
+    assert "No space left on device" in done.stderr, failure(done)
+    assert "During handling of the above exception, another exception occurred" not in (
+        done.stderr), failure(done)
+    assert not list(full.rglob("*.partial"))
+    for checkpoint in full.rglob("*.ckpt"):
+        torch.load(checkpoint, weights_only=True, map_location="cpu")  # whole
