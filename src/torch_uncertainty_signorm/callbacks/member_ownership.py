@@ -34,7 +34,6 @@ from lightning.pytorch import Callback, LightningModule, Trainer
 from lightning.pytorch.loggers import Logger, MLFlowLogger
 from matplotlib import colormaps
 from matplotlib.figure import Figure
-from sklearn.decomposition import PCA
 from torch import Tensor
 from torch_uncertainty.utils import get_logger_dir
 from torch_uncertainty.utils.logging import log_figure
@@ -177,6 +176,8 @@ def _pca_2d(points: np.ndarray) -> np.ndarray:
     embedding = np.zeros((len(points), 2))
     components = min(2, *points.shape)
     if components > 0 and len(points) > 1:
+        from sklearn.decomposition import PCA  # imported when a figure is drawn
+
         pca = PCA(n_components=components, svd_solver="full")
         embedding[:, :components] = pca.fit_transform(points)
     return embedding
