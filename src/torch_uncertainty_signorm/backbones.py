@@ -32,6 +32,7 @@ from typing import Any
 
 from torch import Tensor, nn
 
+from . import _compat
 from .checks import check_integer
 
 __all__ = ["SequenceClassifier", "bert_classifier", "bert_config", "timm_vit", "wideresnet28"]
@@ -71,8 +72,6 @@ def wideresnet28(
     """
     from torch_uncertainty.models.classification import wideresnet28x10
     from torch_uncertainty.models.classification.resnet.utils import ResNetStyle
-    # The class behind wideresnet28x10, the only way to another widen factor in TU 0.13.
-    from torch_uncertainty.models.classification.wideresnet.std import _WideResNet
 
     check_integer("widen_factor", widen_factor)
     kwargs = {"conv_bias": conv_bias, "dropout_rate": dropout_rate, "groups": groups,
@@ -82,7 +81,8 @@ def wideresnet28(
         kwargs["activation_fn"] = activation_fn
     if widen_factor == 10:
         return wideresnet28x10(in_channels, num_classes, **kwargs)
-    return _WideResNet(depth=28, widen_factor=widen_factor, in_channels=in_channels,
+    wide_resnet = _compat.wide_resnet_class()  # wideresnet28x10's class, for other widen factors
+    return wide_resnet(depth=28, widen_factor=widen_factor, in_channels=in_channels,
                        num_classes=num_classes, **kwargs)
 
 
@@ -250,7 +250,7 @@ def bert_config(
     check_integer("num_classes", num_classes)
     hf_config = _resolve_config(_config_source(model_name, pretrained_path), num_classes)
     data = json.loads(hf_config.to_json_string(use_diff=False))
-    data.pop("_name_or_path", None)  # where it was read from: not part of the architecture
+    data.pop(_compat.HF_CONFIG_SOURCE_KEY, None)  # where it was read from: not part of the architecture
     return data
 
 

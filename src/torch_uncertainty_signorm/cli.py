@@ -70,6 +70,7 @@ from lightning.pytorch.utilities.exceptions import SIGTERMException
 from lightning.pytorch.utilities.rank_zero import rank_zero_warn
 from torch_uncertainty.utils.cli import TULightningCLI, TUSaveConfigCallback
 
+from . import _compat
 from .allowlist import argument_type, check_class_strings, check_parsed, check_spec, import_object
 from .atomic_files import AtomicCheckpointIO
 from .callbacks.exact_resume import saved_on_interruption
@@ -335,6 +336,10 @@ class TUSigmaNormCLI(TULightningCLI):
     def _active_config(self) -> Namespace:
         return self.config[self.subcommand] if self.subcommand else self.config
 
+    def _config_value(self, config: Namespace, key: str, default: Any = None) -> Any:
+        """``config``'s value of ``key``, inside the running subcommand's block if any."""
+        return config.get(str(self.subcommand), config).get(key, default)
+
     def before_instantiate_classes(self) -> None:
         """Forward the datamodule's evaluation arguments to the routine before building either."""
         super().before_instantiate_classes()
@@ -373,7 +378,7 @@ class TUSigmaNormCLI(TULightningCLI):
 
         Skipped under ``fast_dev_run``, which saves no checkpoint, as TorchUncertainty does.
         """
-        if not self._get(self.config, "eval_after_fit") or self.trainer.fast_dev_run:
+        if not self._config_value(self.config, "eval_after_fit") or self.trainer.fast_dev_run:
             return
         checkpoint = self.trainer.checkpoint_callback
         ckpt_path = "best" if checkpoint is not None and checkpoint.best_model_path else None
@@ -399,7 +404,7 @@ class TUSigmaNormCLI(TULightningCLI):
         from .distributed import signorm_sync_batchnorm_plugins
         from .evaluation.printing import use_results_tables
 
-        config = {**self._get(self.config_init, "trainer", default={}), **kwargs}
+        config = {**self._config_value(self.config_init, "trainer", default={}), **kwargs}
         if (plugins := signorm_sync_batchnorm_plugins(config)) is not None:
             config["plugins"] = kwargs["plugins"] = plugins
         plugins = config.get("plugins") or []
@@ -411,18 +416,16 @@ class TUSigmaNormCLI(TULightningCLI):
         return trainer
 
     # Lightning's load-from-checkpoint support reads the `model:` block; TorchUncertainty calls it
-    # `routine:`. Both hooks are private Lightning API (stable across lightning 2.x).
+    # `routine:`. An override of a private Lightning hook (see `_compat`).
     def _add_instantiators(self) -> None:
-        from lightning.pytorch.cli import _get_module_type, _InstantiatorFn
-
         self.parser.add_instantiator(
-            _InstantiatorFn(cli=self, key="routine"),
-            _get_module_type(self._model_class),
+            _compat.lightning_instantiator(self, "routine"),
+            _compat.model_base_class(self),
             subclasses=self.subclass_mode_model,
         )
         self.parser.add_instantiator(
-            _InstantiatorFn(cli=self, key="data"),
-            _get_module_type(self._datamodule_class),
+            _compat.lightning_instantiator(self, "data"),
+            _compat.datamodule_base_class(self),
             subclasses=self.subclass_mode_data,
         )
 
@@ -477,10 +480,10 @@ class TUSigmaNormCLI(TULightningCLI):
                                                 ckpt_path)
         self._resumes_interruption = saved_on_interruption(checkpoint)
         hparams = dict(checkpoint.get("hyper_parameters") or {})
-        hparams.pop("_instantiator", None)
+        hparams.pop(_compat.INSTANTIATOR_KEY, None)
         routine = self.config[subcommand].get("routine")
         recipe_class = routine.get("class_path") if isinstance(routine, Namespace) else None
-        saved_class = hparams.pop("_class_path", None)
+        saved_class = hparams.pop(_compat.CLASS_PATH_KEY, None)
         if saved_class is not None and saved_class not in self._routine_names(recipe_class):
             raise ValueError(
                 f"ckpt_path='{ckpt_path}' was saved by the routine {saved_class!r}, but the "
@@ -561,7 +564,7 @@ class TUSigmaNormCLI(TULightningCLI):
         goes to TorchUncertainty's ``optim_recipe`` (what its routines' ``configure_optimizers``
         returns), so no method of the routine is replaced.
         """
-        optimizer = self._get(self.config_init, "optimizer")
+        optimizer = self._config_value(self.config_init, "optimizer")
         if optimizer is None:
             return
         if not hasattr(self.routine, "optim_recipe"):
@@ -579,7 +582,7 @@ class TUSigmaNormCLI(TULightningCLI):
                 extra["weight_decay"] = defaults.get("weight_decay")
             parameters = [dict(group) for group in groups(defaults["lr"], **extra)]
         built = optimizer(parameters)
-        lr_scheduler = self._get(self.config_init, "lr_scheduler")
+        lr_scheduler = self._config_value(self.config_init, "lr_scheduler")
         self.routine.optim_recipe = self.configure_optimizers(
             self.routine, built, None if lr_scheduler is None else lr_scheduler(built)
         )

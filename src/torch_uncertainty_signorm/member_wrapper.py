@@ -24,6 +24,7 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
+from . import _compat
 from .checks import check_integer
 from .conversion import replace_modules
 
@@ -132,7 +133,7 @@ def auto_expansion_point(model: nn.Module, layer_names: Sequence[str]) -> str:
 def _first_convolution_dims(model: nn.Module) -> int | None:
     """Dimensions of a batch for the first convolution (4 for Conv2d), if the model has one."""
     for module in model.modules():
-        if isinstance(module, nn.modules.conv._ConvNd):
+        if isinstance(module, _compat.CONVOLUTIONS):
             return len(module.kernel_size) + 2
     return None
 
@@ -141,9 +142,10 @@ def remove_member_expansion(backbone: nn.Module) -> None:
     """Remove, in place, the hooks repeating inputs M times from a (copied) wrapper backbone,
     so that it runs one member: what :meth:`MemberWrapper.member_model` builds on."""
     for module in backbone.modules():
-        for key, hook in list(module._forward_pre_hooks.items()):
+        hooks = _compat.forward_pre_hooks(module)
+        for key, hook in list(hooks.items()):
             if getattr(hook, "__func__", None) is MemberWrapper._expand_first_argument:
-                del module._forward_pre_hooks[key]
+                del hooks[key]
 
 
 class MemberModel(nn.Module):

@@ -31,6 +31,7 @@ from typing import Any, Literal
 import torch
 from torch import Tensor, nn
 
+from .. import _compat
 from ..checks import check_integer, check_positive_number
 from ..conversion import replace_modules
 from ..layers.member_norm import MemberBatchNorm
@@ -107,7 +108,7 @@ class FiLMBatchNorm(MemberBatchNorm):
     @classmethod
     def from_module(
         cls,
-        module: nn.modules.batchnorm._BatchNorm,
+        module: nn.Module,
         num_estimators: int,
         *,
         gain: float,
@@ -143,7 +144,7 @@ def _batch_norm_names(model: nn.Module) -> list[str]:
     names = [
         name
         for name, module in model.named_modules(remove_duplicate=False)
-        if name and isinstance(module, nn.modules.batchnorm._BatchNorm)
+        if name and isinstance(module, _compat.BATCH_NORMS)
     ]
     if not names:
         raise ValueError(

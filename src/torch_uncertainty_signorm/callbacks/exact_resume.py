@@ -43,12 +43,13 @@ from typing import Any
 
 import numpy as np
 import torch
-from lightning.fabric.utilities.seed import _collect_rng_states, _set_rng_states
 from lightning.pytorch import Callback, LightningModule, Trainer
 from lightning.pytorch.trainer.states import TrainerFn
 from lightning.pytorch.utilities import rank_zero_info, rank_zero_warn
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 from torch.utils.data import DataLoader, Dataset, RandomSampler, Sampler
+
+from .. import _compat
 
 __all__ = ["ExactResumeCheckpoint", "saved_on_interruption"]
 
@@ -113,9 +114,28 @@ def _kept_global_rngs() -> Iterator[None]:
         np.random.set_state(numpy_state)
 
 
+def _global_rng_states() -> dict[str, Any]:
+    """torch's (CPU and CUDA), numpy's and Python's global RNG states, in the layout of
+    Lightning's checkpoints (``torch``, ``torch.cuda``, ``numpy``, ``python``)."""
+    return {"torch": torch.get_rng_state(), "python": random.getstate(),
+            "numpy": np.random.get_state(),
+            "torch.cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else []}
+
+
+def _set_global_rng_states(states: Mapping[str, Any]) -> None:
+    """Set the global RNG states that :func:`_global_rng_states` returns."""
+    torch.set_rng_state(states["torch"])
+    if "torch.cuda" in states:
+        torch.cuda.set_rng_state_all(states["torch.cuda"])
+    if "numpy" in states:
+        np.random.set_state(states["numpy"])
+    version, internal, gauss = states["python"]
+    random.setstate((version, tuple(internal), gauss))
+
+
 def _portable_rng_states() -> dict[str, Any]:
     """The global RNG states in types that ``torch.load(weights_only=True)`` accepts."""
-    states = _collect_rng_states()
+    states = _global_rng_states()
     kind, keys, position, has_gauss, cached_gaussian = states.pop("numpy")
     states["numpy"] = (kind, torch.from_numpy(keys.astype(np.int64)), position, has_gauss,
                        cached_gaussian)
@@ -130,7 +150,7 @@ def _restore_rng_states(states: dict[str, Any]) -> None:
     states["numpy"] = (kind, keys.numpy().astype(np.uint32), position, has_gauss, cached_gaussian)
     if not torch.cuda.is_available():
         states.pop("torch.cuda", None)
-    _set_rng_states(states)
+    _set_global_rng_states(states)
 
 
 class ExactResumeCheckpoint(Callback):
@@ -214,7 +234,7 @@ class ExactResumeCheckpoint(Callback):
         self, trainer: Trainer, pl_module: LightningModule, checkpoint: dict[str, Any]
     ) -> None:
         if self._saving and trainer.validating:
-            _restart_validation(checkpoint["loops"]["fit_loop"])
+            _compat.restart_validation(checkpoint["loops"]["fit_loop"])
 
     # ----------------------------------------------------------------------------- hooks
     def on_train_start(self, trainer: Trainer, pl_module: LightningModule) -> None:
@@ -225,21 +245,22 @@ class ExactResumeCheckpoint(Callback):
             self._rng_to_restore = None
         if self.seed is None:
             self.seed = int(torch.randint(0, 2**62, ()).item())
-        if trainer.fit_loop._combined_loader is None:  # no training batches
+        train_loader = _compat.combined_loader(trainer.fit_loop)
+        if train_loader is None:  # no training batches
             return
         skipped = trainer.fit_loop.epoch_loop.batch_progress.current.completed
         if skipped >= trainer.num_training_batches:  # the epoch's batches are all done
             skipped = 0
-        val_loader = trainer.fit_loop.epoch_loop.val_loop._combined_loader
+        val_loader = _compat.combined_loader(trainer.fit_loop.epoch_loop.val_loop)
         for loader in val_loader.flattened if val_loader is not None else ():
             self._keep_off_global_rng(loader)
-        for loader in trainer.fit_loop._combined_loader.flattened:
+        for loader in train_loader.flattened:
             self._keep_off_global_rng(loader)
             self._make_order_resumable(loader, skipped)
         # Lightning created the epoch's iterator before this hook: create it again with the
         # seeded order (and the skip) in place, leaving the restored global RNGs as they are.
         with _kept_global_rngs():
-            iter(trainer.fit_loop._data_fetcher)
+            iter(_compat.fit_data_fetcher(trainer.fit_loop))
 
     def _keep_off_global_rng(self, loader: Any) -> None:
         """Let ``loader`` draw its workers' base seed from a generator of its own: a new
@@ -262,7 +283,7 @@ class ExactResumeCheckpoint(Callback):
             # DataLoader forbids setting ``dataset`` once built; its workers started with the
             # unwrapped one are dropped (persistent workers restart with the wrapped one).
             object.__setattr__(loader, "dataset", _SeededSamples(loader.dataset))
-            loader._iterator = None
+            _compat.drop_loader_iterator(loader)
         order.skip = skipped_batches * batch_sampler.batch_size
 
     def _epoch_key(self) -> tuple[int, int, int]:
@@ -354,18 +375,3 @@ def _not_resumable(trainer: Trainer, pl_module: LightningModule,
         return "the weights are not finite"
     return None
 
-
-def _restart_validation(fit_loop_state: dict[str, Any]) -> None:
-    """Make an interrupted validation start over on resume, instead of being skipped.
-
-    The validation loop's progress is rewound to "its first batch was started", the state that
-    Lightning resumes as a validation to run again (``RESTARTED_MID_EVALUATION``), from batch 0
-    since no batch of it counts as completed. Its metrics then cover the whole validation set.
-    """
-    progress = fit_loop_state["epoch_loop.val_loop.batch_progress"]
-    done = progress["current"]["completed"]
-    progress["total"] = {key: value - done for key, value in progress["total"].items()}
-    progress["total"]["ready"] += 1
-    progress["total"]["started"] += 1
-    progress["current"] = {"ready": 1, "started": 1, "processed": 0, "completed": 0}
-    progress["is_last_batch"] = False

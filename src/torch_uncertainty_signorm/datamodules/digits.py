@@ -88,6 +88,7 @@ from torch import Tensor, nn
 from torch.utils.data import DataLoader, TensorDataset
 from torch_uncertainty.datamodules import TUDataModule
 
+from .. import _compat
 from ..checks import check_fraction, check_integer, check_positive_number
 from ..evaluation.eval_sets import SEVERITIES, EvalSet, check_severities
 
@@ -458,12 +459,12 @@ class DigitsDataModule(TUDataModule):
             with ``eval_near_far_ood`` / ``eval_shift_severities``, one loader per
             entry of :attr:`eval_sets`.
         """
-        loaders = [self._data_loader(self.get_test_set(), training=False, shuffle=False)]
+        loaders = [_compat.tu_data_loader(self, self.get_test_set(), training=False)]
         if self.eval_ood:
-            loaders.append(self._data_loader(self.get_ood_set(), training=False, shuffle=False))
+            loaders.append(_compat.tu_data_loader(self, self.get_ood_set(), training=False))
         if self.eval_shift:
-            loaders.append(self._data_loader(self.get_shift_set(), training=False, shuffle=False))
-        loaders += [self._data_loader(dataset, training=False, shuffle=False)
+            loaders.append(_compat.tu_data_loader(self, self.get_shift_set(), training=False))
+        loaders += [_compat.tu_data_loader(self, dataset, training=False)
                     for dataset in getattr(self, "eval_datasets", [])]
         return loaders
 

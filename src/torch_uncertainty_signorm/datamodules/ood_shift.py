@@ -30,6 +30,7 @@ from torch_uncertainty.datamodules.classification import ImageNetDataModule
 from torch_uncertainty.datasets.utils import TTADataset
 from torchvision.transforms import v2
 
+from .. import _compat
 from ..evaluation.eval_sets import SEVERITIES, EvalSet, check_severities
 from .corruptions import (
     BENCHMARK_CORRUPTIONS,
@@ -261,7 +262,8 @@ class OODShiftMixin:
     def eval_dataloaders(self) -> list[DataLoader]:
         """One loader per OOD / corrupted set, in :attr:`eval_sets` order (after the clean one)."""
         return [
-            self._data_loader(
+            _compat.tu_data_loader(
+                self,
                 TTADataset(dataset, self.num_tta) if self.num_tta > 1 else dataset,
                 training=False,
                 shuffle=False,

@@ -48,6 +48,7 @@ from torch import Tensor
 from torch.utils.data import DataLoader, Dataset
 from torch_uncertainty.datamodules import TUDataModule
 
+from .. import _compat
 from ..checks import check_fraction, check_integer
 from .checks import check_text_loading
 
@@ -294,9 +295,9 @@ class SST2DataModule(TUDataModule):
 
     def test_dataloader(self) -> list[DataLoader]:
         """The in-distribution test loader, then the OOD loader if :attr:`eval_ood`."""
-        loaders = [self._data_loader(self.get_test_set(), training=False, shuffle=False)]
+        loaders = [_compat.tu_data_loader(self, self.get_test_set(), training=False)]
         if self.eval_ood:
-            loaders.append(self._data_loader(self.get_ood_set(), training=False, shuffle=False))
+            loaders.append(_compat.tu_data_loader(self, self.get_ood_set(), training=False))
         return loaders
 
     def _data_loader(self, dataset: Dataset, training: bool, shuffle: bool = False) -> DataLoader:

@@ -70,6 +70,7 @@ from sklearn.model_selection import train_test_split
 from torch.utils.data import Dataset
 from torch_uncertainty.datamodules import TUDataModule
 
+from .. import _compat
 from ..offline_assets import minilm_dir, package_file, tweets_csv
 from ..checks import check_fraction, check_integer
 from ..evaluation.eval_sets import SEVERITIES, EvalSet, check_severities
@@ -459,7 +460,7 @@ class TweetsDataModule(TUDataModule):
         """The test loader, then the OOD loader if :attr:`eval_ood`, or the loaders of
         :attr:`eval_sets` (near/far OOD, then the corrupted sets)."""
         loaders = SST2DataModule.test_dataloader(self)
-        return loaders + [self._data_loader(dataset, training=False, shuffle=False)
+        return loaders + [_compat.tu_data_loader(self, dataset, training=False)
                           for dataset in getattr(self, "eval_datasets", [])]
 
     def _get_train_data(self) -> Any:

@@ -20,7 +20,6 @@ import re
 from typing import Any
 
 from lightning.pytorch import Trainer
-from lightning.pytorch.trainer.connectors.logger_connector.result import _OUT_DICT
 from rich import get_console
 from rich.console import Group
 from rich.table import Table
@@ -188,7 +187,7 @@ def _first_batch_inputs(trainer: Trainer | None) -> int | None:
 class SigmaNormEvaluationLoop(TUEvaluationLoop):
     """TorchUncertainty's test loop, printing :func:`results_tables` instead of its tables."""
 
-    def _print_results(self, results: list[_OUT_DICT], stage: str) -> None:
+    def _print_results(self, results: list[dict[str, Any]], stage: str) -> None:
         merged: dict[str, Any] = {}
         for result in results:
             merged |= result

@@ -24,6 +24,8 @@ import torch.distributed as dist
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from .. import _compat
+
 __all__ = [
     "check_batch_statistics",
     "gather_member_moments",
@@ -111,7 +113,7 @@ def rows_result(out: Tensor, shape: torch.Size) -> Tensor:
     where on a view autograd would rewrite the view's base (copies of the activation in
     backward), or refuse them outright on a custom autograd function's output.
     """
-    return torch.ops.aten._unsafe_view(out, shape)
+    return _compat.unsafe_view(out, shape)
 
 
 def _world_size(group: Any) -> int:
@@ -131,10 +133,8 @@ def _synchronized(layer, view, weight, bias, stats, factor) -> Tensor:
     if world_size == 1:
         return F.batch_norm(view, *stats, weight, bias, True, factor, layer.eps)
     if view.is_cuda:
-        from torch.nn.modules._functions import SyncBatchNorm
-
         group = layer.process_group or dist.group.WORLD
-        return SyncBatchNorm.apply(
+        return _compat.sync_batch_norm_function().apply(
             view, weight, bias, *stats, layer.eps, factor, group, world_size
         )
     return _gathered_batch_norm(layer, view, weight, bias, stats, factor)

@@ -16,6 +16,7 @@ from __future__ import annotations
 from timm.layers import norm as timm_norm
 from torch import nn
 
+from .. import _compat
 from . import signorm
 from .signorm import SigmaNorm
 
@@ -42,7 +43,7 @@ NORM_REGISTRY: dict[type, type[SigmaNorm]] = {
     timm_norm.GroupNorm1: signorm.SigmaGroupNorm,
 }
 #: Bases whose unregistered subclasses are refused rather than skipped.
-_NORM_BASES = (nn.modules.batchnorm._BatchNorm, nn.LayerNorm, nn.GroupNorm, nn.RMSNorm)
+_NORM_BASES = (*_compat.BATCH_NORMS, nn.LayerNorm, nn.GroupNorm, nn.RMSNorm)
 
 
 def signorm_class_for(module: nn.Module) -> type[SigmaNorm] | None:

@@ -6,7 +6,6 @@ from collections.abc import Mapping
 from typing import Any
 
 import torch
-from lightning.pytorch.core.mixins.hparams_mixin import _given_hyperparameters
 from lightning.pytorch.utilities import rank_zero_warn
 from torch import Tensor, nn
 from torch_uncertainty.metrics import GroupingLoss
@@ -15,6 +14,7 @@ from torch_uncertainty.transforms import RepeatTarget
 from torch_uncertainty.utils import get_logger_dir
 from torchmetrics import MeanMetric, MetricCollection
 
+from .. import _compat
 from ..allowlist import instantiate_spec
 from ..callbacks.logits_tap import LogitsTap
 from ..checks import check_fraction, check_positive_number
@@ -117,7 +117,7 @@ class SigmaNormClassificationRoutine(ClassificationRoutine):
         is_ensemble: bool | None = None,
         **kwargs,
     ) -> None:
-        kwargs.pop("_class_path", None)  # a saved hyper-parameter, read by the command
+        kwargs.pop(_compat.CLASS_PATH_KEY, None)  # a saved hyper-parameter, read by the command
         if is_ensemble is not None:  # None (a recipe leaving it out): derived from the model
             kwargs["is_ensemble"] = is_ensemble
         arguments = {"model": model, "num_classes": num_classes, "loss": loss,
@@ -182,7 +182,8 @@ class SigmaNormClassificationRoutine(ClassificationRoutine):
         allow-listed classes): a checkpoint's ``_instantiator`` is ignored, since Lightning's
         would let jsonargparse import any class path the checkpoint names."""
         return super().load_from_checkpoint(
-            checkpoint_path, *args, weights_only=weights_only, _instantiator=None, **kwargs
+            checkpoint_path, *args, weights_only=weights_only, **{_compat.INSTANTIATOR_KEY: None},
+            **kwargs,
         )
 
     def optimizer_param_groups(self, lr: float, weight_decay: float | None = None) -> list[dict]:
@@ -441,8 +442,8 @@ def _saved_hyperparameters(cls: type, arguments: dict[str, Any]) -> dict[str, An
 
     Lightning's ``_instantiator`` is dropped so that loading goes through ``__init__``.
     """
-    given = _given_hyperparameters.get()
+    given = _compat.given_hyperparameters()
     if given is None:
-        given = {"_class_path": f"{cls.__module__}.{cls.__qualname__}", **arguments}
-    return {k: v for k, v in given.items() if k != "_instantiator" and _is_data(v)}
+        given = {_compat.CLASS_PATH_KEY: f"{cls.__module__}.{cls.__qualname__}", **arguments}
+    return {k: v for k, v in given.items() if k != _compat.INSTANTIATOR_KEY and _is_data(v)}
 
