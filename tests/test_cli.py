@@ -598,3 +598,21 @@ def test_an_empty_training_set_is_an_error_naming_the_datamodule(tmp_path, monke
                                          r"\(0 samples\): there is nothing to fit"):
         cli_main(["fit", *_signorm_args("--data.init_args.num_samples=0",
                                         "--trainer.max_epochs=1")])
+
+
+@pytest.mark.parametrize(("override", "message"), [
+    ("--routine.init_args.target_diversity=1.5",
+     "target_diversity must be a number in (0, 1), got 1.5."),
+    ("--routine.init_args.model.init_args.member_spread=-1",
+     "member_spread must be a finite number >= 0, got -1.0."),
+])
+def test_a_constructor_error_is_the_last_line_of_the_command(override, message, tmp_path,
+                                                             monkeypatch, capsys):
+    """jsonargparse reports a constructor's ValueError inside its Union report, which ends with
+    the whole configuration; the command says the constructor's message last."""
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SystemExit) as stop:
+        main(["fit", "--config", str(EXPERIMENTS / "digits_signorm.yaml"), override])
+    assert stop.value.code == 1
+    last = capsys.readouterr().err.strip().splitlines()[-1]
+    assert last == f"torch-uncertainty: invalid configuration: ValueError: {message}"

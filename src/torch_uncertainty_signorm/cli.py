@@ -46,11 +46,13 @@ from __future__ import annotations
 import contextlib
 import inspect
 import logging
+import os
 import re
 import shlex
 import shutil
 import sys
 import time
+import traceback
 import warnings
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -777,7 +779,31 @@ def main(args: ArgsType = None) -> None:
                   "optimisation step was taken, or the state was not finite); run the same "
                   "command again.", file=sys.stderr)
         raise
+    except (ValueError, TypeError) as error:
+        if (cause := _buried_cause(error)) is not None:
+            # jsonargparse wraps a constructor's error in its Union report, whose last line is
+            # the whole configuration: say the constructor's message last, where users look.
+            traceback.print_exc()
+            print(f"torch-uncertainty: invalid configuration: {type(cause).__name__}: {cause}",
+                  file=sys.stderr)
+            raise SystemExit(1) from None
+        raise
     print(f"torch-uncertainty finished in {time.perf_counter() - start:.1f} s (wall time)")
+
+
+def _buried_cause(error: BaseException) -> BaseException | None:
+    """The deepest ``ValueError``/``TypeError`` raised by this package's own code in ``error``'s
+    chain of causes, when ``error`` is not it (a library's wrapper around it), else ``None``."""
+    found, seen = None, set()
+    current: BaseException | None = error.__cause__ or error.__context__
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        frames = traceback.extract_tb(current.__traceback__)
+        if (isinstance(current, (ValueError, TypeError)) and frames
+                and f"{Path(__file__).parent.name}{os.sep}" in frames[-1].filename):
+            found = current
+        current = current.__cause__ or current.__context__
+    return found if found is not None and str(found) != str(error) else None
 
 
 if __name__ == "__main__":
