@@ -221,6 +221,14 @@ UNTRUSTED_EXPORTS = {
         "init_args": {"model_name": "some-org/remote-code-model", "pretrained": False}})),
         ValueError, r"bert_classifier\) has no config: loading would read .* from a directory "
                     r"or the hub"),
+    "timm_vit without pretrained": (_edit_config(_set(_BACKBONE_BLOCK, {
+        "class_path": "torch_uncertainty_signorm.backbones.timm_vit",
+        "init_args": {"model_name": "vit_tiny_patch16_224", "num_classes": 10}})), ValueError,
+        r"timm_vit\) does not set pretrained=false: left out, it defaults to loading weights"),
+    "bert_classifier without pretrained": (_edit_config(_set(_BACKBONE_BLOCK, {
+        "class_path": "torch_uncertainty_signorm.backbones.bert_classifier",
+        "init_args": {"model_name": "some-org/model", "config": {"model_type": "bert"}}})),
+        ValueError, r"bert_classifier\) does not set pretrained=false"),
     "width_multiplier 400": (_edit_config(_set(f"{_BACKBONE_BLOCK}.init_args.width_multiplier",
                                                400)), ValueError,
                              r"does not hold the model config.json describes: .*shape or dtype "

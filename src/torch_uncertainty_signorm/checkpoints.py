@@ -14,7 +14,7 @@ import torch
 from torch import Tensor, nn
 
 __all__ = [
-    "check_lightning_checkpoint", "load_backbone_checkpoint", "local_file",
+    "check_lightning_checkpoint", "is_url", "load_backbone_checkpoint", "local_file",
     "read_backbone_checkpoint", "read_checkpoint",
 ]
 
@@ -22,6 +22,16 @@ __all__ = [
 _ROUTINE_PREFIX = "model."
 #: ``scheme://``: a URL, which torch and Lightning would fetch (and cache) without our checks.
 _URL = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://")
+#: A scheme without slashes, which fsspec also reads (``file:/path``, ``data:...;base64,...``,
+#: Lightning's ``registry:name``); two letters at least, so a Windows drive (``C:``) is a path.
+_SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]+:")
+
+
+def is_url(path: str | Path) -> bool:
+    """Whether ``path`` is a URL rather than a file on this machine: ``scheme://...``, or
+    ``scheme:...`` where no such local file exists."""
+    text = str(path)
+    return bool(_URL.match(text) or (_SCHEME.match(text) and not Path(text).exists()))
 
 
 def _first_line(error: BaseException) -> str:
@@ -32,11 +42,11 @@ def local_file(path: str | Path, argument: str = "checkpoint") -> Path:
     """``path`` if it names an existing, non-empty regular file on this machine.
 
     Raises:
-        ValueError: For a URL (``http://``, ``file://``...: download it and pass the file), a
+        ValueError: For a URL (``http://``, ``file://``, ``data:``...: download it and pass the file), a
             directory, device or pipe, or an empty file (a write cut off).
         FileNotFoundError: If nothing is there.
     """
-    if _URL.match(str(path)):
+    if is_url(path):
         raise ValueError(
             f"{argument}='{path}' is a URL: checkpoints are read from local files only, with "
             f"every check this package makes (a URL would be fetched and cached unchecked). "

@@ -76,7 +76,7 @@ from . import _compat
 from .allowlist import argument_type, check_class_strings, check_parsed, check_spec, import_object
 from .atomic_files import AtomicCheckpointIO
 from .callbacks.exact_resume import saved_on_interruption
-from .checkpoints import check_lightning_checkpoint, read_checkpoint
+from .checkpoints import check_lightning_checkpoint, is_url, read_checkpoint
 from .tu_format import (
     DEFAULT_ROUTINE, check_datamodule_named, normalise_recipe, register_shorthands,
     resolve_datamodule,
@@ -476,7 +476,7 @@ class TUSigmaNormCLI(TULightningCLI):
             )
         if subcommand and "weights_only" in self.config[subcommand]:
             self.config[subcommand].weights_only = True  # every load by Lightning, too
-        if not ckpt_path or ("://" not in str(ckpt_path) and not Path(ckpt_path).exists()):
+        if not ckpt_path or (not is_url(ckpt_path) and not Path(ckpt_path).exists()):
             return  # "best", "last": this run's, found by Lightning; a missing file: it says so
         checkpoint = check_lightning_checkpoint(read_checkpoint(ckpt_path, "ckpt_path"),
                                                 ckpt_path)

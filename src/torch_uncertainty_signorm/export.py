@@ -353,7 +353,8 @@ def _check_self_contained(node: Any, where: str = "model") -> None:
 
     Weights come from the export's safetensors alone: no argument of
     :data:`_FETCHING_ARGUMENTS` (but the σN-Ens ``pretrained`` conversion flag) may ask for
-    weights; a ``bert_classifier`` must carry its Hugging Face ``config`` (else it would be read
+    weights, and a backbone factory whose default fetches must say ``pretrained: false``; a
+    ``bert_classifier`` must carry its Hugging Face ``config`` (else it would be read
     from a directory or the hub); ``regularized_layers`` is a list of layer names (or a preset),
     never a pattern.
     """
@@ -379,6 +380,14 @@ def _check_self_contained(node: Any, where: str = "model") -> None:
                 f"{where}.init_args.{key}={value!r:.200}: an export's weights are its own "
                 f"safetensors files, so loading never fetches any; the export command writes "
                 f"this block without {key} (or with {key}=false)."
+            )
+    for key, value in _WEIGHT_SOURCES.get(class_path, {}).items():
+        if value is not None and init_args.get(key, not value) != value:
+            raise ValueError(
+                f"{where} ({class_path}) does not set {key}={json.dumps(value)}: left out, it "
+                f"defaults to loading weights from elsewhere (the hub, a cache). An export's "
+                f"weights are its own safetensors files; the export command writes "
+                f"{key}={json.dumps(value)}."
             )
     if class_path == _BERT and not isinstance(init_args.get("config"), Mapping):
         raise ValueError(

@@ -3,7 +3,8 @@ checkpoint (even on read-only storage), continuing from a best checkpoint never 
 run, and a checkpoint on a full disk is whole or absent, with the disk error reported.
 
 Real runs of the command, a real SIGTERM, real filesystems: ``tmpfs`` mounts (read-only, or of
-2 MB) where the machine allows them (root), else the test says why it is skipped.
+2 MB) where the machine allows them (root, or for the 2 MB one a user mount namespace), else the
+test says why it is skipped.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -119,19 +121,67 @@ def test_continuing_from_a_best_checkpoint_leaves_the_old_run_as_it_was(
     assert "run the same command again" not in done.stderr
 
 
+def _fit_with_logs_on_a_small_tmpfs(args: list[str], logs: Path, size: str, left: Path,
+                                    cwd: Path, env: dict[str, str]) -> subprocess.CompletedProcess:
+    """``torch-uncertainty fit args`` with ``logs`` a fresh tmpfs of ``size``; what the run left
+    there is copied to ``left`` before the tmpfs goes. As root the tmpfs is mounted here and
+    unmounted after; otherwise the command runs in a user and mount namespace of its own
+    (``unshare -rm``); where neither is allowed the test is skipped, saying why."""
+    command = [str(Path(sys.executable).parent / "torch-uncertainty"), *map(str, args)]
+    if os.geteuid() == 0:
+        _mount_tmpfs(logs, size)
+        try:
+            done = subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True,
+                                  timeout=300, check=False)
+            shutil.copytree(logs, left, symlinks=True)
+        finally:
+            subprocess.run(["umount", str(logs)], check=False)
+        return done
+    if shutil.which("unshare") is None:
+        pytest.skip("not root, and no unshare command for a user mount namespace: no tmpfs")
+    logs.mkdir(parents=True)
+    script = ('mount -t tmpfs -o size="$1" tmpfs "$2" || exit 97\n'
+              'logs="$2"; left="$3"; shift 3\n'
+              '"$@"; status=$?\n'
+              'mkdir -p "$left" && cp -a "$logs"/. "$left"/\n'
+              'exit $status\n')
+    done = subprocess.run(["unshare", "-rm", "sh", "-c", script, "sh", size, str(logs),
+                           str(left), *command],
+                          cwd=cwd, env=env, capture_output=True, text=True, timeout=300,
+                          check=False)
+    if done.returncode == 97 or (done.returncode != 0 and "unshare:" in done.stderr):
+        pytest.skip(f"this machine allows no tmpfs mount, as root or in a user namespace "
+                    f"({done.stderr.strip()[-300:]})")
+    return done
+
+
 @pytest.mark.slow
 def test_a_full_disk_leaves_whole_checkpoints_and_reports_the_disk_error(
-    cifar_root, env, tmp_path, tmpfs
+    cifar_root, env, tmp_path
 ):
-    """Logs on a 2 MB tmpfs: the checkpoint that does not fit is absent, not truncated, and the
-    error the run ends with is the disk's (the interruption handler does not replace it)."""
-    full = tmpfs("full", "2M")
-    done = run_command(["fit", "--config", RECIPE, *tiny_args(cifar_root, full),
-                        "--eval_after_fit=false"], cwd=tmp_path, env=env)
-    assert done.returncode != 0
-    assert "No space left on device" in done.stderr, failure(done)
+    """Logs on a 2 MB tmpfs, where the run's first checkpoint (1.5 MB) fits and the next does
+    not: the command fails with the disk's error (ENOSPC), which the interruption handler, failing
+    on the same full disk, reports beside it and does not replace; the checkpoint that did not
+    fit is absent, not truncated at its final name, no 0-byte ``interrupted.ckpt`` and no
+    partial file is left, and every checkpoint there loads."""
+    logs, left = tmp_path / "full", tmp_path / "left"
+    done = _fit_with_logs_on_a_small_tmpfs(
+        ["fit", "--config", RECIPE, *tiny_args(cifar_root, logs), "--eval_after_fit=false"],
+        logs, "2M", left, cwd=tmp_path, env=env)
+
+    assert done.returncode == 1, failure(done)
+    assert "save_checkpoint" in done.stderr, failure(done)  # a checkpoint hit the full disk
+    assert done.stderr.rstrip().splitlines()[-1] == (
+        "OSError: [Errno 28] No space left on device"), failure(done)  # the error it ends with
     assert "During handling of the above exception, another exception occurred" not in (
         done.stderr), failure(done)
-    assert not list(full.rglob("*.partial"))
-    for checkpoint in full.rglob("*.ckpt"):
+    assert done.stderr.count("Traceback (most recent call last)") == 1, failure(done)
+    assert "the interruption checkpoint could not be written" in done.stderr, failure(done)
+    files = [path for path in left.rglob("*") if path.is_file()]
+    assert not [path for path in files if ".partial" in path.name], files
+    checkpoints = [path for path in files if path.suffix == ".ckpt"]
+    assert checkpoints, files  # the first checkpoint fitted
+    assert not list(left.rglob("interrupted*.ckpt")), files
+    for checkpoint in checkpoints:
+        assert checkpoint.stat().st_size > 0, checkpoint
         torch.load(checkpoint, weights_only=True, map_location="cpu")  # whole

@@ -171,6 +171,22 @@ def test_a_plain_string_batch_format_is_refused(tmp_path):
         SigmaNormClassificationRoutine.load_from_checkpoint(path)
 
 
+@pytest.mark.parametrize(("content", "message"), [
+    (None, r"checkpoint_path='.*bad\.ckpt' is empty \(0 bytes\)"),
+    ([1, 2], (r"checkpoint_path='.*bad\.ckpt' has hyper_parameters of type list "
+              r"\(\[1, 2\]\); expected a mapping")),
+])
+def test_a_bad_checkpoint_is_named_with_what_is_wrong(tmp_path, content, message):
+    path = tmp_path / "bad.ckpt"
+    if content is None:
+        path.write_bytes(b"")
+    else:
+        _crafted_checkpoint(path)
+        torch.save({**torch.load(path, weights_only=True), "hyper_parameters": content}, path)
+    with pytest.raises(ValueError, match=message):
+        SigmaNormClassificationRoutine.load_from_checkpoint(path)
+
+
 def test_non_finite_test_inputs_are_an_error_naming_the_batch():
     """Not a metric's failure on non-finite scores after the whole test set: the batch."""
     routine = SigmaNormClassificationRoutine(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -17,6 +18,7 @@ from torchmetrics import MeanMetric, MetricCollection
 from .. import _compat
 from ..allowlist import instantiate_spec
 from ..callbacks.logits_tap import LogitsTap
+from ..checkpoints import check_lightning_checkpoint, is_url, read_checkpoint
 from ..checks import check_fraction, check_positive_number
 from ..diversity import geometric_ambiguity, jensen_gap, signorm_cosine
 from ..diversity_target import TARGET_TOLERANCE, DiversityTarget, optimizer_lookahead
@@ -180,11 +182,26 @@ class SigmaNormClassificationRoutine(ClassificationRoutine):
     def load_from_checkpoint(cls, checkpoint_path, *args, weights_only: bool = True, **kwargs):
         """As Lightning's, always through ``__init__`` (so the model is built only from
         allow-listed classes): a checkpoint's ``_instantiator`` is ignored, since Lightning's
-        would let jsonargparse import any class path the checkpoint names."""
-        return super().load_from_checkpoint(
-            checkpoint_path, *args, weights_only=weights_only, **{_compat.INSTANTIATOR_KEY: None},
-            **kwargs,
-        )
+        would let jsonargparse import any class path the checkpoint names.
+
+        A local checkpoint that fails to load (empty, truncated, ``hyper_parameters`` that are
+        not a mapping, a negative ``global_step``) is read again to say which file and what is
+        wrong with it."""
+        try:
+            return super().load_from_checkpoint(
+                checkpoint_path, *args, weights_only=weights_only,
+                **{_compat.INSTANTIATOR_KEY: None}, **kwargs,
+            )
+        except Exception as error:
+            if isinstance(checkpoint_path, str | Path) and not is_url(checkpoint_path):
+                try:
+                    check_lightning_checkpoint(
+                        read_checkpoint(checkpoint_path, "checkpoint_path"), checkpoint_path,
+                        "checkpoint_path",
+                    )
+                except (ValueError, FileNotFoundError) as clear:
+                    raise clear from error
+            raise
 
     def optimizer_param_groups(self, lr: float, weight_decay: float | None = None) -> list[dict]:
         """Every parameter at ``lr``; the σNorm scale logits at ``lr * scale_lr_multiplier``
