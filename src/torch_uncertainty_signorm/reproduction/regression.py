@@ -1,7 +1,7 @@
 """Regression check: does a reproduction stay within tolerance of a published or reference row?
 
 Compares one row of results (a ``rows.csv`` written by
-:mod:`~torch_uncertainty_signorm.paper.results_table`, or TorchUncertainty
+:mod:`~torch_uncertainty_signorm.reproduction.results_table`, or TorchUncertainty
 ``results.csv`` runs, averaged) with one expected row: a published table's
 (``--published main --where dataset=CIFAR-100 arch=ResNet-50 method=σN-Ens``; ASCII spellings
 such as ``method=sigmaN-Ens arch=WRN-28-10`` are accepted) or a reference CSV's
@@ -18,13 +18,13 @@ labelled ``erratum`` in the report.
 
 The report first says what was compared: the number of training runs and their seeds (a ``test``
 re-run of a checkpoint is the same training run, see
-:func:`~torch_uncertainty_signorm.paper.runs.merge_evaluations`; ``--min-seeds N`` fails a row
-of fewer distinct seeds), and the runs' training budget beside the protocol's (a short run is a
+:func:`~torch_uncertainty_signorm.reproduction.runs.merge_evaluations`; ``--min-seeds N`` fails a
+row of fewer distinct seeds), and the runs' training budget beside the protocol's (a short run is a
 smoke test, not a reproduction). It then prints a diff of every metric and exits with status 1
 if any metric fails or too few seeds were found, 0 otherwise, 2 on bad usage, so it can gate a CI
 job (see ``docs/tooling.md``, or :func:`check_reproduction` inside a pytest test)::
 
-    python -m torch_uncertainty_signorm.paper.regression logs/digits \\
+    signorm-regression logs/digits \\
         --reference docs/reference/digits_signorm.csv --tol Acc=1.0
 """
 
@@ -316,7 +316,7 @@ def _seed_count(row: Mapping[str, Any]) -> int:
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="python -m torch_uncertainty_signorm.paper.regression",
+        prog="signorm-regression",
         description="Compare results with a published or reference row under per-metric "
         "tolerances; exit 1 when a metric of the expected row is out of tolerance, missing, NaN "
         "or infinite in ours, or when fewer seeds than --min-seeds were found.",

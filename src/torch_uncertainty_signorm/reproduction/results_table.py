@@ -4,15 +4,16 @@ Each ``--run LABEL=PATH...`` group (one folder per seed, or ``results.csv`` file
 one row: for every paper column, the mean and the sample standard deviation (``ddof=1``; 0
 for a single run) over the group's training runs (a ``test --ckpt_path`` re-evaluation of a
 run's checkpoint replaces that run's result, it is not another seed; see
-:func:`~torch_uncertainty_signorm.paper.runs.merge_evaluations`). A NaN or infinite value in
+:func:`~torch_uncertainty_signorm.reproduction.runs.merge_evaluations`). A NaN or infinite value in
 a run makes its column's mean NaN or infinite, and a column some runs logged and others did not
 is named on the standard error. The row also holds ``seeds`` and the training budget the runs
 shared (``max_epochs``, ``max_steps``, ``limit_train_batches``, ``trained_steps``). The rows are
-written as a CSV (``rows.csv``, the input of :mod:`~torch_uncertainty_signorm.paper.regression`)
-and, appended under the rows of a published table (``--published main --where dataset=CIFAR-100
-arch=WideResNet-28-10``), as Markdown (``table.md``) and LaTeX (``table.tex``)::
+written as a CSV (``rows.csv``, the input of
+:mod:`~torch_uncertainty_signorm.reproduction.regression`) and, appended under the rows of a
+published table (``--published main --where dataset=CIFAR-100 arch=WideResNet-28-10``), as
+Markdown (``table.md``) and LaTeX (``table.tex``)::
 
-    python -m torch_uncertainty_signorm.paper.results_table \
+    signorm-results-table \
         --run "σN-Ens (ours)=logs/wrn_c100/signorm" --published main \
         --where dataset=CIFAR-100 arch=WideResNet-28-10 --out tables/wrn_c100
 
@@ -48,6 +49,7 @@ from .tables import format_table
 __all__ = [
     "PAPER_COLUMNS",
     "aggregate",
+    "command",
     "madds_per_image",
     "missing_columns",
     "mean_std",
@@ -219,7 +221,7 @@ def aggregate(runs: Sequence[Run], label: str,
     paper column a run logged.
 
     Runs evaluating the same training run count once
-    (:func:`~torch_uncertainty_signorm.paper.runs.merge_evaluations`); a non-finite value is
+    (:func:`~torch_uncertainty_signorm.reproduction.runs.merge_evaluations`); a non-finite value is
     kept (the mean is NaN or infinite). ``seeds`` lists the training runs' seeds
     (``?`` where unknown); ``max_epochs``, ``max_steps``, ``limit_train_batches`` and
     ``trained_steps`` (the last checkpoint's step) are set when every run has the same.
@@ -376,7 +378,7 @@ def _parse_pairs(pairs: Sequence[str], option: str) -> dict[str, str]:
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="python -m torch_uncertainty_signorm.paper.results_table",
+        prog="signorm-results-table",
         description="Collect TorchUncertainty results.csv files into mean ± std rows and append "
         "them to a published table (Markdown, LaTeX, CSV).",
     )
@@ -427,5 +429,11 @@ def main(argv: Sequence[str] | None = None) -> tuple[list[str], list[list[str]]]
     return header, body
 
 
+def command(argv: Sequence[str] | None = None) -> int:
+    """The ``signorm-results-table`` command: :func:`main`, exit status 0 (2 on bad usage)."""
+    main(argv)
+    return 0
+
+
 if __name__ == "__main__":
-    main()
+    sys.exit(command())

@@ -4,7 +4,7 @@ A *run* is one logger directory holding the ``results.csv`` that TorchUncertaint
 ``ClassificationRoutine(save_to_csv=True)`` writes when testing ends (one row per ``test``
 call; the last row is the run's result). Its settings (method, seed, τ, λ, M, test batch
 size, training budget, the checkpoint it evaluated) come from ``settings.json`` (written by the
-digits sweeps of this package) or else from the ``config.yaml`` that the ``torch-uncertainty``
+digits sweeps of ``studies.sweeps``) or else from the ``config.yaml`` that the ``torch-uncertainty``
 command saves next to the logs.
 
 A ``torch-uncertainty test --ckpt_path <run>/checkpoints/<file>.ckpt`` logs into a folder of its

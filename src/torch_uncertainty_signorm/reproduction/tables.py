@@ -1,7 +1,8 @@
 """Rows of text cells as a table: aligned plain text for the terminal, or Markdown for the docs.
 
-Every command of :mod:`torch_uncertainty_signorm.paper` prints or writes its tables through
-:func:`format_table`; the cells arrive formatted (each command knows its units and digits).
+Every command of :mod:`torch_uncertainty_signorm.reproduction` (and of the checkout's studies)
+prints or writes its tables through :func:`format_table`; the cells arrive formatted (each
+command knows its units and digits).
 """
 
 from __future__ import annotations
