@@ -147,7 +147,7 @@ def test_one_step_run_writes_results_that_the_tables_and_regression_read(
     -> test -> results.csv with OOD columns -> results_table -> regression."""
     from fixtures.tu_results import TU_HEADER
 
-    from torch_uncertainty_signorm.paper import regression, results_table
+    from torch_uncertainty_signorm.reproduction import regression, results_table
 
     monkeypatch.chdir(tmp_path)
     monkeypatch.setattr("sys.argv", ["torch-uncertainty"])

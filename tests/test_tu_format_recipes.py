@@ -22,12 +22,9 @@ import yaml
 from fixtures.synthetic_datamodule import SyntheticDataModule
 from torch_uncertainty.routines import ClassificationRoutine
 
+from tools.write_tu_recipes import EXPORT_FOLDER, exported_recipes
 from torch_uncertainty_signorm.cli import cli_main, main, tu_format_args
-from torch_uncertainty_signorm.tu_format import (
-    EXPORT_FOLDER,
-    check_datamodule_named,
-    exported_recipes,
-)
+from torch_uncertainty_signorm.tu_format import check_datamodule_named
 
 FIXTURES = Path(__file__).parent / "fixtures" / "tu_format"
 SYNTHETIC = f"{SyntheticDataModule.__module__}.SyntheticDataModule"
@@ -161,7 +158,7 @@ EXPERIMENTS = Path(__file__).parents[1] / "experiments"
 
 def test_exported_recipes_are_up_to_date():
     """``experiments/torch_uncertainty/`` is generated: rerun
-    ``python -m torch_uncertainty_signorm.tu_format experiments`` after editing a recipe."""
+    ``python tools/write_tu_recipes.py experiments`` after editing a recipe."""
     expected = exported_recipes(EXPERIMENTS)
     on_disk = {p.relative_to(EXPERIMENTS) for p in (EXPERIMENTS / EXPORT_FOLDER).rglob("*.yaml")}
     assert on_disk == set(expected)

@@ -1,8 +1,8 @@
 """σNorm-Ensembles for TorchUncertainty: implicit ensembles with temperature-controlled diversity.
 
 The names below are imported on first use (PEP 562), so that importing a submodule, such as the
-``torch-uncertainty`` command answering ``--help`` or :mod:`.paper.regression` in a CI job, does
-not import torch, timm and transformers first.
+``torch-uncertainty`` command answering ``--help`` or :mod:`.reproduction.regression` in a CI job,
+does not import torch, timm and transformers first.
 """
 
 from __future__ import annotations

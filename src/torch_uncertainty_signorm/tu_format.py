@@ -6,27 +6,22 @@ use shorthands (``loss: CrossEntropyLoss``, ``style: cifar``). The ``torch-uncer
 reads them unmodified: a ``routine:`` block without ``class_path`` is TorchUncertainty's
 :class:`~torch_uncertainty.routines.ClassificationRoutine`, and the datamodule is named once on the
 command line (``--data CIFAR10DataModule``). This module holds the pieces of that translation,
-and exports the σN-Ens, FineTune and FiLM rows of ``experiments/`` to that format
-(``python -m torch_uncertainty_signorm.tu_format experiments``), so that they sit next to
-TorchUncertainty's Packed-Ensembles recipes.
+and :func:`to_tu_format`, which writes a command recipe in that format (the checkout's
+``tools/write_tu_recipes.py`` exports the σN-Ens, FineTune and FiLM rows of ``experiments/``
+with it, so that they sit next to TorchUncertainty's Packed-Ensembles recipes).
 """
 
 from __future__ import annotations
 
-import argparse
 import importlib
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
-
-import yaml
 
 from jsonargparse.typing import register_type
 from torch_uncertainty.models.classification.resnet.utils import ResNetStyle
 
 __all__ = [
     "CLASS_PATH_ALIASES", "DATAMODULE_PACKAGES", "DEFAULT_ROUTINE", "check_datamodule_named",
-    "exported_recipes",
     "normalise_recipe", "register_shorthands", "resolve_datamodule", "to_tu_format",
 ]
 
@@ -157,23 +152,7 @@ def _keep_legacy_repeats(routine: dict) -> None:
         model.setdefault("init_args", {}).setdefault("repeat_strategy", "legacy")
 
 
-# --- the σN-Ens rows of experiments/ in TorchUncertainty's layout -----------------------------
-
-#: The rows of ``experiments/`` exported to TorchUncertainty's format (one source of truth).
-EXPORTED_METHODS = ("signorm", "signorm_finetune", "film")
-#: ``experiments/`` name parts -> TorchUncertainty's folder names.
-BACKBONE_FOLDERS = {"resnet18": "resnet18", "resnet50": "resnet50", "wrn": "wideresnet28x10"}
-DATASET_FOLDERS = {"c10": "cifar10", "c100": "cifar100"}
-#: Where the exported recipes go, relative to ``experiments/``.
-EXPORT_FOLDER = Path("torch_uncertainty") / "classification"
-
-_HEADER = """\
-# Generated from experiments/{source} by
-#   python -m torch_uncertainty_signorm.tu_format experiments
-# (edit that file, then rerun). TorchUncertainty's recipe format, to sit next to its recipes in
-# experiments/classification/{dataset}/configs/{backbone}/; from experiments/classification/, run
-#   torch-uncertainty fit --config {target} --data {datamodule}
-"""
+# --- a command recipe in TorchUncertainty's format ---------------------------------------------
 
 
 def to_tu_format(config: dict) -> dict:
@@ -186,40 +165,3 @@ def to_tu_format(config: dict) -> dict:
     if routine["class_path"] == DEFAULT_ROUTINE:
         config["routine"] = dict(routine.get("init_args") or {})
     return config
-
-
-def exported_recipes(experiments: Path) -> dict[Path, str]:
-    """``{path relative to experiments/: text}`` of the exported σN-Ens, FineTune, FiLM rows."""
-    texts = {}
-    for backbone, backbone_folder in BACKBONE_FOLDERS.items():
-        for dataset, dataset_folder in DATASET_FOLDERS.items():
-            for method in EXPORTED_METHODS:
-                source = f"{backbone}_{dataset}_{method}.yaml"
-                config = yaml.safe_load((experiments / source).read_text())
-                target = EXPORT_FOLDER / dataset_folder / "configs" / backbone_folder / (
-                    f"{method}.yaml")
-                header = _HEADER.format(
-                    source=source, dataset=dataset_folder, backbone=backbone_folder,
-                    target=target.relative_to(EXPORT_FOLDER),
-                    datamodule=config["data"]["class_path"].rpartition(".")[2],
-                )
-                texts[target] = header + yaml.safe_dump(to_tu_format(config), sort_keys=False)
-    return texts
-
-
-def main(argv: list[str] | None = None) -> None:
-    """Write :func:`exported_recipes` of the ``experiments`` folder given on the command line."""
-    parser = argparse.ArgumentParser(
-        prog="python -m torch_uncertainty_signorm.tu_format",
-        description="Export the σN-Ens, FineTune and FiLM recipes to TorchUncertainty's format.",
-    )
-    parser.add_argument("experiments", type=Path, help="The experiments/ folder.")
-    experiments = parser.parse_args(argv).experiments
-    for path, text in exported_recipes(experiments).items():
-        (experiments / path).parent.mkdir(parents=True, exist_ok=True)
-        (experiments / path).write_text(text)
-        print(experiments / path)
-
-
-if __name__ == "__main__":
-    main()

@@ -5,9 +5,9 @@ import pytest
 from fixtures.cifar_files import run_command
 from journey_commands import failure
 
-from torch_uncertainty_signorm.paper import digits_analysis as analysis
-from torch_uncertainty_signorm.paper import digits_study as study
-from torch_uncertainty_signorm.paper.runs import find_runs
+from studies import digits_analysis as analysis
+from studies import digits_study as study
+from torch_uncertainty_signorm.reproduction.runs import find_runs
 
 #: Three steps and no corrupted sets instead of the study's budget.
 TINY = ["--trainer.max_steps=3", "--lr_scheduler.init_args.total_steps=3",

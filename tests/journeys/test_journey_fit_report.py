@@ -18,7 +18,7 @@ def test_fit_results_table_and_regression(signorm_run, command_env, tmp_path):
     assert results["test/cplx/params"] > 0
 
     done = run_module(
-        "torch_uncertainty_signorm.paper.results_table",
+        "torch_uncertainty_signorm.reproduction.results_table",
         ["--run", f"σN-Ens={signorm_run.log_dir}", *PUBLISHED_ROW, "--out", tmp_path / "table"],
         cwd=tmp_path, env=command_env,
     )
@@ -36,7 +36,7 @@ def test_fit_results_table_and_regression(signorm_run, command_env, tmp_path):
 
     rows = tmp_path / "table" / "rows.csv"
     done = run_module(
-        "torch_uncertainty_signorm.paper.regression",
+        "torch_uncertainty_signorm.reproduction.regression",
         [rows, "--row", "σN-Ens", *PUBLISHED_ROW, "method=σN-Ens"],
         cwd=tmp_path, env=command_env,
     )
@@ -52,7 +52,7 @@ def test_fit_results_table_and_regression(signorm_run, command_env, tmp_path):
     assert done.stdout.splitlines()[-1].startswith(f"{list(verdicts.values()).count('FAIL')} of 8")
 
     done = run_module(
-        "torch_uncertainty_signorm.paper.regression",
+        "torch_uncertainty_signorm.reproduction.regression",
         [signorm_run.log_dir, "--reference", rows], cwd=tmp_path, env=command_env,
     )
     assert done.returncode == 0, failure(done)

@@ -2,8 +2,9 @@
 
 A trained CIFAR-10 σN-Ens run (the shared ``signorm_run``), re-tested by ``torch-uncertainty
 test --ckpt_path`` of its best checkpoint without OOD evaluation, then checked by
-``paper.results_table`` and ``paper.regression`` as commands: the re-test is the same training
-run (one seed, MAdds kept), the OOD metrics it lacks fail by name, a NaN in a copy fails by name.
+``reproduction.results_table`` and ``reproduction.regression`` as commands: the re-test is the
+same training run (one seed, MAdds kept), the OOD metrics it lacks fail by name, a NaN in a copy
+fails by name.
 """
 
 import csv
@@ -15,10 +16,10 @@ import yaml
 from fixtures.cifar_files import run_command, run_module
 from journey_commands import EXPERIMENTS, best_checkpoint, failure, only, tiny_args
 
-from torch_uncertainty_signorm.paper.regression import ReproductionError, check_reproduction
+from torch_uncertainty_signorm.reproduction.regression import ReproductionError, check_reproduction
 
-REGRESSION = "torch_uncertainty_signorm.paper.regression"
-RESULTS_TABLE = "torch_uncertainty_signorm.paper.results_table"
+REGRESSION = "torch_uncertainty_signorm.reproduction.regression"
+RESULTS_TABLE = "torch_uncertainty_signorm.reproduction.results_table"
 PAPER_METRICS = {"Acc", "NLL", "ECE", "aECE", "Brier", "AUPR", "AUROC", "FPR95", "Params",
                  "MAdds"}
 

@@ -6,9 +6,9 @@ from fixtures.cifar_files import run_command
 from journey_commands import failure
 from safetensors.torch import load_file
 
-from torch_uncertainty_signorm.paper import tweets_study as study
-from torch_uncertainty_signorm.paper.results_table import mean_std
-from torch_uncertainty_signorm.paper.runs import find_runs
+from studies import tweets_study as study
+from torch_uncertainty_signorm.reproduction.results_table import mean_std
+from torch_uncertainty_signorm.reproduction.runs import find_runs
 
 #: Two steps of 4 tweets and 24 test tweets instead of the study's budget.
 TINY = ["--trainer.max_steps=2", "--lr_scheduler.init_args.total_steps=2",

@@ -1,19 +1,30 @@
-"""Tooling that reproduces the paper around the method: tables, regression, sweeps, studies.
+"""Deprecated name of :mod:`torch_uncertainty_signorm.reproduction`, kept for one release.
 
-Imports the method's core, which never imports this subpackage. One command per module
-(``python -m torch_uncertainty_signorm.paper.<module> --help``):
-
-* :mod:`.published`: the paper's tables as data (CSV + JSON sidecars);
-* :mod:`.results_table`: TorchUncertainty ``results.csv`` files → mean ± std rows appended to
-  a published table (Markdown and LaTeX);
-* :mod:`.regression`: compare a results table with a published or reference row under
-  per-metric tolerances, exit 1 when out of tolerance;
-* :mod:`.compare`: σN-Ens against the baselines on scikit-learn's digits (CPU);
-* :mod:`.sweeps`: τ, M and λ sweeps (digits on CPU, or any recipe);
-* :mod:`.figures`: the paper's sweep tables and figures from the runs' ``results.csv`` files;
-* :mod:`.digits_study`: the CPU study on digits behind ``docs/digits_study``;
-* :mod:`.simulation`: the regulariser's equilibrium on simulated importances.
-
-Shared by the commands: :mod:`.runs` (finding runs and their settings) and :mod:`.tables`
-(the plain-text and Markdown table formatter).
+``torch_uncertainty_signorm.paper.<name>`` for ``published``, ``results_table``, ``regression``,
+``runs`` and ``tables`` is the module ``torch_uncertainty_signorm.reproduction.<name>`` itself,
+and ``python -m torch_uncertainty_signorm.paper.results_table|regression`` still runs the
+command (now ``signorm-results-table`` and ``signorm-regression``). The studies, sweeps, figures
+and the digits comparison are no longer installed: they are the ``studies`` package of the source
+checkout (``python -m studies.<module>``).
 """
+
+from __future__ import annotations
+
+import warnings
+
+#: The modules of this package that moved to :mod:`torch_uncertainty_signorm.reproduction`.
+MOVED = ("published", "regression", "results_table", "runs", "tables")
+
+warnings.warn(
+    "torch_uncertainty_signorm.paper is deprecated: use torch_uncertainty_signorm.reproduction "
+    "(commands: signorm-results-table, signorm-regression)",
+    DeprecationWarning, stacklevel=2,
+)
+
+
+def __getattr__(name: str):
+    if name in MOVED:
+        import importlib
+
+        return importlib.import_module(f"{__name__}.{name}")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

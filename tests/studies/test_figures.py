@@ -9,8 +9,8 @@ import torch
 from fixtures.results_files import tu_metrics, write_run
 from safetensors.torch import save_file
 
-from torch_uncertainty_signorm.paper import figures
-from torch_uncertainty_signorm.paper.runs import find_runs
+from studies import figures
+from torch_uncertainty_signorm.reproduction.runs import find_runs
 
 TAUS = [0.01, 0.1, 1.0, 10.0]
 

@@ -12,12 +12,12 @@ import pytest
 import yaml
 from fixtures.results_files import tu_metrics, write_run
 
-from torch_uncertainty_signorm.paper import regression
-from torch_uncertainty_signorm.paper.published import load_table
-from torch_uncertainty_signorm.paper.regression import (
+from torch_uncertainty_signorm.reproduction import regression
+from torch_uncertainty_signorm.reproduction.published import load_table
+from torch_uncertainty_signorm.reproduction.regression import (
     DEFAULT_TOLERANCES, ReproductionError, check_reproduction, compare_rows,
 )
-from torch_uncertainty_signorm.paper.results_table import read_rows, write_rows
+from torch_uncertainty_signorm.reproduction.results_table import read_rows, write_rows
 
 REFERENCE_DIR = Path(__file__).parents[2] / "docs" / "reference"
 REFERENCE = REFERENCE_DIR / "digits_signorm.csv"
@@ -185,7 +185,7 @@ def test_bad_input_raises_clear_errors(tmp_path, capsys):
 def test_command_exit_status_gates_a_ci_job(tmp_path):
     """``python -m ...regression`` exits 1 on a drift (0 on success: main's return value)."""
     perturbed = _perturbed_copy(tmp_path, ECE=1.5)
-    command = [sys.executable, "-m", "torch_uncertainty_signorm.paper.regression",
+    command = [sys.executable, "-m", "torch_uncertainty_signorm.reproduction.regression",
                "--reference", str(REFERENCE)]
     failed = subprocess.run([*command, str(perturbed)], check=False, capture_output=True,
                             text=True)
@@ -207,10 +207,10 @@ def test_the_example_ci_workflow_gates_on_valid_checks():
     workflow = yaml.safe_load((root / "docs" / "ci" / "reproduction.yml").read_text())
     commands = [line.strip() for job in workflow["jobs"].values() for step in job["steps"]
                 for line in step.get("run", "").splitlines()
-                if "torch_uncertainty_signorm.paper.regression" in line]
+                if line.strip().startswith("signorm-regression ")]
     assert len(commands) == 2
     for command in commands:
-        args = shlex.split(command)[3:]
+        args = shlex.split(command)[1:]
         parsed = regression._parser().parse_args(args)
         if parsed.published:
             table = load_table(parsed.published)

@@ -2,7 +2,7 @@
 
 import pytest
 
-from torch_uncertainty_signorm.paper.tables import format_table, markdown_table
+from torch_uncertainty_signorm.reproduction.tables import format_table, markdown_table
 
 HEADER = ["method", "Acc", "verdict"]
 BODY = [["σN-Ens", "92.0", "ok"], ["Packed", "100.25", "FAIL"]]

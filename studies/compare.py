@@ -6,7 +6,7 @@ ResNet-18 at width 1/4 (16-32-64-128 channels, which fits 1×8×8 inputs), SGD (
 momentum 0.9, weight decay 5e-4), batch size 64 and the same number of epochs. The metrics
 are TorchUncertainty's own test metrics (``trainer.test``)::
 
-    python -m torch_uncertainty_signorm.paper.compare [--epochs N] [--seed S] \\
+    python -m studies.compare [--epochs N] [--seed S] \\
         [--num-estimators M] [--output results.csv]
 
 Packed-Ensembles use alpha=2, gamma=1 (TorchUncertainty's ``packed_resnet`` defaults): at
@@ -32,12 +32,12 @@ from torch_uncertainty.routines import ClassificationRoutine
 from torch_uncertainty.transforms import RepeatTarget
 from torch_uncertainty.utils import TUTrainer
 
-from ..datamodules import DigitsDataModule
-from ..ensemble import signorm_ensemble
-from ..optim import signorm_param_groups
-from ..regularization import DEFAULT_DIVERSITY_STRENGTH, DEFAULT_TAU
-from ..routines import SigmaNormClassificationRoutine
-from .tables import format_table
+from torch_uncertainty_signorm.datamodules import DigitsDataModule
+from torch_uncertainty_signorm.ensemble import signorm_ensemble
+from torch_uncertainty_signorm.optim import signorm_param_groups
+from torch_uncertainty_signorm.regularization import DEFAULT_DIVERSITY_STRENGTH, DEFAULT_TAU
+from torch_uncertainty_signorm.reproduction.tables import format_table
+from torch_uncertainty_signorm.routines import SigmaNormClassificationRoutine
 
 __all__ = [
     "baseline_routine", "check_num_estimators", "compare", "comparison_table", "main",
@@ -225,7 +225,7 @@ def _int_at_least(minimum: int) -> Callable[[str], int]:
 
 def main(argv: Sequence[str] | None = None) -> list[dict]:
     parser = argparse.ArgumentParser(
-        prog="python -m torch_uncertainty_signorm.paper.compare",
+        prog="python -m studies.compare",
         description="Single vs Deep Ensembles vs Packed-Ensembles vs σN-Ens on digits (CPU).",
     )
     parser.add_argument("--epochs", type=_int_at_least(1), default=DEFAULT_EPOCHS,

@@ -2,7 +2,7 @@
 
 import pytest
 
-from torch_uncertainty_signorm.paper.simulation import equilibrium_grid, equilibrium_table, main
+from studies.simulation import equilibrium_grid, equilibrium_table, main
 
 TAUS = (0.01, 0.03, 0.1, 0.3, 1.0, 3.0, 10.0)
 
@@ -36,7 +36,7 @@ def test_main_prints_the_table(capsys):
 def test_bad_simulation_arguments_are_rejected():
     with pytest.raises(SystemExit):
         main(["--taus", "0"])
-    from torch_uncertainty_signorm.paper.simulation import equilibrium_cosines
+    from studies.simulation import equilibrium_cosines
 
     with pytest.raises(ValueError, match=r"every tau must be > 0, got \[-1.0\]"):
         equilibrium_cosines(4, [-1.0])

@@ -3,12 +3,12 @@ r"""The paper's sweep tables and figures, from the ``results.csv`` files of swee
 One sub-command per artefact; each writes a CSV and a figure (PNG, and PDF with
 ``--pdf``) into ``--out``::
 
-    python -m torch_uncertainty_signorm.paper.figures frontier  runs/tau     --out figs
-    python -m torch_uncertainty_signorm.paper.figures diversity runs/tau     --out figs
-    python -m torch_uncertainty_signorm.paper.figures members   runs/members --out figs
-    python -m torch_uncertainty_signorm.paper.figures lambda    runs/lambda  --out figs
-    python -m torch_uncertainty_signorm.paper.figures shift     logs/*/signorm --out figs
-    python -m torch_uncertainty_signorm.paper.figures ownership runs/tau     --out figs
+    python -m studies.figures frontier  runs/tau     --out figs
+    python -m studies.figures diversity runs/tau     --out figs
+    python -m studies.figures members   runs/members --out figs
+    python -m studies.figures lambda    runs/lambda  --out figs
+    python -m studies.figures shift     logs/*/signorm --out figs
+    python -m studies.figures ownership runs/tau     --out figs
 
 * ``frontier``: accuracy–calibration frontier of a τ sweep (mean ± std over seeds per τ);
 * ``diversity``: σNorm-cos against the Jensen gap, mutual information and geometric
@@ -21,7 +21,7 @@ One sub-command per artefact; each writes a CSV and a figure (PNG, and PDF with
   :class:`~torch_uncertainty_signorm.callbacks.MemberOwnershipCallback`'s figures.
 
 Runs are grouped by their settings (``settings.json`` or the saved ``config.yaml``; see
-:func:`~torch_uncertainty_signorm.paper.runs.read_settings`).
+:func:`~torch_uncertainty_signorm.reproduction.runs.read_settings`).
 """
 
 from __future__ import annotations
@@ -37,9 +37,10 @@ from typing import Any
 from matplotlib.figure import Figure
 from scipy import stats
 
-from ..evaluation.eval_sets import SEVERITIES
-from .results_table import mean_std, write_rows
-from .runs import Run, find_runs, iter_groups
+from torch_uncertainty_signorm.evaluation.eval_sets import SEVERITIES
+from torch_uncertainty_signorm.reproduction.results_table import mean_std, write_rows
+from torch_uncertainty_signorm.reproduction.runs import Run, find_runs, iter_groups
+
 from .stats import spearman_p
 
 __all__ = [
@@ -106,7 +107,7 @@ def diversity_correlations(runs: Sequence[Run]) -> tuple[list[dict[str, Any]], l
 
     Returns the four-metric table, the per-run points and the σNorm-cos–Jensen-gap scatter.
     The table has, per measure, Pearson and Spearman ρ (with p-values; Spearman's exact for
-    a handful of points, :func:`~torch_uncertainty_signorm.paper.stats.spearman_p`) over every run
+    a handful of points, :func:`~studies.stats.spearman_p`) over every run
     (``points="runs"``: each seed and τ) and, when the runs carry τ and at least 3 values
     of it, over the per-τ means (``points="tau means"``).
 
@@ -247,11 +248,11 @@ def ownership(run_dirs: Sequence[Path], out: Path, threshold: float = 0.5,
     """
     from safetensors import safe_open
 
-    from ..callbacks.member_ownership import (
+    from torch_uncertainty_signorm.callbacks.member_ownership import (
         importance_embedding_figure,
         importance_histogram_figure,
     )
-    from ..diversity import ownership_fractions
+    from torch_uncertainty_signorm.diversity import ownership_fractions
 
     rows = []
     for run_dir in run_dirs:
@@ -277,7 +278,7 @@ def ownership(run_dirs: Sequence[Path], out: Path, threshold: float = 0.5,
 
 def main(argv: Sequence[str] | None = None) -> dict[str, Path]:
     parser = argparse.ArgumentParser(
-        prog="python -m torch_uncertainty_signorm.paper.figures",
+        prog="python -m studies.figures",
         description="Sweep tables (CSV) and figures (PNG/PDF) from results.csv files.",
     )
     parser.add_argument("artefact", choices=["frontier", "diversity", "members", "lambda",

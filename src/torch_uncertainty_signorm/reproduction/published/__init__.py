@@ -14,7 +14,7 @@ protocol behind the rows, see :meth:`PublishedTable.budget`. Key values can be n
 (``sigmaN-Ens``, ``WRN-28-10``): see :func:`same_key`.
 
 Example:
-    >>> from torch_uncertainty_signorm.paper.published import load_table
+    >>> from torch_uncertainty_signorm.reproduction.published import load_table
     >>> table = load_table("main")
     >>> table.label
     'tab:main'

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from scipy import stats as scipy_stats
 
-from torch_uncertainty_signorm.paper import stats
+from studies import stats
 
 
 def test_mean_interval_is_the_t_interval():

@@ -8,7 +8,7 @@ import pytest
 import torch
 from safetensors.torch import save_file
 
-from torch_uncertainty_signorm.paper import tweets_study as study
+from studies import tweets_study as study
 from torch_uncertainty_signorm.recipe_parsing import parse_recipe
 
 
@@ -74,7 +74,7 @@ def test_predictions_of_other_tweets_are_refused(tmp_path):
 
 
 def test_the_controlled_study_redraws_training_tweets_per_seed_and_compensates_members(tmp_path):
-    from torch_uncertainty_signorm.paper import tweets_controlled as controlled
+    from studies import tweets_controlled as controlled
 
     runs = controlled.study_runs()
     assert len(runs) == len(set(runs)) == 16
@@ -100,7 +100,7 @@ def test_the_controlled_study_redraws_training_tweets_per_seed_and_compensates_m
 def test_paired_tweet_difference_interval_covers_the_shift():
     import numpy as np
 
-    from torch_uncertainty_signorm.paper.tweets_controlled import paired_tweet_difference
+    from studies.tweets_controlled import paired_tweet_difference
 
     rng = np.random.default_rng(0)
     base = rng.normal(size=1500)

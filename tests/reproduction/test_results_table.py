@@ -5,9 +5,9 @@ import math
 import pytest
 from fixtures.results_files import tu_metrics, write_run
 
-from torch_uncertainty_signorm.paper import results_table
-from torch_uncertainty_signorm.paper.runs import find_runs
-from torch_uncertainty_signorm.paper.results_table import (
+from torch_uncertainty_signorm.reproduction import results_table
+from torch_uncertainty_signorm.reproduction.runs import find_runs
+from torch_uncertainty_signorm.reproduction.results_table import (
     aggregate, madds_per_image, mean_std, missing_columns, read_rows, write_rows,
 )
 

@@ -15,7 +15,7 @@ initial cosine (no push) at high τ, nearly independently of M for M ≥ 4. With
 softmax has exactly one above-average member per feature, so features end single-owned up
 to higher τ than with more members.
 
-Run ``python -m torch_uncertainty_signorm.paper.simulation`` to print the M × τ table.
+Run ``python -m studies.simulation`` to print the M × τ table.
 """
 
 from __future__ import annotations
@@ -26,9 +26,9 @@ from collections.abc import Sequence
 
 import torch
 
-from ..diversity import pairwise_cosine
-from ..regularization import sharing_penalty
-from .tables import format_table
+from torch_uncertainty_signorm.diversity import pairwise_cosine
+from torch_uncertainty_signorm.regularization import sharing_penalty
+from torch_uncertainty_signorm.reproduction.tables import format_table
 
 __all__ = ["equilibrium_cosines", "equilibrium_grid", "equilibrium_table", "main"]
 
@@ -104,7 +104,7 @@ def equilibrium_table(grid: dict[tuple[int, float], float]) -> str:
 def main(argv: Sequence[str] | None = None) -> None:
     """Print the simulated σNorm-cos table over M and τ."""
     parser = argparse.ArgumentParser(
-        prog="python -m torch_uncertainty_signorm.paper.simulation",
+        prog="python -m studies.simulation",
         description="Simulated σNorm-cos equilibrium over ensemble sizes M and temperatures τ.",
     )
     parser.add_argument("--members", type=int, nargs="+", default=list(DEFAULT_MEMBERS))

@@ -3,10 +3,10 @@
 Each point of a sweep is one ordinary training run that leaves TorchUncertainty's
 ``results.csv`` in its own folder, ``OUT/<sweep>/signorm_M<M>_tau<τ>_lambda<λ>/seed<S>/``
 (``packed_M<M>`` for Packed); the figure commands
-(:mod:`torch_uncertainty_signorm.paper.figures`) read those files. Two back ends:
+(:mod:`studies.figures`) read those files. Two back ends:
 
 * ``--backend digits`` trains every point here, on CPU, with the comparison command's
-  recipe (:mod:`torch_uncertainty_signorm.paper.compare`: CIFAR-style ResNet-18 at 1/4 width on
+  recipe (:mod:`studies.compare`: CIFAR-style ResNet-18 at 1/4 width on
   scikit-learn's digits, fixed splits, the seed only changing the initialisation and the
   batch order), and also saves each σN-Ens run's final importances
   (``importances.safetensors``) for the ownership figures;
@@ -14,9 +14,9 @@ Each point of a sweep is one ordinary training run that leaves TorchUncertainty'
   fit`` command per point, with the overrides that set τ, λ, M, the seed and the log
   folder (``--launch`` runs them one after the other instead)::
 
-    python -m torch_uncertainty_signorm.paper.sweeps tau --backend recipe \\
+    python -m studies.sweeps tau --backend recipe \\
         --config experiments/wrn_c100_signorm.yaml --values 0.03 0.1 0.3 1 3 --seeds 0 1 2
-    python -m torch_uncertainty_signorm.paper.sweeps tau --backend digits \\
+    python -m studies.sweeps tau --backend digits \\
         --values 0.03 0.1 0.3 1 3 --seeds 0 1 2 --out runs/digits
 """
 
@@ -32,9 +32,10 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from ..regularization import DEFAULT_DIVERSITY_STRENGTH, DEFAULT_TAU
+from torch_uncertainty_signorm.regularization import DEFAULT_DIVERSITY_STRENGTH, DEFAULT_TAU
+from torch_uncertainty_signorm.reproduction.runs import RESULTS_FILENAME, SETTINGS_FILENAME
+
 from . import compare
-from .runs import RESULTS_FILENAME, SETTINGS_FILENAME
 
 __all__ = [
     "SWEEPS", "SweepPoint", "recipe_command", "run_digits_point", "sweep_points",
@@ -127,8 +128,8 @@ def run_digits_point(point: SweepPoint, log_dir: str | Path,
     from safetensors.torch import save_file
     from torch_uncertainty.utils import TUTrainer
 
-    from .._files import follow_umask
-    from ..datamodules import DigitsDataModule
+    from torch_uncertainty_signorm._files import follow_umask
+    from torch_uncertainty_signorm.datamodules import DigitsDataModule
 
     log_dir = Path(log_dir)
     if (log_dir / RESULTS_FILENAME).is_file():
@@ -201,7 +202,7 @@ def recipe_command(point: SweepPoint, config: str | Path, out: str | Path, sweep
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="python -m torch_uncertainty_signorm.paper.sweeps",
+        prog="python -m studies.sweeps",
         description="Run (digits, CPU) or print/launch (any recipe) a τ, M or λ sweep.",
     )
     parser.add_argument("sweep", choices=sorted(SWEEPS), help="the setting to vary")

@@ -10,7 +10,7 @@ and, for the methods comparison, the test and near-OOD member probabilities. Run
 present are kept; the tables, figures and tests are drawn from the kept files alone
 (``--figures-only``)::
 
-    python -m torch_uncertainty_signorm.paper.digits_study --out docs/digits_study
+    python -m studies.digits_study --out docs/digits_study
 
 The grid (:func:`study_runs`, design and pre-registered outcomes in ``docs/digits_study``):
 
@@ -44,14 +44,14 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-from .runs import RESULTS_FILENAME, SETTINGS_FILENAME
+from torch_uncertainty_signorm.reproduction.runs import RESULTS_FILENAME, SETTINGS_FILENAME
 
 __all__ = [
     "LAMBDAS", "LAMBDA_TAUS", "MEMBERS", "PARTS", "StudyRun", "TAUS", "main", "record_run",
     "run_study", "study_runs", "write_trajectory",
 ]
 
-EXPERIMENTS = Path(__file__).resolve().parents[3] / "experiments"
+EXPERIMENTS = Path(__file__).resolve().parents[1] / "experiments"
 RECIPES = {
     "signorm": "digits_study_signorm.yaml",
     "single": "digits_study_single.yaml",
@@ -218,7 +218,7 @@ def run_study(runs_dir: Path, jobs: int = 2, parts: Sequence[str] = PARTS) -> No
 
 def main(argv: Sequence[str] | None = None) -> str:
     parser = argparse.ArgumentParser(
-        prog="python -m torch_uncertainty_signorm.paper.digits_study",
+        prog="python -m studies.digits_study",
         description="Train the digits study's runs on CPU and write its tables, figures and tests.",
     )
     parser.add_argument("--out", default="docs/digits_study", help="output folder")

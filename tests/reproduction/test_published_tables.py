@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from torch_uncertainty_signorm.paper.published import TABLES, load_table
+from torch_uncertainty_signorm.reproduction.published import TABLES, load_table
 
 #: Every ``\begin{table}`` label of the paper (signorm_ensembles.tex), in order of appearance.
 PAPER_TABLE_LABELS = [

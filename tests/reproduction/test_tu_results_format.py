@@ -7,9 +7,9 @@ import pytest
 
 from fixtures.tu_results import TU_HEADER
 
-from torch_uncertainty_signorm.paper import regression, results_table
-from torch_uncertainty_signorm.paper.regression import compare_rows
-from torch_uncertainty_signorm.paper.results_table import read_rows
+from torch_uncertainty_signorm.reproduction import regression, results_table
+from torch_uncertainty_signorm.reproduction.regression import compare_rows
+from torch_uncertainty_signorm.reproduction.results_table import read_rows
 
 WHERE = ["dataset=CIFAR-10", "arch=ResNet-18"]
 ROW = [*WHERE, "method=σN-Ens"]

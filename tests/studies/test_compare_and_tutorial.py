@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from torch_uncertainty_signorm.paper import compare as compare_module
-from torch_uncertainty_signorm.paper.compare import compare, main
+from studies import compare as compare_module
+from studies.compare import compare, main
 
 TUTORIAL = Path(__file__).resolve().parents[2] / "tutorials" / "tutorial_signorm_resnet.py"
 METHODS = ("Single", "Deep Ensembles", "Packed Ensembles", "σN-Ens")

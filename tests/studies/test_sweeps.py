@@ -7,9 +7,9 @@ import pytest
 from safetensors import safe_open
 
 from torch_uncertainty_signorm.cli import cli_main
-from torch_uncertainty_signorm.paper import sweeps
-from torch_uncertainty_signorm.paper.runs import find_runs
-from torch_uncertainty_signorm.paper.sweeps import SweepPoint, recipe_command, sweep_points
+from studies import sweeps
+from torch_uncertainty_signorm.reproduction.runs import find_runs
+from studies.sweeps import SweepPoint, recipe_command, sweep_points
 
 EXPERIMENTS = Path(__file__).parents[2] / "experiments"
 

@@ -1,0 +1,213 @@
+"""Finding finished runs: TorchUncertainty ``results.csv`` files and the settings behind them.
+
+A *run* is one logger directory holding the ``results.csv`` that TorchUncertainty's
+``ClassificationRoutine(save_to_csv=True)`` writes when testing ends (one row per ``test``
+call; the last row is the run's result). Its settings (method, seed, τ, λ, M, test batch
+size, training budget, the checkpoint it evaluated) come from ``settings.json`` (written by the
+digits sweeps of ``studies.sweeps``) or else from the ``config.yaml`` that the ``torch-uncertainty``
+command saves next to the logs.
+
+A ``torch-uncertainty test --ckpt_path <run>/checkpoints/<file>.ckpt`` logs into a folder of its
+own, but evaluates the weights of ``<run>``: :func:`merge_evaluations` keeps one run per
+*training* run (its most recent evaluation), so that a re-evaluation is never counted as another
+seed.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import re
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+__all__ = [
+    "BUDGET_KEYS", "RESULTS_FILENAME", "SETTINGS_FILENAME", "Run", "find_runs", "iter_groups",
+    "merge_evaluations", "read_results", "read_settings", "trained_steps",
+]
+
+RESULTS_FILENAME = "results.csv"
+SETTINGS_FILENAME = "settings.json"
+#: The trainer's arguments that bound a training run, read from its ``config.yaml``.
+BUDGET_KEYS = ("max_epochs", "max_steps", "limit_train_batches", "fast_dev_run")
+
+
+@dataclass(frozen=True)
+class Run:
+    """One finished run: its last ``results.csv`` row and its settings.
+
+    ``training_run`` is the folder of the run whose weights were evaluated (the run's own
+    folder, or the one holding the checkpoint a ``test --ckpt_path`` evaluated), and
+    ``evaluations`` the ``results.csv`` files :func:`merge_evaluations` merged into this run
+    (oldest first; empty when not merged).
+    """
+
+    path: Path
+    metrics: Mapping[str, float]
+    settings: Mapping[str, Any] = field(default_factory=dict)
+    training_run: Path | None = None
+    evaluations: tuple[Path, ...] = ()
+
+    def get(self, name: str) -> Any:
+        """A metric (``test/cls/Acc``) or, failing that, a setting (``tau``); ``None`` if absent."""
+        if name in self.metrics:
+            return self.metrics[name]
+        return self.settings.get(name)
+
+
+def read_results(path: str | Path) -> dict[str, float]:
+    """The last row of a TorchUncertainty ``results.csv`` as floats (empty cells are NaN).
+
+    Raises:
+        ValueError: If the file has a header but no row.
+    """
+    path = Path(path)
+    with path.open(newline="") as file:
+        rows = list(csv.DictReader(file))
+    if not rows:
+        raise ValueError(f"{path} holds no result row (only a header, or nothing).")
+    return {key: float(value) if value not in ("", None) else math.nan
+            for key, value in rows[-1].items() if key is not None}
+
+
+def _find_key(tree: Any, key: str) -> Any:
+    if isinstance(tree, Mapping):
+        if key in tree and not isinstance(tree[key], Mapping):
+            return tree[key]
+        for value in tree.values():
+            if (found := _find_key(value, key)) is not None:
+                return found
+    elif isinstance(tree, list):
+        for value in tree:
+            if (found := _find_key(value, key)) is not None:
+                return found
+    return None
+
+
+def read_settings(log_dir: str | Path) -> dict[str, Any]:
+    """Settings of the run in ``log_dir``: the saved ``config.yaml``, updated by ``settings.json``.
+
+    From a ``config.yaml`` this reads ``seed`` (``seed_everything``), the routine's class
+    name as ``method``, and the first ``tau``, ``diversity_strength``, ``num_estimators``
+    and ``num_tta`` of the routine block; ``test_batch_size`` is the datamodule's
+    ``eval_batch_size`` or, if unset, ``batch_size``; the trainer's :data:`BUDGET_KEYS`
+    and the evaluated ``ckpt_path``, when set. ``settings.json`` (written by the sweeps of this
+    package) takes precedence key by key.
+    """
+    log_dir = Path(log_dir)
+    settings: dict[str, Any] = {}
+    if (log_dir / "config.yaml").is_file():
+        settings = _config_settings(yaml.safe_load((log_dir / "config.yaml").read_text()) or {})
+    if (log_dir / SETTINGS_FILENAME).is_file():
+        settings |= json.loads((log_dir / SETTINGS_FILENAME).read_text())
+    return settings
+
+
+def _config_settings(config: Mapping[str, Any]) -> dict[str, Any]:
+    settings: dict[str, Any] = {"seed": config.get("seed_everything")}
+    routine = config.get("routine") or config.get("model") or {}
+    if isinstance(routine, Mapping) and "class_path" in routine:
+        settings["method"] = str(routine["class_path"]).rpartition(".")[2]
+    for key in ("tau", "diversity_strength", "num_estimators", "num_tta"):
+        settings[key] = _find_key(routine, key)
+    data = config.get("data") or {}
+    batch_size = _find_key(data, "eval_batch_size") or _find_key(data, "batch_size")
+    settings["test_batch_size"] = batch_size
+    trainer = config.get("trainer") or {}
+    if isinstance(trainer, Mapping):
+        settings |= {key: trainer.get(key) for key in BUDGET_KEYS}
+    settings["ckpt_path"] = config.get("ckpt_path")
+    return {key: value for key, value in settings.items() if value is not None}
+
+
+def find_runs(paths: Iterable[str | Path]) -> list[Run]:
+    """Every run under ``paths`` (``results.csv`` files or folders searched recursively),
+    sorted by path.
+
+    Raises:
+        ValueError: If a path does not exist or no ``results.csv`` is found.
+    """
+    files: list[Path] = []
+    for path in map(Path, paths):
+        if path.is_file():
+            files.append(path)
+        elif path.is_dir():
+            files.extend(path.rglob(RESULTS_FILENAME))
+        else:
+            raise ValueError(f"{str(path)!r} is neither a results file nor a folder.")
+    if not files:
+        raise ValueError(f"no {RESULTS_FILENAME} found under {[str(p) for p in paths]}.")
+    runs = []
+    for file in sorted(set(files)):
+        settings = read_settings(file.parent)
+        runs.append(Run(file, read_results(file), settings,
+                        _training_run(file.parent, settings.get("ckpt_path"))))
+    return runs
+
+
+def _training_run(run_dir: Path, ckpt_path: Any) -> Path:
+    """The folder of the run whose weights ``run_dir``'s results evaluated.
+
+    A checkpoint ``<save_dir>/<name>/version_<n>/checkpoints/<file>.ckpt`` belongs to
+    ``version_<n>``: the sibling of ``run_dir`` of that name when there is one (the logs may
+    have been copied or moved together), else the path itself, read from the folders above
+    ``run_dir`` (where the command ran) or the working directory when relative.
+    """
+    run_dir = run_dir.resolve()
+    if not isinstance(ckpt_path, str) or Path(ckpt_path).parent.name != "checkpoints":
+        return run_dir
+    owner = Path(ckpt_path).parent.parent
+    if owner.parent.name == run_dir.parent.name and (run_dir.parent / owner.name).is_dir():
+        return run_dir.parent / owner.name
+    if not owner.is_absolute():
+        found = [a / owner for a in (*run_dir.parents, Path.cwd()) if (a / owner).is_dir()]
+        owner = found[0] if found else owner
+    return owner.resolve() if owner.exists() else owner
+
+
+def trained_steps(run_dir: str | Path) -> int | None:
+    """The highest ``step=N`` among the checkpoints of a run's ``checkpoints/`` folder (the
+    names Lightning's and TorchUncertainty's checkpoint callbacks write), ``None`` if none."""
+    steps = [int(match.group(1)) for path in Path(run_dir).glob("checkpoints/*.ckpt")
+             if (match := re.search(r"(?:^|-)step=(\d+)", path.stem))]
+    return max(steps, default=None)
+
+
+def merge_evaluations(runs: Iterable[Run]) -> list[Run]:
+    """One run per training run: its most recent evaluation.
+
+    Runs sharing a :attr:`Run.training_run` (a training run tested by ``eval_after_fit``, and
+    ``torch-uncertainty test --ckpt_path`` re-runs of its checkpoints) evaluated the same
+    weights: they count once. The merged run has the metrics and settings of the evaluation
+    whose ``results.csv`` was modified last, the training run's ``seed`` and budget
+    (:data:`BUDGET_KEYS`) when its folder is among ``runs``, and lists every evaluation in
+    :attr:`Run.evaluations`. Runs are returned in the order of their training runs' paths.
+    """
+    groups: dict[Path, list[Run]] = {}
+    for run in runs:
+        groups.setdefault(run.training_run or run.path.parent.resolve(), []).append(run)
+    merged = []
+    for training_run, group in sorted(groups.items(), key=lambda item: str(item[0])):
+        group.sort(key=lambda run: (run.path.stat().st_mtime, str(run.path)))
+        latest = group[-1]
+        settings = dict(latest.settings)
+        trained = [run for run in group if run.path.parent.resolve() == training_run]
+        if trained:
+            keys = ("seed", *BUDGET_KEYS)
+            settings |= {k: v for k, v in trained[-1].settings.items() if k in keys}
+        merged.append(Run(latest.path, latest.metrics, settings, training_run,
+                          tuple(run.path for run in group)))
+    return merged
+
+
+def iter_groups(runs: Iterable[Run], key: str) -> Iterator[tuple[Any, list[Run]]]:
+    """Runs grouped by the setting or metric ``key``, groups in ascending order of its value."""
+    groups: dict[Any, list[Run]] = {}
+    for run in runs:
+        groups.setdefault(run.get(key), []).append(run)
+    yield from sorted(groups.items(), key=lambda item: (item[0] is None, item[0]))
