@@ -2,9 +2,10 @@
 
 The recipes of ``tests/fixtures/tu_format/`` are written as TorchUncertainty's CIFAR recipes are
 (no ``class_path`` on ``routine:``/``data:``, ``loss: CrossEntropyLoss``, ``style: cifar``, the
-Deep Ensembles ``model:`` block). With ``TORCH_UNCERTAINTY_REPO`` set to a git clone of
-TorchUncertainty holding its CIFAR recipes (removed upstream in February 2026), every one of them
-is also trained one step; without it those cases are skipped.
+Deep Ensembles ``model:`` block). TorchUncertainty's own CIFAR recipes (removed upstream in
+February 2026) are each trained one step too, read from ``../shared/torch-uncertainty-recipes``
+beside the checkout (their repository's layout) or, with ``TORCH_UNCERTAINTY_REPO`` set, from a git
+clone of TorchUncertainty; with neither, those cases are skipped.
 """
 
 from __future__ import annotations
@@ -105,6 +106,8 @@ def test_datamodule_names_resolve_and_recipes_keep_their_class_paths():
 # --- TorchUncertainty's own CIFAR recipes (snapshot of January 2026) ------------------------
 
 TU_REPO = os.environ.get("TORCH_UNCERTAINTY_REPO")
+#: TorchUncertainty's recipes in its repository's layout, beside the checkout (used by default).
+TU_RECIPES_COPY = Path(__file__).resolve().parents[2] / "shared" / "torch-uncertainty-recipes"
 TU_RECIPES = [
     f"experiments/classification/{dataset}/configs/{backbone}/{method}.yaml"
     for dataset, backbone, method in [
@@ -118,10 +121,14 @@ TU_RECIPES = [
 
 
 def _tu_recipe(path: str, tmp_path: Path) -> Path:
-    if not TU_REPO:
-        pytest.skip("TORCH_UNCERTAINTY_REPO (a git clone of TorchUncertainty) is not set")
-    text = subprocess.run(["git", "-C", TU_REPO, "show", f"HEAD:{path}"], capture_output=True,
-                          text=True, check=True).stdout
+    if TU_REPO:
+        text = subprocess.run(["git", "-C", TU_REPO, "show", f"HEAD:{path}"],
+                              capture_output=True, text=True, check=True).stdout
+    elif (TU_RECIPES_COPY / path).is_file():
+        text = (TU_RECIPES_COPY / path).read_text()
+    else:
+        pytest.skip(f"neither TORCH_UNCERTAINTY_REPO (a git clone of TorchUncertainty) is set nor "
+                    f"{TU_RECIPES_COPY / path} exists")
     recipe = tmp_path / Path(path).name
     recipe.write_text(text)
     return recipe
