@@ -22,7 +22,7 @@ def _resnet_ensemble(**kwargs):
         (lambda: _resnet_ensemble(num_estimators=True), "num_estimators must be an integer >= 1"),
         (lambda: _resnet_ensemble(tau=True), "tau must be a finite number > 0, got True"),
         (lambda: _resnet_ensemble(diversity_strength=False),
-         r"diversity strength \(lambda\) must be a finite number >= 0, got False"),
+         r"diversity_strength \(lambda\) must be a finite number >= 0, got False"),
         (lambda: _resnet_ensemble(num_classes=True), "num_classes must be an integer >= 1"),
         (lambda: signorm_param_groups(_resnet_ensemble(), lr=True),
          "lr must be a finite number > 0, got True"),

@@ -42,7 +42,7 @@ def _analytic_grads(model) -> list[torch.Tensor]:
     for layer in model.signorm_layers(True).values():
         s = layer.importance().detach()
         p = torch.softmax(s / penalty.tau, dim=0)
-        grads.append(penalty.strength * (1 - M * p) / penalty.tau * s * (1 - s))
+        grads.append(penalty.diversity_strength * (1 - M * p) / penalty.tau * s * (1 - s))
     return grads
 
 

@@ -76,14 +76,14 @@ def test_gradient_vanishes_as_tau_grows():
 @pytest.mark.parametrize("tau", [1e-3, 1e-2, 1.0, 1e2, 1e3])
 def test_stable_for_extreme_temperatures_in_float32(tau):
     logits = (torch.randn(16, 300) * 6).requires_grad_(True)
-    loss = ImportanceSharingPenalty(tau=tau, strength=1.0)([torch.sigmoid(logits)])
+    loss = ImportanceSharingPenalty(tau=tau, diversity_strength=1.0)([torch.sigmoid(logits)])
     loss.backward()
     assert torch.isfinite(loss) and torch.isfinite(logits.grad).all()
 
 
 def test_layers_are_summed_in_one_pass_and_scaled_by_lambda():
     layers = [torch.rand(4, 5), torch.rand(4, 3)]
-    penalty = ImportanceSharingPenalty(tau=0.2, strength=0.5)
+    penalty = ImportanceSharingPenalty(tau=0.2, diversity_strength=0.5)
     expected = 0.5 * sum(sharing_penalty(layer, 0.2) for layer in layers)
     torch.testing.assert_close(penalty(layers), expected)
 
@@ -94,9 +94,11 @@ def test_layers_are_summed_in_one_pass_and_scaled_by_lambda():
         ({"tau": 0.0}, "tau must be a finite number > 0, got 0.0"),
         ({"tau": -1.0}, "tau must be a finite number > 0, got -1.0"),
         ({"tau": float("nan")}, "tau must be a finite number > 0, got nan"),
-        ({"strength": -1e-3}, r"strength \(lambda\) must be a finite number >= 0, got -0.001"),
+        ({"diversity_strength": -1e-3},
+         r"diversity_strength \(lambda\) must be a finite number >= 0, got -0.001"),
         ({"tau": True}, "tau must be a finite number > 0, got True"),
-        ({"strength": False}, r"strength \(lambda\) must be a finite number >= 0, got False"),
+        ({"diversity_strength": False},
+         r"diversity_strength \(lambda\) must be a finite number >= 0, got False"),
         ({"tau": 1e9}, r"tau=1000000000.0 is outside \[0.001, 1000\]"),
         ({"tau": 1e-9}, r"tau=1e-09 is outside \[0.001, 1000\]"),
         ({"tau": 1.01e3}, r"tau=1010.0 is outside"),

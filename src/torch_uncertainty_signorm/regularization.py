@@ -61,16 +61,17 @@ class ImportanceSharingPenalty(nn.Module):
         tau: Softmax temperature :math:`\tau` in ``TAU_RANGE``, the user's control of the
             diversity equilibrium: low τ drives features to single owners, high τ lets them
             be shared.
-        strength: Regularisation strength :math:`\lambda` in ``[0, MAX_DIVERSITY_STRENGTH]``
-            (0 switches it off).
+        diversity_strength: Regularisation strength :math:`\lambda` in
+            ``[0, MAX_DIVERSITY_STRENGTH]`` (0 switches it off), the name the wrapper, its factory
+            and the recipes give it.
 
     Raises:
-        ValueError: If ``tau`` is no number in ``TAU_RANGE`` or ``strength`` no number in
+        ValueError: If ``tau`` is no number in ``TAU_RANGE`` or ``diversity_strength`` no number in
             ``[0, MAX_DIVERSITY_STRENGTH]``.
     """
 
     def __init__(
-        self, tau: float = DEFAULT_TAU, strength: float = DEFAULT_DIVERSITY_STRENGTH
+        self, tau: float = DEFAULT_TAU, diversity_strength: float = DEFAULT_DIVERSITY_STRENGTH
     ) -> None:
         super().__init__()
         self.tau = check_positive_number("tau", tau)
@@ -82,10 +83,12 @@ class ImportanceSharingPenalty(nn.Module):
                 f"1/tau; above, the gradient vanishes in float32. To switch the regulariser "
                 f"off, set diversity_strength=0."
             )
-        self.strength = check_positive_number("diversity strength (lambda)", strength, True)
-        if self.strength > MAX_DIVERSITY_STRENGTH:
+        self.diversity_strength = check_positive_number(
+            "diversity_strength (lambda)", diversity_strength, True
+        )
+        if self.diversity_strength > MAX_DIVERSITY_STRENGTH:
             raise ValueError(
-                f"diversity strength (lambda)={strength!r} is above {MAX_DIVERSITY_STRENGTH:g}: "
+                f"diversity_strength (lambda)={diversity_strength!r} is above {MAX_DIVERSITY_STRENGTH:g}: "
                 f"the regulariser would swamp the task loss (the paper uses 1e-4 to 1e-1, "
                 f"{DEFAULT_DIVERSITY_STRENGTH:g} by default)."
             )
@@ -93,7 +96,16 @@ class ImportanceSharingPenalty(nn.Module):
     def forward(self, importances: Sequence[Tensor] | Tensor) -> Tensor:
         """λ · penalty of ``(M, F_ℓ)`` importances, concatenated along features."""
         stacked = importances if isinstance(importances, Tensor) else torch.cat(importances, 1)
-        return self.strength * sharing_penalty(stacked, self.tau)
+        return self.diversity_strength * sharing_penalty(stacked, self.tau)
+
+    @property
+    def strength(self) -> float:
+        """The former name of :attr:`diversity_strength` (λ), kept for one release."""
+        return self.diversity_strength
+
+    @strength.setter
+    def strength(self, value: float) -> None:
+        self.diversity_strength = value
 
     def extra_repr(self) -> str:
-        return f"tau={self.tau}, strength={self.strength}"
+        return f"tau={self.tau}, diversity_strength={self.diversity_strength}"

@@ -304,7 +304,7 @@ class SigmaNormClassificationRoutine(ClassificationRoutine):
             f"The σN-Ens members are still one model {when}: the regularised layers' "
             f"σNorm-cos is {cosine:.5f} (>= {IDENTICAL_MEMBERS_COSINE}) after "
             f"{self.global_step} steps, at tau={penalty.tau:.4g} and "
-            f"diversity_strength (lambda)={penalty.strength:g}. Members that start identical "
+            f"diversity_strength (lambda)={penalty.diversity_strength:g}. Members that start identical "
             f"(an exact conversion) sit where the regulariser has no gradient, and its push "
             f"grows about as lambda/tau^2 per step. Remedies: give the model "
             f"member_spread (e.g. 0.3) to leave the symmetric start, set the routine's "
