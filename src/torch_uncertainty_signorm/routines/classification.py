@@ -335,8 +335,8 @@ class SigmaNormClassificationRoutine(ClassificationRoutine):
 
     def _update_output_measures(self, measures: MetricCollection, targets: Tensor) -> None:
         """Per-input Jensen gap and geometric ambiguity of the last evaluated batch."""
-        logits, members = self.logits_tap.take(targets.size(0))  # M (times the TTA views)
-        probs = member_probabilities(logits, members, self.binary_cls)  # (M, B, C)
+        logits, rows_per_input = self.logits_tap.take(targets.size(0))  # M × the TTA views
+        probs = member_probabilities(logits, rows_per_input, self.binary_cls)  # (M·TTA, B, C)
         for name, measure in _OUTPUT_MEASURES.items():
             value = measure(probs, targets) if name == "jensen_gap" else measure(probs)
             measures[name].update(value)
