@@ -26,7 +26,7 @@ from .regularization import (
     DEFAULT_TAU,
     ImportanceSharingPenalty,
 )
-from .regulariser_check import require_diversity_loss
+from .regularization_guard import require_diversity_loss
 
 __all__ = ["SigmaNormEnsemble", "signorm_ensemble"]
 
