@@ -3,7 +3,7 @@
 from .exact_resume import ExactResumeCheckpoint
 from .member_ownership import MemberOwnershipCallback
 from .ood_shift import OODShiftEvaluation
-from .parameter_counts import ParameterCountCallback
+from .parameter_logging import ParameterCountCallback
 from .prediction_writer import TestPredictionWriter
 
 __all__ = [

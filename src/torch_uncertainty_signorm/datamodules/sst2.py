@@ -50,7 +50,7 @@ from torch_uncertainty.datamodules import TUDataModule
 
 from .. import _compat
 from ..checks import check_fraction, check_integer
-from .checks import check_text_loading
+from .text_loading import check_text_loading
 
 __all__ = ["OOD_DATASETS", "PadToLongest", "SST2DataModule", "TextSource", "load_tokenizer"]
 

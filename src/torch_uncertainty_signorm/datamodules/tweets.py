@@ -74,7 +74,7 @@ from .. import _compat
 from ..offline_assets import minilm_dir, package_file, tweets_csv
 from ..checks import check_fraction, check_integer
 from ..evaluation.eval_sets import SEVERITIES, EvalSet, check_severities
-from .checks import check_text_loading
+from .text_loading import check_text_loading
 from .sst2 import PadToLongest, SST2DataModule, load_tokenizer
 
 __all__ = ["LABELS", "LabelledTexts", "TEXT_CORRUPTIONS", "TweetsDataModule", "corrupt_text",
