@@ -29,7 +29,7 @@ from torch_uncertainty_signorm.reproduction.results_table import write_rows
 from torch_uncertainty_signorm.reproduction.runs import Run, find_runs
 from torch_uncertainty_signorm.reproduction.tables import markdown_table
 
-from . import digits_study as study
+from . import digits_design as study
 from .figures import save_figure
 from .stats import (
     correlation_ratio,
