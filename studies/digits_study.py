@@ -46,32 +46,16 @@ from pathlib import Path
 
 from torch_uncertainty_signorm.reproduction.runs import RESULTS_FILENAME, SETTINGS_FILENAME
 
+from .digits_design import (  # noqa: F401  (the design, also read from here)
+    EXPERIMENTS, FEW_SEEDS, LABELS, LAMBDA, LAMBDA_TAUS, LAMBDAS, LR, MEMBERS, MEMBERS_TAU,
+    NUM_ESTIMATORS, PARTS, PREDICTIONS, RECIPES, SEEDS, TAU, TAUS, TRAJECTORY,
+    TRAJECTORY_COLUMNS, WEIGHT_DECAY,
+)
+
 __all__ = [
     "LAMBDAS", "LAMBDA_TAUS", "MEMBERS", "PARTS", "StudyRun", "TAUS", "main", "record_run",
     "run_study", "study_runs", "write_trajectory",
 ]
-
-from .digits_design import (  # noqa: F401  (the design, also read from here)
-    EXPERIMENTS,
-    FEW_SEEDS,
-    LABELS,
-    LAMBDA,
-    LAMBDA_TAUS,
-    LAMBDAS,
-    LR,
-    MEMBERS,
-    MEMBERS_TAU,
-    NUM_ESTIMATORS,
-    PARTS,
-    PREDICTIONS,
-    RECIPES,
-    SEEDS,
-    TAU,
-    TAUS,
-    TRAJECTORY,
-    TRAJECTORY_COLUMNS,
-    WEIGHT_DECAY,
-)
 
 
 @dataclass(frozen=True)
