@@ -3,7 +3,8 @@
 Checkpoint hyper-parameters and exported ``config.json`` files are data. jsonargparse, which
 builds ``class_path``/``init_args`` blocks, imports every ``class_path`` it meets, and every dotted
 string given to a class- or callable-typed argument (``normalization_layer: torch.nn.BatchNorm2d``);
-:func:`check_spec` rejects, before anything is imported, every such name outside the lists below.
+:func:`check_class_paths` rejects, before anything is imported, every such name outside the lists
+below (the models' list is read from :mod:`torch_uncertainty_signorm.model_registry`).
 For a class-typed argument jsonargparse also reads a *string* as a class block (a YAML
 ``"{class_path: ...}"``, the path of a YAML file, a short class name):
 :func:`check_class_strings` refuses such strings before parsing, and :func:`instantiate_spec`
@@ -27,12 +28,15 @@ from typing import Any
 import yaml
 from jsonargparse import ArgumentParser
 
+from . import model_registry
+
 __all__ = [
     "ALLOWED_CLASS_PATHS",
     "ARGUMENT_CLASS_PATHS",
     "COMPONENT_CLASS_PATHS",
     "MODEL_CLASS_PATHS",
     "argument_type",
+    "check_class_paths",
     "check_class_strings",
     "check_parsed",
     "check_spec",
@@ -40,19 +44,9 @@ __all__ = [
     "instantiate_spec",
 ]
 
-#: Models a ``model:`` block may build: σNorm-Ensembles and the backbones of the recipes.
-MODEL_CLASS_PATHS = frozenset({
-    "torch_uncertainty_signorm.signorm_ensemble",
-    "torch_uncertainty_signorm.SigmaNormEnsemble",
-    "torch_uncertainty_signorm.ensemble.signorm_ensemble",
-    "torch_uncertainty_signorm.ensemble.SigmaNormEnsemble",
-    "torch_uncertainty.models.classification.resnet",
-    "torch_uncertainty.models.classification.wideresnet28x10",
-    "torch_uncertainty_signorm.backbones.timm_vit",
-    "torch_uncertainty_signorm.backbones.wideresnet28",
-    "torch_uncertainty_signorm.backbones.bert_classifier",
-    "torch_uncertainty_signorm.offline_assets.minilm_classifier",
-})
+#: Models a ``model:`` block may build: the registry's allow-listed models (σNorm-Ensembles and
+#: the backbones of the recipes, :mod:`torch_uncertainty_signorm.model_registry`).
+MODEL_CLASS_PATHS = model_registry.class_paths(allow_listed=True)
 #: The routine's other blocks: losses and batch formats.
 COMPONENT_CLASS_PATHS = frozenset({
     "torch.nn.CrossEntropyLoss",
@@ -86,7 +80,7 @@ def _refuse(where: str, name: Any, allowed: frozenset[str]) -> ValueError:
     )
 
 
-def check_spec(
+def check_class_paths(
     spec: Any, allowed: frozenset[str] = ALLOWED_CLASS_PATHS, where: str = "spec"
 ) -> None:
     """Raise naming the first ``class_path`` (or importable dotted string) outside ``allowed``.
@@ -114,12 +108,16 @@ def check_spec(
                                  f"{spec['init_args']!r:.200}.")
         for key, value in spec.items():
             if key != "class_path":
-                check_spec(value, allowed, f"{where}.{key}")
+                check_class_paths(value, allowed, f"{where}.{key}")
     elif isinstance(spec, (list, tuple)):
         for index, value in enumerate(spec):
-            check_spec(value, allowed, f"{where}[{index}]")
+            check_class_paths(value, allowed, f"{where}[{index}]")
     elif isinstance(spec, str) and spec not in allowed and _importable(spec):
         raise _refuse(where, spec, allowed)
+
+
+#: Former name of :func:`check_class_paths`.
+check_spec = check_class_paths
 
 
 def import_object(path: str, allowed: Collection[str] | None = None) -> Any:
@@ -221,11 +219,11 @@ def check_class_strings(
 ) -> None:
     """Refuse a string jsonargparse could read as a class where ``annotation`` takes one.
 
-    Nothing is imported but the classes of ``value``'s own class blocks (which :func:`check_spec`
-    must have accepted). Where an argument takes a class, a string is kept only when it is an
-    allowed class path, or a plain word (``msp``, no file of that name) for an argument that
-    also takes strings: a YAML ``"{class_path: ...}"``, the path of a YAML file or a class name
-    is refused. Where it takes anything (``Any``, the items of mappings and lists), a string
+    Nothing is imported but the classes of ``value``'s own class blocks (which
+    :func:`check_class_paths` must have accepted). Where an argument takes a class, a string is
+    kept only when it is an allowed class path, or a plain word (``msp``, no file of that name)
+    for an argument that also takes strings: a YAML ``"{class_path: ...}"``, the path of a YAML
+    file or a class name is refused. Where it takes anything (``Any``, the items of mappings and lists), a string
     that YAML reads as a mapping or a list is refused.
 
     Raises:
@@ -288,7 +286,7 @@ def check_parsed(given: Any, parsed: Any, where: str) -> None:
                 f"as the class {class_path!r}: a class is built only from a class_path block "
                 f"of an allowed class (torch_uncertainty_signorm.allowlist)."
             )
-    check_spec(parsed, where=where)
+    check_class_paths(parsed, where=where)
 
 
 def _at(tree: Any, place: str, where: str) -> Any:
@@ -306,7 +304,7 @@ def _at(tree: Any, place: str, where: str) -> Any:
 def instantiate_spec(spec: Mapping, base: type, where: str = "model") -> Any:
     """Build a checked ``class_path``/``init_args`` block with jsonargparse, as the command does.
 
-    The block is checked before parsing (:func:`check_spec`, :func:`check_class_strings`)
+    The block is checked before parsing (:func:`check_class_paths`, :func:`check_class_strings`)
     and the parsed configuration again before building (:func:`check_parsed`).
 
     Args:
@@ -317,7 +315,7 @@ def instantiate_spec(spec: Mapping, base: type, where: str = "model") -> Any:
     Returns:
         The built object.
     """
-    check_spec(spec, where=where)
+    check_class_paths(spec, where=where)
     check_class_strings(spec, base, where)
     parser = ArgumentParser(exit_on_error=False)
     parser.add_argument(f"--{where}", type=base, required=True)

@@ -73,7 +73,13 @@ from lightning.pytorch.utilities.rank_zero import rank_zero_warn
 from torch_uncertainty.utils.cli import TULightningCLI, TUSaveConfigCallback
 
 from . import _compat
-from .allowlist import argument_type, check_class_strings, check_parsed, check_spec, import_object
+from .allowlist import (
+    argument_type,
+    check_class_paths,
+    check_class_strings,
+    check_parsed,
+    import_object,
+)
 from .atomic_files import AtomicCheckpointIO
 from .callbacks.exact_resume import saved_on_interruption
 from .checkpoints import check_lightning_checkpoint, is_url, read_checkpoint
@@ -526,7 +532,7 @@ class TUSigmaNormCLI(TULightningCLI):
         if not taken:
             return
         where = f"ckpt_path='{ckpt_path}': routine.init_args"
-        check_spec(_nested(taken), where=where)
+        check_class_paths(_nested(taken), where=where)
         for key, saved in taken.items():  # before parsing: jsonargparse imports what it reads
             check_class_strings(saved, argument_type(recipe_class, key, config), f"{where}.{key}")
         update = {"class_path": recipe_class, "init_args": _nested(taken)}

@@ -8,13 +8,13 @@ command-line overrides apply), which reading the YAML file directly does not.
 
 from __future__ import annotations
 
-import sys
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
-from unittest import mock
 
 from jsonargparse import Namespace
+from lightning.pytorch.cli import ArgsType, LightningArgumentParser
 
 from .cli import TUSigmaNormCLI
 
@@ -23,6 +23,13 @@ __all__ = ["parse_recipe"]
 
 class _ParseOnlyCLI(TUSigmaNormCLI):
     """The command's parser and parsing hooks; seeds nothing and instantiates nothing."""
+
+    def parse_arguments(self, parser: LightningArgumentParser, args: ArgsType) -> None:
+        """As the command's, for ``args`` given alone: they are the recipe's, never mixed with the
+        process's own command line, so Lightning's warning against giving both does not apply."""
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", "LightningCLI's args parameter")
+            super().parse_arguments(parser, args)
 
     def _set_seed(self) -> None:
         """Leave the global random state alone (the command seeds before training)."""
@@ -57,6 +64,5 @@ def parse_recipe(config: str | Path, overrides: Sequence[str] = ()) -> Namespace
         raise FileNotFoundError(f"config={str(config)!r} does not exist.")
     # Parsed as `fit` reads it, so that a run's saved config.yaml (which holds `ckpt_path`) is read too.
     args: list[Any] = ["fit", "--config", str(config), *overrides]
-    with mock.patch.object(sys, "argv", sys.argv[:1]):  # args are ours, not the caller's
-        cli = _ParseOnlyCLI(args=args, save_config_callback=None)
+    cli = _ParseOnlyCLI(args=args, save_config_callback=None)  # args are ours, never sys.argv
     return cli.config["fit"]

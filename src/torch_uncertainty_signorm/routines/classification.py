@@ -16,6 +16,7 @@ from torch_uncertainty.utils import get_logger_dir
 from torchmetrics import MeanMetric, MetricCollection
 
 from .. import _compat
+from .._plain_data import is_data
 from ..allowlist import instantiate_spec
 from ..callbacks.logits_tap import LogitsTap
 from ..checkpoints import check_lightning_checkpoint, is_url, read_checkpoint
@@ -444,15 +445,6 @@ def _agree_with_model(model: SigmaNormEnsemble, num_classes: int | None, kwargs:
     return num_classes
 
 
-def _is_data(value: Any) -> bool:
-    """Whether ``value`` loads with ``torch.load(weights_only=True)`` and reads as YAML."""
-    if isinstance(value, Mapping):
-        return all(isinstance(key, str) and _is_data(item) for key, item in value.items())
-    if isinstance(value, (list, tuple)):
-        return all(_is_data(item) for item in value)
-    return value is None or isinstance(value, (bool, int, float, str))
-
-
 def _saved_hyperparameters(cls: type, arguments: dict[str, Any]) -> dict[str, Any]:
     """What ``load_from_checkpoint`` and ``--ckpt_path`` read back: the command's ``routine:``
     block (Lightning's CLI hands it over while building), else ``arguments`` that are data.
@@ -462,5 +454,5 @@ def _saved_hyperparameters(cls: type, arguments: dict[str, Any]) -> dict[str, An
     given = _compat.given_hyperparameters()
     if given is None:
         given = {_compat.CLASS_PATH_KEY: f"{cls.__module__}.{cls.__qualname__}", **arguments}
-    return {k: v for k, v in given.items() if k != _compat.INSTANTIATOR_KEY and _is_data(v)}
+    return {k: v for k, v in given.items() if k != _compat.INSTANTIATOR_KEY and is_data(v)}
 

@@ -1,0 +1,84 @@
+r"""Export a trained σNorm-Ensemble as safetensors, and each member as a plain model.
+
+An export directory holds ``ensemble.safetensors`` (every weight and buffer), ``config.json``
+(the number of members and the model block that rebuilds the architecture) and, with
+``--members``, ``member_<m>.safetensors`` for each member ``m``::
+
+    python -m torch_uncertainty_signorm.export --config recipe.yaml \
+        --ckpt_path "logs/.../checkpoints/epoch=…-val_acc=….ckpt" --output exported/ [--members]
+
+The command reads the recipe with the ``torch-uncertainty`` command's own parser
+(:func:`~torch_uncertainty_signorm.recipe_parsing.parse_recipe`, imported by
+:mod:`~torch_uncertainty_signorm.export.command` alone; further arguments such as
+``--routine.init_args.model.init_args.num_estimators=2`` override it as on that command), so
+it builds the model the command trained.
+
+**Loading runs no code of the export.** Weights are safetensors (no pickle); ``config.json``
+is JSON whose ``class_path`` entries must each be one of :data:`EXPORTABLE_CLASS_PATHS` (the
+exportable models of :mod:`~torch_uncertainty_signorm.model_registry`, plus the exact
+``extra_class_paths`` a caller trusts), checked over the whole spec before anything is
+imported or built.
+
+**Exports are self-contained**: ``config.json`` describes the architecture alone, so loading
+needs neither the FineTune ``checkpoint``, nor ``pretrained_path``, nor a download; the
+weights come from the safetensors files (a ``bert_classifier`` stores its Hugging Face
+configuration, see :func:`~torch_uncertainty_signorm.backbones.bert_config`), and the
+regularised layers are stored by name. Loading refuses a model block asking for weights
+from elsewhere, and checks the architecture against the safetensors headers before
+allocating anything (:mod:`~torch_uncertainty_signorm.export.files`): an untrusted export can
+neither run code nor make the loader fetch, hang or exhaust memory.
+
+A *member model* (:func:`member_model`, i.e. :meth:`SigmaNormEnsemble.member_model
+<torch_uncertainty_signorm.member_wrapper.MemberWrapper.member_model>`) is member ``m``
+alone, built from ordinary layers: every σNorm layer is folded back into the normalisation
+layer it came from (its ``to_plain``), with member ``m``'s statistics and its effective
+affine,
+
+.. math::
+    w = k\,s \odot \sigma(\gamma_m), \qquad b = \beta \ (0 \text{ from scratch}),
+
+(σBN → ``BatchNorm``, σLN → ``LayerNorm``, σRMSNorm → ``RMSNorm``, channels-first σLN →
+timm's ``LayerNorm2d``, σGN → ``GroupNorm``), and member ``m``'s head becomes its norm
+followed by an ``nn.Linear``. Its output equals the ensemble's rows of member ``m``.
+
+The package holds :mod:`~torch_uncertainty_signorm.export.spec` (the model block: checked,
+written as data, built), :mod:`~torch_uncertainty_signorm.export.writing`
+(:func:`export_ensemble`), :mod:`~torch_uncertainty_signorm.export.loading`
+(:func:`load_ensemble`, :func:`load_member`), :mod:`~torch_uncertainty_signorm.export.files`
+(an export's files read as untrusted data) and :mod:`~torch_uncertainty_signorm.export.command`
+(the command, the only module importing the recipe parser, and through it the
+``torch-uncertainty`` command).
+"""
+
+
+from __future__ import annotations
+
+from ..layers.registry import fold_signorm
+from .command import main
+from .files import CONFIG_NAME, FORMAT, WEIGHTS_NAME
+from .loading import load_ensemble, load_member
+from .spec import (
+    EXPORTABLE_CLASS_PATHS,
+    _build as _build,
+    build_model,
+    check_ensemble_spec,
+    check_spec,
+)
+from .writing import SigmaNormMember, export_ensemble, member_model
+
+__all__ = [
+    "CONFIG_NAME",
+    "EXPORTABLE_CLASS_PATHS",
+    "FORMAT",
+    "WEIGHTS_NAME",
+    "SigmaNormMember",
+    "build_model",
+    "check_ensemble_spec",
+    "check_spec",
+    "export_ensemble",
+    "fold_signorm",
+    "load_ensemble",
+    "load_member",
+    "main",
+    "member_model",
+]

@@ -1,0 +1,88 @@
+"""``python -m torch_uncertainty_signorm.export``: checkpoint + recipe → export directory.
+
+Export a trained σNorm-Ensemble as safetensors, and each member as a plain model.
+
+The command reads the recipe with the ``torch-uncertainty`` command's own parser
+(:func:`~torch_uncertainty_signorm.recipe_parsing.parse_recipe`, imported only when the command
+runs: the rest of :mod:`torch_uncertainty_signorm.export` never imports the command).
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+import yaml
+
+from .. import allowlist
+from ..checkpoints import load_backbone_checkpoint
+from .spec import _as_data, _ensemble_from_spec, _portable, check_ensemble_spec
+from .writing import _output_directory, export_ensemble
+
+__all__ = ["main"]
+
+_DESCRIPTION = "Export a trained σNorm-Ensemble as safetensors, and each member as a plain model."
+
+
+def _recipe_model_block(recipe: Path, overrides: Sequence[str], allowed: Sequence[str]) -> dict:
+    """The recipe's model block as the command parses it, allow-listed before and after."""
+    from ..recipe_parsing import parse_recipe
+
+    if not recipe.is_file():
+        raise FileNotFoundError(f"--config {str(recipe)!r} does not exist.")
+    raw_block = yaml.safe_load(recipe.read_text())
+    for key in ("routine", "init_args", "model"):
+        raw_block = raw_block.get(key) if isinstance(raw_block, Mapping) else None
+    if isinstance(raw_block, Mapping):  # refuse before the parser imports any class path
+        check_ensemble_spec(raw_block, allowed)
+    routine = parse_recipe(recipe, overrides).get("routine")
+    block = routine.get("init_args", {}).get("model") if routine is not None else None
+    if block is None or "class_path" not in block:
+        raise ValueError(
+            f"--config {str(recipe)!r} has no routine.init_args.model block with a class_path; "
+            f"pass a recipe of experiments/ or the config.yaml saved next to the run's logs."
+        )
+    block = block.as_dict()
+    check_ensemble_spec(block, allowed)
+    return block
+
+
+def main(argv: Sequence[str] | None = None) -> Path:
+    """``python -m torch_uncertainty_signorm.export``: checkpoint + recipe → export directory."""
+    parser = argparse.ArgumentParser(
+        prog="python -m torch_uncertainty_signorm.export", description=_DESCRIPTION,
+        epilog="Other arguments override the recipe as on the torch-uncertainty command, e.g. "
+               "--routine.init_args.model.init_args.num_estimators=2.", allow_abbrev=False,
+    )
+    parser.add_argument("--config", type=Path, required=True,
+                        help="The recipe (or the run's saved config.yaml) that built the model.")
+    parser.add_argument("--ckpt_path", type=Path, required=True,
+                        help="The Lightning checkpoint of the trained routine.")
+    parser.add_argument("--output", type=Path, required=True, help="The export directory.")
+    parser.add_argument("--members", action="store_true",
+                        help="Also export each member as a plain model.")
+    parser.add_argument("--overwrite", action="store_true",
+                        help="Replace the export in an --output directory that is not empty.")
+    parser.add_argument("--allow", action="append", default=[], metavar="CLASS_PATH",
+                        help="Trust this exact class path too (loading needs it as well).")
+    args, overrides = parser.parse_known_args(argv)
+    _output_directory(args.output, args.overwrite)  # before any work
+    # A run's saved config.yaml spells out defaults such as `activation_fn: torch.nn.functional.relu`;
+    # they are accepted here and dropped from the export when they are the default (_as_data).
+    block = _recipe_model_block(
+        args.config, overrides, [*args.allow, *sorted(allowlist.ARGUMENT_CLASS_PATHS)]
+    )
+    spec = _portable(_as_data(block))
+    model = _ensemble_from_spec(spec, args.allow)
+    try:
+        load_backbone_checkpoint(model, args.ckpt_path)
+    except ValueError as error:
+        raise ValueError(
+            f"{error} For export, --ckpt_path must come from a run of --config "
+            f"{str(args.config)!r} (same backbone and num_estimators)."
+        ) from error
+    directory = export_ensemble(model.eval(), spec, args.output, members=args.members,
+                                extra_class_paths=args.allow, overwrite=args.overwrite)
+    print(f"Exported {model.num_estimators} members to {directory}")
+    return directory

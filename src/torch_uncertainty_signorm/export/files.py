@@ -1,0 +1,147 @@
+"""Reading an export's files as untrusted data: only regular files inside the export folder, a
+bounded ``config.json``, and safetensors headers read (and checked against the model to build)
+before any tensor is allocated.
+
+Also importable as ``torch_uncertainty_signorm.export_files`` (its former name) for one release.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import stat
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import torch
+from safetensors import safe_open
+from torch import Tensor
+
+__all__ = [
+    "CONFIG_NAME", "FORMAT", "MAX_CONFIG_BYTES", "MAX_CONFIG_DEPTH", "MEMBER_FILE", "WEIGHTS_NAME",
+    "check_finite", "check_fits_header", "export_file", "read_json", "safetensors_header",
+]
+
+#: An export's files: its architecture, its weights, and the pattern of its members' weights.
+CONFIG_NAME, WEIGHTS_NAME = "config.json", "ensemble.safetensors"
+MEMBER_FILE = re.compile(r"member_(\d+)\.safetensors")
+#: ``config.json``'s ``format``.
+FORMAT = "torch-uncertainty-signorm/ensemble"
+#: Bounds on ``config.json``: a real one holds a few kB, nested a few levels deep.
+MAX_CONFIG_BYTES, MAX_CONFIG_DEPTH = 1 << 20, 32
+#: safetensors' names of the torch dtypes.
+_DTYPE_NAMES = {
+    torch.float64: "F64", torch.float32: "F32", torch.float16: "F16", torch.bfloat16: "BF16",
+    torch.int64: "I64", torch.int32: "I32", torch.int16: "I16", torch.int8: "I8",
+    torch.uint8: "U8", torch.bool: "BOOL",
+}
+
+
+def export_file(directory: Path, name: str) -> Path:
+    """``directory / name`` if it is a regular file inside ``directory``.
+
+    A symbolic link leading out of the folder (to another export's weights), a directory, a
+    device or a pipe (which would block the reader) is refused.
+
+    Raises:
+        FileNotFoundError: If there is no such file.
+        ValueError: Naming the file and what it is instead.
+    """
+    path = directory / name
+    if not path.exists():
+        raise FileNotFoundError(f"'{path}' does not exist: {directory} is no σN-Ens export "
+                                f"(or an incomplete one).")
+    resolved, folder = path.resolve(), directory.resolve()
+    if not resolved.is_relative_to(folder):
+        raise ValueError(f"'{path}' leads out of the export folder (to '{resolved}'); an "
+                         f"export is read from its own files only.")
+    if not stat.S_ISREG(resolved.stat().st_mode):
+        raise ValueError(f"'{path}' is not a regular file (a directory, a device or a pipe); "
+                         f"an export holds regular files written by export_ensemble.")
+    return resolved
+
+
+def _depth(value: Any) -> int:
+    """Nesting depth of JSON data, counted without recursion."""
+    deepest, stack = 0, [(value, 1)]
+    while stack:
+        node, depth = stack.pop()
+        deepest = max(deepest, depth)
+        children = node.values() if isinstance(node, Mapping) else node if isinstance(
+            node, list) else ()
+        stack.extend((child, depth + 1) for child in children)
+    return deepest
+
+
+def read_json(path: Path) -> dict:
+    """The JSON object in ``path`` (at most :data:`MAX_CONFIG_BYTES`, UTF-8, nested at most
+    :data:`MAX_CONFIG_DEPTH` levels).
+
+    Raises:
+        ValueError: Naming the file and what is wrong with it.
+    """
+    size = path.stat().st_size
+    if size > MAX_CONFIG_BYTES:
+        raise ValueError(f"'{path}' holds {size} bytes, more than a σN-Ens export's config "
+                         f"(at most {MAX_CONFIG_BYTES}).")
+    try:
+        config = json.loads(path.read_bytes().decode("utf-8"))
+    except UnicodeDecodeError as error:
+        raise ValueError(f"'{path}' is not UTF-8 text ({error}); expected the JSON written by "
+                         f"export_ensemble.") from None
+    except json.JSONDecodeError as error:
+        raise ValueError(f"'{path}' is not valid JSON ({error}); expected the JSON written by "
+                         f"export_ensemble.") from None
+    except RecursionError:
+        raise ValueError(f"'{path}' is nested too deeply to be read; an export's config is "
+                         f"nested at most {MAX_CONFIG_DEPTH} levels.") from None
+    if not isinstance(config, dict):
+        raise ValueError(f"'{path}' holds a JSON {type(config).__name__}; expected an object "
+                         f"with 'format', 'num_estimators', 'model' and 'members'.")
+    if _depth(config) > MAX_CONFIG_DEPTH:
+        raise ValueError(f"'{path}' is nested more than {MAX_CONFIG_DEPTH} levels deep; an "
+                         f"export's config is nested a few levels.")
+    return config
+
+
+def safetensors_header(path: Path) -> dict[str, tuple[str, tuple[int, ...]]]:
+    """``{name: (dtype, shape)}`` of every tensor of the safetensors file ``path``, read from
+    its header alone (safetensors checks that the header and the file size agree)."""
+    try:
+        with safe_open(path, framework="pt") as file:
+            return {key: (file.get_slice(key).get_dtype(), tuple(file.get_slice(key).get_shape()))
+                    for key in file.keys()}  # noqa: SIM118 (safe_open is no mapping)
+    except Exception as error:
+        raise ValueError(f"'{path}' is not a valid safetensors file ({type(error).__name__}: "
+                         f"{error}).") from None
+
+
+def _first(items: list[str]) -> str:
+    return ", ".join(items[:5]) + (f" (+{len(items) - 5} more)" if len(items) > 5 else "")
+
+
+def check_fits_header(state: Mapping[str, Tensor], header: Mapping[str, tuple],
+                      path: Path) -> None:
+    """Refuse a file whose tensors are not those of ``state`` (a model built on the meta device):
+    an unexpected name, another shape or another dtype (no tensor is cast)."""
+    unexpected = sorted(header.keys() - state.keys())
+    mismatched = sorted(
+        f"{key} {header[key][1]} {header[key][0]} != "
+        f"{tuple(state[key].shape)} {_DTYPE_NAMES.get(state[key].dtype, state[key].dtype)}"
+        for key in header.keys() & state.keys()
+        if header[key] != (_DTYPE_NAMES.get(state[key].dtype), tuple(state[key].shape))
+    )
+    if unexpected or mismatched:
+        problems = [f"{label}: {_first(items)}" for label, items in
+                    (("unexpected", unexpected), ("shape or dtype mismatch", mismatched)) if items]
+        raise ValueError(f"'{path}' does not hold the model config.json describes: "
+                         + "; ".join(problems) + ". Nothing was built.")
+
+
+def check_finite(state: Mapping[str, Tensor], path: Path) -> None:
+    """Refuse weights holding NaN or infinite values, naming the first such tensor."""
+    for key, tensor in state.items():
+        if tensor.is_floating_point() and not bool(torch.isfinite(tensor).all()):
+            raise ValueError(f"'{path}' holds non-finite values (NaN or inf) in {key}; an "
+                             f"exported model's weights are finite.")

@@ -1,0 +1,136 @@
+"""Loading an export as untrusted data: no code of the export runs and nothing is fetched.
+
+``config.json`` is checked against the registry's exportable classes before anything is
+imported and must be self-contained; the architecture is checked against the safetensors
+headers before anything is allocated, and the loaded weights must be finite.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable, Mapping
+from pathlib import Path
+
+import torch
+from safetensors.torch import load_model
+from torch import nn
+
+from ..checks import check_integer
+from ..ensemble import SigmaNormEnsemble
+from .files import (
+    CONFIG_NAME,
+    FORMAT,
+    MEMBER_FILE,
+    WEIGHTS_NAME,
+    check_finite,
+    check_fits_header,
+    export_file,
+    read_json,
+    safetensors_header,
+)
+from .spec import _check_self_contained, _ensemble_from_spec, check_ensemble_spec
+from .writing import SigmaNormMember, member_model
+
+__all__ = ["load_ensemble", "load_member"]
+
+
+def _read_config(directory: Path) -> dict:
+    """``config.json`` of an export, with the keys loading reads checked."""
+    path = export_file(directory, CONFIG_NAME)
+    config = read_json(path)
+    if config.get("format") != FORMAT:
+        raise ValueError(f"{str(path)!r} has format {config.get('format')!r}, expected {FORMAT!r}.")
+    missing = [key for key in ("num_estimators", "model", "members") if key not in config]
+    if missing:
+        raise ValueError(f"{str(path)!r} lacks {', '.join(map(repr, missing))}; an export's "
+                         f"config.json holds format, num_estimators, model and members.")
+    members = config["members"]
+    if not isinstance(members, list) or not all(
+        isinstance(name, str) and MEMBER_FILE.fullmatch(name) for name in members
+    ):
+        raise ValueError(f"{str(path)!r} has members={members!r:.200}; expected a list of "
+                         f"'member_<m>.safetensors' file names.")
+    check_integer(f"{path}: num_estimators", config["num_estimators"])
+    return config
+
+
+def _check_sizes(spec: Mapping, header: Mapping[str, tuple], path: Path) -> None:
+    """The sizes building would spend time on, against the weights, before building: the
+    number of members (``heads.weight`` is ``(M, C, D)``) and a BERT's number of layers."""
+    members = spec["init_args"].get("num_estimators")
+    if "heads.weight" in header and header["heads.weight"][1][:1] != (members,):
+        raise ValueError(f"model.init_args.num_estimators={members!r}, but '{path}' holds the "
+                         f"heads of {header['heads.weight'][1][0]} members (heads.weight "
+                         f"{header['heads.weight'][1]}). Nothing was built.")
+    backbone = spec["init_args"].get("model")
+    config = backbone.get("init_args", {}).get("config") if isinstance(backbone, Mapping) else None
+    if isinstance(config, Mapping) and "num_hidden_layers" in config:
+        layers = {match.group(1) for key in header
+                  if (match := re.search(r"\.encoder\.layer\.(\d+)\.", key))}
+        if config["num_hidden_layers"] != len(layers):
+            raise ValueError(f"model.init_args.model.init_args.config.num_hidden_layers="
+                             f"{config['num_hidden_layers']!r}, but '{path}' holds {len(layers)} "
+                             f"encoder layers. Nothing was built.")
+
+
+def _load_checked(build: Callable[[], nn.Module], path: Path) -> nn.Module:
+    """``build()`` with the weights of ``path``: built first on the meta device (no memory) and
+    checked against the file's header, then built and loaded strictly, then checked finite."""
+    header = safetensors_header(path)
+    with torch.device("meta"):
+        check_fits_header(build().state_dict(), header, path)
+    model = build()
+    load_model(model, str(path), strict=True)
+    check_finite(model.state_dict(), path)
+    return model.eval()
+
+
+def _export_spec(directory: Path, extra_class_paths: Iterable[str]) -> dict:
+    """The model block of the export in ``directory``, checked before anything is built."""
+    config = _read_config(directory)
+    spec = config["model"]
+    check_ensemble_spec(spec, extra_class_paths)
+    _check_self_contained(spec)
+    declared = (spec.get("init_args") or {}).get("num_estimators")
+    if declared != config["num_estimators"]:
+        raise ValueError(f"'{directory / CONFIG_NAME}' has num_estimators="
+                         f"{config['num_estimators']!r} but model.init_args.num_estimators="
+                         f"{declared!r}; they must agree.")
+    weights = export_file(directory, WEIGHTS_NAME)
+    _check_sizes(spec, safetensors_header(weights), weights)
+    return config
+
+
+def load_ensemble(
+    directory: str | Path, extra_class_paths: Iterable[str] = ()
+) -> SigmaNormEnsemble:
+    """Rebuild an exported ensemble (in eval mode) with exactly the exported weights.
+
+    Nothing outside ``directory`` is read and no code of the export runs: ``config.json`` is
+    checked against the allow-list (:func:`~torch_uncertainty_signorm.export.check_ensemble_spec`)
+    before anything is imported, and must be self-contained (no argument fetching weights); the
+    architecture is checked against the safetensors header (names, shapes, dtypes) before
+    anything is allocated, and the loaded weights must be finite.
+    """
+    directory = Path(directory)
+    spec = _export_spec(directory, extra_class_paths)["model"]
+    return _load_checked(lambda: _ensemble_from_spec(spec, extra_class_paths),
+                         export_file(directory, WEIGHTS_NAME))
+
+
+def load_member(
+    directory: str | Path, member: int, extra_class_paths: Iterable[str] = ()
+) -> SigmaNormMember:
+    """Rebuild exported member ``member`` (in eval mode), as safely as :func:`load_ensemble`."""
+    directory = Path(directory)
+    config = _export_spec(directory, extra_class_paths)
+    name = f"member_{member}.safetensors"
+    if name not in config["members"]:
+        raise ValueError(
+            f"member {member!r} was not exported to {directory}; exported members: "
+            f"{config['members'] or 'none (export with members=True / --members)'}."
+        )
+    return _load_checked(
+        lambda: member_model(_ensemble_from_spec(config["model"], extra_class_paths), member),
+        export_file(directory, name),
+    )

@@ -1,0 +1,241 @@
+"""An export's model block: checked against the registry, written as data, built.
+
+What each class may be named, and which of its arguments fetch weights, is read from
+:mod:`torch_uncertainty_signorm.model_registry`.
+"""
+
+from __future__ import annotations
+
+import enum
+import inspect
+import json
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+from .. import allowlist, model_registry
+from .._plain_data import is_data, with_plain_values
+from ..ensemble import SigmaNormEnsemble
+from ..layer_selection import REGULARIZED_LAYER_PRESETS
+
+__all__ = ["EXPORTABLE_CLASS_PATHS", "build_model", "check_ensemble_spec", "check_spec"]
+
+#: The only ``class_path`` values an export's model block may name: the registry's exportable
+#: models (:func:`torch_uncertainty_signorm.model_registry.class_paths`): σN-Ens, i.e. the
+#: ``signorm_ensemble`` factory or its class, around a TorchUncertainty
+#: ``resnet``/``wideresnet28x10``, this package's ``wideresnet28``/``timm_vit``/
+#: ``bert_classifier``/``minilm_classifier``, or a torchvision ResNet. The baselines
+#: (``film_ensemble``, ``lora_ensemble``, TorchUncertainty's packed, masked, batched, MIMO and
+#: deep ensembles) are not σNorm-Ensembles, so they are not exportable.
+EXPORTABLE_CLASS_PATHS = model_registry.class_paths(exportable=True)
+_ENSEMBLE_ENTRIES = model_registry.model_entries("ensemble")
+_ENSEMBLES = tuple(path for entry in _ENSEMBLE_ENTRIES for path in entry.class_paths)
+_ENSEMBLE_NAMES = f"{_ENSEMBLE_ENTRIES[0].class_path} (or {_ENSEMBLE_ENTRIES[1].class_path})"
+
+
+def _entry_value(class_path: str, attribute: str, default: Any) -> Any:
+    entry = model_registry.model_entry(class_path)
+    return default if entry is None else getattr(entry, attribute)
+
+
+def check_ensemble_spec(spec: Any, extra_class_paths: Iterable[str] = ()) -> None:
+    """Refuse a model spec that is not a σNorm-Ensemble of exportable classes, before importing
+    any.
+
+    Every ``class_path`` (and importable dotted string) at any depth must be one of
+    :data:`EXPORTABLE_CLASS_PATHS` or ``extra_class_paths``
+    (:func:`torch_uncertainty_signorm.allowlist.check_class_paths`); the top-level block must
+    then build a σNorm-Ensemble.
+
+    Args:
+        spec: A ``class_path``/``init_args`` block (``config.json``'s ``model``).
+        extra_class_paths: Exact class paths trusted on top of :data:`EXPORTABLE_CLASS_PATHS`.
+
+    Raises:
+        ValueError: Naming the refused entry (its place in the spec and its class path)
+            and listing what is allowed.
+    """
+    extra = tuple(extra_class_paths)
+    if not all(isinstance(path, str) and "." in path for path in extra):
+        raise ValueError(f"extra_class_paths must be exact dotted paths "
+                         f"('package.module.factory'), got {extra!r}.")
+    if not isinstance(spec, Mapping) or "class_path" not in spec:
+        raise ValueError(f"The model spec must be a class_path/init_args mapping (a recipe's "
+                         f"model block), got {spec!r:.200}.")
+    allowlist.check_class_paths(spec, EXPORTABLE_CLASS_PATHS | frozenset(extra), where="model")
+    if spec["class_path"] not in (*_ENSEMBLES, *extra):
+        raise ValueError(f"model.class_path={spec['class_path']!r} is no σNorm-Ensemble; an "
+                         f"export holds {_ENSEMBLE_NAMES}.")
+
+
+#: Former name of :func:`check_ensemble_spec`.
+check_spec = check_ensemble_spec
+
+
+def _build(node: Any) -> Any:
+    """Instantiate ``class_path`` blocks (nested blocks first); other values pass through."""
+    if isinstance(node, Mapping) and "class_path" in node:
+        init_args = {key: _build(value) for key, value in (node.get("init_args") or {}).items()}
+        return allowlist.import_object(node["class_path"])(**init_args)
+    if isinstance(node, Mapping):
+        return {key: _build(value) for key, value in node.items()}
+    if isinstance(node, list):
+        return [_build(value) for value in node]
+    return node
+
+
+def build_model(spec: Any, extra_class_paths: Iterable[str] = ()) -> Any:
+    """Instantiate a model block as a recipe does, after :func:`check_ensemble_spec` accepted
+    it."""
+    check_ensemble_spec(spec, extra_class_paths)
+    return _build(spec)
+
+
+def _as_data(node: Any, where: str = "model") -> Any:
+    """``node`` (a parsed recipe block) as JSON data that the factories accept directly.
+
+    Enums become their values (``ResNetStyle.CIFAR`` → ``"cifar"``), paths strings; an
+    argument holding an object (``activation_fn``, ``normalization_layer``) is dropped when
+    it is the factory's default and refused otherwise: config.json holds data only.
+    """
+    if isinstance(node, Mapping) and "class_path" in node:
+        init_args = {**(node.get("init_args") or {}), **(node.get("dict_kwargs") or {})}
+        parameters = inspect.signature(allowlist.import_object(node["class_path"])).parameters
+        defaults = {key: p.default for key, p in parameters.items()}
+        kept = {key: value for key, value in init_args.items()
+                if is_data(with_plain_values(value)) or isinstance(value, Mapping)
+                or defaults.get(key) is not value}
+        return {"class_path": node["class_path"],
+                "init_args": {key: _as_data(value, f"{where}.init_args.{key}")
+                              for key, value in kept.items()}}
+    if isinstance(node, Mapping):
+        return {str(key): _as_data(value, f"{where}.{key}") for key, value in node.items()}
+    if isinstance(node, (list, tuple)):
+        return [_as_data(value, f"{where}[{index}]") for index, value in enumerate(node)]
+    if isinstance(node, enum.Enum):
+        return _as_data(node.value, where)
+    if isinstance(node, Path):
+        return str(node)
+    if node is None or isinstance(node, (bool, int, float, str)):
+        return node
+    raise ValueError(
+        f"{where}={node!r} cannot be exported: config.json holds data only (numbers, strings, "
+        f"lists, mappings, class_path blocks); use the factory's default for this argument."
+    )
+
+
+def _portable(node: Any) -> Any:
+    """The architecture alone: every argument fetching weights from elsewhere replaced.
+
+    Each class's weight sources (the registry's ``weight_sources``: the FineTune
+    ``checkpoint``, ``pretrained_path``, torchvision ``weights``...) are dropped or set to the
+    value building the architecture alone (``pretrained=False`` on the backbone factories; the
+    σN-Ens ``pretrained`` conversion flag stays: it decides the parameter and buffer layout),
+    and an argument the registry says an export stores (a ``bert_classifier``'s Hugging Face
+    configuration) is computed, without weights, from where the model was built.
+    """
+    if isinstance(node, list):
+        return [_portable(value) for value in node]
+    if not isinstance(node, Mapping):
+        return node
+    if "class_path" not in node:
+        return {key: _portable(value) for key, value in node.items()}
+    class_path = node["class_path"]
+    original = dict(node.get("init_args") or {})
+    init_args = {key: _portable(value) for key, value in original.items()}
+    stored = _entry_value(class_path, "stored_argument", None)
+    if stored is not None and stored.name not in init_args:
+        init_args[stored.name] = allowlist.import_object(stored.builder)(
+            **{key: original[key] for key in stored.sources if key in original})
+    for key, value in _entry_value(class_path, "weight_sources", {}).items():
+        if value is None:
+            init_args.pop(key, None)
+        else:
+            init_args[key] = value
+    return {"class_path": class_path, "init_args": init_args}
+
+
+def _check_self_contained(node: Any, where: str = "model") -> None:
+    """Refuse an export's model block that would fetch anything or run patterns on loading.
+
+    Weights come from the export's safetensors alone: no argument of
+    :func:`~torch_uncertainty_signorm.model_registry.fetching_arguments` (but a class's
+    ``layout_flags``, the σN-Ens ``pretrained`` conversion flag) may ask for weights, and a
+    class whose weight source defaults to fetching must set the registry's value
+    (``pretrained: false``); an argument the registry says an export stores (a
+    ``bert_classifier``'s Hugging Face ``config``) must be there (else it would be read from a
+    directory or the hub); ``regularized_layers`` is a list of layer names (or a preset),
+    never a pattern.
+    """
+    if isinstance(node, list):
+        for index, item in enumerate(node):
+            _check_self_contained(item, f"{where}[{index}]")
+        return
+    if not isinstance(node, Mapping):
+        return
+    if "class_path" not in node:
+        for key, item in node.items():
+            _check_self_contained(item, f"{where}.{key}")
+        return
+    init_args, class_path = node.get("init_args") or {}, node["class_path"]
+    layout_flags = _entry_value(class_path, "layout_flags", ())
+    for key in model_registry.fetching_arguments():
+        value = init_args.get(key)
+        if key in layout_flags:
+            if not isinstance(value, bool | None):
+                raise ValueError(f"{where}.init_args.{key}={value!r}; expected true or "
+                                 f"false (the σNorm conversion flag).")
+        elif value not in (None, False):
+            raise ValueError(
+                f"{where}.init_args.{key}={value!r:.200}: an export's weights are its own "
+                f"safetensors files, so loading never fetches any; the export command writes "
+                f"this block without {key} (or with {key}=false)."
+            )
+    for key, value in _entry_value(class_path, "weight_sources", {}).items():
+        if value is not None and init_args.get(key, not value) != value:
+            raise ValueError(
+                f"{where} ({class_path}) does not set {key}={json.dumps(value)}: left out, it "
+                f"defaults to loading weights from elsewhere (the hub, a cache). An export's "
+                f"weights are its own safetensors files; the export command writes "
+                f"{key}={json.dumps(value)}."
+            )
+    stored = _entry_value(class_path, "stored_argument", None)
+    if stored is not None and not isinstance(init_args.get(stored.name), Mapping):
+        raise ValueError(
+            f"{where} ({class_path}) has no {stored.name}: loading would read "
+            f"{stored.description} from a directory or the hub. Export it again "
+            f"(export_ensemble stores {stored.description})."
+        )
+    layers = init_args.get("regularized_layers")
+    if class_path in _ENSEMBLES and isinstance(layers, str) and (
+        layers not in REGULARIZED_LAYER_PRESETS
+    ):
+        raise ValueError(
+            f"{where}.init_args.regularized_layers={layers!r:.200} is a pattern; an export "
+            f"holds the names of the regularised layers (a list) or a preset "
+            f"({', '.join(REGULARIZED_LAYER_PRESETS)})."
+        )
+    for key, item in init_args.items():
+        _check_self_contained(item, f"{where}.init_args.{key}")
+
+
+def _ensemble_from_spec(spec: Any, extra_class_paths: Iterable[str]) -> SigmaNormEnsemble:
+    """The architecture of ``spec``, checked first; its weights are left to the caller.
+
+    A converted (``pretrained=True``) ensemble is built from scratch, then given the frozen
+    magnitude, sign and shift buffers of the conversion: the conversion itself refuses an
+    untrained backbone, and the values come from the export anyway.
+    """
+    check_ensemble_spec(spec, extra_class_paths)
+    converted = spec["init_args"].get("pretrained", False)
+    model = _build({**spec, "init_args": {**spec["init_args"], "pretrained": False}})
+    if not isinstance(model, SigmaNormEnsemble):
+        raise TypeError(
+            f"The model block builds a {type(model).__name__}, not a SigmaNormEnsemble; its "
+            f"class_path must be {_ENSEMBLE_ENTRIES[0].class_path} (got "
+            f"{spec.get('class_path')!r})."
+        )
+    if converted:
+        for layer in model.signorm_layers().values():
+            layer.load_pretrained_affine(None, None)
+    return model

@@ -1,0 +1,96 @@
+"""Writing an export: safetensors weights and a JSON architecture, each file whole or not at all."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+
+from safetensors.torch import save_model
+
+from .._files import follow_umask
+from ..atomic_files import replaced_atomically
+from ..ensemble import SigmaNormEnsemble
+from ..member_wrapper import MemberModel
+from .files import CONFIG_NAME, FORMAT, MEMBER_FILE, WEIGHTS_NAME
+from .spec import _as_data, _portable, check_ensemble_spec
+
+__all__ = ["SigmaNormMember", "export_ensemble", "member_model"]
+
+#: A member of a σNorm-Ensemble as a plain model (the class every member wrapper builds).
+SigmaNormMember = MemberModel
+
+
+def member_model(ensemble: SigmaNormEnsemble, member: int) -> MemberModel:
+    """Member ``member`` of ``ensemble`` as a plain model (see
+    :mod:`torch_uncertainty_signorm.export`): ``ensemble.member_model(member)``."""
+    return ensemble.member_model(member)
+
+
+def export_ensemble(
+    model: SigmaNormEnsemble,
+    spec: Mapping,
+    directory: str | Path,
+    members: bool = False,
+    extra_class_paths: Iterable[str] = (),
+    overwrite: bool = False,
+) -> Path:
+    """Write ``model`` to ``directory``: safetensors weights and a JSON architecture.
+
+    Each file is written whole or not at all, ``config.json`` last.
+
+    Args:
+        model: The trained ensemble.
+        spec: The ``class_path``/``init_args`` block that built it (a recipe's
+            ``routine.init_args.model``); stored architecture-only (no ``checkpoint``,
+            ``pretrained_path`` or download, see :mod:`torch_uncertainty_signorm.export`),
+            with the names of the regularised layers instead of the pattern that selected them.
+        directory: Output directory (created).
+        members: Also write every member as a plain model (:func:`member_model`).
+        extra_class_paths: Exact class paths trusted on top of
+            :data:`~torch_uncertainty_signorm.export.EXPORTABLE_CLASS_PATHS` (loading will
+            need them too).
+        overwrite: Replace the files of a directory that is not empty; otherwise such a
+            directory is an error (nothing is written).
+
+    Returns:
+        The directory.
+    """
+    if not isinstance(model, SigmaNormEnsemble):
+        raise TypeError(f"export_ensemble exports a SigmaNormEnsemble, got {type(model).__name__}.")
+    check_ensemble_spec(spec, extra_class_paths)
+    spec = _portable(_as_data(spec))
+    spec["init_args"]["regularized_layers"] = list(model.regularized_layer_names)
+    directory = _output_directory(directory, overwrite)
+    directory.mkdir(parents=True, exist_ok=True)
+    models = {WEIGHTS_NAME: model}
+    if members:
+        models |= {f"member_{m}.safetensors": member_model(model, m)
+                   for m in range(model.num_estimators)}
+    for name, module in models.items():
+        with replaced_atomically(directory / name) as partial:
+            save_model(module, str(partial))
+            follow_umask(partial)  # safetensors writes 0600; config.json follows umask
+    config = {"format": FORMAT, "version": 2, "num_estimators": model.num_estimators,
+              "model": spec, "members": sorted(set(models) - {WEIGHTS_NAME}, key=_member_index)}
+    with replaced_atomically(directory / CONFIG_NAME) as partial:
+        partial.write_text(json.dumps(config, indent=2))
+    return directory
+
+
+def _output_directory(directory: str | Path, overwrite: bool) -> Path:
+    """``directory``, refused when it holds anything and ``overwrite`` is false."""
+    directory = Path(directory)
+    if not overwrite and directory.is_dir() and (present := sorted(
+        path.name for path in directory.iterdir()
+    )):
+        raise FileExistsError(
+            f"'{directory}' is not empty ({', '.join(present[:5])}"
+            f"{', ...' if len(present) > 5 else ''}): nothing was written. Choose a new "
+            f"directory, or pass overwrite=True (--overwrite) to replace its export."
+        )
+    return directory
+
+
+def _member_index(name: str) -> int:
+    return int(MEMBER_FILE.fullmatch(name).group(1))

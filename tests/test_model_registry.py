@@ -1,0 +1,69 @@
+"""The registry of models an export or a checkpoint may name, and the views read from it."""
+
+import enum
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from torch_uncertainty_signorm import allowlist, model_registry
+from torch_uncertainty_signorm._plain_data import is_data, with_plain_values
+from torch_uncertainty_signorm.allowlist import import_object
+from torch_uncertainty_signorm.export import EXPORTABLE_CLASS_PATHS, check_ensemble_spec, check_spec
+
+
+def test_every_registered_path_names_an_importable_model():
+    for entry in model_registry.model_entries():
+        objects = {id(import_object(path)) for path in entry.class_paths}
+        assert len(objects) == 1, entry.class_paths  # aliases name the same object
+
+
+def test_the_allow_list_and_the_exportable_models_are_views_of_the_registry():
+    assert allowlist.MODEL_CLASS_PATHS == model_registry.class_paths(allow_listed=True)
+    assert EXPORTABLE_CLASS_PATHS == model_registry.class_paths(exportable=True)
+    assert allowlist.MODEL_CLASS_PATHS <= EXPORTABLE_CLASS_PATHS
+    assert "torchvision.models.resnet18" in EXPORTABLE_CLASS_PATHS - allowlist.MODEL_CLASS_PATHS
+    baselines = model_registry.class_paths(role="baseline")
+    assert "torch_uncertainty_signorm.baselines.film_ensemble" in baselines
+    assert not baselines & (allowlist.MODEL_CLASS_PATHS | EXPORTABLE_CLASS_PATHS)
+
+
+def test_the_registry_records_what_fetches_weights():
+    bert = model_registry.model_entry("torch_uncertainty_signorm.backbones.bert_classifier")
+    assert bert.weight_sources == {"pretrained": False, "pretrained_path": None}
+    assert bert.stored_argument.name == "config"
+    ensemble = model_registry.model_entry("torch_uncertainty_signorm.ensemble.signorm_ensemble")
+    assert ensemble.role == "ensemble" and ensemble.layout_flags == ("pretrained",)
+    assert "checkpoint" in ensemble.weight_sources
+    assert model_registry.model_entry("os.system") is None
+    with pytest.raises(TypeError):
+        bert.weight_sources["pretrained"] = True  # read-only
+
+
+def test_former_names_stay():
+    assert check_spec is check_ensemble_spec
+    assert allowlist.check_spec is allowlist.check_class_paths
+    import torch_uncertainty_signorm.export_files as former
+    from torch_uncertainty_signorm.export import files
+
+    assert former is files
+
+
+def test_one_rule_for_data():
+    class Style(enum.Enum):
+        CIFAR = "cifar"
+
+    assert is_data({"a": [1, 2.0, None, True, "x"]}) and not is_data({1: "a"})
+    assert not is_data(Style.CIFAR) and not is_data(Path("a"))
+    assert is_data(with_plain_values({"style": Style.CIFAR, "path": [Path("a")]}))
+    assert not is_data(with_plain_values(object()))
+
+
+def test_the_export_package_never_imports_the_command():
+    code = ("import sys, torch_uncertainty_signorm.export; print(sorted(m for m in sys.modules if "
+            "m in ('torch_uncertainty_signorm.cli', 'torch_uncertainty_signorm.recipe_parsing', "
+            "'lightning.pytorch.cli')))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          check=True)
+    assert done.stdout.strip() == "[]"
