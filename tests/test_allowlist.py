@@ -3,11 +3,11 @@
 from pathlib import Path
 
 import pytest
-import yaml
 from fixtures.marker_module import assert_not_imported, marker_module
 
 from torch_uncertainty_signorm import SigmaNormEnsemble
 from torch_uncertainty_signorm.allowlist import MODEL_CLASS_PATHS, check_spec, instantiate_spec
+from torch_uncertainty_signorm.recipe_bases import composed_recipe
 
 EXPERIMENTS = Path(__file__).parents[1] / "experiments"
 SIGNORM_RECIPES = [p for p in sorted(EXPERIMENTS.glob("*.yaml"))
@@ -17,7 +17,7 @@ SIGNORM_RECIPES = [p for p in sorted(EXPERIMENTS.glob("*.yaml"))
 @pytest.mark.parametrize("recipe", SIGNORM_RECIPES, ids=lambda p: p.stem)
 def test_signorm_recipes_name_only_allowed_classes(recipe):
     """Their checkpoints' routine blocks can be rebuilt by load_from_checkpoint."""
-    routine = yaml.safe_load(recipe.read_text())["routine"]["init_args"]
+    routine = composed_recipe(recipe)["routine"]["init_args"]
     check_spec(routine, where="routine")
     assert routine["model"]["class_path"] in MODEL_CLASS_PATHS
 

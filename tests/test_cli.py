@@ -27,6 +27,7 @@ from torch_uncertainty.routines import ClassificationRoutine
 from torch_uncertainty.utils.cli import TULightningCLI, TUSaveConfigCallback
 
 from torch_uncertainty_signorm.cli import TUSigmaNormCLI, cli_main, main
+from torch_uncertainty_signorm.recipe_bases import composed_recipe
 
 EXPERIMENTS = Path(__file__).parents[1] / "experiments"
 RECIPES = sorted(EXPERIMENTS.glob("*.yaml"))
@@ -42,7 +43,7 @@ CPU = ["--trainer.accelerator=cpu", "--trainer.devices=1", "--trainer.precision=
 
 
 def _load(path: Path) -> dict:
-    return yaml.safe_load(path.read_text())
+    return composed_recipe(path)  # with its base files merged in
 
 
 def _uses_signorm(config: dict) -> bool:

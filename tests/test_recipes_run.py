@@ -14,12 +14,12 @@ from pathlib import Path
 
 import pytest
 import torch
-import yaml
 from torch_uncertainty.models.classification.resnet.utils import ResNetStyle
 from torch_uncertainty.models.classification.wideresnet import batched, masked, mimo, packed, std
 
 from fixtures.synthetic_datamodule import SyntheticDataModule
 from torch_uncertainty_signorm.cli import cli_main
+from torch_uncertainty_signorm.recipe_bases import composed_recipe
 
 EXPERIMENTS = Path(__file__).parents[1] / "experiments"
 # Transformer recipes (pretrained ViT / BERT) run in test_transformer_recipes_run.py, the text
@@ -78,7 +78,7 @@ def _single_model_checkpoint(block: dict, directory: Path) -> Path:
 def test_recipe_fast_dev_runs_on_cpu(recipe, tmp_path, monkeypatch, narrow_wideresnets):
     monkeypatch.chdir(tmp_path)
     monkeypatch.setattr("sys.argv", ["torch-uncertainty"])
-    config = yaml.safe_load(recipe.read_text())
+    config = composed_recipe(recipe)
     args = ["fit", "--config", str(recipe), "--trainer.fast_dev_run=1",
             "--trainer.accelerator=cpu", "--trainer.devices=1", "--trainer.precision=32"]
     if "digits" not in recipe.stem:
@@ -110,7 +110,7 @@ CIFAR_DATAMODULES = ("torch_uncertainty.datamodules.CIFAR10DataModule",
 def test_every_recipe_writes_results_for_the_tables(recipe):
     """results.csv (save_to_csv), OOD columns on CIFAR (eval_ood, SVHN), and an EarlyStopping on
     accuracy that maximises it and waits for a validation."""
-    config = yaml.safe_load(recipe.read_text())
+    config = composed_recipe(recipe)
     assert config["routine"]["init_args"].get("save_to_csv") is True, recipe.name
     assert config.get("eval_after_fit") is True, recipe.name
     data = config["data"]
@@ -132,7 +132,7 @@ def test_recipe_families_are_all_covered():
     """The check above sees every family: 54 CNN CIFAR recipes and 4 ViT CIFAR-100 ones (OOD on),
     ViT ImageNet, BERT SST-2 and the digits quickstart."""
     cifar = [p for p in ALL_RECIPES
-             if yaml.safe_load(p.read_text())["data"]["class_path"] in CIFAR_DATAMODULES]
+             if composed_recipe(p)["data"]["class_path"] in CIFAR_DATAMODULES]
     assert len(cifar) >= 58
     for family in ("resnet18_c10_", "resnet50_c100_", "wrn_c10_", "vit_c100_", "vit_imagenet_",
                    "bert_sst2_", "digits_"):

@@ -22,6 +22,7 @@ from fixtures.synthetic_datamodule import SyntheticDataModule
 from fixtures.text import write_newsgroups, write_sst2, write_tokenizer
 
 from torch_uncertainty_signorm.cli import cli_main
+from torch_uncertainty_signorm.recipe_bases import composed_recipe
 
 EXPERIMENTS = Path(__file__).parents[1] / "experiments"
 RECIPES = sorted([*EXPERIMENTS.glob("vit_*.yaml"), *EXPERIMENTS.glob("bert_*.yaml")])
@@ -68,7 +69,7 @@ def offline_files(tmp_path_factory):
 
 
 def _offline_recipe(recipe: Path, files: dict, directory: Path) -> Path:
-    config = yaml.safe_load(recipe.read_text())
+    config = composed_recipe(recipe)  # self-contained: written elsewhere below
     for block in _blocks(config, FACTORIES + "timm_vit"):
         block["init_args"].update(model_name="test_vit", img_size=32, pretrained_path=str(files["vit"]))
     for block in _blocks(config, FACTORIES + "bert_classifier"):
@@ -153,7 +154,7 @@ PAPER = {
 
 @pytest.mark.parametrize("recipe", RECIPES, ids=lambda p: p.stem)
 def test_transformer_recipe_follows_the_shared_recipe(recipe):
-    config = yaml.safe_load(recipe.read_text())
+    config = composed_recipe(recipe)
     prefix, method = next((k, recipe.stem.removeprefix(k + "_")) for k in PAPER
                           if recipe.stem.startswith(k + "_"))
     members, steps, tau, checkpoint = PAPER[prefix]

@@ -4,7 +4,8 @@
 
 writes ``experiments/torch_uncertainty/classification/<dataset>/configs/<backbone>/<method>.yaml``
 (18 recipes, generated: edit the source recipe of ``experiments/``, then rerun), so that they sit
-next to TorchUncertainty's Packed-Ensembles recipes. Each is the source recipe through
+next to TorchUncertainty's Packed-Ensembles recipes. Each is the source recipe, its base files merged in
+(:func:`torch_uncertainty_signorm.recipe_bases.composed_recipe`), through
 :func:`torch_uncertainty_signorm.tu_format.to_tu_format` under a header naming its source.
 ``tests/test_tu_format_recipes.py`` checks that the committed files are up to date.
 """
@@ -16,6 +17,7 @@ from pathlib import Path
 
 import yaml
 
+from torch_uncertainty_signorm.recipe_bases import composed_recipe
 from torch_uncertainty_signorm.tu_format import to_tu_format
 
 __all__ = ["EXPORTED_METHODS", "EXPORT_FOLDER", "exported_recipes", "main"]
@@ -44,7 +46,7 @@ def exported_recipes(experiments: Path) -> dict[Path, str]:
         for dataset, dataset_folder in DATASET_FOLDERS.items():
             for method in EXPORTED_METHODS:
                 source = f"{backbone}_{dataset}_{method}.yaml"
-                config = yaml.safe_load((experiments / source).read_text())
+                config = composed_recipe(experiments / source)  # self-contained
                 target = EXPORT_FOLDER / dataset_folder / "configs" / backbone_folder / (
                     f"{method}.yaml")
                 header = _HEADER.format(

@@ -83,6 +83,7 @@ from .allowlist import (
 from .atomic_files import AtomicCheckpointIO
 from .callbacks.exact_resume import saved_on_interruption
 from .checkpoints import check_lightning_checkpoint, is_url, read_checkpoint
+from .recipe_bases import expand_recipe_bases
 from .tu_format import (
     DEFAULT_ROUTINE, check_datamodule_named, normalise_recipe, register_shorthands,
     resolve_datamodule,
@@ -442,7 +443,7 @@ class TUSigmaNormCLI(TULightningCLI):
         keeps ``args`` to tell given values from defaults (``--ckpt_path``)."""
         from_command_line = args is None
         if args is None or isinstance(args, list | tuple):
-            args = tu_format_args(sys.argv[1:] if args is None else args)
+            args = expand_recipe_bases(tu_format_args(sys.argv[1:] if args is None else args))
         self._args = args
         with warnings.catch_warnings():
             if from_command_line:  # the args are sys.argv's, not given besides them

@@ -4,8 +4,8 @@ import math
 from pathlib import Path
 
 import pytest
-import yaml
 
+from torch_uncertainty_signorm.recipe_bases import composed_recipe
 from torch_uncertainty_signorm.reproduction.published import TABLES, load_table
 
 #: Every ``\begin{table}`` label of the paper (signorm_ensembles.tex), in order of appearance.
@@ -125,7 +125,7 @@ def test_sidecar_budgets_follow_the_recipes():
             dataset="CIFAR-10", arch="ResNet-18", method="σN-Ens")),
         "vit_imagenet_signorm.yaml": (vit, vit.row(dataset="ImageNet", method="sigmaN-Ens")),
     }.items():
-        trainer = yaml.safe_load((experiments / recipe).read_text())["trainer"]
+        trainer = composed_recipe(experiments / recipe)["trainer"]
         budget = table.budget(keys)
         assert all(trainer.get(k) == v for k, v in budget.items() if k != "source"), recipe
 
@@ -160,7 +160,6 @@ def test_params_errata_hold_the_printed_and_the_recomputed_count(name, erratum):
     from pathlib import Path
 
     import torch
-    import yaml
 
     from torch_uncertainty_signorm import parameter_counts
 
@@ -169,8 +168,7 @@ def test_params_errata_hold_the_printed_and_the_recomputed_count(name, erratum):
     assert row[erratum["column"]] == pytest.approx(erratum["published"])
     assert table.errata(row) == {"Params": erratum}
     recipe = erratum["reason"].split("experiments/")[1].split(".yaml")[0]
-    config = yaml.safe_load((Path(__file__).parents[2] / "experiments" / f"{recipe}.yaml")
-                            .read_text())
+    config = composed_recipe(Path(__file__).parents[2] / "experiments" / f"{recipe}.yaml")
     with torch.device("meta"):
         model = _build(config["routine"]["init_args"]["model"])
     millions = parameter_counts(model)["total"] / 1e6

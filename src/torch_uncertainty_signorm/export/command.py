@@ -13,7 +13,6 @@ import argparse
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-import yaml
 
 from .. import allowlist
 from ..checkpoints import load_backbone_checkpoint
@@ -27,15 +26,19 @@ _DESCRIPTION = "Export a trained σNorm-Ensemble as safetensors, and each member
 
 def _recipe_model_block(recipe: Path, overrides: Sequence[str], allowed: Sequence[str]) -> dict:
     """The recipe's model block as the command parses it, allow-listed before and after."""
+    from ..recipe_bases import recipe_chain
     from ..recipe_parsing import parse_recipe
 
     if not recipe.is_file():
         raise FileNotFoundError(f"--config {str(recipe)!r} does not exist.")
-    raw_block = yaml.safe_load(recipe.read_text())
-    for key in ("routine", "init_args", "model"):
-        raw_block = raw_block.get(key) if isinstance(raw_block, Mapping) else None
-    if isinstance(raw_block, Mapping):  # refuse before the parser imports any class path
-        check_ensemble_spec(raw_block, allowed)
+    for path, raw_block in recipe_chain(recipe):  # the recipe and each of its base files
+        for key in ("routine", "init_args", "model"):
+            raw_block = raw_block.get(key) if isinstance(raw_block, Mapping) else None
+        if isinstance(raw_block, Mapping):  # refuse before the parser imports any class path
+            try:
+                check_ensemble_spec(raw_block, allowed)
+            except ValueError as error:
+                raise ValueError(f"{path}: {error}") from None
     routine = parse_recipe(recipe, overrides).get("routine")
     block = routine.get("init_args", {}).get("model") if routine is not None else None
     if block is None or "class_path" not in block:
