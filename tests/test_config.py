@@ -1,5 +1,6 @@
-"""SigmaNormConfig: one object holding a σNorm-Ensemble's settings, read and written by the wrapper,
-its factory and an export's config.json."""
+"""One config object per method: SigmaNormConfig holds a σNorm-Ensemble's settings, read and
+written by the wrapper, its factory and an export's config.json; FiLMConfig and LoRAEnsembleConfig
+those of the baselines."""
 
 from __future__ import annotations
 
@@ -9,9 +10,17 @@ import json
 
 import pytest
 import torch
-from fixtures.backbones import randomize_norms, tiny_resnet, tiny_signorm_spec
+from fixtures.backbones import randomize_norms, tiny_resnet, tiny_signorm_spec, tiny_vit
 
 from torch_uncertainty_signorm import SigmaNormConfig, SigmaNormEnsemble, signorm_ensemble
+from torch_uncertainty_signorm.baselines import (
+    FiLMConfig,
+    FiLMEnsemble,
+    LoRAEnsemble,
+    LoRAEnsembleConfig,
+    film_ensemble,
+    lora_ensemble,
+)
 from torch_uncertainty_signorm.export import build_model, export_ensemble, load_ensemble
 
 FIELDS = [field.name for field in dataclasses.fields(SigmaNormConfig)]
@@ -22,10 +31,61 @@ def _keyword_defaults(function) -> dict:
     return {p.name: p.default for p in parameters if p.kind is inspect.Parameter.KEYWORD_ONLY}
 
 
-@pytest.mark.parametrize("function", [SigmaNormEnsemble, signorm_ensemble])
-def test_the_wrapper_and_the_factory_take_exactly_the_config_fields_with_its_defaults(function):
-    assert _keyword_defaults(function) == SigmaNormConfig.defaults()
-    assert sorted(_keyword_defaults(function)) == sorted(FIELDS)
+METHODS = {
+    "signorm": (SigmaNormConfig, SigmaNormEnsemble, signorm_ensemble, tiny_resnet),
+    "film": (FiLMConfig, FiLMEnsemble, film_ensemble, tiny_resnet),
+    "lora": (LoRAEnsembleConfig, LoRAEnsemble, lora_ensemble, tiny_vit),
+}
+WRAPPERS_AND_FACTORIES = [
+    pytest.param(config, function, id=f"{method}-{function.__name__}")
+    for method, (config, wrapper, factory, _) in METHODS.items()
+    for function in (wrapper, factory)
+]
+
+
+@pytest.mark.parametrize(("config_class", "function"), WRAPPERS_AND_FACTORIES)
+def test_the_wrapper_and_the_factory_take_exactly_the_config_fields_with_its_defaults(
+    config_class, function
+):
+    fields = [field.name for field in dataclasses.fields(config_class)]
+    assert _keyword_defaults(function) == config_class.defaults()
+    assert sorted(_keyword_defaults(function)) == sorted(fields)
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_every_method_exposes_its_config_and_round_trips_it(method):
+    config_class, wrapper, factory, backbone = METHODS[method]
+    assert wrapper(backbone(), 2).config == config_class()
+    config = config_class(num_classes=7, head="head", expand_at="input")
+    assert config_class.from_dict(json.loads(json.dumps(config.to_dict()))) == config
+    assert factory(backbone(), 2, num_classes=7, expand_at="input").config == dataclasses.replace(
+        config, head=None)
+    assert wrapper(backbone(), 2, config_class(num_classes=7)).config.num_classes == 7
+    with pytest.raises(ValueError, match=r"Both config and keyword arguments set num_classes=3"):
+        wrapper(backbone(), 2, config_class(num_classes=7), num_classes=3)
+    with pytest.raises(ValueError, match=rf"{config_class.__name__} has no setting 'tau"):
+        config_class.from_dict({"tau_": 1.0})
+
+
+@pytest.mark.parametrize(("config_class", "settings", "message"), [
+    (FiLMConfig, {"gain": -1.0}, "gain must be a finite number >= 0"),
+    (FiLMConfig, {"init_center": "one"}, "init_center must be 'affine' or 'zero', got 'one'"),
+    (LoRAEnsembleConfig, {"rank": 0}, "rank must be an integer >= 1"),
+    (LoRAEnsembleConfig, {"alpha": 0.0}, "alpha must be a finite number > 0"),
+    (LoRAEnsembleConfig, {"init_gain": -1.0}, "init_gain must be a finite number >= 0"),
+    (LoRAEnsembleConfig, {"target_modules": []}, "target_modules must be a preset name, a"),
+])
+def test_bad_baseline_values_give_the_wrappers_errors(config_class, settings, message):
+    with pytest.raises(ValueError) as error:
+        config_class(**settings)
+    assert message in str(error.value)
+
+
+def test_lora_target_modules_are_kept_as_a_tuple_and_written_as_a_list():
+    config = LoRAEnsembleConfig(target_modules=["qkv"])
+    assert config.target_modules == ("qkv",)
+    assert config.to_dict()["target_modules"] == ["qkv"]
+    assert lora_ensemble(tiny_vit(), 2, target_modules=["qkv"]).config == config
 
 
 def test_the_wrapper_exposes_its_config_and_defaults_are_the_configs():

@@ -1,7 +1,8 @@
 """One configuration object per method (as peft's ``LoraConfig``): the settings of a wrapper, read
 and written by the wrapper, its factory and an export's ``config.json``.
 
-A config holds the method's settings only: neither the backbone nor the number of members M,
+:class:`SigmaNormConfig` for σN-Ens, :class:`FiLMConfig` and :class:`LoRAEnsembleConfig` for the
+baselines. A config holds the method's settings only: neither the backbone nor the number of members M,
 which the wrapper takes beside it. Its fields are the wrapper's keyword arguments, with the
 same names and defaults (:func:`settings_of` reads them from a call's arguments), so a recipe's
 ``init_args`` block is a config written out.
@@ -23,7 +24,11 @@ from .checks import check_integer, check_positive_number
 from .layer_selection import check_selection
 from .regularization import DEFAULT_DIVERSITY_STRENGTH, DEFAULT_TAU, check_penalty_settings
 
-__all__ = ["MethodConfig", "SigmaNormConfig", "settings_of"]
+__all__ = [
+    "FiLMConfig", "LoRAEnsembleConfig", "MethodConfig", "SigmaNormConfig", "check_init_center",
+    "settings_of",
+]
+
 
 def _plain(value: Any) -> Any:
     """``value`` as JSON data: tuples as lists, paths as strings."""
@@ -192,4 +197,73 @@ class SigmaNormConfig(MethodConfig):
                 self.regularized_layers, str) else tuple(self.regularized_layers),
         }
         for name, value in normalised.items():
+            object.__setattr__(self, name, value)
+
+
+#: Centre of FiLM-Ensemble's member initialisation.
+InitCenter = Literal["affine", "zero"]
+
+
+def check_init_center(init_center: Any) -> None:
+    """Refuse an ``init_center`` other than ``"affine"`` or ``"zero"``."""
+    _check_choice("init_center", init_center, ("affine", "zero"))
+
+
+@dataclasses.dataclass(frozen=True)
+class FiLMConfig(MethodConfig):
+    """The settings of a FiLM-Ensemble
+    (:class:`~torch_uncertainty_signorm.baselines.FiLMEnsemble`, whose arguments document each).
+
+    Raises:
+        ValueError: Naming the field and its valid values.
+    """
+
+    num_classes: int | None = None
+    gain: float = 1.0
+    init_center: InitCenter = "affine"
+    head: str | None = None
+    expand_at: str = "auto"
+
+    def __post_init__(self) -> None:
+        if self.num_classes is not None:
+            check_integer("num_classes", self.num_classes)
+        gain = check_positive_number("gain", self.gain, allow_zero=True)
+        check_init_center(self.init_center)
+        _check_name("head", self.head, "the name of the classifier or None", optional=True)
+        _check_name("expand_at", self.expand_at, "'auto', 'input' or a module name")
+        object.__setattr__(self, "gain", gain)
+
+
+@dataclasses.dataclass(frozen=True)
+class LoRAEnsembleConfig(MethodConfig):
+    """The settings of a LoRA-Ensemble
+    (:class:`~torch_uncertainty_signorm.baselines.LoRAEnsemble`, whose arguments document each);
+    ``target_modules`` is kept as a string, a tuple of names or ``None``.
+
+    Raises:
+        ValueError: Naming the field and its valid values.
+    """
+
+    num_classes: int | None = None
+    rank: int = 8
+    alpha: float = 8.0
+    target_modules: str | tuple[str, ...] | None = None
+    init_gain: float = 10.0
+    head: str | None = None
+    expand_at: str = "auto"
+
+    def __post_init__(self) -> None:
+        rank = check_integer("rank", self.rank)
+        alpha = check_positive_number("alpha", self.alpha)
+        init_gain = check_positive_number("init_gain", self.init_gain, allow_zero=True)
+        if self.num_classes is not None:
+            check_integer("num_classes", self.num_classes)
+        targets = self.target_modules
+        if targets is not None:
+            check_selection("target_modules", targets)
+            targets = targets if isinstance(targets, str) else tuple(targets)
+        _check_name("head", self.head, "the name of the classifier or None", optional=True)
+        _check_name("expand_at", self.expand_at, "'auto', 'input' or a module name")
+        for name, value in (("rank", rank), ("alpha", alpha), ("init_gain", init_gain),
+                            ("target_modules", targets)):
             object.__setattr__(self, name, value)
