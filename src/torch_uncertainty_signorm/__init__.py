@@ -17,6 +17,7 @@ _EXPORTS = {
     "convert_norm_layers": "conversion", "find_norm_layers": "conversion",
     **dict.fromkeys(["geometric_ambiguity", "jensen_gap", "member_ownership", "mutual_information",
                      "ownership_counts", "pairwise_cosine", "signorm_cosine"], "diversity"),
+    "SigmaNormConfig": "config",
     "SigmaNormEnsemble": "ensemble", "signorm_ensemble": "ensemble",
     "REGULARIZED_LAYER_PRESETS": "layer_selection", "select_layers": "layer_selection",
     **dict.fromkeys(["MemberHeads", "SigmaBatchNorm1d", "SigmaBatchNorm2d", "SigmaBatchNorm3d",
@@ -30,6 +31,7 @@ _EXPORTS = {
 }
 
 if TYPE_CHECKING:
+    from .config import SigmaNormConfig
     from .conversion import convert_norm_layers, find_norm_layers
     from .diversity import (
         geometric_ambiguity, jensen_gap, member_ownership, mutual_information, ownership_counts,
@@ -86,6 +88,7 @@ __all__ = [
     "SigmaGroupNorm",
     "SigmaLayerNorm",
     "SigmaLayerNorm2d",
+    "SigmaNormConfig",
     "SigmaNormEnsemble",
     "SigmaRMSNorm",
     "SigmaSyncBatchNorm",

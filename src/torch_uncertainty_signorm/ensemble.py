@@ -10,7 +10,7 @@ import torch
 from torch import Tensor, nn
 
 from .checkpoints import read_backbone_checkpoint
-from .checks import check_integer, check_positive_number
+from .config import SigmaNormConfig, settings_of
 from .conversion import convert_norm_layers, find_norm_layers, norms_at_initial_state
 from .layer_selection import select_layers
 from .layers.member_heads import MemberHeads
@@ -21,14 +21,13 @@ from .member_wrapper import (
     member_major,
     remove_classifier,
 )
-from .regularization import (
-    DEFAULT_DIVERSITY_STRENGTH,
-    DEFAULT_TAU,
-    ImportanceSharingPenalty,
-)
+from .regularization import ImportanceSharingPenalty
 from .regularization_guard import require_diversity_loss
 
 __all__ = ["SigmaNormEnsemble", "signorm_ensemble"]
+
+#: The settings' defaults, read from :class:`SigmaNormConfig` (their one source).
+_DEFAULT = SigmaNormConfig
 
 #: Backbone rows per evaluation pass on CPU with ``eval_chunk_size="auto"``: one pass over
 #: all B·M rows allocates M× larger activations than a single model's pass over B inputs, which
@@ -44,16 +43,6 @@ def _placement(model: nn.Module, classifier: str | None) -> dict:
     if not isinstance(weight, Tensor):
         weight = next(model.parameters(), None)
     return {} if weight is None else {"device": weight.device, "dtype": weight.dtype}
-
-
-def _check_eval_chunk_size(value: Any) -> None:
-    if value is None or value == "auto":
-        return
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(
-            f"eval_chunk_size must be 'auto', None or an integer >= 1 (backbone rows per "
-            f"evaluation pass), got {value!r}."
-        )
 
 
 def _split_batch(inputs: Tensor | Mapping[str, Any], size: int, batch_size: int) -> list:
@@ -110,6 +99,10 @@ class SigmaNormEnsemble(MemberWrapper):
         model: A classifier: TorchUncertainty ResNet/WideResNet, torchvision ResNet,
             timm model, or transformers sequence classifier.
         num_estimators: Number of members M.
+        config: The settings below as one :class:`~torch_uncertainty_signorm.SigmaNormConfig`
+            (or its ``to_dict()``), instead of keyword arguments; a keyword argument left at
+            its default takes the config's value, and one differing from it is an error. The
+            ensemble's settings are its :attr:`config` either way.
         num_classes: Classes of the member heads; defaults to the replaced classifier's.
         pretrained: ``True`` converts each norm layer so that every member reproduces the
             pretrained output (frozen magnitude, sign and shift), and refuses a backbone whose
@@ -154,43 +147,34 @@ class SigmaNormEnsemble(MemberWrapper):
         self,
         model: nn.Module,
         num_estimators: int,
+        config: SigmaNormConfig | None = None,
         *,
-        num_classes: int | None = None,
-        pretrained: bool = False,
-        checkpoint: str | Path | None = None,
-        regularized_layers: str | Sequence[str] = "all",
-        tau: float = DEFAULT_TAU,
-        diversity_strength: float = DEFAULT_DIVERSITY_STRENGTH,
-        scale_init_std: float = 1.0,
-        member_spread: float = 0.0,
-        head: str | None = None,
-        head_norm: Literal["auto", "batch", "layer"] = "auto",
-        expand_at: str = "auto",
-        eval_chunk_size: int | Literal["auto"] | None = "auto",
+        num_classes: int | None = _DEFAULT.num_classes,
+        pretrained: bool = _DEFAULT.pretrained,
+        checkpoint: str | Path | None = _DEFAULT.checkpoint,
+        regularized_layers: str | Sequence[str] = _DEFAULT.regularized_layers,
+        tau: float = _DEFAULT.tau,
+        diversity_strength: float = _DEFAULT.diversity_strength,
+        scale_init_std: float = _DEFAULT.scale_init_std,
+        member_spread: float = _DEFAULT.member_spread,
+        head: str | None = _DEFAULT.head,
+        head_norm: Literal["auto", "batch", "layer"] = _DEFAULT.head_norm,
+        expand_at: str = _DEFAULT.expand_at,
+        eval_chunk_size: int | Literal["auto"] | None = _DEFAULT.eval_chunk_size,
     ) -> None:
+        config = SigmaNormConfig.resolve(config, settings_of(SigmaNormConfig, locals()))
         super().__init__(num_estimators)
-        _check_eval_chunk_size(eval_chunk_size)
-        self.eval_chunk_size = eval_chunk_size
-        if head_norm not in ("auto", "batch", "layer"):
-            raise ValueError(f"head_norm must be 'auto', 'batch' or 'layer', got {head_norm!r}.")
-        self.penalty = ImportanceSharingPenalty(tau, diversity_strength)
+        self.config = config
+        self.eval_chunk_size = config.eval_chunk_size
+        self.member_spread = config.member_spread
+        self.penalty = ImportanceSharingPenalty(config.tau, config.diversity_strength)
         # Validate everything before modifying the user's model in place.
         norm_names = find_norm_layers(model)
         self.signorm_layer_names = norm_names
-        self.regularized_layer_names = select_layers(norm_names, regularized_layers)
-        classifier, in_features, replaced_classes = find_classifier(model, head)
-        expand_at = self.expansion_point(model, expand_at, norm_names)
-        if num_classes is not None:
-            check_integer("num_classes", num_classes)
-        if not isinstance(pretrained, bool):
-            raise ValueError(f"pretrained must be True or False, got {pretrained!r}.")
-        if checkpoint is not None and not pretrained:
-            raise ValueError(
-                f"checkpoint={str(checkpoint)!r} needs pretrained=True: from-scratch σNorm would "
-                f"discard the checkpoint's normalisation layers."
-            )
-        check_positive_number("scale_init_std", scale_init_std, allow_zero=True)
-        self.member_spread = check_positive_number("member_spread", member_spread, True)
+        self.regularized_layer_names = select_layers(norm_names, config.regularized_layers)
+        classifier, in_features, replaced_classes = find_classifier(model, config.head)
+        expand_at = self.expansion_point(model, config.expand_at, norm_names)
+        checkpoint, pretrained = config.checkpoint, config.pretrained
         state = None if checkpoint is None else read_backbone_checkpoint(model, checkpoint)
         if pretrained:
             current = model.state_dict() if state is None else state
@@ -203,17 +187,18 @@ class SigmaNormEnsemble(MemberWrapper):
             model,
             num_estimators,
             pretrained=pretrained,
-            scale_init_std=scale_init_std,
-            member_spread=member_spread,
+            scale_init_std=config.scale_init_std,
+            member_spread=config.member_spread,
             spread_layers=self.regularized_layer_names,
         )
         remove_classifier(model, classifier)
         self.set_backbone(model, expand_at, norm_names)
+        head_norm = config.head_norm
         if head_norm == "auto":
             is_layer_norm = any(isinstance(m, SigmaLayerNorm) for m in converted.values())
             head_norm = "layer" if is_layer_norm else "batch"
         self.heads = MemberHeads(
-            in_features, num_classes or replaced_classes, num_estimators, norm=head_norm
+            in_features, config.num_classes or replaced_classes, num_estimators, norm=head_norm
         ).to(**placement)
         require_diversity_loss(self)  # never trains silently without its regulariser
 
@@ -291,38 +276,25 @@ def signorm_ensemble(
     model: nn.Module,
     num_estimators: int,
     *,
-    pretrained: bool = False,
-    checkpoint: str | None = None,
-    num_classes: int | None = None,
-    regularized_layers: str | list[str] = "all",
-    tau: float = DEFAULT_TAU,
-    diversity_strength: float = DEFAULT_DIVERSITY_STRENGTH,
-    scale_init_std: float = 1.0,
-    member_spread: float = 0.0,
-    head: str | None = None,
-    head_norm: Literal["auto", "batch", "layer"] = "auto",
-    expand_at: str = "auto",
-    eval_chunk_size: int | Literal["auto"] | None = "auto",
+    pretrained: bool = _DEFAULT.pretrained,
+    checkpoint: str | None = _DEFAULT.checkpoint,
+    num_classes: int | None = _DEFAULT.num_classes,
+    regularized_layers: str | list[str] = _DEFAULT.regularized_layers,
+    tau: float = _DEFAULT.tau,
+    diversity_strength: float = _DEFAULT.diversity_strength,
+    scale_init_std: float = _DEFAULT.scale_init_std,
+    member_spread: float = _DEFAULT.member_spread,
+    head: str | None = _DEFAULT.head,
+    head_norm: Literal["auto", "batch", "layer"] = _DEFAULT.head_norm,
+    expand_at: str = _DEFAULT.expand_at,
+    eval_chunk_size: int | Literal["auto"] | None = _DEFAULT.eval_chunk_size,
 ) -> SigmaNormEnsemble:
     """Build a :class:`SigmaNormEnsemble` (TorchUncertainty-style factory, usable from YAML).
 
-    Args are those of :class:`SigmaNormEnsemble`; ``pretrained=True`` selects the
-    output-preserving conversion of a pretrained backbone, ``False`` from-scratch σNorm;
-    ``checkpoint`` loads a single model's weights first (FineTune).
+    Args are those of :class:`SigmaNormEnsemble` (the fields of :class:`SigmaNormConfig`);
+    ``pretrained=True`` selects the output-preserving conversion of a pretrained backbone,
+    ``False`` from-scratch σNorm; ``checkpoint`` loads a single model's weights first
+    (FineTune).
     """
-    return SigmaNormEnsemble(
-        model,
-        num_estimators,
-        num_classes=num_classes,
-        pretrained=pretrained,
-        checkpoint=checkpoint,
-        regularized_layers=regularized_layers,
-        tau=tau,
-        diversity_strength=diversity_strength,
-        scale_init_std=scale_init_std,
-        member_spread=member_spread,
-        head=head,
-        head_norm=head_norm,
-        expand_at=expand_at,
-        eval_chunk_size=eval_chunk_size,
-    )
+    config = SigmaNormConfig(**settings_of(SigmaNormConfig, locals()))
+    return SigmaNormEnsemble(model, num_estimators, config)

@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
+from typing import Any
 
-__all__ = ["REGULARIZED_LAYER_PRESETS", "match_names", "select_layers"]
+__all__ = ["REGULARIZED_LAYER_PRESETS", "check_selection", "match_names", "select_layers"]
 
 #: Presets of the paper (Appendix "Implementation details"), as regexes on layer names.
 REGULARIZED_LAYER_PRESETS: dict[str, str | None] = {
@@ -78,11 +79,7 @@ def match_names(
                 f"Available layers: {_available(names)}."
             )
         return selected
-    if not isinstance(spec, Sequence) or not spec or not all(isinstance(s, str) for s in spec):
-        raise ValueError(
-            f"{argument} must be a preset name, a regex or a non-empty list of layer "
-            f"names, got {spec!r}."
-        )
+    check_selection(argument, spec)
     for entry in spec:
         if not any(name == entry or name.endswith("." + entry) for name in names):
             raise ValueError(
@@ -90,6 +87,18 @@ def match_names(
                 f"Available layers: {_available(names)}."
             )
     return [n for n in names if any(n == e or n.endswith("." + e) for e in spec)]
+
+
+def check_selection(argument: str, spec: Any) -> None:
+    """Refuse a ``spec`` that is neither a string (preset or regex) nor a non-empty list of
+    strings (names or name suffixes)."""
+    if isinstance(spec, str):
+        return
+    if not isinstance(spec, Sequence) or not spec or not all(isinstance(s, str) for s in spec):
+        raise ValueError(
+            f"{argument} must be a preset name, a regex or a non-empty list of layer "
+            f"names, got {spec!r}."
+        )
 
 
 def select_layers(names: Sequence[str], spec: str | Sequence[str]) -> list[str]:

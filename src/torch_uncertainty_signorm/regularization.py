@@ -11,7 +11,7 @@ from .checks import check_positive_number
 
 __all__ = [
     "DEFAULT_DIVERSITY_STRENGTH", "DEFAULT_TAU", "MAX_DIVERSITY_STRENGTH", "TAU_RANGE",
-    "ImportanceSharingPenalty", "sharing_penalty",
+    "ImportanceSharingPenalty", "check_penalty_settings", "sharing_penalty",
 ]
 
 #: Temperatures where the penalty works in float32 on importances in (0, 1): below, shares
@@ -53,6 +53,28 @@ def sharing_penalty(importances: Tensor, tau: float | Tensor) -> Tensor:
     return (scaled.sum(dim=-2) - num_members * torch.logsumexp(scaled, dim=-2)).sum()
 
 
+def check_penalty_settings(tau: float, diversity_strength: float) -> tuple[float, float]:
+    """``(tau, diversity_strength)`` as floats if ``tau`` is a number in :data:`TAU_RANGE` and
+    ``diversity_strength`` one in ``[0, MAX_DIVERSITY_STRENGTH]``, else ValueError."""
+    tau_value = check_positive_number("tau", tau)
+    low, high = TAU_RANGE
+    if not low <= tau_value <= high:
+        raise ValueError(
+            f"tau={tau!r} is outside [{low:g}, {high:g}], where the diversity penalty works: "
+            f"below, shares are already one-hot and a lower tau only scales the gradient by "
+            f"1/tau; above, the gradient vanishes in float32. To switch the regulariser "
+            f"off, set diversity_strength=0."
+        )
+    strength = check_positive_number("diversity_strength (lambda)", diversity_strength, True)
+    if strength > MAX_DIVERSITY_STRENGTH:
+        raise ValueError(
+            f"diversity_strength (lambda)={diversity_strength!r} is above {MAX_DIVERSITY_STRENGTH:g}: "
+            f"the regulariser would swamp the task loss (the paper uses 1e-4 to 1e-1, "
+            f"{DEFAULT_DIVERSITY_STRENGTH:g} by default)."
+        )
+    return tau_value, strength
+
+
 class ImportanceSharingPenalty(nn.Module):
     r"""Penalises members sharing a feature's importance: :math:`\lambda \sum_{\ell \in
     \mathcal{R}} \mathcal{L}(\sigma(\gamma^\ell), \tau)`, computed in one pass over layers.
@@ -74,24 +96,7 @@ class ImportanceSharingPenalty(nn.Module):
         self, tau: float = DEFAULT_TAU, diversity_strength: float = DEFAULT_DIVERSITY_STRENGTH
     ) -> None:
         super().__init__()
-        self.tau = check_positive_number("tau", tau)
-        low, high = TAU_RANGE
-        if not low <= self.tau <= high:
-            raise ValueError(
-                f"tau={tau!r} is outside [{low:g}, {high:g}], where the diversity penalty works: "
-                f"below, shares are already one-hot and a lower tau only scales the gradient by "
-                f"1/tau; above, the gradient vanishes in float32. To switch the regulariser "
-                f"off, set diversity_strength=0."
-            )
-        self.diversity_strength = check_positive_number(
-            "diversity_strength (lambda)", diversity_strength, True
-        )
-        if self.diversity_strength > MAX_DIVERSITY_STRENGTH:
-            raise ValueError(
-                f"diversity_strength (lambda)={diversity_strength!r} is above {MAX_DIVERSITY_STRENGTH:g}: "
-                f"the regulariser would swamp the task loss (the paper uses 1e-4 to 1e-1, "
-                f"{DEFAULT_DIVERSITY_STRENGTH:g} by default)."
-            )
+        self.tau, self.diversity_strength = check_penalty_settings(tau, diversity_strength)
 
     def forward(self, importances: Sequence[Tensor] | Tensor) -> Tensor:
         """λ · penalty of ``(M, F_ℓ)`` importances, concatenated along features."""

@@ -26,29 +26,26 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from typing import Any, Literal
 
 import torch
 from torch import Tensor, nn
 
 from .. import _compat
-from ..checks import check_integer, check_positive_number
+from ..checks import check_positive_number
+from ..config import FiLMConfig, InitCenter, check_init_center, settings_of
 from ..conversion import replace_modules
 from ..layers.member_norm import MemberBatchNorm
 from ..member_wrapper import MemberWrapper, find_classifier, member_major
 
 __all__ = ["FiLMBatchNorm", "FiLMEnsemble", "film_ensemble"]
 
-InitCenter = Literal["affine", "zero"]
+#: The settings' defaults, read from :class:`~torch_uncertainty_signorm.config.FiLMConfig`.
+_DEFAULT = FiLMConfig
+
 #: The torch BatchNorm classes a FiLM member folds back into: the first the replaced layer
 #: is an instance of (the activation of a subclass such as timm's ``BatchNormAct2d`` is not
 #: part of what FiLM computes).
 _PLAIN_BATCH_NORMS = (nn.BatchNorm1d, nn.BatchNorm2d, nn.BatchNorm3d, nn.SyncBatchNorm)
-
-
-def _check_init_center(init_center: Any) -> None:
-    if init_center not in ("affine", "zero"):
-        raise ValueError(f"init_center must be 'affine' or 'zero', got {init_center!r}.")
 
 
 class FiLMBatchNorm(MemberBatchNorm):
@@ -116,7 +113,7 @@ class FiLMBatchNorm(MemberBatchNorm):
     ) -> FiLMBatchNorm:
         """The FiLM layer replacing ``module``: its hyper-parameters and running statistics,
         members drawn around ``module``'s affine (``"affine"``) or around zero (``"zero"``)."""
-        _check_init_center(init_center)
+        check_init_center(init_center)
         ref = module.weight if module.weight is not None else module.running_mean
         layer = cls(
             module.num_features,
@@ -179,6 +176,10 @@ class FiLMEnsemble(MemberWrapper):
         model: A classifier with BatchNorm layers (TorchUncertainty ResNet/WideResNet,
             torchvision ResNet, timm CNN).
         num_estimators: Number of members M.
+        config: The settings below as one :class:`~torch_uncertainty_signorm.config.FiLMConfig`
+            (or its ``to_dict()``), instead of keyword arguments; a keyword argument left at
+            its default takes the config's value, and one differing from it is an error. The
+            ensemble's settings are its :attr:`config` either way.
         num_classes: Replace the classifier by a fresh shared one with this many classes;
             ``None`` keeps the backbone's.
         gain: Spread of the members' affine initialisation, the only source of diversity.
@@ -202,26 +203,27 @@ class FiLMEnsemble(MemberWrapper):
         self,
         model: nn.Module,
         num_estimators: int,
+        config: FiLMConfig | None = None,
         *,
-        num_classes: int | None = None,
-        gain: float = 1.0,
-        init_center: InitCenter = "affine",
-        head: str | None = None,
-        expand_at: str = "auto",
+        num_classes: int | None = _DEFAULT.num_classes,
+        gain: float = _DEFAULT.gain,
+        init_center: InitCenter = _DEFAULT.init_center,
+        head: str | None = _DEFAULT.head,
+        expand_at: str = _DEFAULT.expand_at,
     ) -> None:
+        config = FiLMConfig.resolve(config, settings_of(FiLMConfig, locals()))
         super().__init__(num_estimators)
-        if num_classes is not None:
-            check_integer("num_classes", num_classes)
-        check_positive_number("gain", gain, allow_zero=True)
-        _check_init_center(init_center)
+        self.config = config
+        num_classes, gain, init_center = config.num_classes, config.gain, config.init_center
+        head = config.head
         names = _batch_norm_names(model)
-        expand_at = self.expansion_point(model, expand_at, names)
+        expand_at = self.expansion_point(model, config.expand_at, names)
         if num_classes is not None:
             classifier, in_features, classes = find_classifier(model, head)
             if classes != num_classes:
                 _replace_classifier(model, classifier, in_features, num_classes)
 
-        self.gain = float(gain)
+        self.gain = gain
         self.init_center = init_center
         self.head = head
         self.film_layer_names = names
@@ -261,22 +263,15 @@ def film_ensemble(
     model: nn.Module,
     num_estimators: int,
     *,
-    num_classes: int | None = None,
-    gain: float = 1.0,
-    init_center: InitCenter = "affine",
-    head: str | None = None,
-    expand_at: str = "auto",
+    num_classes: int | None = _DEFAULT.num_classes,
+    gain: float = _DEFAULT.gain,
+    init_center: InitCenter = _DEFAULT.init_center,
+    head: str | None = _DEFAULT.head,
+    expand_at: str = _DEFAULT.expand_at,
 ) -> FiLMEnsemble:
     """Build a :class:`FiLMEnsemble` (TorchUncertainty-style factory, usable from YAML).
 
-    Args are those of :class:`FiLMEnsemble`.
+    Args are those of :class:`FiLMEnsemble` (the fields of
+    :class:`~torch_uncertainty_signorm.config.FiLMConfig`).
     """
-    return FiLMEnsemble(
-        model,
-        num_estimators,
-        num_classes=num_classes,
-        gain=gain,
-        init_center=init_center,
-        head=head,
-        expand_at=expand_at,
-    )
+    return FiLMEnsemble(model, num_estimators, FiLMConfig(**settings_of(FiLMConfig, locals())))

@@ -33,6 +33,7 @@ import torch
 from torch import Tensor, nn
 
 from ..checks import check_integer, check_positive_number
+from ..config import LoRAEnsembleConfig, settings_of
 from ..conversion import replace_modules
 from ..layer_selection import match_names
 from ..layers.member_heads import member_linear, plain_linear
@@ -55,6 +56,9 @@ DEFAULT_TARGET_MODULES = ("qkv", "query", "key", "value", "q_proj", "k_proj", "v
 TARGET_MODULE_PRESETS = {"attention": rf"(.*\.)?({'|'.join(DEFAULT_TARGET_MODULES)})"}
 #: Projections whose output concatenates query, key and value (adapted per slice).
 _FUSED_QKV = ("qkv",)
+#: The settings' defaults, read from
+#: :class:`~torch_uncertainty_signorm.config.LoRAEnsembleConfig`.
+_DEFAULT = LoRAEnsembleConfig
 
 
 class MemberLoRALinear(nn.Module):
@@ -220,6 +224,11 @@ class LoRAEnsemble(MemberWrapper):
     Args:
         model: A timm ViT or a transformers sequence classifier (BERT).
         num_estimators: Number of members M.
+        config: The settings below as one
+            :class:`~torch_uncertainty_signorm.config.LoRAEnsembleConfig` (or its
+            ``to_dict()``), instead of keyword arguments; a keyword argument left at its default
+            takes the config's value, and one differing from it is an error. The ensemble's
+            settings are its :attr:`config` either way.
         num_classes: Classes of the member heads; defaults to the replaced classifier's.
         rank: Adapter rank r (8 in the paper).
         alpha: Adapter scaling numerator; ``alpha / rank = 1`` in the paper.
@@ -247,26 +256,26 @@ class LoRAEnsemble(MemberWrapper):
         self,
         model: nn.Module,
         num_estimators: int,
+        config: LoRAEnsembleConfig | None = None,
         *,
-        num_classes: int | None = None,
-        rank: int = 8,
-        alpha: float = 8.0,
-        target_modules: str | Sequence[str] | None = None,
-        init_gain: float = 10.0,
-        head: str | None = None,
-        expand_at: str = "auto",
+        num_classes: int | None = _DEFAULT.num_classes,
+        rank: int = _DEFAULT.rank,
+        alpha: float = _DEFAULT.alpha,
+        target_modules: str | Sequence[str] | None = _DEFAULT.target_modules,
+        init_gain: float = _DEFAULT.init_gain,
+        head: str | None = _DEFAULT.head,
+        expand_at: str = _DEFAULT.expand_at,
     ) -> None:
+        config = LoRAEnsembleConfig.resolve(config, settings_of(LoRAEnsembleConfig, locals()))
         super().__init__(num_estimators)
-        check_integer("rank", rank)
-        check_positive_number("alpha", alpha)
-        check_positive_number("init_gain", init_gain, allow_zero=True)
-        if num_classes is not None:
-            check_integer("num_classes", num_classes)
+        self.config = config
+        num_classes, rank, alpha = config.num_classes, config.rank, config.alpha
+        init_gain, head = config.init_gain, config.head
         classifier, in_features, replaced_classes = find_classifier(model, head)
-        targets = _find_targets(model, target_modules, classifier)
-        expand_at = self.expansion_point(model, expand_at, targets)
+        targets = _find_targets(model, config.target_modules, classifier)
+        expand_at = self.expansion_point(model, config.expand_at, targets)
         self.rank = rank
-        self.alpha = float(alpha)
+        self.alpha = alpha
         model.requires_grad_(False)
         remove_classifier(model, classifier)
         self.adapted_layer_names = targets
@@ -303,26 +312,18 @@ def lora_ensemble(
     model: nn.Module,
     num_estimators: int,
     *,
-    num_classes: int | None = None,
-    rank: int = 8,
-    alpha: float = 8.0,
-    target_modules: str | list[str] | None = None,
-    init_gain: float = 10.0,
-    head: str | None = None,
-    expand_at: str = "auto",
+    num_classes: int | None = _DEFAULT.num_classes,
+    rank: int = _DEFAULT.rank,
+    alpha: float = _DEFAULT.alpha,
+    target_modules: str | list[str] | None = _DEFAULT.target_modules,
+    init_gain: float = _DEFAULT.init_gain,
+    head: str | None = _DEFAULT.head,
+    expand_at: str = _DEFAULT.expand_at,
 ) -> LoRAEnsemble:
     """Build a :class:`LoRAEnsemble` (TorchUncertainty-style factory, usable from YAML).
 
-    Args are those of :class:`LoRAEnsemble`.
+    Args are those of :class:`LoRAEnsemble` (the fields of
+    :class:`~torch_uncertainty_signorm.config.LoRAEnsembleConfig`).
     """
-    return LoRAEnsemble(
-        model,
-        num_estimators,
-        num_classes=num_classes,
-        rank=rank,
-        alpha=alpha,
-        target_modules=target_modules,
-        init_gain=init_gain,
-        head=head,
-        expand_at=expand_at,
-    )
+    config = LoRAEnsembleConfig(**settings_of(LoRAEnsembleConfig, locals()))
+    return LoRAEnsemble(model, num_estimators, config)

@@ -6,6 +6,7 @@ What each class may be named, and which of its arguments fetch weights, is read 
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 import inspect
 import json
@@ -15,6 +16,7 @@ from typing import Any
 
 from .. import allowlist, model_registry
 from .._plain_data import is_data, with_plain_values
+from ..config import SigmaNormConfig
 from ..ensemble import SigmaNormEnsemble
 from ..layer_selection import REGULARIZED_LAYER_PRESETS
 
@@ -227,15 +229,42 @@ def _ensemble_from_spec(spec: Any, extra_class_paths: Iterable[str]) -> SigmaNor
     untrained backbone, and the values come from the export anyway.
     """
     check_ensemble_spec(spec, extra_class_paths)
-    converted = spec["init_args"].get("pretrained", False)
-    model = _build({**spec, "init_args": {**spec["init_args"], "pretrained": False}})
-    if not isinstance(model, SigmaNormEnsemble):
-        raise TypeError(
-            f"The model block builds a {type(model).__name__}, not a SigmaNormEnsemble; its "
-            f"class_path must be {_ENSEMBLE_ENTRIES[0].class_path} (got "
-            f"{spec.get('class_path')!r})."
-        )
-    if converted:
+    if spec["class_path"] in _ENSEMBLES:
+        model = _signorm_from_spec(spec)
+    else:
+        converted = spec["init_args"].get("pretrained", False)
+        model = _build({**spec, "init_args": {**spec["init_args"], "pretrained": False}})
+        if not isinstance(model, SigmaNormEnsemble):
+            raise TypeError(
+                f"The model block builds a {type(model).__name__}, not a SigmaNormEnsemble; its "
+                f"class_path must be {_ENSEMBLE_ENTRIES[0].class_path} (got "
+                f"{spec.get('class_path')!r})."
+            )
+        if converted:
+            for layer in model.signorm_layers().values():
+                layer.load_pretrained_affine(None, None)
+    return model
+
+
+def _signorm_from_spec(spec: Mapping) -> SigmaNormEnsemble:
+    """A σN-Ens block built through its :class:`SigmaNormConfig`: the keyword arguments beside
+    ``model`` and ``num_estimators`` are read by :meth:`SigmaNormConfig.from_dict`, which
+    refuses any it does not know."""
+    settings = dict(spec.get("init_args") or {})
+    missing = [key for key in ("model", "num_estimators") if key not in settings]
+    if missing:
+        raise ValueError(f"model.init_args lacks {', '.join(missing)}; a σNorm-Ensemble's block "
+                         f"holds the backbone (model), num_estimators and its settings.")
+    backbone, num_estimators = settings.pop("model"), settings.pop("num_estimators")
+    try:
+        config = SigmaNormConfig.resolve(settings.pop("config", None), settings)
+    except (TypeError, ValueError) as error:
+        raise ValueError(f"model.init_args: {error}") from None
+    model = SigmaNormEnsemble(
+        _build(backbone), num_estimators, dataclasses.replace(config, pretrained=False)
+    )
+    if config.pretrained:
         for layer in model.signorm_layers().values():
             layer.load_pretrained_affine(None, None)
+    model.config = config
     return model

@@ -13,7 +13,7 @@ from ..atomic_files import replaced_atomically
 from ..ensemble import SigmaNormEnsemble
 from ..member_wrapper import MemberModel
 from .files import CONFIG_NAME, FORMAT, MEMBER_FILE, WEIGHTS_NAME
-from .spec import _as_data, _portable, check_ensemble_spec
+from .spec import _ENSEMBLES, _as_data, _portable, check_ensemble_spec
 
 __all__ = ["SigmaNormMember", "export_ensemble", "member_model"]
 
@@ -59,7 +59,7 @@ def export_ensemble(
     if not isinstance(model, SigmaNormEnsemble):
         raise TypeError(f"export_ensemble exports a SigmaNormEnsemble, got {type(model).__name__}.")
     check_ensemble_spec(spec, extra_class_paths)
-    spec = _portable(_as_data(spec))
+    spec = _portable(_with_settings(_as_data(spec), model))
     spec["init_args"]["regularized_layers"] = list(model.regularized_layer_names)
     directory = _output_directory(directory, overwrite)
     directory.mkdir(parents=True, exist_ok=True)
@@ -76,6 +76,18 @@ def export_ensemble(
     with replaced_atomically(directory / CONFIG_NAME) as partial:
         partial.write_text(json.dumps(config, indent=2))
     return directory
+
+
+def _with_settings(spec: dict, model: SigmaNormEnsemble) -> dict:
+    """A σN-Ens block with the settings of ``model.config`` (:meth:`SigmaNormConfig.to_dict
+    <torch_uncertainty_signorm.SigmaNormConfig.to_dict>`) as its keyword arguments, beside the
+    backbone and ``num_estimators``; another class's block (``extra_class_paths``) as it is."""
+    if spec["class_path"] not in _ENSEMBLES:
+        return spec
+    settings = model.config.to_dict()
+    kept = {key: value for key, value in spec["init_args"].items()
+            if key not in settings and key != "config"}
+    return {**spec, "init_args": {**kept, **settings}}
 
 
 def _output_directory(directory: str | Path, overwrite: bool) -> Path:

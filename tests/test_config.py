@@ -1,0 +1,209 @@
+"""One config object per method: SigmaNormConfig holds a σNorm-Ensemble's settings, read and
+written by the wrapper, its factory and an export's config.json; FiLMConfig and LoRAEnsembleConfig
+those of the baselines."""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+import json
+
+import pytest
+import torch
+from fixtures.backbones import randomize_norms, tiny_resnet, tiny_signorm_spec, tiny_vit
+
+from torch_uncertainty_signorm import SigmaNormConfig, SigmaNormEnsemble, signorm_ensemble
+from torch_uncertainty_signorm.baselines import (
+    FiLMConfig,
+    FiLMEnsemble,
+    LoRAEnsemble,
+    LoRAEnsembleConfig,
+    film_ensemble,
+    lora_ensemble,
+)
+from torch_uncertainty_signorm.export import build_model, export_ensemble, load_ensemble
+
+FIELDS = [field.name for field in dataclasses.fields(SigmaNormConfig)]
+
+
+def _keyword_defaults(function) -> dict:
+    parameters = inspect.signature(function).parameters.values()
+    return {p.name: p.default for p in parameters if p.kind is inspect.Parameter.KEYWORD_ONLY}
+
+
+METHODS = {
+    "signorm": (SigmaNormConfig, SigmaNormEnsemble, signorm_ensemble, tiny_resnet),
+    "film": (FiLMConfig, FiLMEnsemble, film_ensemble, tiny_resnet),
+    "lora": (LoRAEnsembleConfig, LoRAEnsemble, lora_ensemble, tiny_vit),
+}
+WRAPPERS_AND_FACTORIES = [
+    pytest.param(config, function, id=f"{method}-{function.__name__}")
+    for method, (config, wrapper, factory, _) in METHODS.items()
+    for function in (wrapper, factory)
+]
+
+
+@pytest.mark.parametrize(("config_class", "function"), WRAPPERS_AND_FACTORIES)
+def test_the_wrapper_and_the_factory_take_exactly_the_config_fields_with_its_defaults(
+    config_class, function
+):
+    fields = [field.name for field in dataclasses.fields(config_class)]
+    assert _keyword_defaults(function) == config_class.defaults()
+    assert sorted(_keyword_defaults(function)) == sorted(fields)
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_every_method_exposes_its_config_and_round_trips_it(method):
+    config_class, wrapper, factory, backbone = METHODS[method]
+    assert wrapper(backbone(), 2).config == config_class()
+    config = config_class(num_classes=7, head="head", expand_at="input")
+    assert config_class.from_dict(json.loads(json.dumps(config.to_dict()))) == config
+    assert factory(backbone(), 2, num_classes=7, expand_at="input").config == dataclasses.replace(
+        config, head=None)
+    assert wrapper(backbone(), 2, config_class(num_classes=7)).config.num_classes == 7
+    with pytest.raises(ValueError, match=r"Both config and keyword arguments set num_classes=3"):
+        wrapper(backbone(), 2, config_class(num_classes=7), num_classes=3)
+    with pytest.raises(ValueError, match=rf"{config_class.__name__} has no setting 'tau"):
+        config_class.from_dict({"tau_": 1.0})
+
+
+@pytest.mark.parametrize(("config_class", "settings", "message"), [
+    (FiLMConfig, {"gain": -1.0}, "gain must be a finite number >= 0"),
+    (FiLMConfig, {"init_center": "one"}, "init_center must be 'affine' or 'zero', got 'one'"),
+    (LoRAEnsembleConfig, {"rank": 0}, "rank must be an integer >= 1"),
+    (LoRAEnsembleConfig, {"alpha": 0.0}, "alpha must be a finite number > 0"),
+    (LoRAEnsembleConfig, {"init_gain": -1.0}, "init_gain must be a finite number >= 0"),
+    (LoRAEnsembleConfig, {"target_modules": []}, "target_modules must be a preset name, a"),
+])
+def test_bad_baseline_values_give_the_wrappers_errors(config_class, settings, message):
+    with pytest.raises(ValueError) as error:
+        config_class(**settings)
+    assert message in str(error.value)
+
+
+def test_lora_target_modules_are_kept_as_a_tuple_and_written_as_a_list():
+    config = LoRAEnsembleConfig(target_modules=["qkv"])
+    assert config.target_modules == ("qkv",)
+    assert config.to_dict()["target_modules"] == ["qkv"]
+    assert lora_ensemble(tiny_vit(), 2, target_modules=["qkv"]).config == config
+
+
+def test_the_wrapper_exposes_its_config_and_defaults_are_the_configs():
+    model = SigmaNormEnsemble(tiny_resnet(), 2)
+    assert model.config == SigmaNormConfig()
+    model = signorm_ensemble(tiny_resnet(), 2, tau=0.5, regularized_layers=["bn2"])
+    assert model.config == SigmaNormConfig(tau=0.5, regularized_layers=("bn2",))
+    assert model.penalty.tau == 0.5
+
+
+def test_a_config_builds_the_same_ensemble_as_the_keyword_arguments():
+    config = SigmaNormConfig(tau=0.5, diversity_strength=0.1, head_norm="layer",
+                             regularized_layers="resnet18", eval_chunk_size=None)
+    torch.manual_seed(0)
+    from_keywords = SigmaNormEnsemble(tiny_resnet(), 3, **config.to_dict())
+    torch.manual_seed(0)
+    from_config = SigmaNormEnsemble(tiny_resnet(), 3, config)
+    assert from_config.config == from_keywords.config == config
+    assert from_config.regularized_layer_names == from_keywords.regularized_layer_names
+    for (name, a), (_, b) in zip(from_config.state_dict().items(),
+                                 from_keywords.state_dict().items()):
+        assert torch.equal(a, b), name
+
+
+def test_round_trip_through_a_dict_of_plain_data():
+    config = SigmaNormConfig(num_classes=5, regularized_layers=["layer1.0.bn2", "bn1"], tau=1,
+                             member_spread=0.1, head="linear", expand_at="input",
+                             eval_chunk_size=64)
+    data = config.to_dict()
+    assert list(data) == FIELDS
+    assert json.loads(json.dumps(data)) == data
+    assert data["regularized_layers"] == ["layer1.0.bn2", "bn1"]
+    assert SigmaNormConfig.from_dict(json.loads(json.dumps(data))) == config
+    assert SigmaNormConfig.from_dict({}) == SigmaNormConfig()
+
+
+def test_a_config_is_frozen():
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        SigmaNormConfig().tau = 0.5
+    assert dataclasses.replace(SigmaNormConfig(), tau=0.5).tau == 0.5
+
+
+@pytest.mark.parametrize(("settings", "message"), [
+    ({"tau": 0.0}, "tau must be a finite number > 0"),
+    ({"tau": 1e4}, "tau=10000.0 is outside"),
+    ({"diversity_strength": -1.0}, "diversity_strength (lambda) must be a finite number >= 0"),
+    ({"diversity_strength": 1e4}, "is above"),
+    ({"head_norm": "group"}, "head_norm must be 'auto', 'batch' or 'layer', got 'group'"),
+    ({"eval_chunk_size": 0}, "eval_chunk_size must be 'auto', None or an integer >= 1"),
+    ({"num_classes": 0}, "num_classes must be an integer >= 1"),
+    ({"pretrained": "yes"}, "pretrained must be True or False"),
+    ({"checkpoint": "single.ckpt"}, "checkpoint='single.ckpt' needs pretrained=True"),
+    ({"scale_init_std": -1.0}, "scale_init_std must be a finite number >= 0"),
+    ({"member_spread": float("nan")}, "member_spread must be a finite number >= 0"),
+    ({"regularized_layers": []}, "regularized_layers must be a preset name, a regex or a"),
+    ({"expand_at": 3}, "expand_at must be 'auto', 'input' or a module name"),
+])
+def test_bad_values_give_the_wrappers_errors(settings, message):
+    with pytest.raises(ValueError, match=None) as config_error:
+        SigmaNormConfig(**settings)
+    assert message in str(config_error.value)
+    with pytest.raises(ValueError) as wrapper_error:
+        SigmaNormEnsemble(tiny_resnet(), 2, **settings)
+    assert str(wrapper_error.value) == str(config_error.value)
+
+
+def test_unknown_keys_are_refused_naming_them_and_the_valid_ones():
+    with pytest.raises(ValueError, match=r"no setting 'strength', 'temperature'; valid settings: "
+                                         r"num_classes, pretrained,.*eval_chunk_size\."):
+        SigmaNormConfig.from_dict({"tau": 0.5, "temperature": 1.0, "strength": 0.1})
+    with pytest.raises(TypeError, match="needs a mapping"):
+        SigmaNormConfig.from_dict(["tau"])
+
+
+def test_a_config_and_a_conflicting_keyword_are_refused():
+    config = SigmaNormConfig(tau=0.5)
+    with pytest.raises(ValueError, match=r"Both config and keyword arguments set tau=0.2 "
+                                         r"\(config: 0.5\)"):
+        SigmaNormEnsemble(tiny_resnet(), 2, config, tau=0.2)
+    # Agreeing with the config, or left at the default, is no conflict.
+    assert SigmaNormEnsemble(tiny_resnet(), 2, config, tau=0.5).config == config
+    assert SigmaNormEnsemble(tiny_resnet(), 2, config, head_norm="auto").config == config
+    # The config's dict is a config too.
+    assert SigmaNormEnsemble(tiny_resnet(), 2, config.to_dict()).config == config
+    with pytest.raises(TypeError, match="config must be a SigmaNormConfig"):
+        SigmaNormEnsemble(tiny_resnet(), 2, "tau=0.5")
+
+
+def test_the_export_writes_the_config_and_loading_reads_it_back(tmp_path):
+    spec = tiny_signorm_spec(3, style="cifar", tau=0.5)
+    model = build_model(spec)
+    assert model.config.tau == 0.5
+    export_ensemble(model, spec, tmp_path)
+    written = json.loads((tmp_path / "config.json").read_text())["model"]["init_args"]
+    expected = {**model.config.to_dict(), "regularized_layers": model.regularized_layer_names}
+    del expected["checkpoint"]  # a weight source: an export's weights are its own
+    assert {key: written[key] for key in expected} == expected
+    reloaded = load_ensemble(tmp_path)
+    assert reloaded.config == dataclasses.replace(
+        model.config, regularized_layers=tuple(model.regularized_layer_names))
+
+
+def test_a_converted_export_keeps_its_config(tmp_path):
+    model = signorm_ensemble(randomize_norms(tiny_resnet()), 2, pretrained=True, tau=0.3)
+    spec = tiny_signorm_spec(2, style="cifar", pretrained=True, tau=0.3)
+    export_ensemble(model, spec, tmp_path)
+    reloaded = load_ensemble(tmp_path)
+    assert reloaded.config.pretrained and reloaded.config.tau == 0.3
+    inputs = torch.randn(2, 3, 32, 32)
+    assert torch.equal(reloaded(inputs), model.eval()(inputs))
+
+
+def test_an_export_with_an_unknown_setting_is_refused(tmp_path):
+    spec = tiny_signorm_spec(2, style="cifar")
+    export_ensemble(build_model(spec), spec, tmp_path)
+    path = tmp_path / "config.json"
+    config = json.loads(path.read_text())
+    config["model"]["init_args"]["temperature"] = 0.5
+    path.write_text(json.dumps(config))
+    with pytest.raises(ValueError, match="no setting 'temperature'; valid settings"):
+        load_ensemble(tmp_path)
