@@ -1,40 +1,8 @@
 """σNorm layers, their per-member bases and the members' heads."""
 
+from . import signorm
 from .member_heads import MemberHeads
 from .member_norm import MemberBatchNorm, MemberNorm
-from .signorm import (
-    SigmaBatchNorm,
-    SigmaBatchNorm1d,
-    SigmaBatchNorm2d,
-    SigmaBatchNorm3d,
-    SigmaGroupNorm,
-    SigmaLayerNorm,
-    SigmaLayerNorm2d,
-    SigmaLayerNorm2dFp32,
-    SigmaLayerNormFp32,
-    SigmaNorm,
-    SigmaRMSNorm,
-    SigmaRMSNormFp32,
-    SigmaSyncBatchNorm,
-    output_preserving_reparameterization,
-)
+from .signorm import *  # noqa: F403  (every σNorm layer, listed in signorm.__all__)
 
-__all__ = [
-    "MemberBatchNorm",
-    "MemberHeads",
-    "MemberNorm",
-    "SigmaBatchNorm",
-    "SigmaBatchNorm1d",
-    "SigmaBatchNorm2d",
-    "SigmaBatchNorm3d",
-    "SigmaGroupNorm",
-    "SigmaLayerNorm",
-    "SigmaLayerNorm2d",
-    "SigmaLayerNorm2dFp32",
-    "SigmaLayerNormFp32",
-    "SigmaNorm",
-    "SigmaRMSNorm",
-    "SigmaRMSNormFp32",
-    "SigmaSyncBatchNorm",
-    "output_preserving_reparameterization",
-]
+__all__ = ["MemberBatchNorm", "MemberHeads", "MemberNorm", *signorm.__all__]
