@@ -289,6 +289,40 @@ def test_optimizer_param_groups_hook(tmp_path, monkeypatch):
     assert "parameters" not in vars(cli.routine) and "configure_optimizers" not in vars(cli.routine)
 
 
+
+class DecayGroupedRoutine(GroupedRoutine):
+    """Records the base learning rate and weight decay the CLI hands its hook."""
+
+    def optimizer_param_groups(self, lr: float, weight_decay: float):
+        self.received = (lr, weight_decay)
+        return super().optimizer_param_groups(lr)
+
+
+class CountingSGD(torch.optim.SGD):
+    built = 0
+
+    def __init__(self, params, lr: float = 0.02, weight_decay: float = 1e-3) -> None:
+        CountingSGD.built += 1
+        super().__init__(params, lr=lr, weight_decay=weight_decay)
+
+
+def test_optimizer_param_groups_get_the_blocks_defaults_from_one_optimizer(tmp_path, monkeypatch):
+    """The base learning rate and weight decay are the `optimizer:` block's (its class's defaults
+    when unset), read from the parsed block: the optimiser is built once."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(CountingSGD, "built", 0)
+    args = [
+        *_args(routine=_path(DecayGroupedRoutine)),
+        "--routine.init_args.num_classes=10",
+        f"--optimizer={_path(CountingSGD)}",
+    ]
+    cli = cli_main(args, run=False)
+    assert cli.routine.received == (0.02, 1e-3)
+    assert CountingSGD.built == 1
+    weights, biases = cli.routine.configure_optimizers().param_groups
+    assert (weights["lr"], weights["weight_decay"]) == (0.02, 1e-3)
+    assert (biases["lr"], biases["weight_decay"]) == (pytest.approx(2.0), 0.0)
+
 # --- running recipes ------------------------------------------------------------------------
 
 

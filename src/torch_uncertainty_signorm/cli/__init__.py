@@ -1,0 +1,74 @@
+"""The ``torch-uncertainty`` command: TorchUncertainty's Lightning CLI for any routine and datamodule.
+
+TorchUncertainty ships one entry script per dataset (``experiments/classification/cifar10/main.py``
+and siblings), each binding :class:`~torch_uncertainty.utils.cli.TULightningCLI` to one routine
+class and one datamodule class. This package provides a single command instead: the routine (the
+``routine:`` block) and the datamodule (the ``data:`` block) are both chosen in the recipe by
+``class_path``, so every recipe in ``experiments/`` runs through the same entry point::
+
+    torch-uncertainty fit --config experiments/wrn_c100_signorm.yaml
+    torch-uncertainty test --config experiments/wrn_c100_signorm.yaml \
+        --ckpt_path "logs/.../checkpoints/epoch=…-val_acc=….ckpt"
+
+TorchUncertainty's own recipes run unmodified (:func:`tu_format_args`): a ``routine:`` block
+without ``class_path`` is its ``ClassificationRoutine``, and the datamodule of a ``data:`` block
+without ``class_path`` is named once on the command line::
+
+    torch-uncertainty fit --config cifar10/configs/resnet18/packed.yaml --data CIFAR10DataModule
+
+On top of :class:`TULightningCLI`, with class_path blocks:
+
+* ``eval_ood``, ``eval_shift`` and ``num_tta`` are forwarded from the datamodule to the routine.
+  ``TULightningCLI`` links ``data.eval_ood`` to ``routine.eval_ood``; with class_path blocks those
+  keys are ``data.init_args.eval_ood`` and ``routine.init_args.eval_ood``, jsonargparse rejects the
+  link with a ``ValueError``, and ``TULightningCLI`` suppresses that error, so nothing is linked.
+* ``--eval_after_fit`` tests the best checkpoint once ``fit`` ends (TorchUncertainty does this in its
+  entry scripts, outside the CLI); ``--eval_after_fit=false`` overrides a recipe's ``true``.
+* The resolved configuration is saved next to the logs: TorchUncertainty 0.13's ``TULightningCLI``
+  defaults ``save_config_callback`` to ``None``, so its scripts save nothing; :class:`SaveRunConfig`
+  (TorchUncertainty's ``TUSaveConfigCallback``, saving for ``test`` runs too) is the default here.
+* Routines calling ``save_hyperparameters()`` store their ``routine:`` block, so
+  ``load_from_checkpoint`` and ``--ckpt_path`` work (Lightning reads a ``model:`` block).
+  ``--ckpt_path`` never imports a class the checkpoint names: the recipe names the classes, a
+  checkpoint contradicting the recipe or the command line is an error (but for
+  :data:`EVALUATION_ONLY_ARGS`, where the given value is used), and only values left at their
+  defaults are taken from it.
+
+Optimiser parameter groups: the top-level ``optimizer:`` / ``lr_scheduler:`` blocks are parsed
+as Lightning's ``OptimizerCallable`` / ``LRSchedulerCallable`` and built on the routine's
+``optimizer_param_groups(lr)`` when it defines one (the σNorm scale logits at a larger learning
+rate, without weight decay), else on ``routine.parameters()``; the result is the routine's
+TorchUncertainty ``optim_recipe``. See :meth:`TUSigmaNormCLI.configure_routine_optimizer`.
+
+The package holds one job per module; :class:`TUSigmaNormCLI` calls them from Lightning's hooks:
+
+* :mod:`~torch_uncertainty_signorm.cli.command`: :class:`TUSigmaNormCLI`, :func:`cli_main` and
+  :func:`main` (the console script's entry point);
+* :mod:`~torch_uncertainty_signorm.cli.tu_recipes`: TorchUncertainty's recipe format on the
+  command line (:func:`tu_format_args`) and the jsonargparse types the recipes use
+  (:func:`~torch_uncertainty_signorm.cli.tu_recipes.register_types`, called by the command);
+* :mod:`~torch_uncertainty_signorm.cli.forwarding`: datamodule arguments copied to the routine
+  (:func:`forward_datamodule_args`);
+* :mod:`~torch_uncertainty_signorm.cli.checkpoint_args`: what ``--ckpt_path`` may bring;
+* :mod:`~torch_uncertainty_signorm.cli.optimizer`: the ``optimizer:`` / ``lr_scheduler:``
+  blocks built on the routine's parameter groups;
+* :mod:`~torch_uncertainty_signorm.cli.datamodule_setup`: the datamodule's ``setup`` wrapped
+  for ``validate`` and ``fit``;
+* :mod:`~torch_uncertainty_signorm.cli.run_folders`: the run's logger folder (saved
+  configuration, the version a resumed run continues, the folder of a run that wrote nothing);
+* :mod:`~torch_uncertainty_signorm.cli.interruption`: SIGTERM / Ctrl-C exit codes
+  (:class:`RunInterrupted`) and the command resuming a run (:func:`resume_command`).
+"""
+
+from .checkpoint_args import EVALUATION_ONLY_ARGS
+from .command import TUSigmaNormCLI, cli_main, main
+from .forwarding import FORWARDED_DATA_ARGS, forward_datamodule_args
+from .interruption import SIGINT_EXIT_CODE, SIGTERM_EXIT_CODE, RunInterrupted, resume_command
+from .run_folders import SaveRunConfig
+from .tu_recipes import SUBCOMMANDS, tu_format_args
+
+__all__ = [
+    "EVALUATION_ONLY_ARGS", "FORWARDED_DATA_ARGS", "SIGINT_EXIT_CODE", "SIGTERM_EXIT_CODE",
+    "SUBCOMMANDS", "RunInterrupted", "SaveRunConfig", "TUSigmaNormCLI", "cli_main",
+    "forward_datamodule_args", "main", "resume_command", "tu_format_args",
+]

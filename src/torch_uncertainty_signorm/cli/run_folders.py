@@ -1,0 +1,89 @@
+"""A run's logger folder: its saved configuration (:class:`SaveRunConfig`), the version an
+interrupted run continues (:func:`continue_logged_run`), and the folder of a run that wrote
+nothing, removed (:func:`remove_unused_log_dirs`)."""
+
+from __future__ import annotations
+
+import shutil
+import sys
+from pathlib import Path
+
+from jsonargparse import Namespace
+from lightning.pytorch import Trainer
+from lightning.pytorch.cli import SaveConfigCallback
+from torch_uncertainty.utils.cli import TUSaveConfigCallback
+
+__all__ = ["SaveRunConfig", "continue_logged_run", "remove_unused_log_dirs"]
+
+
+class SaveRunConfig(TUSaveConfigCallback):
+    """TorchUncertainty's config-saving callback, saving for every subcommand that logs.
+
+    TorchUncertainty's saves the resolved configuration only for ``fit``; a ``test`` (or
+    ``validate``, ``predict``) with a logger writes a run folder of its own, and its
+    ``config.yaml`` records the ``ckpt_path`` it evaluated (the tables read it to tell a
+    re-evaluation from another training run). Without a logger, as TorchUncertainty's.
+    """
+
+    def setup(self, trainer, pl_module, stage: str) -> None:
+        if stage == "fit" or trainer.logger is None:
+            super().setup(trainer, pl_module, stage)
+        else:
+            SaveConfigCallback.setup(self, trainer, pl_module, stage)
+
+
+def continue_logged_run(config: Namespace, resumes_interruption: bool) -> bool:
+    """Log a resumed run into the version it was interrupted in.
+
+    ``fit --ckpt_path <log dir>/version_<n>/checkpoints/<file>`` of an interruption checkpoint
+    sets the ``version`` of each ``class_path`` logger writing under ``<log dir>`` (and left
+    without one by the user) to ``n``, in ``config`` (the ``fit`` block), in place.
+
+    Returns:
+        Whether a version was set (the run's ``config.yaml`` is then to be overwritten: it now
+        records the ``ckpt_path``).
+    """
+    ckpt_path = config.get("ckpt_path")
+    if not ckpt_path or not resumes_interruption or not Path(ckpt_path).is_file():
+        return False
+    run_dir = Path(ckpt_path).resolve().parent.parent  # <save_dir>/<name>/version_<n>
+    version = run_dir.name.removeprefix("version_")
+    if not (run_dir.name.startswith("version_") and version.isdigit()):
+        return False
+    continued = False
+    loggers = config.get("trainer", Namespace()).get("logger")
+    for logger_config in loggers if isinstance(loggers, list) else [loggers]:
+        is_block = isinstance(logger_config, Namespace)
+        init_args = logger_config.get("init_args") if is_block else None
+        if init_args is None or "version" not in init_args or init_args.version is not None:
+            continue  # not a class_path logger with a version, or the user chose the version
+        if Path(init_args.get("save_dir") or ".", init_args.get("name") or "").resolve() == (
+            run_dir.parent
+        ):
+            init_args.version = int(version)
+            continued = True
+    return continued
+
+
+def remove_unused_log_dirs(trainer: Trainer | None, started: float) -> None:
+    """Remove the logger folders of a run that failed before training a step or writing a
+    result, so that the next run takes its ``version_N`` (as the docs' paths assume).
+
+    A folder is removed only when every file in it is the logger's or the saved
+    ``config.yaml`` and was written by this run (since ``started``, a ``time.time()``): a
+    resumed run's folder, or one holding checkpoints, results or figures, stays.
+    """
+    if trainer is None or not trainer.is_global_zero or trainer.global_step > 0:
+        return
+    for run_logger in trainer.loggers:
+        folder = Path(run_logger.log_dir) if getattr(run_logger, "log_dir", None) else None
+        if folder is None or not folder.is_dir():
+            continue
+        entries = list(folder.rglob("*"))
+        if all(entry.is_file() and entry.stat().st_mtime >= started - 1
+               and (entry.name.startswith("events.out.tfevents.")
+                    or entry.name in ("hparams.yaml", "config.yaml", "metrics.csv"))
+               for entry in entries):
+            shutil.rmtree(folder, ignore_errors=True)
+            print(f"torch-uncertainty: removed {folder}: the run failed before training or "
+                  f"testing wrote anything to it.", file=sys.stderr)
