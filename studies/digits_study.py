@@ -32,7 +32,6 @@ member sweep scales λ by 4/M: its task-to-regulariser balance per member is tha
 
 from __future__ import annotations
 
-import argparse
 import csv
 import dataclasses
 import json
@@ -46,10 +45,27 @@ from pathlib import Path
 
 from torch_uncertainty_signorm.reproduction.runs import RESULTS_FILENAME, SETTINGS_FILENAME
 
+from ._command import study_command
 from .digits_design import (  # noqa: F401  (the design, also read from here)
-    EXPERIMENTS, FEW_SEEDS, LABELS, LAMBDA, LAMBDA_TAUS, LAMBDAS, LR, MEMBERS, MEMBERS_TAU,
-    NUM_ESTIMATORS, PARTS, PREDICTIONS, RECIPES, SEEDS, TAU, TAUS, TRAJECTORY,
-    TRAJECTORY_COLUMNS, WEIGHT_DECAY,
+    EXPERIMENTS,
+    FEW_SEEDS,
+    LABELS,
+    LAMBDA,
+    LAMBDA_TAUS,
+    LAMBDAS,
+    LR,
+    MEMBERS,
+    MEMBERS_TAU,
+    NUM_ESTIMATORS,
+    PARTS,
+    PREDICTIONS,
+    RECIPES,
+    SEEDS,
+    TAU,
+    TAUS,
+    TRAJECTORY,
+    TRAJECTORY_COLUMNS,
+    WEIGHT_DECAY,
 )
 
 __all__ = [
@@ -195,31 +211,14 @@ def run_study(runs_dir: Path, jobs: int = 2, parts: Sequence[str] = PARTS) -> No
 
 
 def main(argv: Sequence[str] | None = None) -> str:
-    parser = argparse.ArgumentParser(
-        prog="python -m studies.digits_study",
-        description="Train the digits study's runs on CPU and write its tables, figures and tests.",
-    )
-    parser.add_argument("--out", default="docs/digits_study", help="output folder")
-    parser.add_argument("--jobs", type=int, default=2, help="runs trained at a time")
-    parser.add_argument("--parts", nargs="+", choices=PARTS, default=list(PARTS),
-                        help="which runs to train")
-    parser.add_argument("--figures-only", action="store_true",
-                        help="only redraw tables and figures from the kept runs")
-    parser.add_argument("--runs-only", action="store_true",
-                        help="only train the runs, without tables and figures")
-    args = parser.parse_args(argv)
-    if args.jobs < 1:
-        parser.error(f"--jobs must be >= 1, got {args.jobs}")
-    out = Path(args.out)
-    if not args.figures_only:
-        run_study(out / "runs", args.jobs, args.parts)
-    if args.runs_only:
-        return ""
+    """``python -m studies.digits_study``: train the runs, then write the tables and figures."""
     from .digits_analysis import write_artefacts
 
-    text = write_artefacts(out / "runs", out)
-    print(text)
-    return text
+    return study_command(
+        argv, prog="python -m studies.digits_study",
+        description="Train the digits study's runs on CPU and write its tables, figures and tests.",
+        out="docs/digits_study", parts=PARTS, run_study=run_study, write_artefacts=write_artefacts,
+    )
 
 
 if __name__ == "__main__":

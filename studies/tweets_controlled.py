@@ -21,7 +21,6 @@ The grid (:func:`study_runs`; design and pre-registered outcomes in ``docs/tweet
 
 from __future__ import annotations
 
-import argparse
 import csv
 import dataclasses
 import json
@@ -49,6 +48,7 @@ from torch_uncertainty_signorm.reproduction.runs import (
 )
 from torch_uncertainty_signorm.reproduction.tables import markdown_table
 
+from ._command import study_command
 from .digits_study import TRAJECTORY, write_trajectory
 from .stats import correlation_ratio, least_squares_change, mean_interval, spearman_interval
 
@@ -323,27 +323,13 @@ def write_artefacts(runs_dir: Path, out: Path) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> str:
-    parser = argparse.ArgumentParser(
-        prog="python -m studies.tweets_controlled",
+    """``python -m studies.tweets_controlled``: train the runs, then write the tables."""
+    return study_command(
+        argv, prog="python -m studies.tweets_controlled",
         description="Train the tweets study's runs on CPU and write its tables and tests.",
+        out="docs/tweets_study/controlled", parts=PARTS, run_study=run_study,
+        write_artefacts=write_artefacts,
     )
-    parser.add_argument("--out", default="docs/tweets_study/controlled", help="output folder")
-    parser.add_argument("--jobs", type=int, default=2, help="runs trained at a time")
-    parser.add_argument("--parts", nargs="+", choices=PARTS, default=list(PARTS))
-    parser.add_argument("--figures-only", action="store_true",
-                        help="only write the tables from the kept runs")
-    parser.add_argument("--runs-only", action="store_true", help="only train the runs")
-    args = parser.parse_args(argv)
-    if args.jobs < 1:
-        parser.error(f"--jobs must be >= 1, got {args.jobs}")
-    out = Path(args.out)
-    if not args.figures_only:
-        run_study(out / "runs", args.jobs, args.parts)
-    if args.runs_only:
-        return ""
-    text = write_artefacts(out / "runs", out)
-    print(text)
-    return text
 
 
 if __name__ == "__main__":

@@ -17,7 +17,6 @@ The grid (:data:`GRID`): σN-Ens, the single model, Deep Ensembles and LoRA-Ense
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import json
 import math
@@ -46,6 +45,7 @@ from torch_uncertainty_signorm.reproduction.runs import (
 from torch_uncertainty_signorm.reproduction.tables import markdown_table
 
 from . import figures
+from ._command import study_command
 
 __all__ = ["BUDGET", "GRID", "StudyRun", "agreement_aurocs", "main", "study_runs",
            "write_artefacts"]
@@ -310,29 +310,13 @@ def write_artefacts(runs_dir: Path, out: Path) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> str:
-    parser = argparse.ArgumentParser(
-        prog="python -m studies.tweets_study",
+    """``python -m studies.tweets_study``: train the runs, then write the tables and figures."""
+    return study_command(
+        argv, prog="python -m studies.tweets_study",
         description="Train the tweets study's runs on CPU and write its tables and figures.",
+        out="docs/tweets_study", parts=("methods", "sweeps"), run_study=run_study,
+        write_artefacts=write_artefacts,
     )
-    parser.add_argument("--out", default="docs/tweets_study", help="output folder")
-    parser.add_argument("--jobs", type=int, default=2, help="runs trained at a time")
-    parser.add_argument("--figures-only", action="store_true",
-                        help="only redraw tables and figures from the kept runs")
-    parser.add_argument("--parts", nargs="+", choices=["methods", "sweeps"],
-                        default=["methods", "sweeps"], help="which runs to train")
-    parser.add_argument("--runs-only", action="store_true",
-                        help="only train the runs, without tables and figures")
-    args = parser.parse_args(argv)
-    out = Path(args.out)
-    if args.jobs < 1:
-        parser.error(f"--jobs must be >= 1, got {args.jobs}")
-    if not args.figures_only:
-        run_study(out / "runs", args.jobs, args.parts)
-    if args.runs_only:
-        return ""
-    text = write_artefacts(out / "runs", out)
-    print(text)
-    return text
 
 
 if __name__ == "__main__":
