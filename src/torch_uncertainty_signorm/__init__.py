@@ -76,35 +76,4 @@ sys.modules[__name__].__class__ = _Package
 
 __version__ = "0.1.0"
 
-__all__ = [
-    "REGULARIZED_LAYER_PRESETS",
-    "EnsemblePrediction",
-    "ImportanceSharingPenalty",
-    "MemberHeads",
-    "MemberWrapper",
-    "SigmaBatchNorm1d",
-    "SigmaBatchNorm2d",
-    "SigmaBatchNorm3d",
-    "SigmaGroupNorm",
-    "SigmaLayerNorm",
-    "SigmaLayerNorm2d",
-    "SigmaNormConfig",
-    "SigmaNormEnsemble",
-    "SigmaRMSNorm",
-    "SigmaSyncBatchNorm",
-    "convert_norm_layers",
-    "ensemble_prediction",
-    "find_norm_layers",
-    "geometric_ambiguity",
-    "jensen_gap",
-    "member_ownership",
-    "mutual_information",
-    "ownership_counts",
-    "pairwise_cosine",
-    "parameter_counts",
-    "predict",
-    "select_layers",
-    "sharing_penalty",
-    "signorm_cosine",
-    "signorm_ensemble",
-]
+__all__ = sorted(_EXPORTS)
