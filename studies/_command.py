@@ -1,10 +1,15 @@
-"""The command line every study shares: train the runs (or keep them), then write the tables."""
+"""What every study shares: its command line, and training its runs (or keeping them)."""
 
 from __future__ import annotations
 
 import argparse
+import os
+import subprocess
+import time
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 
 def study_command(
@@ -39,3 +44,37 @@ def study_command(
     text = write_artefacts(folder / "runs", folder)
     print(text)
     return text
+
+
+def train_runs(
+    runs: Sequence[Any],
+    runs_dir: Path,
+    jobs: int,
+    *,
+    kept: Callable[[Path], bool],
+    record: Callable[[Any, Path, float], None],
+) -> None:
+    """Train every run not ``kept`` (its ``log_dir(runs_dir)`` already holds a finished run),
+    ``jobs`` one-thread ``run.command(runs_dir)`` at a time, its output in ``command.log``;
+    ``record(run, log_dir, seconds)`` writes what a finished run keeps. A failed run is reported
+    and the others go on; the next call retries it."""
+
+    def train(run: Any) -> str:
+        log_dir = run.log_dir(runs_dir)
+        if kept(log_dir):
+            return f"kept {log_dir}"
+        env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
+        log_dir.mkdir(parents=True, exist_ok=True)
+        start = time.perf_counter()
+        with open(log_dir / "command.log", "w") as log:
+            done = subprocess.run(run.command(runs_dir), env=env, stdout=log,
+                                  stderr=subprocess.STDOUT, check=False)
+        seconds = time.perf_counter() - start
+        if done.returncode:
+            return f"FAILED {log_dir} (exit {done.returncode}, see its command.log)"
+        record(run, log_dir, seconds)
+        return f"{log_dir}: {seconds:.0f} s"
+
+    with ThreadPoolExecutor(jobs) as pool:
+        for line in pool.map(train, runs):
+            print(line, flush=True)

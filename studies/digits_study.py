@@ -35,17 +35,13 @@ from __future__ import annotations
 import csv
 import dataclasses
 import json
-import os
-import subprocess
-import time
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
 from torch_uncertainty_signorm.reproduction.runs import RESULTS_FILENAME, SETTINGS_FILENAME
 
-from ._command import study_command
+from ._command import study_command, train_runs
 from .digits_design import (  # noqa: F401  (the design, also read from here)
     EXPERIMENTS,
     FEW_SEEDS,
@@ -176,23 +172,6 @@ def write_trajectory(log_dir: Path) -> Path:
     return log_dir / TRAJECTORY
 
 
-def _train(run: StudyRun, runs_dir: Path) -> str:
-    log_dir = run.log_dir(runs_dir)
-    done = (log_dir / RESULTS_FILENAME).is_file() and (log_dir / SETTINGS_FILENAME).is_file()
-    if done:
-        return f"kept {log_dir}"
-    env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
-    log_dir.mkdir(parents=True, exist_ok=True)
-    start = time.perf_counter()
-    with open(log_dir / "command.log", "w") as log:
-        done = subprocess.run(run.command(runs_dir), env=env, stdout=log, stderr=subprocess.STDOUT)
-    seconds = time.perf_counter() - start
-    if done.returncode:  # reported; the other runs go on, and the next call retries this one
-        return f"FAILED {log_dir} (exit {done.returncode}, see its command.log)"
-    record_run(run, log_dir, seconds)
-    return f"{log_dir}: {seconds:.0f} s"
-
-
 def record_run(run: StudyRun, log_dir: Path, seconds: float) -> None:
     """Write a finished run's ``trajectory.csv`` and ``settings.json`` (its settings and time)."""
     write_trajectory(log_dir)
@@ -205,9 +184,8 @@ def run_study(runs_dir: Path, jobs: int = 2, parts: Sequence[str] = PARTS) -> No
     part in the order methods, τ, λ, members (each claim's runs complete together)."""
     order = ("methods", "tau", "lambda", "members")
     runs = list(dict.fromkeys(r for part in order if part in parts for r in study_runs([part])))
-    with ThreadPoolExecutor(jobs) as pool:
-        for line in pool.map(lambda run: _train(run, runs_dir), runs):
-            print(line, flush=True)
+    train_runs(runs, runs_dir, jobs, record=record_run, kept=lambda log_dir: (
+        (log_dir / RESULTS_FILENAME).is_file() and (log_dir / SETTINGS_FILENAME).is_file()))
 
 
 def main(argv: Sequence[str] | None = None) -> str:

@@ -25,11 +25,7 @@ import csv
 import dataclasses
 import json
 import math
-import os
-import subprocess
-import time
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -48,7 +44,7 @@ from torch_uncertainty_signorm.reproduction.runs import (
 )
 from torch_uncertainty_signorm.reproduction.tables import markdown_table
 
-from ._command import study_command
+from ._command import study_command, train_runs
 from .digits_study import TRAJECTORY, write_trajectory
 from .stats import correlation_ratio, least_squares_change, mean_interval, spearman_interval
 
@@ -126,29 +122,17 @@ def study_runs(parts: Sequence[str] = PARTS) -> list[StudyRun]:
     return list(dict.fromkeys(runs))
 
 
-def _train(run: StudyRun, runs_dir: Path) -> str:
-    log_dir = run.log_dir(runs_dir)
-    if (log_dir / RESULTS_FILENAME).is_file() and (log_dir / SETTINGS_FILENAME).is_file():
-        return f"kept {log_dir}"
-    env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
-    log_dir.mkdir(parents=True, exist_ok=True)
-    start = time.perf_counter()
-    with open(log_dir / "command.log", "w") as log:
-        done = subprocess.run(run.command(runs_dir), env=env, stdout=log, stderr=subprocess.STDOUT)
-    seconds = time.perf_counter() - start
-    if done.returncode:  # reported; the other runs go on, and the next call retries this one
-        return f"FAILED {log_dir} (exit {done.returncode}, see its command.log)"
+def record_run(run: StudyRun, log_dir: Path, seconds: float) -> None:
+    """Write a finished run's ``trajectory.csv`` and ``settings.json`` (its settings and time)."""
     write_trajectory(log_dir)
     settings = dataclasses.asdict(run) | {"run_seconds": round(seconds, 1)}
     (log_dir / SETTINGS_FILENAME).write_text(json.dumps(settings, indent=1))
-    return f"{log_dir}: {seconds:.0f} s"
 
 
 def run_study(runs_dir: Path, jobs: int = 2, parts: Sequence[str] = PARTS) -> None:
     """Train (or keep) every run of ``parts``, ``jobs`` one-thread commands at a time."""
-    with ThreadPoolExecutor(jobs) as pool:
-        for line in pool.map(lambda run: _train(run, runs_dir), study_runs(parts)):
-            print(line, flush=True)
+    train_runs(study_runs(parts), runs_dir, jobs, record=record_run, kept=lambda log_dir: (
+        (log_dir / RESULTS_FILENAME).is_file() and (log_dir / SETTINGS_FILENAME).is_file()))
 
 
 # ---------------------------------------------------------------------------- analysis

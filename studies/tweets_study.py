@@ -20,11 +20,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
-import os
-import subprocess
-import time
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -45,7 +41,7 @@ from torch_uncertainty_signorm.reproduction.runs import (
 from torch_uncertainty_signorm.reproduction.tables import markdown_table
 
 from . import figures
-from ._command import study_command
+from ._command import study_command, train_runs
 
 __all__ = ["BUDGET", "GRID", "StudyRun", "agreement_aurocs", "main", "study_runs",
            "write_artefacts"]
@@ -140,28 +136,17 @@ def study_runs() -> list[StudyRun]:
     return list(dict.fromkeys(runs))
 
 
-def _train(run: StudyRun, runs_dir: Path) -> str:
-    log_dir = run.log_dir(runs_dir)
-    if (log_dir / RESULTS_FILENAME).is_file() and (log_dir / PREDICTIONS).is_file():
-        return f"kept {log_dir}"
-    env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
-    log_dir.mkdir(parents=True, exist_ok=True)
-    start = time.perf_counter()
-    with open(log_dir / "command.log", "w") as log:
-        subprocess.run(run.command(runs_dir), check=True, env=env, stdout=log,
-                       stderr=subprocess.STDOUT)
-    seconds = time.perf_counter() - start
+def record_run(run: StudyRun, log_dir: Path, seconds: float) -> None:
+    """Write a finished run's ``settings.json``: its settings, budget and time."""
     settings = dataclasses.asdict(run) | {"run_seconds": round(seconds, 1), "budget": run.budget}
     (log_dir / SETTINGS_FILENAME).write_text(json.dumps(settings, indent=1))
-    return f"{log_dir}: {seconds:.0f} s"
 
 
 def run_study(runs_dir: Path, jobs: int = 2, parts: Sequence[str] = ("methods", "sweeps")) -> None:
     """Train (or keep) every run of the grid's ``parts``, ``jobs`` one-thread commands at a time."""
     runs = [run for run in study_runs() if run.part in parts]
-    with ThreadPoolExecutor(jobs) as pool:
-        for line in pool.map(lambda run: _train(run, runs_dir), runs):
-            print(line, flush=True)
+    train_runs(runs, runs_dir, jobs, record=record_run, kept=lambda log_dir: (
+        (log_dir / RESULTS_FILENAME).is_file() and (log_dir / PREDICTIONS).is_file()))
 
 
 def test_confidence(test_size: int = BUDGET["test_size"]) -> tuple[torch.Tensor, torch.Tensor]:
