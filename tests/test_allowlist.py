@@ -48,6 +48,23 @@ def test_allowed_spec_builds_the_ensemble():
     assert model.num_estimators == 3 and model.heads.weight.shape[:2] == (3, 4)
 
 
+def test_settings_given_as_one_config_block_build_the_same_ensemble():
+    """A checkpoint of a recipe giving the settings as a ``config:`` block stores
+    ``SigmaNormConfig``'s class path: it is allowed, and builds what the keywords build."""
+    backbone = {"class_path": "torch_uncertainty.models.classification.resnet",
+                "init_args": {"in_channels": 3, "num_classes": 4, "arch": 18,
+                              "width_multiplier": 0.125}}
+    settings = {"tau": 0.5, "regularized_layers": "resnet18", "member_spread": 0.2}
+    as_keywords = instantiate_spec({**_ensemble_spec(backbone), "init_args": {
+        "model": backbone, "num_estimators": 2, **settings}}, SigmaNormEnsemble)
+    as_config = instantiate_spec({**_ensemble_spec(backbone), "init_args": {
+        "model": backbone, "num_estimators": 2,
+        "config": {"class_path": "torch_uncertainty_signorm.SigmaNormConfig",
+                   "init_args": settings}}}, SigmaNormEnsemble)
+    assert as_config.config == as_keywords.config and as_config.config.tau == 0.5
+    assert as_config.regularized_layer_names == as_keywords.regularized_layer_names
+
+
 def _ensemble_spec(backbone) -> dict:
     return {"class_path": "torch_uncertainty_signorm.signorm_ensemble",
             "init_args": {"model": backbone, "num_estimators": 2}}

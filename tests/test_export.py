@@ -149,11 +149,23 @@ def test_exported_members_reload(tmp_path):
         assert torch.equal(reloaded(inputs), member_model(model, member).eval()(inputs))
 
 
+def _settings_as_config(spec: dict) -> dict:
+    """``spec`` with its σN-Ens settings in one ``config:`` block, as a checkpoint stores a recipe
+    that gives them as a :class:`~torch_uncertainty_signorm.SigmaNormConfig`."""
+    init_args = dict(spec["init_args"])
+    kept = {key: init_args.pop(key) for key in ("model", "num_estimators")}
+    return {**spec, "init_args": {**kept, "config": {
+        "class_path": "torch_uncertainty_signorm.SigmaNormConfig", "init_args": init_args}}}
+
+
 @pytest.mark.slow
-def test_command_exports_a_lightning_checkpoint(tmp_path):
-    """Train one step, save the Lightning checkpoint, export it from the recipe, reload."""
+@pytest.mark.parametrize("settings", ["keywords", "config"])
+def test_command_exports_a_lightning_checkpoint(tmp_path, settings):
+    """Train one step, save the Lightning checkpoint, export it from the recipe, reload: the
+    settings given as keyword arguments or as one ``config:`` block."""
+    spec = SPEC if settings == "keywords" else _settings_as_config(SPEC)
     routine = SigmaNormClassificationRoutine(
-        build_model(SPEC), 10, nn.CrossEntropyLoss(),
+        build_model(spec), 10, nn.CrossEntropyLoss(),
         optim_recipe=lambda m: torch.optim.SGD(m.parameters(), lr=0.1),
     )
     trainer = Trainer(accelerator="cpu", max_steps=1, logger=False, enable_progress_bar=False,
@@ -163,7 +175,7 @@ def test_command_exports_a_lightning_checkpoint(tmp_path):
     trainer.save_checkpoint(tmp_path / "run.ckpt")
     assert "state_dict" in torch.load(tmp_path / "run.ckpt", weights_only=True)
     recipe = tmp_path / "recipe.yaml"  # as in experiments/: the command's enum names (CIFAR)
-    recipe_spec = copy.deepcopy(SPEC)
+    recipe_spec = copy.deepcopy(spec)
     recipe_spec["init_args"]["model"]["init_args"]["style"] = "CIFAR"
     recipe.write_text(yaml.safe_dump({
         "routine": {"class_path": "torch_uncertainty_signorm.routines."
@@ -181,6 +193,24 @@ def test_command_exports_a_lightning_checkpoint(tmp_path):
     routine.model.eval()
     assert torch.equal(reloaded(inputs), routine.model(inputs))
     assert torch.equal(load_member(out, 2)(inputs), _member_rows(routine.model, inputs, 2))
+    assert reloaded.config.tau == 0.5  # the settings, read from either form
+    assert reloaded.regularized_layer_names == routine.model.regularized_layer_names
+
+
+def test_a_config_block_that_fetches_weights_is_refused_on_loading(tmp_path):
+    """An export's ``config:`` block is held to the rules of the keyword arguments: a backbone
+    ``checkpoint`` set in it would read weights from elsewhere, so loading refuses it."""
+    export_ensemble(build_model(SPEC), SPEC, tmp_path)
+    config = json.loads((tmp_path / "config.json").read_text())
+    config["model"] = _settings_as_config(config["model"])
+    config["model"]["init_args"]["config"]["init_args"]["checkpoint"] = "elsewhere.ckpt"
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    with pytest.raises(ValueError, match=r"model\.init_args\.config\.init_args\.checkpoint="
+                                         r"'elsewhere\.ckpt'"):
+        load_ensemble(tmp_path)
+    del config["model"]["init_args"]["config"]["init_args"]["checkpoint"]
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    assert load_ensemble(tmp_path).config.tau == 0.5
 
 
 def test_an_argument_holding_an_object_other_than_its_default_is_not_exported(tmp_path):

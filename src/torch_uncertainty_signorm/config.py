@@ -1,5 +1,6 @@
 """One configuration object per method (as peft's ``LoraConfig``): the settings of a wrapper, read
-and written by the wrapper, its factory and an export's ``config.json``.
+and written by the wrapper (also under its lowercase name), a recipe's ``config:`` block and an
+export's ``config.json``.
 
 :class:`SigmaNormConfig` for σN-Ens, :class:`FiLMConfig` and :class:`LoRAEnsembleConfig` for the
 baselines. A config holds the method's settings only: neither the backbone nor the number of members M,

@@ -272,29 +272,7 @@ class SigmaNormEnsemble(MemberWrapper):
         return self._member_major_passes(inputs, lambda part: self.heads(self.backbone_rows(part)))
 
 
-def signorm_ensemble(
-    model: nn.Module,
-    num_estimators: int,
-    *,
-    pretrained: bool = _DEFAULT.pretrained,
-    checkpoint: str | None = _DEFAULT.checkpoint,
-    num_classes: int | None = _DEFAULT.num_classes,
-    regularized_layers: str | list[str] = _DEFAULT.regularized_layers,
-    tau: float = _DEFAULT.tau,
-    diversity_strength: float = _DEFAULT.diversity_strength,
-    scale_init_std: float = _DEFAULT.scale_init_std,
-    member_spread: float = _DEFAULT.member_spread,
-    head: str | None = _DEFAULT.head,
-    head_norm: Literal["auto", "batch", "layer"] = _DEFAULT.head_norm,
-    expand_at: str = _DEFAULT.expand_at,
-    eval_chunk_size: int | Literal["auto"] | None = _DEFAULT.eval_chunk_size,
-) -> SigmaNormEnsemble:
-    """Build a :class:`SigmaNormEnsemble` (TorchUncertainty-style factory, usable from YAML).
-
-    Args are those of :class:`SigmaNormEnsemble` (the fields of :class:`SigmaNormConfig`);
-    ``pretrained=True`` selects the output-preserving conversion of a pretrained backbone,
-    ``False`` from-scratch σNorm; ``checkpoint`` loads a single model's weights first
-    (FineTune).
-    """
-    config = SigmaNormConfig(**settings_of(SigmaNormConfig, locals()))
-    return SigmaNormEnsemble(model, num_estimators, config)
+#: TorchUncertainty's lowercase name (as its ``packed_resnet``) for :class:`SigmaNormEnsemble`:
+#: the same class, so ``signorm_ensemble(model, 4, tau=0.5)`` and a recipe's
+#: ``class_path: torch_uncertainty_signorm.signorm_ensemble`` build it with its arguments.
+signorm_ensemble = SigmaNormEnsemble

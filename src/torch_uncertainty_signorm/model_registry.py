@@ -1,5 +1,8 @@
 """The models an export or a checkpoint may name, recorded in one place (as timm's ``register_model``).
 
+With them, the σN-Ens settings object a model block may hold under ``config``
+(:class:`~torch_uncertainty_signorm.SigmaNormConfig`: data only, role ``"config"``).
+
 Each :class:`ModelEntry` records a model factory or class by its dotted class path (and the
 other paths of the same object), and what the safety checks need to know about it:
 
@@ -38,7 +41,7 @@ __all__ = [
     "model_entry",
 ]
 
-Role = Literal["ensemble", "backbone", "baseline"]
+Role = Literal["ensemble", "config", "backbone", "baseline"]
 
 #: Arguments that fetch weights or files from elsewhere, whatever the class: an export's model
 #: block never sets them (but an entry's ``layout_flags``), as its weights are its own.
@@ -102,6 +105,11 @@ for _name in ("signorm_ensemble", "SigmaNormEnsemble"):
     _register(ModelEntry(f"{_PACKAGE}.{_name}", "ensemble", (f"{_PACKAGE}.ensemble.{_name}",),
                          allow_listed=True, exportable=True, weight_sources={"checkpoint": None},
                          layout_flags=("pretrained",)))
+
+# Their settings, given as one object (``config:``); its ``checkpoint`` fetches weights too.
+_register(ModelEntry(f"{_PACKAGE}.SigmaNormConfig", "config", (f"{_PACKAGE}.config.SigmaNormConfig",),
+                     allow_listed=True, exportable=True, weight_sources={"checkpoint": None},
+                     layout_flags=("pretrained",)))
 
 # Backbones of the recipes.
 for _name in ("resnet", "wideresnet28x10"):

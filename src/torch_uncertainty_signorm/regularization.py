@@ -84,7 +84,7 @@ class ImportanceSharingPenalty(nn.Module):
             diversity equilibrium: low τ drives features to single owners, high τ lets them
             be shared.
         diversity_strength: Regularisation strength :math:`\lambda` in
-            ``[0, MAX_DIVERSITY_STRENGTH]`` (0 switches it off), the name the wrapper, its factory
+            ``[0, MAX_DIVERSITY_STRENGTH]`` (0 switches it off), the name the wrapper, its config
             and the recipes give it.
 
     Raises:

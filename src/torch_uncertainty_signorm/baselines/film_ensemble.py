@@ -259,19 +259,6 @@ class FiLMEnsemble(MemberWrapper):
         return nn.Identity()
 
 
-def film_ensemble(
-    model: nn.Module,
-    num_estimators: int,
-    *,
-    num_classes: int | None = _DEFAULT.num_classes,
-    gain: float = _DEFAULT.gain,
-    init_center: InitCenter = _DEFAULT.init_center,
-    head: str | None = _DEFAULT.head,
-    expand_at: str = _DEFAULT.expand_at,
-) -> FiLMEnsemble:
-    """Build a :class:`FiLMEnsemble` (TorchUncertainty-style factory, usable from YAML).
-
-    Args are those of :class:`FiLMEnsemble` (the fields of
-    :class:`~torch_uncertainty_signorm.config.FiLMConfig`).
-    """
-    return FiLMEnsemble(model, num_estimators, FiLMConfig(**settings_of(FiLMConfig, locals())))
+#: TorchUncertainty's lowercase name (as its ``packed_resnet``) for :class:`FiLMEnsemble`: the same
+#: class, so a recipe's ``class_path`` may name either.
+film_ensemble = FiLMEnsemble

@@ -308,22 +308,6 @@ class LoRAEnsemble(MemberWrapper):
         return self.heads(self.backbone_rows(inputs))
 
 
-def lora_ensemble(
-    model: nn.Module,
-    num_estimators: int,
-    *,
-    num_classes: int | None = _DEFAULT.num_classes,
-    rank: int = _DEFAULT.rank,
-    alpha: float = _DEFAULT.alpha,
-    target_modules: str | list[str] | None = _DEFAULT.target_modules,
-    init_gain: float = _DEFAULT.init_gain,
-    head: str | None = _DEFAULT.head,
-    expand_at: str = _DEFAULT.expand_at,
-) -> LoRAEnsemble:
-    """Build a :class:`LoRAEnsemble` (TorchUncertainty-style factory, usable from YAML).
-
-    Args are those of :class:`LoRAEnsemble` (the fields of
-    :class:`~torch_uncertainty_signorm.config.LoRAEnsembleConfig`).
-    """
-    config = LoRAEnsembleConfig(**settings_of(LoRAEnsembleConfig, locals()))
-    return LoRAEnsemble(model, num_estimators, config)
+#: TorchUncertainty's lowercase name (as its ``packed_resnet``) for :class:`LoRAEnsemble`: the same
+#: class, so a recipe's ``class_path`` may name either.
+lora_ensemble = LoRAEnsemble

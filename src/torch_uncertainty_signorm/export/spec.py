@@ -23,9 +23,10 @@ from ..layer_selection import REGULARIZED_LAYER_PRESETS
 __all__ = ["EXPORTABLE_CLASS_PATHS", "build_model", "check_ensemble_spec", "check_spec"]
 
 #: The only ``class_path`` values an export's model block may name: the registry's exportable
-#: models (:func:`torch_uncertainty_signorm.model_registry.class_paths`): σN-Ens, i.e. the
-#: ``signorm_ensemble`` factory or its class, around a TorchUncertainty
-#: ``resnet``/``wideresnet28x10``, this package's ``wideresnet28``/``timm_vit``/
+#: models (:func:`torch_uncertainty_signorm.model_registry.class_paths`): σN-Ens, i.e.
+#: ``SigmaNormEnsemble`` or ``signorm_ensemble`` (its settings possibly in a ``SigmaNormConfig``
+#: block), around a TorchUncertainty ``resnet``/``wideresnet28x10``, this package's
+#: ``wideresnet28``/``timm_vit``/
 #: ``bert_classifier``/``minilm_classifier``, or a torchvision ResNet. The baselines
 #: (``film_ensemble``, ``lora_ensemble``, TorchUncertainty's packed, masked, batched, MIMO and
 #: deep ensembles) are not σNorm-Ensembles, so they are not exportable.
@@ -257,7 +258,10 @@ def _signorm_from_spec(spec: Mapping) -> SigmaNormEnsemble:
                          f"holds the backbone (model), num_estimators and its settings.")
     backbone, num_estimators = settings.pop("model"), settings.pop("num_estimators")
     try:
-        config = SigmaNormConfig.resolve(settings.pop("config", None), settings)
+        config = settings.pop("config", None)
+        if isinstance(config, Mapping) and "class_path" in config:  # a recipe's config: block
+            config = config.get("init_args") or {}
+        config = SigmaNormConfig.resolve(config, settings)
     except (TypeError, ValueError) as error:
         raise ValueError(f"model.init_args: {error}") from None
     model = SigmaNormEnsemble(
