@@ -6,7 +6,10 @@ import torch
 from fixtures.backbones import tiny_resnet, tiny_vit
 from torch_uncertainty_signorm import signorm_ensemble
 from torch_uncertainty_signorm.baselines import film_ensemble, lora_ensemble
-from torch_uncertainty_signorm.checks import check_fraction, check_integer, check_positive_number
+from torch_uncertainty_signorm.checks import (
+    check_choices, check_fraction, check_integer, check_positive_number, check_stage,
+)
+from torch_uncertainty_signorm.evaluation.eval_sets import check_eval_flags
 from torch_uncertainty_signorm.optim import signorm_param_groups
 from torch_uncertainty_signorm.prediction import member_probabilities
 from torch_uncertainty_signorm.routines import SigmaNormClassificationRoutine
@@ -51,3 +54,39 @@ def test_checks_return_the_value_and_name_the_bound():
         check_positive_number("lr", float("inf"))
     with pytest.raises(ValueError, match=r"threshold must be a number in \(0, 1\), got 1"):
         check_fraction("threshold", 1)
+
+
+@pytest.mark.parametrize(
+    ("values", "named"),
+    [
+        (["fog", "fgo", "snow"], r"\['fgo'\]"),  # unknown: only the bad name
+        (["fog", "fog"], r"\['fog', 'fog'\]"),  # repeated: the values as given
+        ([], r"\[\]"),  # missing
+        ("fgo", r"\['fgo'\]"),  # one name, not its letters
+    ],
+)
+def test_check_choices_names_the_bad_values_and_the_valid_ones(values, named):
+    message = rf"Unknown, missing or repeated corruptions {named}; valid names: \['fog', 'snow'\]\."
+    with pytest.raises(ValueError, match=message):
+        check_choices("corruptions", values, ("fog", "snow"))
+
+
+def test_check_choices_returns_the_names_in_the_given_order():
+    assert check_choices("corruptions", "snow", {"fog": 0.1, "snow": 0.2}) == ("snow",)
+    assert check_choices("corruptions", iter(["snow", "fog"]), ["fog", "snow"]) == ("snow", "fog")
+
+
+def test_single_set_loaders_and_eval_sets_loaders_exclude_each_other():
+    check_eval_flags(False, False, eval_ood=True, eval_shift=True)
+    check_eval_flags(True, True, eval_ood=False, eval_shift=False)
+    message = (r"eval_ood=False / eval_shift=True \(TorchUncertainty's single-set loaders.*"
+               r"cannot be combined with eval_near_far_ood=False / eval_shift_severities=True")
+    with pytest.raises(ValueError, match=message):
+        check_eval_flags(False, True, eval_ood=False, eval_shift=True)
+
+
+def test_setup_stages_are_fit_validate_test_or_all():
+    for stage in ("fit", "validate", "test", None):
+        check_stage(stage)
+    with pytest.raises(ValueError, match=r"Stage 'predict' is not supported; use 'fit', "):
+        check_stage("predict")

@@ -6,10 +6,13 @@ A boolean is never a number here (``True`` is no ``num_estimators``, ``tau`` or 
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from numbers import Integral, Real
 from typing import Any
 
-__all__ = ["check_fraction", "check_integer", "check_positive_number"]
+__all__ = [
+    "check_choices", "check_fraction", "check_integer", "check_positive_number", "check_stage",
+]
 
 
 def check_integer(name: str, value: Any, low: int = 1, high: int | None = None) -> int:
@@ -36,3 +39,24 @@ def check_fraction(name: str, value: Any) -> float:
     if isinstance(value, bool) or not isinstance(value, Real) or not 0 < value < 1:
         raise ValueError(f"{name} must be a number in (0, 1), got {value!r}.")
     return float(value)
+
+
+def check_choices(name: str, values: str | Iterable[str], valid: Iterable[str]) -> tuple[str, ...]:
+    """``values`` (one name or several) as a tuple if they are distinct names of ``valid``."""
+    values = (values,) if isinstance(values, str) else tuple(values)
+    valid = tuple(valid)
+    unknown = [value for value in values if value not in valid]
+    if not values or unknown or len(set(values)) != len(values):
+        raise ValueError(
+            f"Unknown, missing or repeated {name} {unknown or list(values)}; valid names: "
+            f"{list(valid)}."
+        )
+    return values
+
+
+def check_stage(stage: str | None) -> None:
+    """Refuse a ``setup`` stage other than fit, validate, test or None (all): no predict split."""
+    if stage not in ("fit", "validate", "test", None):
+        raise ValueError(
+            f"Stage {stage!r} is not supported; use 'fit', 'validate', 'test' or None."
+        )

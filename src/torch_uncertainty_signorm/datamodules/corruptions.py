@@ -13,12 +13,14 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from torch_uncertainty.datasets.classification import CIFAR10C, CIFAR100C, ImageNetC
 from torchvision.datasets import ImageFolder
 from torchvision.datasets.utils import check_integrity, download_and_extract_archive
 
+from ..checks import check_choices
 from ..evaluation.eval_sets import SEVERITIES, check_severities
 
 __all__ = [
@@ -57,24 +59,14 @@ def check_corruptions(corruptions) -> tuple[str, ...]:
     Raises:
         ValueError: Naming the unknown corruptions and the valid names.
     """
-    corruptions = (corruptions,) if isinstance(corruptions, str) else tuple(corruptions)
-    unknown = [c for c in corruptions if c not in _ALL_CORRUPTIONS]
-    if not corruptions or unknown or len(set(corruptions)) != len(corruptions):
-        raise ValueError(
-            f"Unknown, missing or repeated corruptions {unknown or list(corruptions)}; valid "
-            f"names: {list(_ALL_CORRUPTIONS)}."
-        )
-    return corruptions
+    return check_choices("corruptions", corruptions, _ALL_CORRUPTIONS)
 
 
-class _CIFARCSeverity:
-    """One ``(corruption, severity)`` set of a CIFAR-C dataset, read lazily from the ``.npy``.
+class _CorruptionSeverity:
+    """Torchvision-style arguments of one ``(corruption, severity)`` set, checked once here.
 
-    The files are ``<corruption>.npy`` of shape ``(5 n, 32, 32, 3)`` (uint8) and ``labels.npy``
-    of shape ``(5 n,)``, severities stacked in order (``n = 10000`` in the released files).
-    Rows ``(s - 1) n`` to ``s n`` are severity ``s``; ``n`` is read from ``labels.npy`` rather
-    than assumed, and the arrays are memory-mapped, so the 75 sets of a sweep share the files.
-    Integrity is checked by the archive's md5 at download; loading checks the files exist.
+    Mixed in before a torchvision dataset; :meth:`_dataset_args` finds (or fetches) the files
+    and returns that dataset's arguments besides the transforms.
     """
 
     def __init__(
@@ -88,21 +80,35 @@ class _CIFARCSeverity:
     ) -> None:
         check_corruptions([corruption])
         check_severities([shift_severity], "shift_severity")
+        self.corruption, self.shift_severity = corruption, shift_severity
+        dataset_args = self._dataset_args(root, download)
+        super().__init__(**dataset_args, transform=transform, target_transform=target_transform)
+
+    def _dataset_args(self, root: str | Path, download: bool) -> dict[str, Any]:
+        """The dataset's arguments besides the transforms, once its files are there."""
+        raise NotImplementedError
+
+
+class _CIFARCSeverity(_CorruptionSeverity):
+    """One ``(corruption, severity)`` set of a CIFAR-C dataset, read lazily from the ``.npy``.
+
+    The files are ``<corruption>.npy`` of shape ``(5 n, 32, 32, 3)`` (uint8) and ``labels.npy``
+    of shape ``(5 n,)``, severities stacked in order (``n = 10000`` in the released files).
+    Rows ``(s - 1) n`` to ``s n`` are severity ``s``; ``n`` is read from ``labels.npy`` rather
+    than assumed, and the arrays are memory-mapped, so the 75 sets of a sweep share the files.
+    Integrity is checked by the archive's md5 at download; loading checks the files exist.
+    """
+
+    def _dataset_args(self, root: str | Path, download: bool) -> dict[str, Any]:
+        """``CIFAR10C``'s arguments; without ``download``, the files must be there."""
         folder = Path(root) / self.base_folder
-        if not download and not self._files_exist(folder, corruption):
+        if not download and not self._files_exist(folder, self.corruption):
             raise FileNotFoundError(
-                f"{self.base_folder} not found in {Path(root)}: need {corruption}.npy and "
+                f"{self.base_folder} not found in {Path(root)}: need {self.corruption}.npy and "
                 f"labels.npy in {folder}. Pass download=True to fetch it."
             )
-        self._corruption = corruption
-        super().__init__(
-            root,
-            transform=transform,
-            target_transform=target_transform,
-            subset=corruption,
-            shift_severity=shift_severity,
-            download=download,
-        )
+        return {"root": root, "subset": self.corruption, "shift_severity": self.shift_severity,
+                "download": download}
 
     @classmethod
     def is_available(cls, root: str | Path, corruption: str, shift_severity: int) -> bool:
@@ -124,7 +130,7 @@ class _CIFARCSeverity:
         return (folder / f"{corruption}.npy").is_file() and (folder / "labels.npy").is_file()
 
     def _check_integrity(self) -> bool:
-        return self._files_exist(self.root / self.base_folder, self._corruption)
+        return self._files_exist(self.root / self.base_folder, self.corruption)
 
     def make_dataset(
         self, root: Path, subset: str, shift_severity: int
@@ -189,7 +195,7 @@ class CIFAR100CSeverity(_CIFARCSeverity, CIFAR100C):
     """CIFAR-100-C, one corruption at one severity; arguments as :class:`CIFAR10CSeverity`."""
 
 
-class ImageNetCSeverity(ImageFolder):
+class ImageNetCSeverity(_CorruptionSeverity, ImageFolder):
     """ImageNet-C, one corruption at one severity: ``<root>/imagenet-c/<corruption>/<s>/<wnid>/``.
 
     Downloads TorchUncertainty's :class:`~torch_uncertainty.datasets.classification.ImageNetC`
@@ -211,18 +217,9 @@ class ImageNetCSeverity(ImageFolder):
 
     base_folder = ImageNetC.root_appendix
 
-    def __init__(
-        self,
-        root: str | Path,
-        corruption: str,
-        shift_severity: int,
-        transform: Callable | None = None,
-        target_transform: Callable | None = None,
-        download: bool = False,
-    ) -> None:
-        check_corruptions([corruption])
-        check_severities([shift_severity], "shift_severity")
-        folder = Path(root) / self.base_folder / corruption / str(shift_severity)
+    def _dataset_args(self, root: str | Path, download: bool) -> dict[str, Any]:
+        """``ImageFolder``'s root, the severity's folder, fetched first with ``download``."""
+        folder = self.expected_path(root, self.corruption, self.shift_severity)
         if download and not folder.is_dir():
             self.download(root)
         if not folder.is_dir():
@@ -230,8 +227,7 @@ class ImageNetCSeverity(ImageFolder):
                 f"ImageNet-C not found: no folder {folder} (<root>/imagenet-c/<corruption>/"
                 "<severity>/<wnid>/<image>). Pass download=True to fetch it."
             )
-        self.corruption, self.shift_severity = corruption, shift_severity
-        super().__init__(folder, transform=transform, target_transform=target_transform)
+        return {"root": folder}
 
     @classmethod
     def is_available(cls, root: str | Path, corruption: str, shift_severity: int) -> bool:

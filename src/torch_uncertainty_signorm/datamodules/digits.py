@@ -89,8 +89,10 @@ from torch.utils.data import DataLoader, TensorDataset
 from torch_uncertainty.datamodules import TUDataModule
 
 from .. import _compat
-from ..checks import check_fraction, check_integer, check_positive_number
-from ..evaluation.eval_sets import SEVERITIES, EvalSet, check_severities
+from ..checks import (
+    check_choices, check_fraction, check_integer, check_positive_number, check_stage,
+)
+from ..evaluation.eval_sets import SEVERITIES, EvalSet, check_eval_flags, check_severities
 
 __all__ = ["CORRUPTIONS", "DigitsDataModule"]
 
@@ -224,15 +226,9 @@ class DigitsDataModule(TUDataModule):
             check_integer("val_size", val_size, low=1)
         self.input_noise = check_positive_number("input_noise", input_noise, allow_zero=True)
         self.shift_severities = check_severities(shift_severities, "shift_severities")
-        self.corruptions = _check_corruptions(corruptions)
-        if (eval_ood or eval_shift) and (eval_near_far_ood or eval_shift_severities):
-            raise ValueError(
-                f"eval_ood={eval_ood!r} / eval_shift={eval_shift!r} (TorchUncertainty's one OOD and "
-                f"one shifted loader, read by position by the routine) cannot be combined with "
-                f"eval_near_far_ood={eval_near_far_ood!r} / eval_shift_severities="
-                f"{eval_shift_severities!r} (the loaders of eval_sets, read by OODShiftEvaluation): "
-                f"use one or the other."
-            )
+        self.corruptions = check_choices("corruptions", corruptions, CORRUPTIONS)
+        check_eval_flags(eval_near_far_ood, eval_shift_severities, eval_ood=eval_ood,
+                         eval_shift=eval_shift)
         if eval_near_far_ood and not self.held_out_classes:
             raise ValueError(
                 "eval_near_far_ood=True needs held_out_classes (the near-OOD digits), e.g. "
@@ -376,10 +372,7 @@ class DigitsDataModule(TUDataModule):
         Raises:
             ValueError: If ``stage`` is not one of the above.
         """
-        if stage not in ("fit", "validate", "test", None):
-            raise ValueError(
-                f"Stage {stage!r} is not supported; use 'fit', 'validate', 'test' or None."
-            )
+        check_stage(stage)
         self._load()
         if stage in ("fit", "validate", None):
             for split in ("train", "val"):
@@ -487,14 +480,3 @@ def _check_held_out(classes: Sequence[int]) -> tuple[int, ...]:
             f"got {list(classes)}."
         )
     return tuple(sorted(int(c) for c in classes))
-
-
-def _check_corruptions(corruptions: Sequence[str]) -> tuple[str, ...]:
-    corruptions = (corruptions,) if isinstance(corruptions, str) else tuple(corruptions)
-    unknown = [c for c in corruptions if c not in CORRUPTIONS]
-    if not corruptions or unknown or len(set(corruptions)) != len(corruptions):
-        raise ValueError(
-            f"Unknown, missing or repeated corruptions {unknown or list(corruptions)}; valid "
-            f"names: {list(CORRUPTIONS)}."
-        )
-    return corruptions

