@@ -66,3 +66,29 @@ def test_detached_tap_keeps_nothing():
     routine.model(torch.randn(4, 3))
     with pytest.raises(ValueError, match=r"shape None"):
         tap.take(2)
+
+
+@pytest.mark.parametrize("ending", ["end", "exception"])
+def test_a_test_logits_callback_reads_each_step_and_removes_its_hook_however_testing_ends(ending):
+    """The base of OODShiftEvaluation and TestPredictionWriter hands each step's logits to the
+    subclass, and leaves no hook on the model after the test ends or fails."""
+    from torch_uncertainty_signorm.callbacks.logits_tap import TestLogitsCallback
+
+    class Members(TestLogitsCallback):
+        def __init__(self):
+            super().__init__()
+            self.seen = []
+
+        def on_test_logits(self, pl_module, batch, dataloader_idx):
+            self.seen.append((self.tap.take(batch[1].shape[0])[1], dataloader_idx))
+
+    routine, callback = Routine(nn.Linear(3, 5)), Members()
+    callback.on_test_start(None, routine)
+    routine.model(torch.randn(6, 3))  # M = 3 members of B = 2 inputs
+    callback.on_test_batch_end(None, routine, None, (None, torch.zeros(2)), 0, dataloader_idx=1)
+    assert callback.seen == [(3, 1)] and routine.model._forward_hooks
+    if ending == "end":
+        callback.on_test_end(None, routine)
+    else:
+        callback.on_exception(None, routine, RuntimeError("interrupted"))
+    assert not routine.model._forward_hooks

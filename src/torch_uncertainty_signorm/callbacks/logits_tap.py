@@ -1,18 +1,18 @@
 """The logits a routine's model returns in each test step, read by a forward hook.
 
 Callbacks that need per-input outputs during ``trainer.test`` read them here instead of
-running the model a second time.
+running the model a second time; :class:`TestLogitsCallback` is their base.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from lightning.pytorch import LightningModule
+from lightning.pytorch import Callback, LightningModule, Trainer
 from torch import Tensor, nn
 from torch.utils.hooks import RemovableHandle
 
-__all__ = ["LogitsTap"]
+__all__ = ["LogitsTap", "TestLogitsCallback"]
 
 
 class LogitsTap:
@@ -66,3 +66,40 @@ class LogitsTap:
             self._handle.remove()
             self._handle = None
         self._logits = None
+
+
+class TestLogitsCallback(Callback):
+    """Base of the callbacks reading the model's logits in every test step: the tap is attached
+    when testing starts and removed when it ends or fails; a subclass reads each step's logits
+    in :meth:`on_test_logits` with ``self.tap.take(B)``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.tap = LogitsTap(type(self).__name__)
+
+    def on_test_start(self, trainer: Trainer, pl_module: LightningModule) -> None:
+        self.tap.attach(pl_module)
+
+    def on_test_batch_end(
+        self,
+        trainer: Trainer,
+        pl_module: LightningModule,
+        outputs: Any,
+        batch: Any,
+        batch_idx: int,
+        dataloader_idx: int = 0,
+    ) -> None:
+        self.on_test_logits(pl_module, batch, dataloader_idx)
+
+    def on_test_logits(self, pl_module: LightningModule, batch: Any, dataloader_idx: int) -> None:
+        """Read this step's logits (``self.tap.take``) for ``batch`` of test loader
+        ``dataloader_idx``."""
+        raise NotImplementedError
+
+    def on_test_end(self, trainer: Trainer, pl_module: LightningModule) -> None:
+        self.tap.detach()
+
+    def on_exception(
+        self, trainer: Trainer, pl_module: LightningModule, exception: BaseException
+    ) -> None:
+        self.tap.detach()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from lightning.pytorch import Callback, LightningModule, Trainer
+from lightning.pytorch import LightningModule, Trainer
 from torch import Tensor
 from torch_uncertainty.ood_criteria import MaxSoftmaxCriterion, OODCriterionInputType
 from torch_uncertainty.utils import get_logger_dir
@@ -13,12 +13,12 @@ from ..checks import check_integer
 from ..evaluation import EvalSet, NearFarOODMetrics, SeverityShiftMetrics, append_to_last_row
 from ..evaluation.printing import use_results_tables
 from ..prediction import member_probabilities
-from .logits_tap import LogitsTap
+from .logits_tap import TestLogitsCallback
 
 __all__ = ["OODShiftEvaluation"]
 
 
-class OODShiftEvaluation(Callback):
+class OODShiftEvaluation(TestLogitsCallback):
     r"""Score every OOD and corrupted test loader of the datamodule, whatever the routine.
 
     TorchUncertainty's routine reads one OOD loader and one shifted loader by position. With a
@@ -63,7 +63,6 @@ class OODShiftEvaluation(Callback):
         self.shift: SeverityShiftMetrics | None = None
         self.results: dict[str, Tensor] = {}
         self._sets: list[EvalSet] = []
-        self._tap = LogitsTap("OODShiftEvaluation")
 
     def setup(self, trainer: Trainer, pl_module: LightningModule, stage: str) -> None:
         """Under TorchUncertainty's trainer, print these results in their own tables.
@@ -89,7 +88,7 @@ class OODShiftEvaluation(Callback):
                 num_bins=self.num_bins or getattr(pl_module, "num_bins_calibration_error", 15),
             ).to(pl_module.device)
         self.results = {}
-        self._tap.attach(pl_module)
+        super().on_test_start(trainer, pl_module)
 
     def _check_setup(self, trainer: Trainer, pl_module: LightningModule) -> list[EvalSet]:
         sets = getattr(trainer.datamodule, "eval_sets", None)
@@ -116,15 +115,7 @@ class OODShiftEvaluation(Callback):
             )
         return list(sets)
 
-    def on_test_batch_end(
-        self,
-        trainer: Trainer,
-        pl_module: LightningModule,
-        outputs: Any,
-        batch: Any,
-        batch_idx: int,
-        dataloader_idx: int = 0,
-    ) -> None:
+    def on_test_logits(self, pl_module: LightningModule, batch: Any, dataloader_idx: int) -> None:
         spec = self._sets[dataloader_idx]
         if spec.kind == "id" and self.ood is None:
             return
@@ -144,7 +135,7 @@ class OODShiftEvaluation(Callback):
         self, pl_module: LightningModule, batch_size: int
     ) -> tuple[Tensor, Tensor]:
         """Logits ``(B, M, C)`` and categorical member probabilities ``(B, M, C')``."""
-        logits, num_estimators = self._tap.take(batch_size)
+        logits, num_estimators = self.tap.take(batch_size)
         binary = getattr(pl_module, "binary_cls", False)
         probs = member_probabilities(logits, num_estimators, binary)
         logits = logits.float().unflatten(0, (num_estimators, batch_size))
@@ -172,14 +163,9 @@ class OODShiftEvaluation(Callback):
         if results:
             pl_module.log_dict(results, sync_dist=True)
 
-    def on_exception(
-        self, trainer: Trainer, pl_module: LightningModule, exception: BaseException
-    ) -> None:
-        self._tap.detach()
-
     def on_test_end(self, trainer: Trainer, pl_module: LightningModule) -> None:
         """Remove the hook; add the values to the row the routine wrote in ``results.csv``."""
-        self._tap.detach()
+        super().on_test_end(trainer, pl_module)
         if not self.results or not getattr(pl_module, "save_to_csv", False):
             return
         if pl_module.logger is None or not trainer.is_global_zero:

@@ -15,19 +15,19 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from lightning.pytorch import Callback, LightningModule, Trainer
+from lightning.pytorch import LightningModule, Trainer
 from safetensors.torch import save_file
 from torch import Tensor
 from torch_uncertainty.utils import get_logger_dir
 
 from .._files import follow_umask
 from ..prediction import member_probabilities
-from .logits_tap import LogitsTap
+from .logits_tap import TestLogitsCallback
 
 __all__ = ["TestPredictionWriter"]
 
 
-class TestPredictionWriter(Callback):
+class TestPredictionWriter(TestLogitsCallback):
     """Write each test loader's member probabilities and targets to ``filename``.
 
     The file goes into the logger's run folder (``version_<n>/``), or ``dirpath`` if given.
@@ -53,6 +53,7 @@ class TestPredictionWriter(Callback):
         dirpath: str | Path | None = None,
         dataloaders: list[int] | None = None,
     ) -> None:
+        super().__init__()
         if not isinstance(filename, str) or not filename.endswith(".safetensors"):
             raise ValueError(f"filename must end with '.safetensors', got {filename!r}.")
         if dataloaders is not None:
@@ -68,26 +69,17 @@ class TestPredictionWriter(Callback):
         self.dataloaders = dataloaders
         self.filename = filename
         self.dirpath = None if dirpath is None else Path(dirpath)
-        self._tap = LogitsTap("TestPredictionWriter")
         self._probs: dict[int, list[Tensor]] = defaultdict(list)
         self._targets: dict[int, list[Tensor]] = defaultdict(list)
 
     def on_test_start(self, trainer: Trainer, pl_module: LightningModule) -> None:
-        self._tap.attach(pl_module)
+        super().on_test_start(trainer, pl_module)
         self._probs.clear()
         self._targets.clear()
 
-    def on_test_batch_end(
-        self,
-        trainer: Trainer,
-        pl_module: LightningModule,
-        outputs: Any,
-        batch: Any,
-        batch_idx: int,
-        dataloader_idx: int = 0,
-    ) -> None:
+    def on_test_logits(self, pl_module: LightningModule, batch: Any, dataloader_idx: int) -> None:
         targets = batch[1]
-        logits, num_estimators = self._tap.take(targets.shape[0])
+        logits, num_estimators = self.tap.take(targets.shape[0])
         if self.dataloaders is not None and dataloader_idx not in self.dataloaders:
             return
         binary = bool(getattr(pl_module, "binary_cls", False))
@@ -96,7 +88,7 @@ class TestPredictionWriter(Callback):
         self._targets[dataloader_idx].append(targets.detach().cpu())
 
     def on_test_end(self, trainer: Trainer, pl_module: LightningModule) -> None:
-        self._tap.detach()
+        super().on_test_end(trainer, pl_module)
         if not trainer.is_global_zero or not self._probs:
             return
         tensors = {}
@@ -108,8 +100,3 @@ class TestPredictionWriter(Callback):
         folder.mkdir(parents=True, exist_ok=True)
         save_file(tensors, folder / self.filename)
         follow_umask(folder / self.filename)  # safetensors writes 0600
-
-    def on_exception(
-        self, trainer: Trainer, pl_module: LightningModule, exception: BaseException
-    ) -> None:
-        self._tap.detach()

@@ -89,6 +89,7 @@ from torch.utils.data import DataLoader, TensorDataset
 from torch_uncertainty.datamodules import TUDataModule
 
 from .. import _compat
+from .._arguments import arguments_for
 from ..checks import (
     check_choices, check_fraction, check_integer, check_positive_number, check_stage,
 )
@@ -234,17 +235,7 @@ class DigitsDataModule(TUDataModule):
                 "eval_near_far_ood=True needs held_out_classes (the near-OOD digits), e.g. "
                 "held_out_classes=[8, 9]; got none."
             )
-        super().__init__(
-            root=root,
-            batch_size=batch_size,
-            eval_batch_size=eval_batch_size,
-            val_split=val_split,
-            num_workers=num_workers,
-            pin_memory=pin_memory,
-            persistent_workers=persistent_workers,
-            num_tta=num_tta,
-            postprocess_set=postprocess_set,
-        )
+        super().__init__(**arguments_for(TUDataModule.__init__, locals()))
         self.eval_ood = eval_ood
         self.eval_shift = eval_shift
         self.shift_severity = shift_severity

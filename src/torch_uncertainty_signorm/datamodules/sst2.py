@@ -44,6 +44,7 @@ from typing import Any, Literal
 
 import numpy as np
 
+from .._arguments import arguments_for
 from ..checks import check_fraction, check_integer, check_stage
 from .text_loading import PadToLongest, TextDataModule, load_tokenizer
 
@@ -153,20 +154,7 @@ class SST2DataModule(TextDataModule):
                     f"{name}='{path}' is not a directory; write one with "
                     f"Dataset(Dict).save_to_disk(path)."
                 )
-        super().__init__(
-            root=root,
-            tokenizer=tokenizer,
-            max_length=max_length,
-            eval_ood=eval_ood,
-            batch_size=batch_size,
-            eval_batch_size=eval_batch_size,
-            val_split=val_split,
-            num_tta=num_tta,
-            postprocess_set=postprocess_set,
-            num_workers=num_workers,
-            pin_memory=pin_memory,
-            persistent_workers=persistent_workers,
-        )
+        super().__init__(**arguments_for(TextDataModule.__init__, locals()))
         self.ood_dataset = ood_dataset
         self.local_path = None if local_path is None else Path(local_path)
         self.ood_local_path = None if ood_local_path is None else Path(ood_local_path)

@@ -11,6 +11,7 @@ from torch.utils.data import DataLoader, Dataset
 from torch_uncertainty.datamodules import TUDataModule
 
 from .. import _compat
+from .._arguments import arguments_for
 from ..checks import check_integer
 
 __all__ = ["PadToLongest", "TextDataModule", "check_text_loading", "load_tokenizer"]
@@ -99,17 +100,7 @@ class TextDataModule(TUDataModule):
         if eval_batch_size is not None:
             check_integer("eval_batch_size", eval_batch_size, 1)
         check_text_loading(num_tta, num_workers, persistent_workers)
-        super().__init__(
-            root=root,
-            batch_size=batch_size,
-            eval_batch_size=eval_batch_size,
-            val_split=val_split,
-            num_workers=num_workers,
-            pin_memory=pin_memory,
-            persistent_workers=persistent_workers,
-            num_tta=num_tta,
-            postprocess_set=postprocess_set,
-        )
+        super().__init__(**arguments_for(TUDataModule.__init__, locals()))
         self.eval_ood = eval_ood
         self.max_length = max_length
         self.tokenizer = load_tokenizer(tokenizer)

