@@ -1,6 +1,6 @@
 """A checkpoint when training is interrupted, and a resume that continues the run exactly.
 
-Lightning 2.6 already turns ``SIGTERM`` into an orderly stop: its signal handler sets
+Lightning turns ``SIGTERM`` into an orderly stop: its signal handler sets
 ``trainer.received_sigterm``, the training loop raises ``SIGTERMException`` once the current
 batch is done and every callback's ``on_exception`` runs. Lightning only saves a checkpoint
 there under SLURM auto-requeue. :class:`ExactResumeCheckpoint` saves one on any interruption of
