@@ -52,8 +52,13 @@ def test_training_loss_is_task_loss_plus_lambda_diversity_term():
 
 @pytest.mark.slow
 def test_low_temperature_lowers_signorm_cos_on_real_digits():
-    """τ is the control: 3 epochs at τ = 0.1 end with far more diverse members than τ = 10."""
-    cosines, gaps = {}, {}
+    """τ is the control: 3 epochs at τ = 0.1 end with far more diverse members than τ = 10.
+
+    Only the members' parameters are compared. Their outputs' diversity (the Jensen gap) follows
+    τ in some seeds and not in others at this budget (seeds 0 and 1 disagree, and seed 0 flips
+    between CPUs); the digits study leaves that link open too (claim C2, docs/digits_study).
+    """
+    cosines = {}
     for tau in (0.1, 10.0):
         torch.manual_seed(0)
         routine = digits_signorm_routine(tau=tau)
@@ -63,9 +68,7 @@ def test_low_temperature_lowers_signorm_cos_on_real_digits():
         results = trainer.validate(routine, datamodule, verbose=False)[0]
         assert results["val/cls/Acc"] > 0.85
         cosines[tau] = results["val/div/signorm_cos_regularized"]
-        gaps[tau] = results["val/div/jensen_gap"]
     assert cosines[0.1] < cosines[10.0] - 0.3, cosines
-    assert gaps[0.1] > gaps[10.0], gaps  # more parameter diversity, more output diversity
 
 
 def test_test_metrics_land_in_results_csv_next_to_torch_uncertainty_metrics(tmp_path):
