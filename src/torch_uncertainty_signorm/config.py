@@ -21,6 +21,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any, Literal, Self
 
+from ._arguments import arguments_for
 from .checks import check_integer, check_positive_number
 from .layer_selection import check_selection
 from .regularization import DEFAULT_DIVERSITY_STRENGTH, DEFAULT_TAU, check_penalty_settings
@@ -120,7 +121,7 @@ class MethodConfig:
 
 def settings_of(config_class: type[MethodConfig], arguments: Mapping[str, Any]) -> dict[str, Any]:
     """The config's settings among a call's ``arguments`` (e.g. a function's ``locals()``)."""
-    return {name: arguments[name] for name in config_class.field_names()}
+    return arguments_for(config_class, arguments)
 
 
 def _check_choice(name: str, value: Any, choices: tuple[str, ...]) -> None:
