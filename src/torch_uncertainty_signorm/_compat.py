@@ -8,7 +8,8 @@ internal still exists and behaves as relied upon, so that an upgrade that change
 there, by name, rather than somewhere in a training run.
 
 Checked on lightning 2.6.6, jsonargparse 4.53.0, torch 2.14.1, torch-uncertainty 0.13.0 and
-transformers 5.24.0.
+transformers 5.24.0 (the newest releases), and at the floors, lightning 2.6.6 with
+jsonargparse 4.51.0.
 
 Public routes taken instead of a private name (nothing of theirs is here):
 
