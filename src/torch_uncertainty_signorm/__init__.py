@@ -7,10 +7,11 @@ does not import torch, timm and transformers first.
 
 from __future__ import annotations
 
-import importlib
 import sys
 import types
 from typing import TYPE_CHECKING, Any
+
+from ._lazy import lazy_exports
 
 #: Public name -> the submodule defining it.
 _EXPORTS = {
@@ -49,16 +50,7 @@ if TYPE_CHECKING:
     from .regularization import ImportanceSharingPenalty, sharing_penalty
 
 
-def __getattr__(name: str) -> Any:
-    if name in _EXPORTS:
-        value = getattr(importlib.import_module(f".{_EXPORTS[name]}", __name__), name)
-        globals()[name] = value  # later lookups skip this hook
-        return value
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-def __dir__() -> list[str]:
-    return sorted([*globals(), *_EXPORTS])
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
 
 
 class _Package(types.ModuleType):
