@@ -30,8 +30,9 @@ def config_block_recipe(folder):
 def test_settings_in_a_config_block_train_test_and_export(cifar_root, command_env, tmp_path):
     recipe = config_block_recipe(tmp_path)
     logs = tmp_path / "logs"
-    done = run_command(["fit", "--config", recipe, *tiny_args(cifar_root, logs)], cwd=tmp_path,
-                       env=command_env)
+    done = run_command(["fit", "--config", recipe, *tiny_args(cifar_root, logs),
+                        "--eval_after_fit=false"],  # the test below reads the checkpoint
+                       cwd=tmp_path, env=command_env)
     assert done.returncode == 0, failure(done)
     saved = yaml.safe_load(only(logs.rglob("config.yaml"), "saved config.yaml").read_text())
     model_block = saved["routine"]["init_args"]["model"]["init_args"]
