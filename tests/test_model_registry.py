@@ -1,11 +1,10 @@
 """The registry of models an export or a checkpoint may name, and the views read from it."""
 
 import enum
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from fixtures.imports import modules_imported_by
 
 from torch_uncertainty_signorm import allowlist, model_registry
 from torch_uncertainty_signorm._plain_data import is_data, with_plain_values
@@ -61,9 +60,8 @@ def test_one_rule_for_data():
 
 
 def test_the_export_package_never_imports_the_command():
-    code = ("import sys, torch_uncertainty_signorm.export; print(sorted(m for m in sys.modules if "
-            "m in ('torch_uncertainty_signorm.cli', 'torch_uncertainty_signorm.recipe_parsing', "
-            "'lightning.pytorch.cli')))")
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          check=True)
-    assert done.stdout.strip() == "[]"
+    imported = modules_imported_by(
+        "import torch_uncertainty_signorm.export",
+        ("torch_uncertainty_signorm.cli", "torch_uncertainty_signorm.recipe_parsing",
+         "lightning.pytorch.cli"))
+    assert imported == []

@@ -1,7 +1,6 @@
 """The callbacks package imports a callback's module when the callback is first used."""
 
-import subprocess
-import sys
+from fixtures.imports import modules_imported_by
 
 import torch_uncertainty_signorm.callbacks as callbacks
 
@@ -9,12 +8,10 @@ import torch_uncertainty_signorm.callbacks as callbacks
 def test_importing_the_resume_callback_leaves_the_metrics_libraries_unimported():
     """TorchUncertainty's metrics bring scikit-learn and seaborn; a run that only resumes needs
     neither (Lightning itself still imports matplotlib)."""
-    code = ("import sys; from torch_uncertainty_signorm.callbacks import ExactResumeCheckpoint; "
-            "print(sorted(m for m in ('sklearn', 'seaborn', 'torch_uncertainty.metrics') "
-            "if m in sys.modules))")
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          check=True)
-    assert done.stdout.strip() == "[]"
+    imported = modules_imported_by(
+        "from torch_uncertainty_signorm.callbacks import ExactResumeCheckpoint",
+        ("sklearn", "seaborn", "torch_uncertainty.metrics"))
+    assert imported == []
 
 
 def test_every_listed_callback_is_a_lightning_callback_of_its_module():
