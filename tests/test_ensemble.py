@@ -143,7 +143,7 @@ def test_torchvision_resnet_and_nested_modules_with_a_shared_norm():
     assert net.backbone.body[1][0][0] is net.backbone.body[1][1][0]  # still shared
     assert not any(type(m) in (nn.BatchNorm1d, nn.LayerNorm) for m in net.modules())
     assert net(torch.randn(5, 4)).shape == (M * 5, 3)
-    assert net.heads.norm.__class__.__name__ == "SigmaLayerNorm"
+    assert net.heads.norm.__class__.__name__ == "HeadLayerNorm"
 
 
 def test_diversity_loss_and_scale_logit_accessor():
@@ -156,7 +156,7 @@ def test_diversity_loss_and_scale_logit_accessor():
     torch.testing.assert_close(model.diversity_loss(), expected)
     logits = model.scale_logits()
     named = [p for n, p in model.named_parameters() if n.endswith("scale_logits")]
-    assert len(logits) == len(named) == 21  # 20 backbone σBN layers + the heads' σBN
+    assert len(logits) == len(named) == 20  # the 20 backbone σBN layers (heads: plain BN)
     assert {id(p) for p in logits} == {id(p) for p in named}
     model.diversity_loss().backward()
     assert model.backbone.layer1[0].bn2.scale_logits.grad.abs().sum() > 0

@@ -91,7 +91,8 @@ def test_member_parameters_train_m_times_faster_with_weight_decay_divided_by_m()
     )
     assert heads["lr"] == pytest.approx(0.4) and heads["weight_decay"] == pytest.approx(2.5e-4)
     assert scales["lr"] == pytest.approx(40.0) and scales["weight_decay"] == 0.0
-    assert {id(p) for p in heads["params"]} == {id(model.heads.weight), id(model.heads.bias)}
+    assert {id(p) for p in heads["params"]} == {id(p) for p in model.heads.parameters()}
+    assert len(heads["params"]) == 4  # the linear layers' weight and bias, the norm's affine
     assert "lr" not in shared  # the optimizer's own rate
     grouped = [id(p) for g in (shared, heads, scales) for p in g["params"]]
     assert sorted(grouped) == sorted(id(p) for p in model.parameters())

@@ -38,9 +38,9 @@ def test_film_ensemble_counts_per_member_affines():
 
 
 def test_signorm_ensemble_counts_scales_and_member_heads():
-    # conv 108 + M·4 scale logits + heads: M·4 σBN logits + M·(2·4 + 2) linear
+    # conv 108 + M·4 scale logits + heads: M·(4 + 4) BN affine + M·(2·4 + 2) linear
     counts = parameter_counts(signorm_ensemble(TinyCNN(), 3))
-    assert counts == {"trainable": 108 + 12 + 12 + 30, "total": 162}
+    assert counts == {"trainable": 108 + 12 + 24 + 30, "total": 174}
 
 
 def test_lora_ensemble_counts_frozen_backbone_adapters_and_heads():

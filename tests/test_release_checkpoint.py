@@ -11,7 +11,7 @@ repository root::
     from torch_uncertainty.models.classification import resnet
     from torch_uncertainty_signorm import signorm_ensemble
     sys.path.insert(0, "tests")
-    from fixtures.backbones import randomize_norms
+    from fixtures.backbones import randomize_norms, tiny_bert, tiny_signorm_spec
 
     torch.manual_seed(0)
     backbone = resnet(3, 5, 18, style="cifar", width_multiplier=0.0625)
@@ -39,8 +39,11 @@ from safetensors.torch import load_file
 from torch_uncertainty.models.classification import resnet
 
 from torch_uncertainty_signorm import export, signorm_ensemble
+from torch_uncertainty_signorm.export.spec import build_model
+from torch_uncertainty_signorm.layers.member_heads import upgrade_legacy_heads
+from torch_uncertainty_signorm.routines import SigmaNormClassificationRoutine
 
-from fixtures.backbones import randomize_norms
+from fixtures.backbones import randomize_norms, tiny_bert, tiny_signorm_spec
 
 DATA = Path(__file__).parent / "fixtures" / "data"
 
@@ -57,7 +60,7 @@ def _release_model():
 def test_release_0_1_0_state_dict_loads_and_reproduces_logits():
     model, state = _release_model()
     assert {k: tuple(v.shape) for k, v in model.state_dict().items()} == {
-        k: tuple(v.shape) for k, v in state.items()
+        k: tuple(v.shape) for k, v in upgrade_legacy_heads(dict(state)).items()
     }
     io = load_file(DATA / "signorm_resnet_v0_1_0_io.safetensors")
     with torch.no_grad():
@@ -73,3 +76,38 @@ def test_release_0_1_0_members_export_to_the_same_logits():
             member = export.member_model(model, m).eval()
             expected = io["logits"][m * batch : (m + 1) * batch]
             torch.testing.assert_close(member(io["inputs"]), expected, rtol=1e-5, atol=1e-5)
+
+
+# Written by the package at commit d303e6e, whose member heads normalised with a from-scratch
+# σNorm (scale logits, no shift), by tests/fixtures/make_release_d303e6e.py (run from that
+# commit's checkout): a converted tiny BERT (LayerNorm heads) trained 3 steps, and a Lightning
+# checkpoint of the routine (tiny ResNet, BatchNorm heads) with its export.
+D303 = "d303e6e"
+
+
+def test_earlier_layernorm_heads_load_and_reproduce_logits():
+    model = signorm_ensemble(randomize_norms(tiny_bert(3)), num_estimators=3, pretrained=True)
+    state = load_file(DATA / f"signorm_bert_{D303}.safetensors")
+    assert "heads.norm.scale_logits" in state  # the earlier heads
+    model.load_state_dict(state, strict=True)
+    io = load_file(DATA / f"signorm_bert_{D303}_io.safetensors")
+    inputs = {k.removeprefix("inputs."): v for k, v in io.items() if k.startswith("inputs.")}
+    with torch.no_grad():
+        torch.testing.assert_close(model.eval()(inputs), io["logits"], rtol=1e-5, atol=1e-5)
+    assert bool(model.heads.norm.scale_initialised)  # never re-measured on a later fit
+
+
+def test_earlier_lightning_checkpoint_and_export_predict_what_they_predicted():
+    io = load_file(DATA / f"signorm_resnet_{D303}_io.safetensors")
+    routine = SigmaNormClassificationRoutine.load_from_checkpoint(  # built in Python: the model
+        DATA / f"signorm_resnet_{D303}.ckpt", map_location="cpu",  # object is passed again
+        model=build_model(tiny_signorm_spec(3, style="cifar", tau=0.5)))
+    with torch.no_grad():
+        torch.testing.assert_close(routine.model.eval()(io["inputs"]), io["logits"],
+                                   rtol=1e-5, atol=1e-5)
+        exported = export.load_ensemble(DATA / f"signorm_resnet_{D303}_export")
+        torch.testing.assert_close(exported(io["inputs"]), io["logits"], rtol=1e-5, atol=1e-5)
+        member = export.load_member(DATA / f"signorm_resnet_{D303}_export", 1)
+        batch = io["inputs"].shape[0]
+        torch.testing.assert_close(member(io["inputs"]), io["logits"][batch : 2 * batch],
+                                   rtol=1e-5, atol=1e-5)

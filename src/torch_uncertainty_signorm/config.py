@@ -168,12 +168,14 @@ class SigmaNormConfig(MethodConfig):
     member_spread: float = 0.0
     head: str | None = None
     head_norm: Literal["auto", "batch", "layer"] = "auto"
+    head_scale_init: Literal["auto", "unit", "features"] = "auto"
     expand_at: str = "auto"
     eval_chunk_size: int | Literal["auto"] | None = "auto"
 
     def __post_init__(self) -> None:
         check_eval_chunk_size(self.eval_chunk_size)
         _check_choice("head_norm", self.head_norm, ("auto", "batch", "layer"))
+        _check_choice("head_scale_init", self.head_scale_init, ("auto", "unit", "features"))
         tau, strength = check_penalty_settings(self.tau, self.diversity_strength)
         check_selection("regularized_layers", self.regularized_layers)
         _check_name("head", self.head, "the name of the classifier or None", optional=True)

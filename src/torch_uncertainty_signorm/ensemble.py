@@ -92,7 +92,8 @@ class SigmaNormEnsemble(MemberWrapper):
 
     Every normalisation layer becomes a σNorm layer :math:`\sigma(\gamma_m) \odot
     \mathrm{norm}_m(x)` (own statistics and scale logits per member); every other weight is
-    shared. The classifier is replaced by fresh per-member heads (σNorm, then linear).
+    shared. The classifier is replaced by fresh per-member heads (an ordinary BatchNorm or
+    LayerNorm with its own affine, then a linear layer: the paper's heads).
     The backbone is modified in place.
 
     Args:
@@ -128,6 +129,12 @@ class SigmaNormEnsemble(MemberWrapper):
         head: Name of the classifier to replace; found automatically when ``None``.
         head_norm: Norm of the member heads: ``"batch"``, ``"layer"``, or ``"auto"``
             (``"layer"`` when the backbone's norms are LayerNorm/RMSNorm).
+        head_scale_init: How the head norm's scale starts: ``"unit"`` (the paper's),
+            ``"features"`` (the scale of its input, measured on the first training batch, so
+            that the fresh head reads features of the backbone's own scale and the shared
+            backbone receives a single model's gradient;
+            :mod:`~torch_uncertainty_signorm.layers.head_norm`), or ``"auto"``: ``"features"``
+            with ``pretrained=True``, else ``"unit"``.
         expand_at: Where members split off: ``"input"``, a module name (work before it runs
             once per input), or ``"auto"`` (ResNet stem norm, ViT blocks, else input).
         eval_chunk_size: Backbone rows (M per input) per pass in evaluation mode: the batch
@@ -159,6 +166,7 @@ class SigmaNormEnsemble(MemberWrapper):
         member_spread: float = _DEFAULT.member_spread,
         head: str | None = _DEFAULT.head,
         head_norm: Literal["auto", "batch", "layer"] = _DEFAULT.head_norm,
+        head_scale_init: Literal["auto", "unit", "features"] = _DEFAULT.head_scale_init,
         expand_at: str = _DEFAULT.expand_at,
         eval_chunk_size: int | Literal["auto"] | None = _DEFAULT.eval_chunk_size,
     ) -> None:
@@ -197,8 +205,12 @@ class SigmaNormEnsemble(MemberWrapper):
         if head_norm == "auto":
             is_layer_norm = any(isinstance(m, SigmaLayerNorm) for m in converted.values())
             head_norm = "layer" if is_layer_norm else "batch"
+        scale_init = config.head_scale_init
+        if scale_init == "auto":
+            scale_init = "features" if pretrained else "unit"
         self.heads = MemberHeads(
-            in_features, config.num_classes or replaced_classes, num_estimators, norm=head_norm
+            in_features, config.num_classes or replaced_classes, num_estimators, norm=head_norm,
+            scale_init=scale_init,
         ).to(**placement)
         require_diversity_loss(self)  # never trains silently without its regulariser
 
@@ -216,7 +228,7 @@ class SigmaNormEnsemble(MemberWrapper):
         return self.penalty(self.importances(regularized_only=True))
 
     def scale_logits(self) -> list[nn.Parameter]:
-        """Every σNorm scale-logit parameter (backbone and heads), for their own param group.
+        """Every σNorm scale-logit parameter (the backbone's), for their own param group.
 
         σNorm scales train with a larger learning rate (100× in the paper) and no weight
         decay.

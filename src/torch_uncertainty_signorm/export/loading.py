@@ -12,11 +12,12 @@ from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 
 import torch
-from safetensors.torch import load_model
+from safetensors.torch import load_file, load_model
 from torch import nn
 
 from ..checks import check_integer
 from ..ensemble import SigmaNormEnsemble
+from ..layers.member_heads import upgrade_legacy_heads
 from .files import (
     CONFIG_NAME,
     FORMAT,
@@ -77,12 +78,31 @@ def _load_checked(build: Callable[[], nn.Module], path: Path) -> nn.Module:
     """``build()`` with the weights of ``path``: built first on the meta device (no memory) and
     checked against the file's header, then built and loaded strictly, then checked finite."""
     header = safetensors_header(path)
+    legacy = _LEGACY_HEAD_NORM in header
     with torch.device("meta"):
-        check_fits_header(build().state_dict(), header, path)
+        check_fits_header(build().state_dict(), _upgraded_header(header), path)
     model = build()
-    load_model(model, str(path), strict=True)
+    if legacy:
+        model.load_state_dict(upgrade_legacy_heads(load_file(path), prefix="heads."))
+    else:
+        load_model(model, str(path), strict=True)
     check_finite(model.state_dict(), path)
     return model.eval()
+
+
+#: The heads' σNorm scale logits of an export written before the heads had an affine norm.
+_LEGACY_HEAD_NORM = "heads.norm.scale_logits"
+
+
+def _upgraded_header(header: dict[str, tuple]) -> dict[str, tuple]:
+    """The header of an export written before the heads' norm had its own affine, as today's
+    (:func:`~torch_uncertainty_signorm.layers.member_heads.upgrade_legacy_heads`)."""
+    header = dict(header)
+    legacy = header.pop(_LEGACY_HEAD_NORM, None)
+    if legacy is not None:
+        header.update({"heads.norm.weight": legacy, "heads.norm.bias": legacy,
+                       "heads.norm.scale_initialised": ("BOOL", ())})
+    return header
 
 
 def _export_spec(directory: Path, extra_class_paths: Iterable[str]) -> dict:

@@ -1,4 +1,5 @@
-"""Fresh per-member classifier heads: a σNorm layer, then a linear layer, batched over members."""
+"""Fresh per-member classifier heads: a normalisation layer, then a linear layer, batched over
+members (the paper's heads)."""
 
 from __future__ import annotations
 
@@ -9,25 +10,32 @@ import torch
 from torch import Tensor, nn
 
 from ..checks import check_integer
+from .head_norm import HeadBatchNorm, HeadLayerNorm
 from .member_statistics import check_batch_statistics
-from .signorm import SigmaBatchNorm1d, SigmaLayerNorm
 
-__all__ = ["MemberHeads", "member_linear", "plain_linear"]
+__all__ = ["MemberHeads", "member_linear", "plain_linear", "upgrade_legacy_heads"]
 
 
 class MemberHeads(nn.Module):
     """M independent heads applied to batch-major features ``(B·M, D)`` in one pass.
 
-    Each member's head normalises its features (own statistics, own scale logits) and
-    applies its own freshly initialised linear layer; a shared head would be a symmetric
-    fixed point where the diversity regulariser has no gradient.
+    Each member's head normalises its features with an ordinary BatchNorm or LayerNorm of its
+    own (own statistics, own affine at the base learning rate:
+    :mod:`~torch_uncertainty_signorm.layers.head_norm`) and applies its own freshly initialised
+    linear layer; a shared head would be a symmetric fixed point where the diversity regulariser
+    has no gradient.
+
+    A state dict of the earlier heads, whose norm was a from-scratch σNorm (``norm.scale_logits``,
+    no shift), loads as the same function: ``weight = σ(scale_logits)``, ``bias = 0``.
 
     Args:
         in_features: Feature dimension D.
         num_classes: Number of classes C.
         num_estimators: Number of members M.
-        norm: ``"batch"`` (σBN, for convolutional backbones) or ``"layer"`` (σLN, for
-            transformers).
+        norm: ``"batch"`` (BatchNorm, for convolutional backbones) or ``"layer"`` (LayerNorm,
+            for transformers).
+        scale_init: ``"unit"`` (the paper's) or ``"features"``: the norm's scale starts at its
+            input's, measured on the first training batch (a converted pretrained backbone).
     """
 
     def __init__(
@@ -36,6 +44,7 @@ class MemberHeads(nn.Module):
         num_classes: int,
         num_estimators: int,
         norm: Literal["batch", "layer"] = "batch",
+        scale_init: Literal["unit", "features"] = "unit",
     ) -> None:
         super().__init__()
         if norm not in ("batch", "layer"):
@@ -43,8 +52,8 @@ class MemberHeads(nn.Module):
         check_integer("in_features", in_features)
         check_integer("num_classes", num_classes)
         self.num_estimators = num_estimators
-        norm_cls = SigmaBatchNorm1d if norm == "batch" else SigmaLayerNorm
-        self.norm = norm_cls(in_features, num_estimators)
+        norm_cls = HeadBatchNorm if norm == "batch" else HeadLayerNorm
+        self.norm = norm_cls(in_features, num_estimators, scale_init=scale_init)
         self.weight = nn.Parameter(torch.empty(num_estimators, num_classes, in_features))
         self.bias = nn.Parameter(torch.empty(num_estimators, num_classes))
         self.reset_parameters()
@@ -68,9 +77,13 @@ class MemberHeads(nn.Module):
                 f"MemberHeads expects features of shape (B·M, {self.weight.shape[-1]}), "
                 f"got {tuple(features.shape)}."
             )
-        if self.training and isinstance(self.norm, SigmaBatchNorm1d):
+        if self.training and isinstance(self.norm, HeadBatchNorm):
             check_batch_statistics(self.norm, features)  # before σBN's own, less helpful check
         return member_linear(self.norm(features), self.weight, self.bias)
+
+    def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs) -> None:
+        upgrade_legacy_heads(state_dict, prefix)
+        super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
 
     def to_plain(self, member: int) -> nn.Sequential:
         """Member ``member``'s head as plain layers: its norm folded back
@@ -78,6 +91,19 @@ class MemberHeads(nn.Module):
         linear layer."""
         linear = plain_linear(self.weight, self.bias, member)
         return nn.Sequential(self.norm.to_plain(member), linear)
+
+
+def upgrade_legacy_heads(state: dict, prefix: str = "heads.") -> dict:
+    """Rewrite, in place, the earlier σNorm head norm of ``state`` (``{prefix}norm.scale_logits``)
+    as the same affine head norm: ``weight = σ(scale_logits)``, ``bias = 0``, scale already
+    initialised. Running statistics keep their names. Returns ``state``."""
+    logits = state.pop(f"{prefix}norm.scale_logits", None)
+    if logits is None or f"{prefix}norm.weight" in state:
+        return state
+    state[f"{prefix}norm.weight"] = torch.sigmoid(logits)
+    state[f"{prefix}norm.bias"] = torch.zeros_like(logits)
+    state[f"{prefix}norm.scale_initialised"] = torch.tensor(True)
+    return state
 
 
 def plain_linear(weight: Tensor, bias: Tensor, member: int) -> nn.Linear:
