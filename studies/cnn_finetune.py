@@ -78,7 +78,7 @@ def run(method: str, seed: int, steps: int, scale_lr: float, members: int = 4,
     if method == "single":
         members, params = 1, model.parameters()
     else:
-        model = signorm_ensemble(model, members, pretrained=True, tau=tau,
+        model = signorm_ensemble(model, members, pretrained=True, tau=tau, head="_fc",
                                  diversity_strength=strength)
         params = signorm_param_groups(model, lr, scale_lr)
     optimizer = torch.optim.Adam(params, lr=lr)

@@ -9,6 +9,7 @@ import pytest
 
 from fixtures.cifar_files import run_command
 
+from torch_uncertainty_signorm.member_health import WARNING_PREFIX
 from torch_uncertainty_signorm.reproduction import regression
 
 RECIPE = Path(__file__).parents[1] / "experiments" / "digits_signorm.yaml"
@@ -42,6 +43,10 @@ def test_quickstart_trains_tests_and_prints_its_wall_time(tmp_path, capsys):
     assert float(row["test/cls/Acc"]) > 0.85
     assert float(row["ood/AUROC"]) > 0.8  # pixel-permuted digits are detected
     assert float(row["test/div/signorm_cos_regularized"]) < float(row["test/div/signorm_cos"])
+    # Every member is healthy: no health warning, each member's accuracy in results.csv.
+    assert WARNING_PREFIX not in done.stdout + done.stderr, done.stderr[-3000:]
+    assert float(row["test/health/dead_members"]) == 0
+    assert min(float(row[f"test/member_{m}/Acc"]) for m in range(4)) > 0.8
     assert list((tmp_path / "logs" / "digits").rglob("ownership.csv"))
     assert list((tmp_path / "logs" / "digits").rglob("config.yaml"))
     # The regression check passes against the committed reference of this recipe.

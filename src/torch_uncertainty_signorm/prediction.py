@@ -3,8 +3,9 @@ r"""Inference: the ensemble's mean probabilities and modulation uncertainty per 
 A σN-Ens (or any TorchUncertainty ensemble) returns member-major logits ``(M·B, C)``; a
 user wants, per input, the prediction :math:`\bar q(x) = \frac1M \sum_m q_m(x)` and how
 much the members disagree, the modulation uncertainty
-:math:`U_{mod}(x) = I[Y; M \mid x]` (:func:`~torch_uncertainty_signorm.mutual_information`).
-:func:`ensemble_prediction` turns logits into both; :func:`predict` runs a model on one
+:math:`U_{mod}(x) = I[Y; M \mid x]` (:func:`~torch_uncertainty_signorm.mutual_information`),
+with each member's probabilities beside them.
+:func:`ensemble_prediction` turns logits into these; :func:`predict` runs a model on one
 batch, on every batch of a loader, or on each loader of a TorchUncertainty datamodule's
 ``test_dataloader()``, without Lightning. The routine's ``predict_step`` calls
 :func:`ensemble_prediction`, so ``trainer.predict`` returns the same
@@ -34,10 +35,13 @@ class EnsemblePrediction(NamedTuple):
         probs: Mean member probabilities :math:`\\bar q`, shape ``(B, C)``; rows sum to 1.
         modulation_uncertainty: :math:`U_{mod}` (mutual information between the label and
             the member), shape ``(B,)``, in nats, between 0 and :math:`\\log M`.
+        member_probs: Each member's probabilities :math:`q_m`, shape ``(M, B, C)``, member-major
+            (``member_probs.mean(0)`` is ``probs``); ``None`` when built without them.
     """
 
     probs: Tensor
     modulation_uncertainty: Tensor
+    member_probs: Tensor | None = None
 
 
 def member_probabilities(logits: Tensor, num_estimators: int, binary: bool = False) -> Tensor:
@@ -62,9 +66,19 @@ def member_probabilities(logits: Tensor, num_estimators: int, binary: bool = Fal
 def ensemble_prediction(
     logits: Tensor, num_estimators: int, binary: bool = False
 ) -> EnsemblePrediction:
-    """Mean probabilities and :math:`U_{mod}` per input from member-major logits ``(M·B, C)``."""
+    """Mean probabilities, :math:`U_{mod}` and each member's probabilities per input from
+    member-major logits ``(M·B, C)``."""
     probs = member_probabilities(logits, num_estimators, binary)
-    return EnsemblePrediction(probs.mean(dim=0), mutual_information(probs))
+    return EnsemblePrediction(probs.mean(dim=0), mutual_information(probs), probs)
+
+
+def _concatenated(parts: list[EnsemblePrediction]) -> EnsemblePrediction:
+    """The batches' predictions as one, along the inputs (dim 1 of ``member_probs``)."""
+    return EnsemblePrediction(
+        torch.cat([part.probs for part in parts]),
+        torch.cat([part.modulation_uncertainty for part in parts]),
+        torch.cat([part.member_probs for part in parts], dim=1),
+    )
 
 
 def _inputs_of(batch: Any) -> Any:
@@ -110,6 +124,8 @@ def predict(
         >>> prediction = predict(signorm_ensemble(resnet(3, 10, 18, style="cifar"), 4), x)
         >>> prediction.probs.shape, prediction.modulation_uncertainty.shape
         (torch.Size([B, 10]), torch.Size([B]))
+        >>> prediction.member_probs.shape  # each member's probabilities
+        torch.Size([4, B, 10])
     """
     if isinstance(data, (list, tuple)) and data and all(
         isinstance(loader, DataLoader) for loader in data
@@ -142,4 +158,4 @@ def predict(
         model.train(was_training)
     if not outputs:
         raise ValueError("predict received no batch: the data iterable is empty.")
-    return EnsemblePrediction(*(torch.cat(parts) for parts in zip(*outputs)))
+    return _concatenated(outputs)

@@ -48,3 +48,17 @@ def test_test_tables_show_whole_names_diversity_and_flops_per_input():
     assert "FLOPs (first test batch, 64 inputs)" in text and "1.10 G" in text
     assert "FLOPs per input" in text and "17.19 M" in text  # 1.1e9 / 64
     assert "Near / far OOD detection" in text and "Corruption shift" in text
+
+
+def test_members_print_their_accuracy_in_percent_and_nll_beside_the_health_counts():
+    text = _render_all({
+        "test/cls/Acc": 0.9, "test/member_0/Acc": 0.875, "test/member_0/NLL": 0.4,
+        "test/member_1/Acc": 0.3125, "test/member_1/NLL": 2.5,
+        "test/health/dead_members": 1.0, "test/health/one_class": 0.0,
+    })
+    members = text[text.index("Members"):]
+    assert "Acc (%)" in members and "NLL (nats)" in members
+    assert "87.500" in members and "31.250" in members and "2.50000" in members
+    assert "0.87500" not in text  # a fraction printed in percent, as TorchUncertainty's Acc
+    health = text[text.index("Member health"):]
+    assert "dead_members" in health and "one_class" in health

@@ -83,8 +83,10 @@ def test_test_metrics_land_in_results_csv_next_to_torch_uncertainty_metrics(tmp_
         (row,) = list(csv.DictReader(file))
     for key in ("test/cls/Acc", "ood/AUROC", "test/ens_MI", "test/div/signorm_cos",
                 "test/div/signorm_cos_regularized", "test/div/jensen_gap",
-                "test/div/geometric_ambiguity"):
+                "test/div/geometric_ambiguity", "test/health/dead_members",
+                *(f"test/member_{m}/{name}" for m in range(4) for name in ("Acc", "NLL"))):
         assert row[key] != "", key
+    assert 0 < float(row["test/member_3/Acc"]) <= 1  # a fraction, as test/cls/Acc
     # the mutual information (modulation uncertainty) is TorchUncertainty's, logged once
     assert "test/div/MI" not in row
     assert 0 < float(row["test/div/signorm_cos"]) <= 1
@@ -318,6 +320,8 @@ def test_training_logs_diversity_and_tau_every_log_every_n_steps(tmp_path):
     trainer = cpu_trainer(max_steps=6, log_every_n_steps=2, limit_val_batches=0,
                           logger=CSVLogger(tmp_path))
     trainer.fit(routine, _loaders(24)[0])
+    assert "train/signorm_cos" in trainer.progress_bar_metrics
+    assert "train/tau" not in trainer.progress_bar_metrics  # τ is fixed without a target
     rows = [r for r in _logged(tmp_path) if r.get("train/tau")]
     assert [int(r["step"]) for r in rows] == [1, 3, 5]  # Lightning logs steps 2, 4, 6
     for row in rows:
@@ -352,10 +356,12 @@ def test_a_target_from_identical_members_asks_for_a_spread():
 def test_a_missed_target_is_warned_about_with_the_reason():
     """Two steps cannot bring identical-but-for-a-tiny-spread members to 0.3."""
     routine = _converted_routine(member_spread=0.01, target_diversity=0.3)
+    trainer = cpu_trainer(max_epochs=1, limit_val_batches=0)
     with pytest.warns(UserWarning, match=r"target_diversity=0\.3 was not reached: the "
-                      r"regularised layers' σNorm-cos is 0\.99\d+ after 2 steps"):
-        cpu_trainer(max_epochs=1, limit_val_batches=0).fit(routine, _loaders()[0])
+                      r"regularised layers' σNorm-cos is (0\.99\d+|1\.0000) after 2 steps"):
+        trainer.fit(routine, _loaders()[0])
     assert routine.model.penalty.tau < 0.5  # the controller strengthened the push
+    assert "train/tau" in trainer.progress_bar_metrics  # τ moves: on the progress bar
 
 
 @pytest.mark.parametrize(("kwargs", "message"), [

@@ -9,9 +9,11 @@ and ``ood_far/AUROC`` would overwrite each other, and one ``shift/severity`` key
 :class:`SigmaNormEvaluationLoop` prints the same categories and units with whole names, an
 *Ensemble diversity* table (σNorm-cos over all layers and over the regularised ones, Jensen gap,
 geometric ambiguity, the mutual information U_mod, disagreement), the FLOPs per input beside
-those of the first batch, and the near/far OOD and per-severity shift keys in tables of their
-own. Units follow TorchUncertainty's tables: AUROC, AUPR, FPR95, Acc, ECE ... in percent (the
-logged values and ``results.csv`` stay fractions, as TorchUncertainty logs them), NLL in nats.
+those of the first batch, the near/far OOD and per-severity shift keys in tables of their own,
+and each member's accuracy and NLL (``test/member_{m}/*``) beside the member health counts
+(``test/health/*``). Units follow TorchUncertainty's tables: AUROC, AUPR, FPR95, Acc, ECE ... in
+percent (the logged values and ``results.csv`` stay fractions, as TorchUncertainty logs them), NLL
+in nats.
 """
 
 from __future__ import annotations
@@ -29,10 +31,12 @@ from torch_uncertainty.utils.evaluation_loop import (
 
 from .eval_sets import OOD_GROUPS, OOD_METRICS, SHIFT_METRICS
 
-__all__ = ["SigmaNormEvaluationLoop", "ood_shift_tables", "results_tables", "use_results_tables"]
+__all__ = ["SigmaNormEvaluationLoop", "member_tables", "ood_shift_tables", "results_tables",
+           "use_results_tables"]
 
 _OOD_KEY = re.compile(r"^ood_(near|far)/(?:(.+)/)?(AUROC|AUPR|FPR95)$")
 _SHIFT_KEY = re.compile(r"^shift/(s[1-5]|mean)/(Acc|NLL|ECE)$")
+_MEMBER_KEY = re.compile(r"^test/member_(\d+)/(Acc|NLL)$")
 #: Printed unit of each metric of the near/far OOD and shift tables: percent (x100), or nats.
 _PERCENT = {"AUROC", "AUPR", "FPR95", "Acc", "ECE"}
 #: TorchUncertainty's categories: key prefix -> table title, in its order.
@@ -89,7 +93,7 @@ def results_tables(results: dict[str, Any], stage: str = "test",
     TorchUncertainty's categories with whole metric names, then *Ensemble diversity* (the
     :data:`DIVERSITY_NAMES` keys and any other ``test/div/*``), *Complexity* (with
     ``first_batch_inputs``, the FLOPs per input of the first test batch as well), and the
-    near/far OOD and shift tables of :func:`ood_shift_tables`.
+    near/far OOD and shift tables of :func:`ood_shift_tables`, then :func:`member_tables`.
     """
     values = {key.split("/dataloader_idx_")[0]: float(value) for key, value in results.items()}
     first_column = f"{stage.capitalize()} metric"
@@ -124,7 +128,29 @@ def results_tables(results: dict[str, Any], stage: str = "test",
                    if key.startswith("test/cplx/") and key != "test/cplx/flops"]
     if complexity:
         tables.append(_table(first_column, "Complexity", complexity))
-    return tables + ood_shift_tables(values)
+    return tables + ood_shift_tables(values) + member_tables(values, first_column)
+
+
+def member_tables(results: dict[str, float], first_column: str = "Test metric") -> list[Table]:
+    """*Members*: each member's Acc (%) and NLL (``test/member_{m}/*``); *Member health*: the
+    ``test/health/*`` counts."""
+    tables = []
+    members: dict[int, dict[str, float]] = {}
+    for key, value in results.items():
+        if match := _MEMBER_KEY.match(key):
+            members.setdefault(int(match.group(1)), {})[match.group(2)] = float(value)
+    if members:
+        table = Table(title="Members")
+        for column in ("Member", *map(_header, ("Acc", "NLL"))):
+            table.add_column(column, justify="center")
+        for member in sorted(members):
+            table.add_row(str(member), *(_cell(members[member], m) for m in ("Acc", "NLL")))
+        tables.append(table)
+    health = [(key.removeprefix("test/health/"), f"{int(value)}")
+              for key, value in sorted(results.items()) if key.startswith("test/health/")]
+    if health:
+        tables.append(_table(first_column, "Member health", health))
+    return tables
 
 
 def ood_shift_tables(results: dict[str, float]) -> list[Table]:

@@ -26,6 +26,7 @@ from ..diversity_target import TARGET_TOLERANCE, DiversityTarget, optimizer_look
 from ..ensemble import SigmaNormEnsemble
 from ..evaluation.printing import use_results_tables
 from ..evaluation.results_csv import append_to_last_row
+from ..member_health import MemberHealth, diagnose, health_counts, health_message
 from ..numerics import check_finite_inputs, check_finite_losses
 from ..optim import DEFAULT_SCALE_LR_MULTIPLIER, signorm_param_groups
 from ..prediction import EnsemblePrediction, ensemble_prediction, member_probabilities
@@ -51,7 +52,8 @@ class SigmaNormClassificationRoutine(ClassificationRoutine):
       regulariser :math:`\lambda \mathcal{L}_{div}`, with τ and λ set on the model),
       ``train/total_loss`` (what is optimised), ``train/signorm_cos`` (all layers),
       ``train/signorm_cos_regularized`` and ``train/tau``, every ``log_every_n_steps``
-      (from the weights alone: no extra forward);
+      (from the weights alone: no extra forward); σNorm-cos on the progress bar, and τ too
+      with ``target_diversity``;
     - a warning, at a validation during ``fit`` and when ``fit`` ends, while the regularised
       layers' σNorm-cos is still >= :data:`IDENTICAL_MEMBERS_COSINE` (the members are one
       model), naming the value, τ, λ, the steps run and the remedies;
@@ -64,6 +66,14 @@ class SigmaNormClassificationRoutine(ClassificationRoutine):
       on the in-distribution set (the mutual information, i.e. the modulation uncertainty,
       is TorchUncertainty's ``test/ens_MI``); the test values are appended to
       TorchUncertainty's ``results.csv`` row;
+    - member health (:mod:`~torch_uncertainty_signorm.member_health`), from the same logits
+      on the in-distribution set: ``{val,test}/health/{one_class,constant_output,
+      chance_accuracy,non_finite}`` (0/1, the ensemble) and ``.../health/dead_members`` (members
+      with a constant output or chance accuracy), and a one-line warning per condition and
+      member, once per run, with what to try: during ``fit`` when found at two validations in
+      a row or at the last one (the first epoch's transients stay silent), and after testing;
+    - test: each member's ``test/member_{m}/Acc`` (a fraction) and ``test/member_{m}/NLL``,
+      printed in a *Members* table and appended to ``results.csv`` with the health counts;
     - :meth:`optimizer_param_groups`: the σNorm scale logits in their own group at
       ``scale_lr_multiplier`` × the learning rate with no weight decay, and every per-member
       parameter at ``member_lr_multiplier`` × its rate. The ``torch-uncertainty`` command
@@ -161,6 +171,11 @@ class SigmaNormClassificationRoutine(ClassificationRoutine):
         measures = MetricCollection({name: MeanMetric() for name in _OUTPUT_MEASURES})
         self.val_diversity = measures.clone(prefix="val/div/")
         self.test_diversity = measures.clone(prefix="test/div/")
+        classes = 2 if self.binary_cls else num_classes
+        self.val_health = MemberHealth(model.num_estimators, classes)
+        self.test_health = MemberHealth(model.num_estimators, classes)
+        self._health_warned: set[tuple[str, int | None]] = set()
+        self._health_last: dict[tuple[str, int | None], str] = {}  # the last validation's
         self.logits_tap = LogitsTap(type(self).__name__)
         self.logits_tap.attach(self)
         if eval_grouping_loss:
@@ -212,6 +227,11 @@ class SigmaNormClassificationRoutine(ClassificationRoutine):
         return signorm_param_groups(
             self, lr, self.scale_lr_multiplier, self.member_lr_multiplier, weight_decay
         )
+
+    def on_fit_start(self) -> None:
+        super().on_fit_start()
+        self._health_warned.clear()  # warn again in a new run
+        self._health_last = {}
 
     def on_train_start(self) -> None:
         super().on_train_start()
@@ -269,9 +289,9 @@ class SigmaNormClassificationRoutine(ClassificationRoutine):
         loss = task_loss + diversity_loss
         self.log("train/diversity_loss", diversity_loss, logger=True)
         self.log("train/total_loss", loss, logger=True)
-        self.log("train/signorm_cos", cosine)
+        self.log("train/signorm_cos", cosine, prog_bar=True)
         self.log("train/signorm_cos_regularized", cosine_regularized)
-        self.log("train/tau", float(self.model.penalty.tau))
+        self.log("train/tau", float(self.model.penalty.tau), prog_bar=target is not None)
         return loss
 
     def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
@@ -285,6 +305,7 @@ class SigmaNormClassificationRoutine(ClassificationRoutine):
 
     def on_train_end(self) -> None:
         super().on_train_end()
+        self._warn_health(self._health_last)  # the state fit ends in, even if seen once
         cosine = self._regularized_cosine()
         if self.diversity_target is not None and not self.diversity_target.reached(cosine):
             rank_zero_warn(_missed_target_message(self.diversity_target, cosine, self.global_step))
@@ -316,7 +337,8 @@ class SigmaNormClassificationRoutine(ClassificationRoutine):
     def validation_step(self, batch: tuple[Tensor, Tensor], batch_idx: int = 0) -> None:
         check_finite_inputs(batch[0], f"validation batch {batch_idx}")
         super().validation_step(batch)
-        self._update_output_measures(self.val_diversity, batch[1][:: self.num_tta])
+        targets = batch[1][:: self.num_tta]
+        self._update_output_measures(self.val_diversity, self.val_health, targets)
 
     def test_step(
         self, batch: tuple[Tensor, Tensor], batch_idx: int, dataloader_idx: int = 0
@@ -324,23 +346,69 @@ class SigmaNormClassificationRoutine(ClassificationRoutine):
         check_finite_inputs(batch[0], f"test batch {batch_idx} of loader {dataloader_idx}")
         super().test_step(batch, batch_idx, dataloader_idx)
         if dataloader_idx == 0:
-            self._update_output_measures(self.test_diversity, batch[1][:: self.num_tta])
+            self._update_output_measures(
+                self.test_diversity, self.test_health, batch[1][:: self.num_tta]
+            )
 
     def predict_step(
         self, batch: Tensor | tuple[Tensor, Tensor], batch_idx: int = 0, dataloader_idx: int = 0
     ) -> EnsemblePrediction:
-        """Mean probabilities and modulation uncertainty U_mod per input (``trainer.predict``)."""
+        """Mean probabilities, modulation uncertainty U_mod and each member's probabilities per
+        input (``trainer.predict``)."""
         inputs = batch[0] if isinstance(batch, (tuple, list)) else batch
         logits = self.forward(inputs)
         return ensemble_prediction(logits, self.model.num_estimators, self.binary_cls)
 
-    def _update_output_measures(self, measures: MetricCollection, targets: Tensor) -> None:
-        """Per-input Jensen gap and geometric ambiguity of the last evaluated batch."""
+    def _update_output_measures(
+        self, measures: MetricCollection, health: MemberHealth, targets: Tensor
+    ) -> None:
+        """Per-input Jensen gap and geometric ambiguity of the last evaluated batch, and its
+        member health sums (each member's probabilities averaged over the TTA views)."""
         logits, rows_per_input = self.logits_tap.take(targets.size(0))  # M × the TTA views
         probs = member_probabilities(logits, rows_per_input, self.binary_cls)  # (M·TTA, B, C)
         for name, measure in _OUTPUT_MEASURES.items():
             value = measure(probs, targets) if name == "jensen_gap" else measure(probs)
             measures[name].update(value)
+        members = self.model.num_estimators  # a member's rows: its B inputs' views, in order
+        per_input = probs.reshape(members, targets.size(0), -1, probs.shape[-1]).mean(dim=2)
+        health.update(per_input, targets, logits.unflatten(0, (members, -1)))
+
+    def _health_results(
+        self, health: MemberHealth, stage: str, warn: bool
+    ) -> dict[str, Tensor | float]:
+        """``{stage}/health/*`` (and, at test, ``test/member_{m}/{Acc,NLL}``) of the evaluation
+        just ended; with ``warn``, its conditions are warned about (:meth:`_warn_health`):
+        during ``fit``, those also found at the previous validation, so that the first epoch's
+        transients (BatchNorm running statistics still catching up) stay silent."""
+        if health.update_count == 0:
+            return {}
+        stats = health.compute()
+        health.reset()
+        conditions = diagnose(stats)
+        if warn:
+            messages = {(c.condition, c.member): health_message(c, self.global_step, stage)
+                        for c in conditions}
+            if stage == "val":  # fit: what persists since the previous validation
+                previous, self._health_last = self._health_last, messages
+                messages = {k: v for k, v in messages.items() if k in previous}
+            self._warn_health(messages)
+        counts = health_counts(conditions)
+        results: dict[str, Tensor | float] = {
+            f"{stage}/health/{name}": float(count) for name, count in counts.items()
+        }
+        if stage == "test":
+            accuracy, nll = stats.accuracy(), stats.nll()
+            for member in range(health.num_estimators):
+                results[f"test/member_{member}/Acc"] = accuracy[member].float()
+                results[f"test/member_{member}/NLL"] = nll[member].float()
+        return results
+
+    def _warn_health(self, messages: dict[tuple[str, int | None], str]) -> None:
+        """Warn each (condition, member) once per run."""
+        for key, message in messages.items():
+            if key not in self._health_warned:
+                self._health_warned.add(key)
+                rank_zero_warn(message)
 
     def _diversity_results(self, measures: MetricCollection, stage: str) -> dict[str, Tensor]:
         results = measures.compute()
@@ -355,8 +423,9 @@ class SigmaNormClassificationRoutine(ClassificationRoutine):
     def on_validation_epoch_end(self) -> None:
         super().on_validation_epoch_end()
         results = self._diversity_results(self.val_diversity, "val")
-        self.log_dict(results, sync_dist=True)
         fitting = self.trainer.state.fn == "fit" and not self.trainer.sanity_checking
+        results |= self._health_results(self.val_health, "val", warn=fitting)
+        self.log_dict(results, sync_dist=True)
         cosine = float(results["val/div/signorm_cos_regularized"])
         if fitting and not self._warned_identical and self._members_identical(cosine):
             self._warned_identical = True
@@ -365,6 +434,7 @@ class SigmaNormClassificationRoutine(ClassificationRoutine):
     def on_test_epoch_end(self) -> None:
         use_results_tables(self.trainer)  # print the diversity measures too, names unabridged
         results = self._diversity_results(self.test_diversity, "test")
+        results |= self._health_results(self.test_health, "test", warn=True)
         super().on_test_epoch_end()
         self.log_dict(results, sync_dist=True)
         if self.save_to_csv and self.logger is not None and self.trainer.is_global_zero:

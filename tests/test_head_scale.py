@@ -1,0 +1,76 @@
+"""The member heads' norm must not amplify the gradient a converted backbone receives.
+
+On the packaged MiniLM the heads read the BERT pooler's tanh outputs, whose per-tweet standard
+deviation is ~0.07: a unit-scale norm there multiplies the gradient reaching the shared encoder by
+~15, which drove every converted run of the tweets schedule to one-class predictions
+(docs/reliability.md). With the converted default (``head_scale_init="auto"`` → ``"features"``)
+the encoder receives the wrapped model's gradient.
+"""
+
+import copy
+
+import pytest
+import torch
+from torch import nn
+
+from torch_uncertainty_signorm import signorm_ensemble
+from torch_uncertainty_signorm.datamodules import TweetsDataModule
+from torch_uncertainty_signorm.layers.head_norm import HeadBatchNorm, HeadLayerNorm
+from torch_uncertainty_signorm.offline_assets import minilm_classifier
+
+
+@pytest.fixture(scope="module")
+def minilm_batch():
+    datamodule = TweetsDataModule(test_size=48, max_length=32)
+    datamodule.setup("test")
+    return minilm_classifier(num_classes=3), datamodule.collate(
+        [datamodule.test[i] for i in range(len(datamodule.test))])
+
+
+def _encoder_gradient(model: nn.Module, inputs, labels, members: int = 1) -> float:
+    """Norm of the gradient at the pooler's dense weight after one training backward."""
+    model.train()
+    loss = nn.functional.cross_entropy(model(inputs), labels.repeat(members))
+    if hasattr(model, "diversity_loss"):
+        loss = loss + model.diversity_loss()
+    loss.backward()
+    pooler = model.backbone.model.bert.pooler if hasattr(model, "backbone") else model.model.bert.pooler
+    return float(pooler.dense.weight.grad.norm())
+
+
+@pytest.mark.parametrize(("scale_init", "low", "high"), [("auto", 0.5, 2.0), ("unit", 5.0, 40.0)])
+def test_converted_heads_pass_the_wrapped_models_gradient(minilm_batch, scale_init, low, high):
+    single, (inputs, labels) = minilm_batch
+    single = copy.deepcopy(single)
+    ensemble = signorm_ensemble(copy.deepcopy(single), 1, pretrained=True,
+                                regularized_layers="transformer", head_scale_init=scale_init)
+    with torch.no_grad():  # the same linear layer reads the features in both models
+        ensemble.heads.weight[0].copy_(single.model.classifier.weight)
+        ensemble.heads.bias[0].copy_(single.model.classifier.bias)
+    ratio = _encoder_gradient(ensemble, inputs, labels) / _encoder_gradient(single, inputs, labels)
+    assert low <= ratio <= high, f"gradient ratio {ratio:.2f} not in [{low}, {high}]"
+
+
+def test_the_head_norm_starts_at_its_inputs_scale_once():
+    torch.manual_seed(0)
+    norm = HeadLayerNorm(16, 2, scale_init="features")
+    features = 0.05 * torch.randn(8, 16)
+    with torch.no_grad():
+        out = norm.train()(features)
+    expected = features.var(dim=-1, unbiased=False).add(norm.eps).sqrt().mean()
+    torch.testing.assert_close(norm.weight, expected.expand(2, 16))
+    assert out.std(dim=-1).mean() == pytest.approx(float(features.std(dim=-1).mean()), rel=0.05)
+    norm(10 * features)  # measured once: a later batch, a resumed run, never re-measures
+    torch.testing.assert_close(norm.weight, expected.expand(2, 16))
+    batch = HeadBatchNorm(4, 2, scale_init="features")
+    rows = torch.randn(10, 4) * torch.tensor([0.1, 1.0, 3.0, 0.01])
+    torch.testing.assert_close(batch(rows).detach(), rows - rows.view(5, 2, 4).mean(0).repeat(5, 1),
+                               rtol=1e-4, atol=1e-4)  # BatchNorm scaled to its input: centring
+
+
+def test_from_scratch_heads_keep_the_papers_unit_scale():
+    norm = HeadLayerNorm(8, 3)
+    norm(torch.randn(6, 8) * 0.01)
+    assert torch.equal(norm.weight, torch.ones(3, 8)) and bool(norm.scale_initialised)
+    with pytest.raises(ValueError, match="head scale_init must be one of .*got 'data'"):
+        HeadLayerNorm(8, 3, scale_init="data")
