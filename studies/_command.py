@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import csv
 import os
 import subprocess
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -78,3 +79,23 @@ def train_runs(
     with ThreadPoolExecutor(jobs) as pool:
         for line in pool.map(train, runs):
             print(line, flush=True)
+
+
+def append_rows(path: Path, rows: Iterable[dict]) -> None:
+    """Append each row to the CSV file ``path`` as soon as it is made (printed too), so that an
+    interrupted sweep keeps what it ran; the header is written when the file is new, and a
+    header that differs from the rows' fields is an error."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    header = path.read_text().splitlines()[:1] if path.is_file() else []
+    with path.open("a", newline="") as handle:
+        writer = None
+        for row in rows:
+            print(row, flush=True)
+            if writer is None:
+                writer = csv.DictWriter(handle, fieldnames=list(row))
+                if not header:
+                    writer.writeheader()
+                elif header[0] != ",".join(row):
+                    raise ValueError(f"{path} has the columns {header[0]}, not {list(row)}.")
+            writer.writerow(row)
+            handle.flush()

@@ -17,7 +17,6 @@ layers' σNorm-cos::
 from __future__ import annotations
 
 import argparse
-import csv
 import time
 from pathlib import Path
 
@@ -31,6 +30,8 @@ from torch import nn
 from torch_uncertainty_signorm import signorm_ensemble
 from torch_uncertainty_signorm.diversity import signorm_cosine
 from torch_uncertainty_signorm.optim import signorm_param_groups
+
+from ._command import append_rows
 
 MEAN, STD = torch.tensor([0.485, 0.456, 0.406]), torch.tensor([0.229, 0.224, 0.225])
 
@@ -85,7 +86,9 @@ def run(method: str, seed: int, steps: int, scale_lr: float, members: int = 4,
     generator = torch.Generator().manual_seed(seed)
     start = time.perf_counter()
     model.train()
-    for _ in range(steps):
+    for step in range(steps):
+        if step % 40 == 0:
+            print(f"{method} scale_lr={scale_lr:g} seed={seed}: step {step}", flush=True)
         batch = torch.randint(0, len(y_train), (32,), generator=generator)
         logits = model(x_train[batch])
         loss = nn.functional.cross_entropy(logits, y_train[batch].repeat(members))
@@ -111,21 +114,9 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=160)
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args()
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    new = not args.out.exists()
-    with args.out.open("a", newline="") as handle:
-        writer = None
-        for seed in args.seeds:
-            for method in args.methods:
-                for scale_lr in args.scale_lr if method != "single" else [1.0]:
-                    row = run(method, seed, args.steps, scale_lr)
-                    print(row, flush=True)
-                    if writer is None:
-                        writer = csv.DictWriter(handle, fieldnames=list(row))
-                        if new:
-                            writer.writeheader()
-                    writer.writerow(row)
-                    handle.flush()
+    append_rows(args.out, (run(method, seed, args.steps, scale_lr) for seed in args.seeds
+                           for method in args.methods
+                           for scale_lr in (args.scale_lr if method != "single" else [1.0])))
 
 
 if __name__ == "__main__":

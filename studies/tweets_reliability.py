@@ -16,8 +16,6 @@ validation labels are not: 48 % negative). Usage::
 from __future__ import annotations
 
 import argparse
-import csv
-import math
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -32,6 +30,8 @@ from torch_uncertainty_signorm.layers.signorm import SigmaNorm
 from torch_uncertainty_signorm.lr_schedulers import WarmupCosineLR
 from torch_uncertainty_signorm.offline_assets import minilm_classifier
 from torch_uncertainty_signorm.optim import signorm_param_groups
+
+from ._command import append_rows
 
 STEPS, CHECK_EVERY, ONE_CLASS_SHARE = 120, 20, 0.95
 
@@ -137,7 +137,7 @@ def _evaluate(model: nn.Module, loader, members: int) -> tuple[float, float, flo
 
 
 def run(variant: str, seed: int, members: int, scale_lr: float = 100.0,
-        test: bool = True) -> dict:
+        test: bool = True, steps: int = STEPS) -> dict:
     seed_everything(seed, verbose=False)
     dm = _datamodule(seed)
     model = signorm_ensemble(
@@ -148,12 +148,12 @@ def run(variant: str, seed: int, members: int, scale_lr: float = 100.0,
         change(model)
     groups = signorm_param_groups(model, 0.01, scale_lr, float(members))
     optimizer = torch.optim.SGD(groups, lr=0.01, momentum=0.9, weight_decay=0.0)
-    schedule = WarmupCosineLR(optimizer, total_steps=STEPS, warmup_steps=10)
+    schedule = WarmupCosineLR(optimizer, total_steps=STEPS, warmup_steps=10)  # the study's
     loader = dm.train_dataloader()
     model.train()
     relapses, checks, start = 0, [], time.perf_counter()
     step = 0
-    while step < STEPS:
+    while step < steps:
         for inputs, labels in loader:
             logits = model(inputs)
             loss = nn.functional.cross_entropy(logits, labels.repeat(members))
@@ -166,14 +166,16 @@ def run(variant: str, seed: int, members: int, scale_lr: float = 100.0,
             optimizer.step()
             schedule.step()
             step += 1
-            if step % CHECK_EVERY == 0:
+            if step % CHECK_EVERY == 0 or step == steps:
                 acc, _, share = _evaluate(model, dm.val_dataloader(), members)
                 checks.append(f"{acc:.3f}")
                 relapses += share >= ONE_CLASS_SHARE and step > CHECK_EVERY
-            if step >= STEPS:
+                last_share = share
+            if step >= steps:
                 break
     row = {"variant": variant, "seed": seed, "M": members, "scale_lr": scale_lr,
-           "val_checks": " ".join(checks), "one_class_checks": relapses}
+           "val_checks": " ".join(checks), "one_class_checks": relapses,
+           "last_top_class_share": round(last_share, 3)}
     if test:
         acc, nll, share = _evaluate(model, dm.test_dataloader()[0], members)
         row.update(test_acc=round(acc, 4), test_nll=round(nll, 4), one_class=share >= 0.95)
@@ -190,22 +192,9 @@ def main() -> None:
     parser.add_argument("--no-test", action="store_true")
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args()
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    new = not args.out.exists()
-    with args.out.open("a", newline="") as handle:
-        writer = None
-        for members in args.members:
-            for seed in args.seeds:
-                for variant in args.variants:
-                    row = run(variant, seed, members, args.scale_lr, not args.no_test)
-                    print(row, flush=True)
-                    if writer is None:
-                        writer = csv.DictWriter(handle, fieldnames=list(row) + (
-                            [] if "test_acc" in row else ["test_acc", "test_nll", "one_class"]))
-                        if new:
-                            writer.writeheader()
-                    writer.writerow(row)
-                    handle.flush()
+    append_rows(args.out, (run(variant, seed, members, args.scale_lr, not args.no_test)
+                           for members in args.members for seed in args.seeds
+                           for variant in args.variants))
 
 
 if __name__ == "__main__":

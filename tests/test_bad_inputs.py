@@ -195,7 +195,7 @@ CASES = [
                     r"float"),
     Case("last training batch of one sample (member heads)",
          lambda d: _ensemble().train()(torch.randn(1, 3, 32, 32)), ValueError,
-         r"SigmaBatchNorm1d needs more than 1 value .* members: batch size 1\. .*choose a "
+         r"HeadBatchNorm needs more than 1 value .* members: batch size 1\. .*choose a "
          r"batch_size .*--data\.init_args\.batch_size"),
     Case("last training batch of one sample (σBN statistics)",
          lambda d: member_batch_norm(SigmaBatchNorm2d(4, M).train(), torch.randn(M, 4, 1, 1),

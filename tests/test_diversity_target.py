@@ -229,3 +229,27 @@ def test_lookahead_follows_the_momentum_of_the_scale_logits_group():
     assert optimizer_lookahead(sgd, scales) == pytest.approx(10.0)
     assert optimizer_lookahead(adam, scales) == pytest.approx(5.0)
     assert optimizer_lookahead(plain, scales) == 1.0
+
+
+def test_an_accuracy_fall_stops_the_push_from_growing_and_survives_a_checkpoint():
+    """The controller never trades the ensemble's accuracy away silently: once the validation
+    accuracy falls ACCURACY_DROP below its best, τ stops going lower (it may still rise)."""
+    from torch_uncertainty_signorm.diversity_target import ACCURACY_DROP
+
+    target = DiversityTarget(0.3, tau=1.0, total_steps=100, lookahead=1.0)
+    for step in range(5):  # far from the target: τ falls
+        target.update(1.0 - 1e-4, step)
+    assert not target.validated(0.90) and not target.validated(0.92)
+    assert not target.validated(0.92 - ACCURACY_DROP + 0.01)  # within the margin: keep pushing
+    held = target.tau
+    assert target.validated(0.92 - ACCURACY_DROP - 0.01)  # the fall: held once, reported once
+    assert not target.validated(0.50)
+    for step in range(5, 15):
+        assert target.update(1.0 - 1e-4, step) >= held - 1e-12
+    restored = DiversityTarget(0.3, tau=1.0, total_steps=100, lookahead=1.0)
+    restored.load_state_dict(target.state_dict())
+    assert restored.floor == target.floor and restored.best_accuracy == pytest.approx(0.92)
+    assert restored.update(1.0 - 1e-4, 15) >= held - 1e-12
+    legacy = {k: v for k, v in target.state_dict().items() if k not in ("floor", "best_accuracy")}
+    restored.load_state_dict(legacy)  # a checkpoint of an earlier release: no hold yet
+    assert restored.floor is None

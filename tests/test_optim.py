@@ -114,3 +114,20 @@ def test_a_member_step_at_multiplier_m_equals_a_single_model_step():
 def test_a_bad_member_multiplier_names_the_value():
     with pytest.raises(ValueError, match="member_lr_multiplier must be .* > 0, got 0"):
         signorm_param_groups(signorm_ensemble(tiny_resnet(), 2), lr=0.1, member_lr_multiplier=0)
+
+
+def test_the_default_scale_rate_follows_the_optimisers_kind():
+    """100× makes up for SGD's small scale-logit gradients; Adam already steps every parameter by
+    about its rate, so there the default is 10× (docs/reliability.md)."""
+    from torch_uncertainty_signorm.optim import is_adaptive, signorm_optim_recipe
+
+    model = signorm_ensemble(tiny_resnet(), 2)
+    for make, rate in ((lambda p: torch.optim.SGD(p, lr=0.1, momentum=0.9), 100.0),
+                       (lambda p: torch.optim.Adam(p, lr=0.1), 10.0),
+                       (lambda p: torch.optim.AdamW(p, lr=0.1), 10.0),
+                       (lambda p: torch.optim.RMSprop(p, lr=0.1), 10.0)):
+        optimizer = signorm_optim_recipe(lambda m, make=make: make(m.parameters()))(model)
+        assert optimizer.param_groups[-1]["lr"] == pytest.approx(0.1 * rate)
+        assert is_adaptive(optimizer) == (rate == 10.0)
+    explicit = signorm_optim_recipe(lambda m: torch.optim.Adam(m.parameters(), lr=0.1), 100.0)
+    assert explicit(model).param_groups[-1]["lr"] == pytest.approx(10.0)  # as asked: the paper's

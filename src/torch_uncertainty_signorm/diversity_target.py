@@ -43,7 +43,8 @@ from torch.optim import Optimizer
 from .checks import check_fraction, check_positive_number
 from .regularization import TAU_RANGE
 
-__all__ = ["CONTROLLED_TAU_RANGE", "TARGET_TOLERANCE", "DiversityTarget", "optimizer_lookahead"]
+__all__ = ["ACCURACY_DROP", "CONTROLLED_TAU_RANGE", "TARGET_TOLERANCE", "DiversityTarget",
+           "optimizer_lookahead"]
 
 #: Where the controller moves τ: TAU_RANGE's lower end, and 10, above which the push on
 #: importances in (0, 1) is under λ/200 per feature (off, for any budget); going higher only
@@ -51,6 +52,9 @@ __all__ = ["CONTROLLED_TAU_RANGE", "TARGET_TOLERANCE", "DiversityTarget", "optim
 CONTROLLED_TAU_RANGE = (TAU_RANGE[0], 10.0)
 #: How far from its target σNorm-cos may end and still count as reached.
 TARGET_TOLERANCE = 0.05
+#: Fall of the ensemble's validation accuracy below its best of the run (a fraction) at which the
+#: controller stops strengthening the push: the target costs that much at this budget.
+ACCURACY_DROP = 0.05
 #: Smallest 1 - σNorm-cos the controller resolves (float32 cosines of identical members).
 _MIN_DIVERGENCE = 1e-6
 #: Largest change of log τ per step: down by a factor 2 (the push grows up to 4x a step),
@@ -126,6 +130,8 @@ class DiversityTarget:
         self.start = 0.0  # log(1 - σNorm-cos) at the first update
         self.updates = 0
         self.step: int | None = None  # optimisation step of the last update
+        self.best_accuracy: float | None = None  # the ensemble's best validation accuracy
+        self.floor: float | None = None  # log τ below which it stops pushing, once held
 
     @property
     def tau(self) -> float:
@@ -140,6 +146,20 @@ class DiversityTarget:
         if self.log_tau >= high - 1e-9:
             return "upper"
         return None
+
+    def validated(self, accuracy: float) -> bool:
+        """Take the ensemble's validation ``accuracy`` (a fraction); ``True`` when it has just
+        fallen :data:`ACCURACY_DROP` below the run's best: from then on τ never goes lower than
+        it is now (the push stops growing), so the target's cost stops growing with it."""
+        accuracy = float(accuracy)
+        if not math.isfinite(accuracy):
+            return False
+        best = self.best_accuracy
+        self.best_accuracy = accuracy if best is None else max(best, accuracy)
+        if self.floor is not None or best is None or accuracy > best - ACCURACY_DROP:
+            return False
+        self.floor = self.log_tau
+        return True
 
     def update(self, cosine: float, step: int | None = None) -> float:
         """Take σNorm-cos of the regularised layers at optimisation ``step``; return the τ to
@@ -162,6 +182,7 @@ class DiversityTarget:
         step_size = self.gain * error / (self.lookahead if error < 0 else 1.0)
         step_size = min(max(step_size, -_MAX_FALL), _MAX_RISE)
         low, high = (math.log(t) for t in CONTROLLED_TAU_RANGE)
+        low = low if self.floor is None else max(low, min(self.floor, high))
         self.log_tau = min(high, max(low, self.log_tau + step_size))
         return self.tau
 
@@ -173,7 +194,7 @@ class DiversityTarget:
         """Everything :meth:`update` depends on, as plain floats (for the checkpoint)."""
         return {"log_tau": self.log_tau, "previous": self.previous, "rate": self.rate,
                 "start": self.start, "updates": self.updates, "step": self.step,
-                "target": self.target}
+                "target": self.target, "best_accuracy": self.best_accuracy, "floor": self.floor}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Restore :meth:`state_dict`; a target other than this one's is an error."""
@@ -188,3 +209,5 @@ class DiversityTarget:
         self.start = float(state["start"])
         self.updates = int(state["updates"])
         self.step = None if state["step"] is None else int(state["step"])
+        for key in ("best_accuracy", "floor"):  # absent from checkpoints of earlier releases
+            setattr(self, key, None if state.get(key) is None else float(state[key]))

@@ -12,6 +12,7 @@ import functools
 from collections.abc import Callable, Iterator
 from typing import Any
 
+import torch
 from torch import nn
 from torch.optim import Optimizer
 
@@ -19,18 +20,51 @@ from .checks import check_positive_number
 from .layers.member_heads import MemberHeads
 from .layers.signorm import SigmaNorm
 
-__all__ = ["DEFAULT_SCALE_LR_MULTIPLIER", "signorm_optim_recipe", "signorm_param_groups"]
+__all__ = [
+    "ADAPTIVE_SCALE_LR_MULTIPLIER",
+    "DEFAULT_SCALE_LR_MULTIPLIER",
+    "is_adaptive",
+    "scale_rate",
+    "signorm_optim_recipe",
+    "signorm_param_groups",
+]
 
-#: Learning-rate multiplier of the σNorm scales (paper Appendix "Implementation details").
+#: Learning-rate multiplier of the σNorm scales under SGD-type optimisers (paper Appendix
+#: "Implementation details"): it makes up for the scale logits' small gradients.
 DEFAULT_SCALE_LR_MULTIPLIER = 100.0
+#: The multiplier under adaptive optimisers (Adam, AdamW, RMSprop, ...), which already give
+#: every parameter a step of about its learning rate whatever its gradient's size: there 100×
+#: moves each scale logit ~100 times the rate a step, which on a converted pretrained CNN cost
+#: most of its accuracy within 160 steps (docs/reliability.md).
+ADAPTIVE_SCALE_LR_MULTIPLIER = 10.0
+
+#: Optimisers that normalise each parameter's step by its own gradient statistics.
+_ADAPTIVE = (torch.optim.Adagrad, torch.optim.Adadelta, torch.optim.RMSprop)
+
+
+def is_adaptive(optimizer: Optimizer) -> bool:
+    """Whether ``optimizer`` scales each parameter's step by its own gradient statistics (the
+    Adam family, which has ``betas``, RMSprop, Adagrad, Adadelta)."""
+    return "betas" in optimizer.defaults or isinstance(optimizer, _ADAPTIVE)
+
+
+def scale_rate(scale_lr_multiplier: float | None, adaptive: bool = False) -> float:
+    """The scale logits' learning-rate multiplier: ``scale_lr_multiplier`` when given, else
+    :data:`ADAPTIVE_SCALE_LR_MULTIPLIER` for an adaptive optimiser and
+    :data:`DEFAULT_SCALE_LR_MULTIPLIER` for another."""
+    if scale_lr_multiplier is None:
+        return ADAPTIVE_SCALE_LR_MULTIPLIER if adaptive else DEFAULT_SCALE_LR_MULTIPLIER
+    return check_positive_number("scale_lr_multiplier", scale_lr_multiplier)
 
 
 def signorm_param_groups(
     module: nn.Module,
     lr: float,
-    scale_lr_multiplier: float = DEFAULT_SCALE_LR_MULTIPLIER,
+    scale_lr_multiplier: float | None = None,
     member_lr_multiplier: float = 1.0,
     weight_decay: float | None = None,
+    *,
+    adaptive: bool = False,
 ) -> list[dict]:
     """Optimizer groups: every parameter at ``lr``, and the σNorm scale logits at
     ``lr * scale_lr_multiplier`` with no weight decay.
@@ -45,10 +79,13 @@ def signorm_param_groups(
     Args:
         module: Any module holding σNorm layers (an ensemble, or a routine wrapping one).
         lr: The base learning rate of the optimizer.
-        scale_lr_multiplier: Learning-rate multiplier of the scale logits (paper: 100).
+        scale_lr_multiplier: Learning-rate multiplier of the scale logits; ``None``:
+            :func:`scale_rate` (:data:`DEFAULT_SCALE_LR_MULTIPLIER`, the paper's, or
+            :data:`ADAPTIVE_SCALE_LR_MULTIPLIER` with ``adaptive``).
         member_lr_multiplier: Learning-rate multiplier of every per-member parameter.
         weight_decay: The optimizer's weight decay, divided by ``member_lr_multiplier`` for the
             member heads; ``None`` leaves their group at the optimizer's own value.
+        adaptive: The groups are for an adaptive optimiser (:func:`is_adaptive`).
 
     Returns:
         Two groups (shared and heads, scale logits) when ``member_lr_multiplier`` is 1, else
@@ -64,7 +101,7 @@ def signorm_param_groups(
         ...                             momentum=0.9, weight_decay=5e-4)
     """
     lr = check_positive_number("lr", lr)
-    scale_lr_multiplier = check_positive_number("scale_lr_multiplier", scale_lr_multiplier)
+    scale_lr_multiplier = scale_rate(scale_lr_multiplier, adaptive)
     member = check_positive_number("member_lr_multiplier", member_lr_multiplier)
     if weight_decay is not None:
         weight_decay = check_positive_number("weight_decay", weight_decay, allow_zero=True)
@@ -113,7 +150,7 @@ def _optimizer(procedure: Any, recipe: Callable) -> Optimizer:
 
 
 def signorm_optim_recipe(
-    optim_recipe: Callable[..., Any], scale_lr_multiplier: float = DEFAULT_SCALE_LR_MULTIPLIER
+    optim_recipe: Callable[..., Any], scale_lr_multiplier: float | None = None
 ) -> Callable[..., Any]:
     """The σN-Ens version of a TorchUncertainty ``optim_recipe``.
 
@@ -129,7 +166,8 @@ def signorm_optim_recipe(
         optim_recipe: A callable ``(model, ...) -> optimizer or {"optimizer": ...,
             "lr_scheduler": ...}``, e.g. ``torch_uncertainty.optim_recipes.optim_cifar10_resnet18``
             or ``lambda model: torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)``.
-        scale_lr_multiplier: Learning-rate multiplier of the scale logits (paper: 100).
+        scale_lr_multiplier: Learning-rate multiplier of the scale logits; ``None``:
+            :func:`scale_rate` for the recipe's optimiser (:func:`is_adaptive`).
 
     Raises:
         ValueError: If ``scale_lr_multiplier`` is no finite number > 0 (at once), or the model
@@ -145,18 +183,23 @@ def signorm_optim_recipe(
             f"optim_recipe must be a callable taking the model (a TorchUncertainty optim "
             f"recipe), got {type(optim_recipe).__name__}."
         )
-    check_positive_number("scale_lr_multiplier", scale_lr_multiplier)
+    if scale_lr_multiplier is not None:
+        check_positive_number("scale_lr_multiplier", scale_lr_multiplier)
 
     @functools.wraps(optim_recipe)
     def recipe(model: nn.Module, *args: Any, **kwargs: Any) -> Any:
-        lr = _optimizer(optim_recipe(model, *args, **kwargs), optim_recipe).defaults["lr"]
-        groups = signorm_param_groups(model, lr, scale_lr_multiplier)
+        optimizer = _optimizer(optim_recipe(model, *args, **kwargs), optim_recipe)
+        groups = signorm_param_groups(model, optimizer.defaults["lr"], scale_lr_multiplier,
+                                      adaptive=is_adaptive(optimizer))
         procedure = optim_recipe(_ParamGroups(groups), *args, **kwargs)
         _optimizer(procedure, optim_recipe)
         return procedure
 
+    rate = (f"{DEFAULT_SCALE_LR_MULTIPLIER:g}x (SGD-type) or {ADAPTIVE_SCALE_LR_MULTIPLIER:g}x "
+            f"(adaptive optimisers)" if scale_lr_multiplier is None
+            else f"{scale_lr_multiplier:g}x")
     recipe.__doc__ = (f"σN-Ens version of {getattr(optim_recipe, '__qualname__', 'a recipe')}"
                       f" (:func:`~torch_uncertainty_signorm.optim.signorm_optim_recipe`): the "
-                      f"σNorm scale logits at {scale_lr_multiplier:g}x its learning rate, "
+                      f"σNorm scale logits at {rate} its learning rate, "
                       f"without weight decay.\n\n" + (optim_recipe.__doc__ or ""))
     return recipe

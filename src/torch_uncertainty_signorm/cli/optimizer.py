@@ -6,9 +6,12 @@ from __future__ import annotations
 import inspect
 from typing import Any
 
+import torch
 from jsonargparse import Namespace
 from lightning.pytorch import LightningModule
 from lightning.pytorch.cli import LightningCLI, LRSchedulerCallable, OptimizerCallable
+
+from ..optim import is_adaptive
 
 __all__ = ["base_hyperparameters", "optim_recipe", "routine_optim_recipe"]
 
@@ -46,8 +49,9 @@ def routine_optim_recipe(routine: LightningModule, optimizer: OptimizerCallable,
     """The recipe's optimiser and scheduler, built for ``routine``.
 
     The optimiser is built on the routine's ``optimizer_param_groups(lr)`` when it defines one
-    (torch param-group dicts for the base learning rate ``lr``, the ``optimizer:`` block's, and
-    its ``weight_decay`` when the method takes that argument; see
+    (torch param-group dicts for the base learning rate ``lr``, the ``optimizer:`` block's, its
+    ``weight_decay`` and whether it is ``adaptive`` (Adam, RMSprop, ...) when the method takes
+    those arguments; see
     :func:`base_hyperparameters`), else on ``routine.parameters()``; the ``lr_scheduler:`` is
     built on it, so the schedule scales every group.
 
@@ -71,8 +75,11 @@ def routine_optim_recipe(routine: LightningModule, optimizer: OptimizerCallable,
     if callable(groups):
         base = base_hyperparameters(block, optimizer, parameters)
         extra = {}
-        if "weight_decay" in inspect.signature(groups).parameters:
+        accepted = inspect.signature(groups).parameters
+        if "weight_decay" in accepted:
             extra["weight_decay"] = base["weight_decay"]
+        if "adaptive" in accepted:  # the σNorm scale rate depends on the optimiser's kind
+            extra["adaptive"] = is_adaptive(optimizer([torch.nn.Parameter(torch.zeros(1))]))
         parameters = [dict(group) for group in groups(base["lr"], **extra)]
     built = optimizer(parameters)
     return optim_recipe(routine, built, None if lr_scheduler is None else lr_scheduler(built))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -22,13 +23,18 @@ from ..callbacks.logits_tap import LogitsTap
 from ..checkpoints import check_lightning_checkpoint, is_url, read_checkpoint
 from ..checks import check_fraction, check_positive_number
 from ..diversity import geometric_ambiguity, jensen_gap, signorm_cosine
-from ..diversity_target import TARGET_TOLERANCE, DiversityTarget, optimizer_lookahead
+from ..diversity_target import (
+    ACCURACY_DROP,
+    TARGET_TOLERANCE,
+    DiversityTarget,
+    optimizer_lookahead,
+)
 from ..ensemble import SigmaNormEnsemble
 from ..evaluation.printing import use_results_tables
 from ..evaluation.results_csv import append_to_last_row
 from ..member_health import MemberHealth, diagnose, health_counts, health_message
 from ..numerics import check_finite_inputs, check_finite_losses
-from ..optim import DEFAULT_SCALE_LR_MULTIPLIER, signorm_param_groups
+from ..optim import signorm_param_groups
 from ..prediction import EnsemblePrediction, ensemble_prediction, member_probabilities
 
 __all__ = ["IDENTICAL_MEMBERS_COSINE", "SigmaNormClassificationRoutine"]
@@ -60,7 +66,10 @@ class SigmaNormClassificationRoutine(ClassificationRoutine):
     - ``target_diversity``: τ adjusted every optimisation step so that the regularised
       layers' σNorm-cos settles at the target
       (:class:`~torch_uncertainty_signorm.diversity_target.DiversityTarget`); its state is saved
-      in checkpoints, and a run ending away from the target says so;
+      in checkpoints, and a run ending away from the target says so. When the ensemble's
+      validation accuracy falls :data:`~torch_uncertainty_signorm.diversity_target.ACCURACY_DROP`
+      below its best, the controller stops strengthening the push and warns what the target
+      costs at this budget, instead of trading the accuracy away silently;
     - validation and test: ``{val,test}/div/signorm_cos`` (all layers),
       ``.../signorm_cos_regularized``, ``.../jensen_gap`` and ``.../geometric_ambiguity``
       on the in-distribution set (the mutual information, i.e. the modulation uncertainty,
@@ -93,7 +102,9 @@ class SigmaNormClassificationRoutine(ClassificationRoutine):
             ``class_path``/``init_args`` mapping (a recipe's ``model:`` block).
         num_classes: Number of classes; defaults to the model's heads', must match them.
         loss: The task loss, e.g. :class:`torch.nn.CrossEntropyLoss`, or its mapping.
-        scale_lr_multiplier: Learning-rate multiplier of the σNorm scale logits.
+        scale_lr_multiplier: Learning-rate multiplier of the σNorm scale logits; ``None``
+            (default): 100 (the paper's) under SGD-type optimisers, 10 under adaptive ones
+            (Adam, AdamW, RMSprop, ...; :func:`~torch_uncertainty_signorm.optim.scale_rate`).
         member_lr_multiplier: Learning-rate multiplier of every per-member parameter (scale
             logits, member heads; the heads' weight decay is divided by it). The task loss
             averages over the M·B rows of the M members, so each member's own parameters get
@@ -122,7 +133,7 @@ class SigmaNormClassificationRoutine(ClassificationRoutine):
         num_classes: int | None = None,
         loss: nn.Module | None = None,
         *,
-        scale_lr_multiplier: float = DEFAULT_SCALE_LR_MULTIPLIER,
+        scale_lr_multiplier: float | None = None,
         member_lr_multiplier: float = 1.0,
         target_diversity: float | None = None,
         warn_identical_members: bool = True,
@@ -149,7 +160,8 @@ class SigmaNormClassificationRoutine(ClassificationRoutine):
                 f"SigmaNormClassificationRoutine trains a SigmaNormEnsemble (build one with "
                 f"torch_uncertainty_signorm.signorm_ensemble), got {type(model).__name__}."
             )
-        check_positive_number("scale_lr_multiplier", scale_lr_multiplier)
+        if scale_lr_multiplier is not None:
+            check_positive_number("scale_lr_multiplier", scale_lr_multiplier)
         check_positive_number("member_lr_multiplier", member_lr_multiplier)
         if target_diversity is not None:
             check_fraction("target_diversity", target_diversity)
@@ -160,7 +172,8 @@ class SigmaNormClassificationRoutine(ClassificationRoutine):
         num_classes = _agree_with_model(model, num_classes, kwargs)
         super().__init__(model, num_classes, loss, **kwargs)
         self.save_hyperparameters(_saved_hyperparameters(type(self), arguments))
-        self.scale_lr_multiplier = float(scale_lr_multiplier)
+        self.scale_lr_multiplier = (None if scale_lr_multiplier is None
+                                    else float(scale_lr_multiplier))
         self.member_lr_multiplier = float(member_lr_multiplier)
         self.check_finite_loss = bool(check_finite_loss)
         self.target_diversity = target_diversity
@@ -176,6 +189,7 @@ class SigmaNormClassificationRoutine(ClassificationRoutine):
         self.test_health = MemberHealth(model.num_estimators, classes)
         self._health_warned: set[tuple[str, int | None]] = set()
         self._health_last: dict[tuple[str, int | None], str] = {}  # the last validation's
+        self._val_accuracy: float | None = None  # the ensemble's, at the last validation
         self.logits_tap = LogitsTap(type(self).__name__)
         self.logits_tap.attach(self)
         if eval_grouping_loss:
@@ -219,13 +233,16 @@ class SigmaNormClassificationRoutine(ClassificationRoutine):
                     raise clear from error
             raise
 
-    def optimizer_param_groups(self, lr: float, weight_decay: float | None = None) -> list[dict]:
+    def optimizer_param_groups(self, lr: float, weight_decay: float | None = None,
+                               adaptive: bool = False) -> list[dict]:
         """Every parameter at ``lr``; the σNorm scale logits at ``lr * scale_lr_multiplier``
-        without weight decay; per-member parameters at ``member_lr_multiplier`` × their rate,
-        the heads with ``weight_decay / member_lr_multiplier`` (the optimizer's weight decay,
-        which the ``torch-uncertainty`` command passes)."""
+        (unset: 100, or 10 for an ``adaptive`` optimiser such as Adam) without weight decay;
+        per-member parameters at ``member_lr_multiplier`` × their rate, the heads with
+        ``weight_decay / member_lr_multiplier`` (the optimizer's weight decay and kind, which
+        the ``torch-uncertainty`` command passes)."""
         return signorm_param_groups(
-            self, lr, self.scale_lr_multiplier, self.member_lr_multiplier, weight_decay
+            self, lr, self.scale_lr_multiplier, self.member_lr_multiplier, weight_decay,
+            adaptive=adaptive,
         )
 
     def on_fit_start(self) -> None:
@@ -384,6 +401,8 @@ class SigmaNormClassificationRoutine(ClassificationRoutine):
             return {}
         stats = health.compute()
         health.reset()
+        if stage == "val":
+            self._val_accuracy = float(stats.accuracy()[-1])
         conditions = diagnose(stats)
         if warn:
             messages = {(c.condition, c.member): health_message(c, self.global_step, stage)
@@ -424,9 +443,16 @@ class SigmaNormClassificationRoutine(ClassificationRoutine):
         super().on_validation_epoch_end()
         results = self._diversity_results(self.val_diversity, "val")
         fitting = self.trainer.state.fn == "fit" and not self.trainer.sanity_checking
+        self._val_accuracy = None
         results |= self._health_results(self.val_health, "val", warn=fitting)
         self.log_dict(results, sync_dist=True)
         cosine = float(results["val/div/signorm_cos_regularized"])
+        target = self.diversity_target
+        if fitting and target is not None and self._val_accuracy is not None:
+            best = target.best_accuracy
+            if target.validated(self._val_accuracy):
+                rank_zero_warn(_target_cost_message(target, best, self._val_accuracy, cosine,
+                                                    self.global_step))
         if fitting and not self._warned_identical and self._members_identical(cosine):
             self._warned_identical = True
             rank_zero_warn(self._identical_members_message(cosine, "at this validation"))
@@ -441,6 +467,17 @@ class SigmaNormClassificationRoutine(ClassificationRoutine):
             log_dir = get_logger_dir(self.logger)
             if log_dir is not None and (log_dir / self.csv_filename).is_file():
                 append_to_last_row(log_dir / self.csv_filename, results)
+
+
+def _target_cost_message(target: DiversityTarget, best: float, accuracy: float, cosine: float,
+                         step: int) -> str:
+    return (
+        f"target_diversity={target.target:g} costs accuracy at this budget: the ensemble's "
+        f"validation accuracy fell from {best:.1%} (its best) to {accuracy:.1%} at step {step} "
+        f"while tau was pushed to {target.tau:.4g} and σNorm-cos reached {cosine:.4f}; the "
+        f"controller stops strengthening the push (tau stays >= {target.tau:.4g}). Choose a "
+        f"higher target, train longer, or lower the scale rate (scale_lr_multiplier)."
+    )
 
 
 def _missed_target_message(target: DiversityTarget, cosine: float, steps: int) -> str:
@@ -462,6 +499,11 @@ def _missed_target_message(target: DiversityTarget, cosine: float, steps: int) -
         )
     else:
         why = "the run ended before σNorm-cos settled: train longer"
+    if target.floor is not None:
+        why = (f"the controller stopped strengthening the push when the validation accuracy "
+               f"fell {ACCURACY_DROP:.0%} below its best (tau held >= "
+               f"{math.exp(target.floor):.4g}): this target costs more accuracy than this "
+               f"budget affords")
     return (
         f"target_diversity={target.target:g} was not reached: the regularised layers' "
         f"σNorm-cos is {cosine:.4f} after {steps} steps (tolerance ±{TARGET_TOLERANCE}), with "
