@@ -36,9 +36,9 @@ CLASS_PRIORS = ("0.383", "0.480")
 PACKAGES = ("torch", "lightning", "torch-uncertainty", "transformers", "torch-uncertainty-signorm")
 
 
-def seed_runs(seeds=SEEDS, single_seeds=SEEDS) -> list[StudyRun]:
+def seed_runs(seeds=SEEDS, single_seeds=SEEDS, members=(1, 4)) -> list[StudyRun]:
     runs = [StudyRun("signorm", s, num_estimators=m, tau=TAU, evaluate_shift=False)
-            for m in (1, 4) for s in seeds]
+            for m in members for s in seeds]
     return runs + [StudyRun("single", s, num_estimators=1, evaluate_shift=False)
                    for s in single_seeds]
 
@@ -92,7 +92,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--seeds", nargs="+", type=int, default=list(SEEDS))
-    parser.add_argument("--single-seeds", nargs="+", type=int, default=[3, 4, 5])
+    parser.add_argument("--single-seeds", nargs="*", type=int, default=[3, 4, 5])
+    parser.add_argument("--members", nargs="+", type=int, default=[1, 4])
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--table-only", action="store_true")
     parser.add_argument("--earlier", type=Path, nargs="*", default=[],
@@ -100,7 +101,7 @@ def main() -> None:
     args = parser.parse_args()
     runs_dir = args.out / "runs"
     if not args.table_only:
-        train_runs(seed_runs(args.seeds, args.single_seeds), runs_dir, args.jobs,
+        train_runs(seed_runs(args.seeds, args.single_seeds, args.members), runs_dir, args.jobs,
                    record=_record, kept=lambda d: (d / "provenance.json").is_file())
     dirs = {"fixed": runs_dir} | {f"earlier{i or ''}": d for i, d in enumerate(args.earlier)}
     rows = table(dirs)

@@ -118,16 +118,21 @@ def test_a_bad_member_multiplier_names_the_value():
 
 def test_the_default_scale_rate_follows_the_optimisers_kind():
     """100× makes up for SGD's small scale-logit gradients; Adam already steps every parameter by
-    about its rate, so there the default is 10× (docs/reliability.md)."""
-    from torch_uncertainty_signorm.optim import is_adaptive, signorm_optim_recipe
+    about its rate, so there the default is lower (docs/reliability.md)."""
+    from torch_uncertainty_signorm.optim import (
+        ADAPTIVE_SCALE_LR_MULTIPLIER as ADAPTIVE,
+        is_adaptive,
+        signorm_optim_recipe,
+    )
 
+    assert ADAPTIVE < 100.0
     model = signorm_ensemble(tiny_resnet(), 2)
     for make, rate in ((lambda p: torch.optim.SGD(p, lr=0.1, momentum=0.9), 100.0),
-                       (lambda p: torch.optim.Adam(p, lr=0.1), 10.0),
-                       (lambda p: torch.optim.AdamW(p, lr=0.1), 10.0),
-                       (lambda p: torch.optim.RMSprop(p, lr=0.1), 10.0)):
+                       (lambda p: torch.optim.Adam(p, lr=0.1), ADAPTIVE),
+                       (lambda p: torch.optim.AdamW(p, lr=0.1), ADAPTIVE),
+                       (lambda p: torch.optim.RMSprop(p, lr=0.1), ADAPTIVE)):
         optimizer = signorm_optim_recipe(lambda m, make=make: make(m.parameters()))(model)
         assert optimizer.param_groups[-1]["lr"] == pytest.approx(0.1 * rate)
-        assert is_adaptive(optimizer) == (rate == 10.0)
+        assert is_adaptive(optimizer) == (rate == ADAPTIVE)
     explicit = signorm_optim_recipe(lambda m: torch.optim.Adam(m.parameters(), lr=0.1), 100.0)
     assert explicit(model).param_groups[-1]["lr"] == pytest.approx(10.0)  # as asked: the paper's

@@ -103,7 +103,7 @@ class SigmaNormClassificationRoutine(ClassificationRoutine):
         num_classes: Number of classes; defaults to the model's heads', must match them.
         loss: The task loss, e.g. :class:`torch.nn.CrossEntropyLoss`, or its mapping.
         scale_lr_multiplier: Learning-rate multiplier of the σNorm scale logits; ``None``
-            (default): 100 (the paper's) under SGD-type optimisers, 10 under adaptive ones
+            (default): 100 (the paper's) under SGD-type optimisers, 3 under adaptive ones
             (Adam, AdamW, RMSprop, ...; :func:`~torch_uncertainty_signorm.optim.scale_rate`).
         member_lr_multiplier: Learning-rate multiplier of every per-member parameter (scale
             logits, member heads; the heads' weight decay is divided by it). The task loss
@@ -236,7 +236,8 @@ class SigmaNormClassificationRoutine(ClassificationRoutine):
     def optimizer_param_groups(self, lr: float, weight_decay: float | None = None,
                                adaptive: bool = False) -> list[dict]:
         """Every parameter at ``lr``; the σNorm scale logits at ``lr * scale_lr_multiplier``
-        (unset: 100, or 10 for an ``adaptive`` optimiser such as Adam) without weight decay;
+        (unset: :func:`~torch_uncertainty_signorm.optim.scale_rate`, lower for an ``adaptive``
+        optimiser such as Adam) without weight decay;
         per-member parameters at ``member_lr_multiplier`` × their rate, the heads with
         ``weight_decay / member_lr_multiplier`` (the optimizer's weight decay and kind, which
         the ``torch-uncertainty`` command passes)."""
