@@ -31,8 +31,8 @@ from .tweets_controlled import StudyRun, record_run
 SEEDS = tuple(range(6))
 TAU = 0.08
 #: Validation accuracies that equal a class prior of the 256 validation tweets (all-negative,
-#: all-neutral): a one-class check in runs that predate ``val/health/one_class``.
-CLASS_PRIORS = ("0.383", "0.480")
+#: all-neutral, all-positive): a one-class check in runs that predate ``val/health/one_class``.
+CLASS_PRIORS = ("0.480", "0.383", "0.137")
 PACKAGES = ("torch", "lightning", "torch-uncertainty", "transformers", "torch-uncertainty-signorm")
 
 
@@ -55,6 +55,13 @@ def provenance() -> dict:
 def _record(run: StudyRun, log_dir: Path, seconds: float) -> None:
     record_run(run, log_dir, seconds)
     (log_dir / "provenance.json").write_text(json.dumps(provenance(), indent=1))
+
+
+def _label(runs_dir: Path) -> str:
+    """``earlier (<commit>)`` from a run's ``provenance.json``, else ``earlier (study)``."""
+    found = sorted(runs_dir.glob("*/seed*/provenance.json"))
+    commit = json.loads(found[0].read_text())["commit"][:7] if found else "study"
+    return f"earlier ({commit})"
 
 
 def one_class_checks(log_dir: Path) -> tuple[int, int]:
@@ -103,7 +110,7 @@ def main() -> None:
     if not args.table_only:
         train_runs(seed_runs(args.seeds, args.single_seeds, args.members), runs_dir, args.jobs,
                    record=_record, kept=lambda d: (d / "provenance.json").is_file())
-    dirs = {"fixed": runs_dir} | {f"earlier{i or ''}": d for i, d in enumerate(args.earlier)}
+    dirs = {"fixed": runs_dir} | {_label(d): d for d in args.earlier}
     rows = table(dirs)
     with (args.out / "seed_table.csv").open("w", newline="") as handle:
         writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
