@@ -21,7 +21,9 @@ def test_grouping_loss_is_evaluated_through_the_command(tmp_path):
     )
     assert done.returncode == 0, failure(done)
     row = results_row(tmp_path / "logs")
-    assert 0 <= row["test/cls/grouping_loss"] <= 1, row
+    # glest's estimate is debiased: on this untrained model (near-uniform outputs, true grouping
+    # loss ~0) it may fall a little below 0.
+    assert -0.01 <= row["test/cls/grouping_loss"] <= 1, row
     # The routine's output diversity still reads the logits of each batch (the feature path
     # runs the model's forward, where they are read).
     assert all(math.isfinite(row[f"test/div/{name}"])

@@ -49,7 +49,8 @@ class HeadNorm(MemberNorm):
     zeros), optionally scaled to its input on the first training batch (:data:`HEAD_SCALE_INITS`).
 
     ``scale_initialised`` (a saved buffer) records that this happened, so a resumed or reloaded
-    model never re-measures.
+    model never re-measures; the forward pass reads a Python copy of it (no device read, one
+    graph under ``torch.compile``).
     """
 
     def init_affine(self, scale_init: str, device=None, dtype=None) -> None:
@@ -62,6 +63,12 @@ class HeadNorm(MemberNorm):
         self.scale_init = scale_init
         self.register_buffer("scale_initialised", torch.tensor(scale_init == "unit",
                                                                device=device))
+        self._scale_pending = scale_init == "features"
+
+    def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs) -> None:
+        super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
+        if not self.scale_initialised.is_meta:  # once, at load time
+            self._scale_pending = not bool(self.scale_initialised)
 
     def affine(self) -> tuple[Tensor, Tensor]:
         """Members' free scales and shifts, both ``(M, F)``."""
@@ -74,13 +81,14 @@ class HeadNorm(MemberNorm):
     def initialise_scale(self, x: Tensor) -> None:
         """On the first training batch with ``scale_init="features"``: ``weight`` := the input's
         scale, so the norm's output starts at the scale of its input."""
-        if not self.training or bool(self.scale_initialised):
+        if not self.training or not self._scale_pending:
             return
         with torch.no_grad():
             scale = _mean_over_processes(self.input_scale(x.detach()).float())
             self.weight.copy_(scale.clamp_min(torch.finfo(torch.float32).tiny).expand_as(
                 self.weight))
             self.scale_initialised.fill_(True)
+        self._scale_pending = False
 
     def extra_repr(self) -> str:
         return f"{super().extra_repr()}, scale_init={self.scale_init!r}"
