@@ -34,6 +34,7 @@ from ..recipe_bases import expand_recipe_bases
 from .checkpoint_args import reconcile_checkpoint_args
 from .datamodule_setup import wrap_setup
 from .forwarding import forward_datamodule_args
+from .hardware import NoAcceleratorError, missing_accelerator
 from .interruption import (
     SIGINT_EXIT_CODE, SIGTERM_EXIT_CODE, RunInterrupted, interruption_checkpoint,
     report_interruption,
@@ -149,7 +150,14 @@ class TUSigmaNormCLI(TULightningCLI):
         return config.get(str(self.subcommand), config).get(key, default)
 
     def before_instantiate_classes(self) -> None:
-        """Forward the datamodule's evaluation arguments to the routine before building either."""
+        """Forward the datamodule's evaluation arguments to the routine before building either.
+
+        A recipe asking for an accelerator this machine lacks (``accelerator: gpu`` without a
+        GPU) stops here, before anything is built, with :class:`NoAcceleratorError` naming the
+        overrides that run it on the CPU (:func:`~torch_uncertainty_signorm.cli.hardware.
+        missing_accelerator`)."""
+        if (problem := missing_accelerator(self._active_config().as_dict())) is not None:
+            raise NoAcceleratorError(problem)
         super().before_instantiate_classes()
         self.forwarded_data_args = forward_datamodule_args(self._active_config())
         if self.forwarded_data_args:
@@ -298,8 +306,11 @@ class TUSigmaNormCLI(TULightningCLI):
         self.configure_routine_optimizer()
         if self.datamodule is not None:  # offline: name the data set, root and files, not a URL
             from ..datamodules.downloads import explain_download_failures
+            from ..stand_in_data import use_stand_in_data
 
             explain_download_failures(self.datamodule)
+            # A root written by signorm-standin-data: accepted, and the run labelled as such.
+            use_stand_in_data(self.datamodule, getattr(self, "trainer", None))
 
     def _continue_logged_run(self, config: Namespace) -> None:
         """:func:`~torch_uncertainty_signorm.cli.run_folders.continue_logged_run`; the continued
@@ -346,6 +357,9 @@ def main(args: ArgsType = None) -> None:
     except RunInterrupted as stop:
         report_interruption(stop, args)
         raise
+    except NoAcceleratorError as error:
+        print(f"torch-uncertainty: {error}", file=sys.stderr)
+        raise SystemExit(1) from None
     except (ValueError, TypeError) as error:
         if (cause := _buried_cause(error)) is not None:
             # jsonargparse wraps a constructor's error in its Union report, whose last line is

@@ -1,0 +1,291 @@
+"""Stand-in CIFAR data: run any CIFAR recipe end to end in seconds, without CIFAR.
+
+``signorm-standin-data DIR`` writes, under ``DIR``, files in the exact on-disk format that
+torchvision's ``CIFAR10``, ``CIFAR100`` and ``SVHN(split="test")`` read (what TorchUncertainty's
+``CIFAR10DataModule`` / ``CIFAR100DataModule`` load, SVHN being their ``eval_ood`` set), holding
+random pixels and a few images per class, and a manifest, :data:`MANIFEST`, listing each file
+with its md5. A recipe then runs on them with its data root pointed there::
+
+    signorm-standin-data standin
+    torch-uncertainty fit --config experiments/wrn_c100_signorm.yaml \\
+        --data.init_args.root=standin --trainer.accelerator=cpu --trainer.max_epochs=1 \\
+        --trainer.limit_train_batches=2 ...   # SMOKE_TEST_OVERRIDES, as the command prints
+
+torchvision checks every file against the md5 of the released data set. When the datamodule's
+``root`` holds :data:`MANIFEST`, the ``torch-uncertainty`` command (:func:`use_stand_in_data`)
+makes that check accept the files the manifest lists, each only while its content still has the
+md5 recorded when it was written (any other file, real CIFAR included, is checked as usual), and
+labels the run: a console line when it starts and ends, and :data:`RUN_LABEL` in its run folder,
+which ``signorm-regression`` refuses to compare with a published or reference row. The real data
+path is untouched: a root without the manifest is downloaded and checked as always.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import pickle
+import struct
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, ClassVar
+
+import numpy as np
+
+__all__ = [
+    "MANIFEST", "RUN_LABEL", "SMOKE_TEST_OVERRIDES", "accept_stand_in_files", "main",
+    "read_manifest", "stand_in_label", "use_stand_in_data", "write_cifar10", "write_cifar100", "write_stand_in",
+    "write_svhn_test",
+]
+
+#: The manifest :func:`write_stand_in` writes at the data root: ``{"label", "files": {relative
+#: path: md5}}``. Its presence is what makes a root a stand-in root.
+MANIFEST = "STAND_IN_DATA.json"
+#: The file labelling a run folder whose data were stand-ins.
+RUN_LABEL = "STAND_IN_DATA.txt"
+#: The options of a smoke test on the stand-ins: CPU, float32, 2 training steps, one batch of
+#: validation and of test.
+SMOKE_TEST_OVERRIDES = (
+    "--trainer.accelerator=cpu", "--trainer.precision=32", "--trainer.max_epochs=1",
+    "--trainer.limit_train_batches=2", "--trainer.limit_val_batches=1",
+    "--trainer.limit_test_batches=1", "--data.init_args.batch_size=16",
+    "--data.init_args.num_workers=0", "--data.init_args.persistent_workers=false",
+)
+_LABEL = ("stand-in data written by signorm-standin-data: random pixels in the on-disk format of "
+          "torchvision's CIFAR-10, CIFAR-100 and SVHN test set, NOT the real data sets; results "
+          "on them test that a recipe runs, they measure nothing")
+
+
+class _Python2Pickler(pickle._Pickler):
+    """Writes ``bytes`` as Python 2 ``str``, as in CIFAR's files: ``pickle.load(f, encoding=
+    "bytes")`` gives ``b"data"`` keys, ``encoding="latin1"`` (torchvision) gives ``"data"``."""
+
+    dispatch: ClassVar[dict] = dict(pickle._Pickler.dispatch)
+
+    def _save_py2_str(self, obj: bytes) -> None:
+        size = len(obj)
+        if size < 256:
+            self.write(pickle.SHORT_BINSTRING + bytes([size]) + obj)
+        else:
+            self.write(pickle.BINSTRING + struct.pack("<i", size) + obj)
+        self.memoize(obj)
+
+    dispatch[bytes] = _save_py2_str
+
+
+def _dump(obj: dict, path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("wb") as file:
+        _Python2Pickler(file, protocol=2).dump(obj)
+
+
+def _images(labels: list[int], rng: np.random.Generator) -> np.ndarray:
+    """Random uint8 rows of CIFAR's ``(N, 3072)`` layout (channel planes, row-major)."""
+    return rng.integers(0, 256, (len(labels), 3072), dtype=np.uint8)
+
+
+def _batch(name: str, labels: list[int], rng: np.random.Generator, label_keys: dict) -> dict:
+    return {
+        b"batch_label": name.encode(),
+        **{key: list(values) for key, values in label_keys.items()},
+        b"data": _images(labels, rng),
+        b"filenames": [f"img_{i:05d}.png".encode() for i in range(len(labels))],
+    }
+
+
+def write_cifar10(root: Path, train_per_class: int = 5, test_per_class: int = 2,
+                  seed: int = 0) -> Path:
+    """torchvision ``CIFAR10``: ``<root>/cifar-10-batches-py/{data_batch_1..5, test_batch,
+    batches.meta}``; ``train_per_class`` images per class over the five batches."""
+    rng = np.random.default_rng(seed)
+    folder = Path(root) / "cifar-10-batches-py"
+    train = [c for _ in range(train_per_class) for c in range(10)]
+    for index in range(5):
+        labels = train[index::5]
+        batch = _batch(f"training batch {index + 1} of 5", labels, rng, {b"labels": labels})
+        _dump(batch, folder / f"data_batch_{index + 1}")
+    test = [c for _ in range(test_per_class) for c in range(10)]
+    _dump(_batch("testing batch 1 of 1", test, rng, {b"labels": test}), folder / "test_batch")
+    names = [b"airplane", b"automobile", b"bird", b"cat", b"deer", b"dog", b"frog", b"horse",
+             b"ship", b"truck"]
+    _dump({b"label_names": names, b"num_cases_per_batch": len(train) // 5, b"num_vis": 3072},
+          folder / "batches.meta")
+    return folder
+
+
+def write_cifar100(root: Path, train_per_class: int = 2, test_per_class: int = 1,
+                   seed: int = 1) -> Path:
+    """torchvision ``CIFAR100``: ``<root>/cifar-100-python/{train, test, meta}`` with
+    ``fine_labels`` (100 classes) and ``coarse_labels`` (20 superclasses)."""
+    rng = np.random.default_rng(seed)
+    folder = Path(root) / "cifar-100-python"
+    for split, per_class in (("train", train_per_class), ("test", test_per_class)):
+        fine = [c for _ in range(per_class) for c in range(100)]
+        keys = {b"fine_labels": fine, b"coarse_labels": [c // 5 for c in fine]}
+        _dump(_batch(split, fine, rng, keys), folder / split)
+    _dump({b"fine_label_names": [f"fine_{c}".encode() for c in range(100)],
+           b"coarse_label_names": [f"coarse_{c}".encode() for c in range(20)]}, folder / "meta")
+    return folder
+
+
+def write_svhn_test(root: Path, size: int = 6, seed: int = 2) -> Path:
+    """torchvision ``SVHN(split="test")``: ``<root>/test_32x32.mat``, ``X`` ``(32, 32, 3, N)``
+    uint8 and ``y`` ``(N, 1)`` in 1..10 (10 is digit 0)."""
+    import scipy.io
+
+    rng = np.random.default_rng(seed)
+    path = Path(root) / "test_32x32.mat"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    scipy.io.savemat(path, {
+        "X": rng.integers(0, 256, (32, 32, 3, size), dtype=np.uint8),
+        "y": rng.integers(1, 11, (size, 1), dtype=np.uint8),
+    })
+    return path
+
+
+def _md5(path: Path) -> str:
+    return hashlib.md5(path.read_bytes()).hexdigest()
+
+
+def write_stand_in(root: str | Path, seed: int = 0) -> Path:
+    """CIFAR-10, CIFAR-100 and the SVHN test set as stand-ins under ``root``, and
+    :data:`MANIFEST`; returns the manifest's path.
+
+    Raises:
+        FileExistsError: If ``root`` holds a file of those data sets that no earlier call wrote
+            (real data is never overwritten).
+    """
+    root = Path(root)
+    previous = read_manifest(root) or {}
+    for name in ("cifar-10-batches-py", "cifar-100-python", "test_32x32.mat"):
+        existing = [root / name] if (root / name).is_file() else sorted(
+            p for p in (root / name).rglob("*") if p.is_file())
+        if foreign := [p for p in existing
+                       if p.relative_to(root).as_posix() not in previous.get("files", {})]:
+            raise FileExistsError(f"{foreign[0]} exists and was not written by "
+                                  "signorm-standin-data: choose an empty folder for the stand-ins")
+    written = [*(p for p in sorted(write_cifar10(root, seed=seed).rglob("*")) if p.is_file()),
+               *(p for p in sorted(write_cifar100(root, seed=seed + 1).rglob("*"))
+                 if p.is_file()),
+               write_svhn_test(root, seed=seed + 2)]
+    manifest = root / MANIFEST
+    manifest.write_text(json.dumps({
+        "label": _LABEL,
+        "files": {p.relative_to(root).as_posix(): _md5(p) for p in written},
+    }, indent=1) + "\n")
+    return manifest
+
+
+def read_manifest(root: str | Path) -> dict[str, Any] | None:
+    """The :data:`MANIFEST` of ``root``, ``None`` when there is none.
+
+    Raises:
+        ValueError: If the manifest is not one :func:`write_stand_in` writes.
+    """
+    path = Path(root) / MANIFEST
+    if not path.is_file():
+        return None
+    try:
+        manifest = json.loads(path.read_text())
+    except (UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise ValueError(f"{path} is not a stand-in data manifest: {error}") from None
+    files = manifest.get("files") if isinstance(manifest, dict) else None
+    if not isinstance(files, dict) or not all(
+            isinstance(k, str) and isinstance(v, str) for k, v in files.items()):
+        raise ValueError(f"{path} is not a stand-in data manifest (no 'files' mapping).")
+    return manifest
+
+
+def accept_stand_in_files(root: str | Path) -> dict[str, str]:
+    """Make torchvision's md5 check accept the files :data:`MANIFEST` lists under ``root``,
+    each only while its md5 is the recorded one; every other file is checked as usual.
+
+    Returns the accepted ``{real path: md5}`` (empty when ``root`` holds no manifest).
+    """
+    manifest = read_manifest(root)
+    if manifest is None:
+        return {}
+    accepted = {os.path.realpath(Path(root) / name): md5
+                for name, md5 in manifest["files"].items()}
+    from torchvision.datasets import utils
+
+    released_check = getattr(utils.check_md5, "released_check", utils.check_md5)
+
+    def check_md5(fpath, md5: str, **kwargs) -> bool:
+        return released_check(fpath, accepted.get(os.path.realpath(fpath), md5), **kwargs)
+
+    check_md5.released_check = released_check
+    check_md5.accepted = accepted
+    utils.check_md5 = check_md5
+    return accepted
+
+
+def stand_in_label(root: str | Path) -> Any:
+    """A Lightning callback labelling a run on the stand-ins under ``root``: :data:`RUN_LABEL`
+    in its run folder (when the run has one: not under ``fast_dev_run``, which logs nothing) and
+    a console line after the test results."""
+    from lightning.pytorch import Callback
+
+    class StandInDataLabel(Callback):
+        def _write(self, trainer) -> None:
+            folder = trainer.log_dir if trainer.logger is not None else None
+            if (trainer.is_global_zero and not trainer.fast_dev_run and folder
+                    and Path(folder).is_dir()):
+                (Path(folder) / RUN_LABEL).write_text(f"{_LABEL}.\nData root: "
+                                                      f"{Path(root).resolve()}\n")
+
+        def teardown(self, trainer, pl_module, stage: str) -> None:
+            self._write(trainer)
+            if stage == "test" and trainer.is_global_zero:  # after the results tables
+                print(f"STAND-IN DATA: the results above are on {root} ({_LABEL}).")
+
+    return StandInDataLabel()
+
+
+def use_stand_in_data(datamodule: Any, trainer: Any) -> bool:
+    """When ``datamodule.root`` holds :data:`MANIFEST`: accept its files
+    (:func:`accept_stand_in_files`), say so on the console and label the run
+    (:func:`stand_in_label` added to ``trainer``'s callbacks). Returns whether it did."""
+    root = getattr(datamodule, "root", None)
+    if root is None or not (Path(root) / MANIFEST).is_file():
+        return False
+    accepted = accept_stand_in_files(root)
+    print(f"STAND-IN DATA: {root} holds {len(accepted)} files of {_LABEL}; this run folder is "
+          f"labelled {RUN_LABEL}.", file=sys.stderr)
+    if trainer is not None:
+        trainer.callbacks.append(stand_in_label(root))
+    return True
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``signorm-standin-data DIR``: write the stand-ins and print how to run a recipe on them."""
+    parser = argparse.ArgumentParser(
+        prog="signorm-standin-data",
+        description="Write stand-in CIFAR-10, CIFAR-100 and SVHN test files (random pixels, "
+        "torchvision's on-disk format) under DIR, to smoke-test a CIFAR recipe in seconds "
+        "without the data sets. Runs on them are labelled as such (console, run folder) and "
+        "signorm-regression refuses them.",
+    )
+    parser.add_argument("root", metavar="DIR", help="folder to write (a new or empty one)")
+    parser.add_argument("--seed", type=int, default=0, help="pixel seed (default 0)")
+    args = parser.parse_args(argv)
+    try:
+        manifest = write_stand_in(args.root, args.seed)
+    except FileExistsError as error:
+        parser.error(str(error))
+    print(f"Wrote {len(read_manifest(args.root)['files'])} stand-in files and {manifest}.\n"
+          "Run a CIFAR recipe on them (CPU, 2 training steps, then validation and the test of "
+          "eval_after_fit on one batch each):\n"
+          f"  torch-uncertainty fit --config RECIPE.yaml --data.init_args.root={args.root} "
+          f"{' '.join(SMOKE_TEST_OVERRIDES)}\n"
+          "plus the recipe's width override (experiments/README.md, 'On a laptop') for the "
+          "WideResNet and ResNet recipes; TorchUncertainty's own recipes also take "
+          "--data CIFAR10DataModule (or CIFAR100DataModule).")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
