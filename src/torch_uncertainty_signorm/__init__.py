@@ -7,9 +7,15 @@ does not import torch, timm and transformers first.
 
 from __future__ import annotations
 
+import os
 import sys
 import types
 from typing import TYPE_CHECKING, Any
+
+if sys.argv[:1] == ["-m"] and sys.path and sys.path[0] in ("", os.getcwd()):
+    # `python -m torch_uncertainty_signorm.<command>` put the working directory first on the
+    # import path: a module lying beside a downloaded recipe would be imported as a library.
+    del sys.path[0]
 
 from ._lazy import lazy_exports
 

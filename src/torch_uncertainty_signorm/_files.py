@@ -1,11 +1,18 @@
-"""Files written through libraries get the permissions the user's umask gives any other file."""
+"""Files the package writes and reads: the user's umask on files written through libraries
+(:func:`follow_umask`), file names that stay in their folder (:func:`check_file_name`), and
+inputs opened as regular files only (:func:`open_regular`, :func:`read_regular`)."""
 
 from __future__ import annotations
 
 import os
+import stat
 from pathlib import Path
+from typing import BinaryIO
 
-__all__ = ["follow_umask"]
+__all__ = [
+    "MAX_YAML_NODES", "check_file_name", "follow_umask", "load_yaml", "open_regular",
+    "read_regular", "read_yaml",
+]
 
 
 def _umask() -> int:
@@ -23,3 +30,140 @@ def follow_umask(path: str | Path) -> Path:
     path = Path(path)
     os.chmod(path, 0o666 & ~_umask())
     return path
+
+
+def check_file_name(name: object, where: str, example: str = "results.csv") -> str:
+    """``name`` if it is a plain file name (no folder, no ``..``, not absolute), so that
+    ``folder / name`` stays inside ``folder``.
+
+    Raises:
+        ValueError: Naming ``where``, the value and what is valid.
+    """
+    if (not isinstance(name, str) or not name or name in (".", "..") or "\0" in name
+            or os.sep in name or (os.altsep and os.altsep in name) or Path(name).name != name):
+        raise ValueError(
+            f"{where}={name!r:.200} is not a plain file name: a run writes its files inside its "
+            f"own folder only; give a name without folders, e.g. {example!r}."
+        )
+    return name
+
+
+def _kind(mode: int) -> str:
+    if stat.S_ISDIR(mode):
+        return "a directory"
+    if stat.S_ISFIFO(mode):
+        return "a named pipe (FIFO)"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "a device"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    return "not a regular file"
+
+
+def open_regular(path: str | Path, where: str, expected: str = "a regular file") -> BinaryIO:
+    """``path`` opened for binary reading if it is a regular file, checked on the opened file
+    (``O_NONBLOCK`` then ``fstat``): a pipe or device swapped in after an earlier check is
+    refused, never read (reading it would block or never end).
+
+    Raises:
+        FileNotFoundError: If nothing is there.
+        ValueError: Naming ``where``, the file, what it is and ``expected``.
+    """
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0)
+    try:
+        descriptor = os.open(path, flags)
+    except FileNotFoundError:
+        raise FileNotFoundError(f"{where}='{path}' does not exist.") from None
+    except IsADirectoryError:
+        raise ValueError(f"{where}='{path}' is a directory; expected {expected}.") from None
+    try:
+        mode = os.fstat(descriptor).st_mode
+        if not stat.S_ISREG(mode):
+            raise ValueError(f"{where}='{path}' is {_kind(mode)}; expected {expected}.")
+        if hasattr(os, "set_blocking"):
+            os.set_blocking(descriptor, True)
+        return os.fdopen(descriptor, "rb")
+    except BaseException:
+        os.close(descriptor)
+        raise
+
+
+def read_regular(path: str | Path, where: str, limit: int | None = None,
+                 expected: str = "a regular file") -> bytes:
+    """The bytes of the regular file ``path`` (:func:`open_regular`), at most ``limit``.
+
+    Raises:
+        ValueError: As :func:`open_regular`, or if the file holds more than ``limit`` bytes.
+    """
+    with open_regular(path, where, expected) as file:
+        data = file.read() if limit is None else file.read(limit + 1)
+    if limit is not None and len(data) > limit:
+        raise ValueError(f"{where}='{path}' holds more than {limit} bytes; expected {expected} "
+                         f"(at most {limit} bytes).")
+    return data
+
+
+#: YAML read from a file holds a few thousand nodes; aliases are counted at each use.
+MAX_YAML_NODES = 100_000
+
+
+def _expanded_size(node: object, limit: int) -> int:
+    """The number of nodes of a composed YAML ``node`` with every alias expanded, counted in
+    time linear in the distinct nodes; stops past ``limit``."""
+    import yaml
+
+    sizes: dict[int, int] = {}
+    stack: list[tuple[object, bool]] = [(node, False)]
+    while stack:
+        current, children_done = stack.pop()
+        if id(current) in sizes:
+            continue
+        if isinstance(current, yaml.SequenceNode):
+            children = current.value
+        elif isinstance(current, yaml.MappingNode):
+            children = [item for pair in current.value for item in pair]
+        else:
+            sizes[id(current)] = 1
+            continue
+        if not children_done:
+            stack.append((current, True))
+            stack.extend((child, False) for child in children if id(child) not in sizes)
+            continue
+        total = 1 + sum(sizes.get(id(child), limit + 1) for child in children)
+        sizes[id(current)] = min(total, limit + 1)
+    return sizes[id(node)]
+
+
+def load_yaml(text: str | bytes, where: str, limit: int = MAX_YAML_NODES) -> object:
+    """``yaml.safe_load(text)``, refused when the document expands to more than ``limit``
+    nodes (nested aliases, a "billion laughs": each use of an alias counts its nodes again, as
+    every walk of the loaded data meets them).
+
+    Raises:
+        ValueError: Naming ``where``, the size and the limit; or YAML's error, on one line.
+    """
+    import yaml
+
+    loader = yaml.SafeLoader(text)
+    try:
+        node = loader.get_single_node()
+        if node is None:
+            return None
+        if (size := _expanded_size(node, limit)) > limit:
+            raise ValueError(
+                f"{where} expands to more than {limit} YAML nodes (its aliases nest copies of "
+                f"copies); a recipe or run configuration holds a few thousand: refused."
+            )
+        return loader.construct_document(node)
+    except yaml.YAMLError as error:
+        raise ValueError(f"{where} is not valid YAML ({' '.join(str(error).split())}).") from None
+    except RecursionError:
+        raise ValueError(f"{where} is nested too deeply to be read as YAML.") from None
+    finally:
+        loader.dispose()
+
+
+def read_yaml(path: str | Path, where: str, limit_bytes: int = 16 << 20) -> object:
+    """The YAML document of the regular file ``path`` (:func:`open_regular`, at most
+    ``limit_bytes``, alias expansion bounded by :func:`load_yaml`)."""
+    return load_yaml(read_regular(path, where, limit_bytes, "a YAML file"), f"{where}='{path}'")

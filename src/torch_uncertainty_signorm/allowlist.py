@@ -35,10 +35,12 @@ __all__ = [
     "ARGUMENT_CLASS_PATHS",
     "COMPONENT_CLASS_PATHS",
     "MODEL_CLASS_PATHS",
+    "RECIPE_CLASS_PATHS",
     "argument_type",
     "check_class_paths",
     "check_class_strings",
     "check_parsed",
+    "check_recipe",
     "check_spec",
     "import_object",
     "instantiate_spec",
@@ -59,6 +61,46 @@ ARGUMENT_CLASS_PATHS = frozenset({
     "torch.nn.functional.relu",
 })
 ALLOWED_CLASS_PATHS = MODEL_CLASS_PATHS | COMPONENT_CLASS_PATHS | ARGUMENT_CLASS_PATHS
+
+
+def _each(module: str, names: str) -> set[str]:
+    return {f"{module}.{name}" for name in names.split()}
+
+
+#: What a recipe given to the export command may name besides :data:`ALLOWED_CLASS_PATHS`:
+#: the routines, datamodules, optimisers, schedulers, loggers, callbacks and transforms of the
+#: recipes of ``experiments/`` and TorchUncertainty's image classification recipes.
+RECIPE_CLASS_PATHS = frozenset(
+    ALLOWED_CLASS_PATHS
+    | _each("torch_uncertainty_signorm.routines", "SigmaNormClassificationRoutine")
+    | _each("torch_uncertainty.routines", "ClassificationRoutine")
+    | _each("torch_uncertainty_signorm.datamodules",
+            "CIFAR10OODShiftDataModule CIFAR100OODShiftDataModule DigitsDataModule "
+            "ImageNetOODShiftDataModule SST2DataModule TweetsDataModule")
+    | _each("torch_uncertainty.datamodules",
+            "CIFAR10DataModule CIFAR100DataModule ImageNetDataModule MNISTDataModule "
+            "TinyImageNetDataModule")
+    | _each("torch.optim", "SGD Adam AdamW RMSprop Adagrad")
+    | _each("torch.optim.lr_scheduler",
+            "MultiStepLR StepLR CosineAnnealingLR CosineAnnealingWarmRestarts LinearLR "
+            "ConstantLR ExponentialLR OneCycleLR ReduceLROnPlateau")
+    | _each("torch_uncertainty_signorm.lr_schedulers", "WarmupCosineLR")
+    | _each("lightning.pytorch.loggers", "CSVLogger TensorBoardLogger")
+    | _each("lightning.pytorch.callbacks",
+            "EarlyStopping LearningRateMonitor ModelCheckpoint ModelSummary RichProgressBar "
+            "TQDMProgressBar Timer")
+    | _each("torch_uncertainty.callbacks", "TUClsCheckpoint")
+    | _each("torch_uncertainty_signorm.callbacks",
+            "ExactResumeCheckpoint MemberOwnershipCallback OODShiftEvaluation "
+            "ParameterCountCallback TestPredictionWriter")
+    | _each("torch_uncertainty.transforms", "MIMOBatchFormat RepeatTarget")
+    | _each("torch_uncertainty_signorm.transforms", "vit_transform")
+)
+#: A recipe's top-level blocks, which the parser reads as classes (or as files, or YAML
+#: strings, when given a string).
+_RECIPE_BLOCKS = frozenset({"routine", "model", "data", "optimizer", "lr_scheduler", "trainer"})
+#: A file named in a recipe that is read to check it: a recipe-sized YAML file.
+_MAX_NAMED_FILE_BYTES = 1 << 20
 
 _DOTTED_NAME = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)+")
 
@@ -114,6 +156,102 @@ def check_class_paths(
             check_class_paths(value, allowed, f"{where}[{index}]")
     elif isinstance(spec, str) and spec not in allowed and _importable(spec):
         raise _refuse(where, spec, allowed)
+
+
+def _allowed_name(name: str, allowed: frozenset[str]) -> bool:
+    """An allowed class path, or the class name alone of one (jsonargparse's short form)."""
+    return name in allowed or ("." not in name and any(
+        path.rpartition(".")[2] == name for path in allowed))
+
+
+def check_recipe(recipe: Any, where: str, allowed: frozenset[str] = RECIPE_CLASS_PATHS,
+                 folder: Path | None = None) -> None:
+    """Raise naming the first place of a whole recipe (any format) that could make the parser
+    import a class outside ``allowed``; nothing is imported.
+
+    Every ``class_path`` at any depth, in either recipe format (``routine:`` or
+    TorchUncertainty's ``model:``), must be allowed (:data:`RECIPE_CLASS_PATHS`); a dotted
+    string naming an importable object must be allowed; a string that YAML reads as a mapping
+    or a list is checked as the block it would be; a string naming a file (beside ``folder`` or
+    the working directory) is read and checked as the block it would be; a top-level block
+    (``routine``, ``data``, ``optimizer``, ...) must be written as a mapping.
+
+    Raises:
+        ValueError: On one line, naming ``where`` (the file), the key, the value and what is
+            valid.
+    """
+    from ._files import load_yaml, read_regular
+
+    seen_files: set[Path] = set()
+
+    def named_file(value: str) -> Path | None:
+        if len(value) > 4096 or "\0" in value or "\n" in value:
+            return None
+        for base in ([folder] if folder is not None else []) + [Path.cwd()]:
+            try:
+                candidate = (base / value).resolve()
+                if candidate.is_file():
+                    return candidate
+            except (OSError, ValueError):
+                continue
+        return None
+
+    def refuse(place: str, value: Any, why: str) -> ValueError:
+        return ValueError(f"{where}: {place}={value!r:.200} {why}; a recipe given to the export "
+                          f"command may name only allowed classes "
+                          f"(torch_uncertainty_signorm.allowlist.RECIPE_CLASS_PATHS, or --allow).")
+
+    def visit(node: Any, place: str, depth: int) -> None:
+        if depth > 64:
+            raise refuse(place, "...", "is nested more than 64 levels deep")
+        if isinstance(node, Mapping):
+            if "class_path" in node:
+                class_path = node["class_path"]
+                if not isinstance(class_path, str) or not _allowed_name(class_path, allowed):
+                    raise refuse(f"{place}.class_path" if place else "class_path", class_path,
+                                 "is not an allowed class path, so it is not imported")
+            for key, value in node.items():
+                if key == "class_path":
+                    continue
+                child = f"{place}.{key}" if place else str(key)
+                if (not place and key in _RECIPE_BLOCKS and isinstance(value, str)
+                        and not _allowed_name(value, allowed)):
+                    raise refuse(child, value, "is a string where a block is expected (the "
+                                 "parser would read it as a file or a YAML block, unchecked); "
+                                 "write the block in the recipe")
+                visit(value, child, depth + 1)
+        elif isinstance(node, (list, tuple)):
+            for index, value in enumerate(node):
+                visit(value, f"{place}[{index}]", depth + 1)
+        elif isinstance(node, str) and not _allowed_name(node, allowed):
+            if _importable(node):
+                raise refuse(place, node, "is not an allowed class path, so it is not imported")
+            if ("\n" in node or node.lstrip()[:1] in ("{", "[")) and len(node) < (1 << 20):
+                try:
+                    parsed = load_yaml(node, f"{where}: {place}")
+                except ValueError as error:
+                    if "YAML nodes" in str(error) or "nested too deeply" in str(error):
+                        raise
+                    return
+                if isinstance(parsed, (Mapping, list)):
+                    visit(parsed, place, depth + 1)
+            elif (path := named_file(node)) is not None and path not in seen_files:
+                seen_files.add(path)
+                try:
+                    data = read_regular(path, place, _MAX_NAMED_FILE_BYTES)
+                except ValueError:
+                    raise refuse(place, node, f"names the file '{path}', larger than a recipe "
+                                 f"block ({_MAX_NAMED_FILE_BYTES} bytes)") from None
+                try:
+                    parsed = load_yaml(data, f"{where}: {place} ('{path}')")
+                except ValueError as error:
+                    if "YAML nodes" in str(error) or "nested too deeply" in str(error):
+                        raise
+                    return  # not YAML: a data file, which the parser does not read
+                if isinstance(parsed, (Mapping, list)):
+                    visit(parsed, place, depth + 1)
+
+    visit(recipe, "", 0)
 
 
 #: Former name of :func:`check_class_paths`.

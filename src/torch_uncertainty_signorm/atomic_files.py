@@ -76,3 +76,17 @@ class AtomicCheckpointIO(TorchCheckpointIO):
         torch.save(checkpoint, buffer)  # not torch's zip writer's "unexpected pos"
         with replaced_atomically(path) as partial:
             partial.write_bytes(buffer.getbuffer())
+
+    def load_checkpoint(self, path: Any, map_location: Any = lambda storage, loc: storage,
+                        weights_only: bool | None = None) -> dict[str, Any]:
+        """As Lightning's for a local file, opened once as a regular file (a pipe swapped in
+        after the command's checks is refused, never read) with its compressed records bounded
+        (:func:`~torch_uncertainty_signorm.checkpoints.load_torch_file`)."""
+        from .checkpoints import is_url, load_torch_file
+
+        if is_url(path):
+            return super().load_checkpoint(path, map_location, weights_only)
+        if not os.path.lexists(path):
+            raise FileNotFoundError(f"Checkpoint file not found: {path}")
+        return load_torch_file(path, "ckpt_path", map_location,
+                               True if weights_only is None else weights_only)

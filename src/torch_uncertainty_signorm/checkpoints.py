@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 import stat
+import zipfile
 from collections.abc import Mapping
 from numbers import Integral
 from pathlib import Path
@@ -14,8 +15,8 @@ import torch
 from torch import Tensor, nn
 
 __all__ = [
-    "check_lightning_checkpoint", "is_url", "load_backbone_checkpoint", "local_file",
-    "read_backbone_checkpoint", "read_checkpoint",
+    "check_lightning_checkpoint", "is_url", "load_backbone_checkpoint", "load_torch_file",
+    "local_file", "read_backbone_checkpoint", "read_checkpoint",
 ]
 
 #: The attribute under which TorchUncertainty's routines hold their network.
@@ -67,6 +68,46 @@ def local_file(path: str | Path, argument: str = "checkpoint") -> Path:
     return path
 
 
+#: A compressed record of a checkpoint may inflate at most this much beyond its size on disk
+#: (``torch.save`` stores records uncompressed; a record that inflates more is a zip bomb).
+MAX_INFLATION, MAX_INFLATED_EXTRA = 16, 1 << 20
+
+
+def _check_records(file: Any, where: str) -> None:
+    """Refuse a zip checkpoint (``torch.save``'s format) whose compressed records would inflate
+    beyond :data:`MAX_INFLATION` times their size on disk: torch would allocate and inflate each
+    whole, whatever its declared size."""
+    if not zipfile.is_zipfile(file):
+        file.seek(0)
+        return  # torch's legacy format: read as it is, with weights_only
+    try:
+        with zipfile.ZipFile(file) as archive:
+            for info in archive.infolist():
+                bound = info.compress_size * MAX_INFLATION + MAX_INFLATED_EXTRA
+                if info.compress_type != zipfile.ZIP_STORED and info.file_size > bound:
+                    raise ValueError(
+                        f"{where}: record {info.filename!r} inflates from {info.compress_size} "
+                        f"to {info.file_size} bytes (more than {MAX_INFLATION}x): torch.save "
+                        f"stores records uncompressed, so this is no checkpoint it wrote."
+                    )
+    except zipfile.BadZipFile:
+        pass  # torch says what is wrong with it
+    file.seek(0)
+
+
+def load_torch_file(path: str | Path, argument: str = "checkpoint",
+                    map_location: Any = "cpu", weights_only: bool = True) -> Any:
+    """``torch.load`` of the local file ``path`` opened once as a regular file (a pipe or a
+    device swapped in after an earlier check is refused at open, never read), its compressed
+    records bounded (:data:`MAX_INFLATION`)."""
+    from ._files import open_regular
+
+    where = f"{argument}='{path}'"
+    with open_regular(path, argument, "a checkpoint file") as file:
+        _check_records(file, where)
+        return torch.load(file, map_location=map_location, weights_only=weights_only)
+
+
 def read_checkpoint(path: str | Path, argument: str = "checkpoint",
                     expected: str = "a Lightning checkpoint (.ckpt)") -> Any:
     """The content of the local checkpoint file ``path``, read with ``weights_only=True``.
@@ -77,7 +118,14 @@ def read_checkpoint(path: str | Path, argument: str = "checkpoint",
     """
     path = local_file(path, argument)
     try:
-        return torch.load(path, map_location="cpu", weights_only=True)
+        return load_torch_file(path, argument)
+    except ValueError as error:
+        if str(error).startswith(f"{argument}='"):
+            raise  # ours: names the file already
+        raise ValueError(
+            f"{argument}='{path}' could not be read ({type(error).__name__}: "
+            f"{_first_line(error)}); expected {expected}."
+        ) from error
     except Exception as error:  # truncated file, not a checkpoint, unsafe pickle content
         raise ValueError(
             f"{argument}='{path}' could not be read ({type(error).__name__}: "
@@ -151,9 +199,7 @@ def read_backbone_checkpoint(model: nn.Module, checkpoint: str | Path) -> dict[s
         FileNotFoundError: If the file does not exist.
         ValueError: If it is unreadable, or its keys or shapes do not fit ``model``.
     """
-    path = Path(checkpoint)
-    if not path.is_file():
-        raise FileNotFoundError(f"checkpoint='{path}' does not exist or is not a file.")
+    path = local_file(checkpoint)  # missing, a URL, a device or a pipe: one line naming it
     state = dict(_read_state_dict(path))
     expected = model.state_dict()
     if not any(key in expected for key in state) and all(

@@ -8,7 +8,10 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-__all__ = ["REGULARIZED_LAYER_PRESETS", "check_selection", "match_names", "select_layers"]
+__all__ = [
+    "REGULARIZED_LAYER_PRESETS", "check_pattern", "check_selection", "match_names",
+    "select_layers",
+]
 
 #: Presets of the paper (Appendix "Implementation details"), as regexes on layer names.
 REGULARIZED_LAYER_PRESETS: dict[str, str | None] = {
@@ -23,6 +26,77 @@ REGULARIZED_LAYER_PRESETS: dict[str, str | None] = {
     # Transformers: the FFN-block norms (timm ViT pre-MLP norm2, BERT post-FFN LayerNorm)
     "transformer": r"(.*\.)?(blocks\.\d+\.norm2|layer\.\d+\.output\.LayerNorm)",
 }
+
+
+#: Bounds on a pattern read from a file: its length, and how many repeats (``*``, ``+``,
+#: ``{2,}``) it holds. With no repeat inside a repeat, matching a layer name then takes at most
+#: polynomial time of low degree, never the exponential backtracking of ``(a+)+$``.
+MAX_PATTERN_LENGTH, MAX_PATTERN_REPEATS = 500, 4
+
+try:  # Python >= 3.11
+    from re import _constants as _sre_constants
+    from re import _parser as _sre_parser
+except ImportError:  # pragma: no cover
+    import sre_constants as _sre_constants
+    import sre_parse as _sre_parser
+
+_REPEATS = {_sre_constants.MAX_REPEAT, _sre_constants.MIN_REPEAT,
+            getattr(_sre_constants, "POSSESSIVE_REPEAT", None)} - {None}
+
+
+def _repeats(items: Any, inside: bool) -> int:
+    """The repeats of parsed pattern ``items`` that may repeat more than once; raises
+    ``ValueError`` at a repeat or an alternation inside such a repeat (``inside``)."""
+    count = 0
+    for op, value in items:
+        if op in _REPEATS:
+            low, high, body = value
+            many = high is _sre_constants.MAXREPEAT or high > 1
+            if many and inside:
+                raise ValueError("a repeat inside a repeat")
+            count += many + _repeats(body, inside or many)
+        elif op is _sre_constants.BRANCH:
+            if inside:
+                raise ValueError("an alternation inside a repeat")
+            count += sum(_repeats(branch, inside) for branch in value[1])
+        elif op is _sre_constants.SUBPATTERN:
+            count += _repeats(value[-1], inside)
+        elif op in (_sre_constants.ASSERT, _sre_constants.ASSERT_NOT):
+            count += _repeats(value[1], inside)
+        elif op is _sre_constants.GROUPREF_EXISTS:
+            count += sum(_repeats(part, inside) for part in value[1:] if part is not None)
+        elif op is _sre_constants.GROUPREF:
+            raise ValueError("a back-reference")
+    return count
+
+
+def check_pattern(argument: str, pattern: str) -> str:
+    """``pattern`` if it is a valid regex that matches in bounded time: at most
+    :data:`MAX_PATTERN_LENGTH` characters and :data:`MAX_PATTERN_REPEATS` repeats, none inside
+    another repeat, no alternation inside a repeat, no back-reference.
+
+    Raises:
+        ValueError: Naming ``argument``, the pattern, the reason and what is valid.
+    """
+    valid = (f"give a list of layer names, a preset, or a simpler regex (at most "
+             f"{MAX_PATTERN_REPEATS} repeats, none inside another, e.g. "
+             f"'(.*\\.)?layer[34]\\.\\d+\\.bn2')")
+    if len(pattern) > MAX_PATTERN_LENGTH:
+        raise ValueError(f"{argument}={pattern[:80]!r}... is a pattern of {len(pattern)} "
+                         f"characters (at most {MAX_PATTERN_LENGTH}); {valid}.")
+    try:
+        count = _repeats(_sre_parser.parse(pattern), inside=False)
+    except re.error as error:
+        raise ValueError(f"{argument}={pattern!r} is not a valid regex: {error}.") from None
+    except ValueError as error:
+        raise ValueError(f"{argument}={pattern!r} holds {error}, whose matching can take "
+                         f"exponential time; {valid}.") from None
+    except RecursionError:
+        raise ValueError(f"{argument}={pattern[:80]!r} is nested too deeply; {valid}.") from None
+    if count > MAX_PATTERN_REPEATS:
+        raise ValueError(f"{argument}={pattern!r} holds {count} repeats (at most "
+                         f"{MAX_PATTERN_REPEATS}), whose matching can take very long; {valid}.")
+    return pattern
 
 
 def _available(names: Sequence[str], shown: int = 20) -> str:
@@ -71,6 +145,7 @@ def match_names(
                     f"{argument}={spec!r} is neither a preset ({', '.join(presets) or 'none'}) "
                     f"nor a valid regex: {error}."
                 ) from None
+            check_pattern(argument, pattern)
             what = f"pattern {spec!r}"
         selected = [name for name in names if re.fullmatch(pattern, name)]
         if not selected:
@@ -91,8 +166,11 @@ def match_names(
 
 def check_selection(argument: str, spec: Any) -> None:
     """Refuse a ``spec`` that is neither a string (preset or regex) nor a non-empty list of
-    strings (names or name suffixes)."""
+    strings (names or name suffixes); a regex must match in bounded time
+    (:func:`check_pattern`)."""
     if isinstance(spec, str):
+        if spec not in REGULARIZED_LAYER_PRESETS:
+            check_pattern(argument, spec)
         return
     if not isinstance(spec, Sequence) or not spec or not all(isinstance(s, str) for s in spec):
         raise ValueError(

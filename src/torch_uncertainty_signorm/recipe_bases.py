@@ -55,10 +55,14 @@ class RecipeBaseError(ValueError):
 
 
 def _read(path: Path) -> Any:
+    """The YAML of ``path``: a regular file, aliases' expansion bounded
+    (:func:`~torch_uncertainty_signorm._files.read_yaml`)."""
+    from ._files import read_yaml
+
     try:
-        return yaml.safe_load(path.read_text())
-    except yaml.YAMLError as error:
-        raise RecipeBaseError(f"{path}: not valid YAML ({error}).") from None
+        return read_yaml(path, "config")
+    except ValueError as error:
+        raise RecipeBaseError(str(error)) from None
 
 
 def _base_paths(config: Mapping[str, Any], path: Path, root: Path) -> list[Path]:

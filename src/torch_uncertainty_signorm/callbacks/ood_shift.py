@@ -172,5 +172,5 @@ class OODShiftEvaluation(TestLogitsCallback):
             return
         log_dir = get_logger_dir(pl_module.logger)
         csv_path = None if log_dir is None else log_dir / pl_module.csv_filename
-        if csv_path is not None and csv_path.is_file():
-            append_to_last_row(csv_path, self.results)
+        if csv_path is not None:
+            append_to_last_row(csv_path, self.results, run_dir=log_dir)

@@ -24,7 +24,7 @@ from ..callbacks.exact_resume import saved_on_interruption
 from ..checkpoints import check_lightning_checkpoint, is_url, read_checkpoint
 from .forwarding import FORWARDED_DATA_ARGS
 
-__all__ = ["EVALUATION_ONLY_ARGS", "reconcile_checkpoint_args"]
+__all__ = ["EVALUATION_ONLY_ARGS", "OUTPUT_ARGS", "reconcile_checkpoint_args"]
 
 #: Routine arguments that only change how a trained model is evaluated: ``--ckpt_path`` takes
 #: a value given for them over the checkpoint's (``test --routine.init_args.ood_criterion=energy``).
@@ -33,6 +33,10 @@ EVALUATION_ONLY_ARGS = frozenset({
     "scod_ood_cost", "num_bins_calibration_error", "log_plots", "save_to_csv", "csv_filename",
     "check_finite_loss",
 })
+
+#: Routine arguments choosing what a run writes and where: they come from the recipe or the
+#: command line only, never from a checkpoint (which would choose a file outside the run).
+OUTPUT_ARGS = frozenset({"save_to_csv", "csv_filename", "log_plots"})
 
 _MISSING = object()
 
@@ -101,7 +105,8 @@ def reconcile_checkpoint_args(parser: LightningArgumentParser, config: Namespace
     Lightning's version imports the checkpoint's ``_class_path`` and lets its values override
     the command line. Here the recipe names every class: a checkpoint naming another routine
     or model class, or a value contradicting one the recipe or command line sets, is an
-    error (but for :data:`EVALUATION_ONLY_ARGS`, where the given value is used); values left at
+    error (but for :data:`EVALUATION_ONLY_ARGS`, where the given value is used); what the run
+    writes and where (:data:`OUTPUT_ARGS`) is never taken from the checkpoint; values left at
     their defaults are taken from the checkpoint, as Lightning does, but never a string where a
     class is expected, checked before and after parsing
     (:func:`~torch_uncertainty_signorm.allowlist.check_class_strings`). The checkpoint is a
@@ -151,6 +156,8 @@ def reconcile_checkpoint_args(parser: LightningArgumentParser, config: Namespace
     for key, saved, current in _differences(hparams, current_args):
         if key in FORWARDED_DATA_ARGS:
             continue  # the datamodule decides (forward_datamodule_args)
+        if key.partition(".")[0] in OUTPUT_ARGS:
+            continue  # the recipe's or the command line's, never the checkpoint's
         where = f"routine.init_args.{key}"
         if current is _MISSING:
             raise ValueError(

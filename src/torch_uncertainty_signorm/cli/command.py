@@ -159,6 +159,7 @@ class TUSigmaNormCLI(TULightningCLI):
         if (problem := missing_accelerator(self._active_config().as_dict())) is not None:
             raise NoAcceleratorError(problem)
         super().before_instantiate_classes()
+        _check_output_names(self._active_config())
         self.forwarded_data_args = forward_datamodule_args(self._active_config())
         if self.forwarded_data_args:
             logger.info(
@@ -333,6 +334,17 @@ class TUSigmaNormCLI(TULightningCLI):
 
     def _interruption_checkpoint(self) -> Path | None:
         return interruption_checkpoint(self.trainer)
+
+
+def _check_output_names(config: Namespace) -> None:
+    """The routine's ``csv_filename`` is a plain file name: TorchUncertainty writes
+    ``<run folder> / csv_filename``, which must stay inside the run folder."""
+    from .._files import check_file_name
+
+    routine = config.get("routine")
+    init_args = routine.get("init_args") if isinstance(routine, Namespace) else None
+    if isinstance(init_args, Namespace) and init_args.get("csv_filename") is not None:
+        check_file_name(init_args.csv_filename, "routine.init_args.csv_filename")
 
 
 def cli_main(args: ArgsType = None, **kwargs: Any) -> TUSigmaNormCLI:

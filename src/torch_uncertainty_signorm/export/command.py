@@ -25,18 +25,23 @@ _DESCRIPTION = "Export a trained σNorm-Ensemble as safetensors, and each member
 
 
 def _recipe_model_block(recipe: Path, overrides: Sequence[str], allowed: Sequence[str]) -> dict:
-    """The recipe's model block as the command parses it, allow-listed before and after."""
+    """The recipe's model block as the command parses it, allow-listed before and after: the
+    whole recipe (every file of its chain, every block, in either format) before the parser
+    imports anything (:func:`~torch_uncertainty_signorm.allowlist.check_recipe`), the model
+    block again after."""
     from ..recipe_bases import recipe_chain
     from ..recipe_parsing import parse_recipe
 
     if not recipe.is_file():
         raise FileNotFoundError(f"--config {str(recipe)!r} does not exist.")
-    for path, raw_block in recipe_chain(recipe):  # the recipe and each of its base files
+    recipe_allowed = allowlist.RECIPE_CLASS_PATHS | frozenset(allowed)
+    for path, raw in recipe_chain(recipe):  # the recipe and each of its base files, whole,
+        allowlist.check_recipe(raw, str(path), recipe_allowed, Path(path).parent)  # unparsed
         for key in ("routine", "init_args", "model"):
-            raw_block = raw_block.get(key) if isinstance(raw_block, Mapping) else None
-        if isinstance(raw_block, Mapping):  # refuse before the parser imports any class path
+            raw = raw.get(key) if isinstance(raw, Mapping) else None
+        if isinstance(raw, Mapping):  # refuse before the parser imports any class path
             try:
-                check_ensemble_spec(raw_block, allowed)
+                check_ensemble_spec(raw, allowed)
             except ValueError as error:
                 raise ValueError(f"{path}: {error}") from None
     routine = parse_recipe(recipe, overrides).get("routine")

@@ -81,12 +81,14 @@ def read_json(path: Path) -> dict:
     Raises:
         ValueError: Naming the file and what is wrong with it.
     """
-    size = path.stat().st_size
-    if size > MAX_CONFIG_BYTES:
-        raise ValueError(f"'{path}' holds {size} bytes, more than a σN-Ens export's config "
-                         f"(at most {MAX_CONFIG_BYTES}).")
+    from .._files import read_regular
+
+    try:  # opened once, as a regular file: no pipe swapped in after export_file's check
+        data = read_regular(path, "config", MAX_CONFIG_BYTES, "the config.json of an export")
+    except ValueError as error:
+        raise ValueError(f"'{path}': {error}") from None
     try:
-        config = json.loads(path.read_bytes().decode("utf-8"))
+        config = json.loads(data.decode("utf-8"))
     except UnicodeDecodeError as error:
         raise ValueError(f"'{path}' is not UTF-8 text ({error}); expected the JSON written by "
                          f"export_ensemble.") from None

@@ -55,23 +55,59 @@ def _read_config(directory: Path) -> dict:
     return config
 
 
+#: Class blocks an export's model block nests: the ensemble, its settings, its backbone (and
+#: a backbone's own block); more is no export written by export_ensemble.
+MAX_CLASS_BLOCKS = 6
+#: Settings of a backbone's ``config`` giving a number of layers or blocks.
+_LAYER_COUNT = re.compile(r"(n_?layers?|num_(hidden_)?layers|n_blocks|num_blocks|depth)")
+
+
+def _class_blocks(node: object) -> int:
+    stack, count = [node], 0
+    while stack:
+        current = stack.pop()
+        if isinstance(current, Mapping):
+            count += "class_path" in current
+            stack.extend(current.values())
+        elif isinstance(current, list):
+            stack.extend(current)
+    return count
+
+
 def _check_sizes(spec: Mapping, header: Mapping[str, tuple], path: Path) -> None:
     """The sizes building would spend time on, against the weights, before building: the
-    number of members (``heads.weight`` is ``(M, C, D)``) and a BERT's number of layers."""
+    number of class blocks, the number of members (``heads.weight`` is ``(M, C, D)``, and must
+    be there) and a backbone config's numbers of layers (at most the layers the file holds)."""
+    if (blocks := _class_blocks(spec)) > MAX_CLASS_BLOCKS:
+        raise ValueError(f"model nests {blocks} class blocks (at most {MAX_CLASS_BLOCKS}: the "
+                         f"ensemble, its settings and its backbone); '{path}' is no export "
+                         f"written by export_ensemble. Nothing was built.")
     members = spec["init_args"].get("num_estimators")
-    if "heads.weight" in header and header["heads.weight"][1][:1] != (members,):
+    if "heads.weight" not in header:
+        raise ValueError(f"'{path}' lacks heads.weight, the members' heads (M, classes, "
+                         f"features) that every σN-Ens export holds; nothing was built.")
+    if header["heads.weight"][1][:1] != (members,):
         raise ValueError(f"model.init_args.num_estimators={members!r}, but '{path}' holds the "
                          f"heads of {header['heads.weight'][1][0]} members (heads.weight "
                          f"{header['heads.weight'][1]}). Nothing was built.")
     backbone = spec["init_args"].get("model")
     config = backbone.get("init_args", {}).get("config") if isinstance(backbone, Mapping) else None
-    if isinstance(config, Mapping) and "num_hidden_layers" in config:
+    if not isinstance(config, Mapping):
+        return
+    if "num_hidden_layers" in config:
         layers = {match.group(1) for key in header
                   if (match := re.search(r"\.encoder\.layer\.(\d+)\.", key))}
         if config["num_hidden_layers"] != len(layers):
             raise ValueError(f"model.init_args.model.init_args.config.num_hidden_layers="
                              f"{config['num_hidden_layers']!r}, but '{path}' holds {len(layers)} "
                              f"encoder layers. Nothing was built.")
+    indices = {int(match.group(1)) for key in header for match in re.finditer(r"\.(\d+)\.", key)}
+    held = max(indices, default=-1) + 1
+    for key, value in config.items():
+        if _LAYER_COUNT.fullmatch(str(key)) and isinstance(value, int) and value > held:
+            raise ValueError(f"model.init_args.model.init_args.config.{key}={value!r}, but "
+                             f"'{path}' holds at most {held} layers (the largest layer index of "
+                             f"its tensors); nothing was built.")
 
 
 def _load_checked(build: Callable[[], nn.Module], path: Path) -> nn.Module:

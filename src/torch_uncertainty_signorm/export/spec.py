@@ -33,6 +33,10 @@ __all__ = ["EXPORTABLE_CLASS_PATHS", "build_model", "check_ensemble_spec", "chec
 EXPORTABLE_CLASS_PATHS = model_registry.class_paths(exportable=True)
 _ENSEMBLE_ENTRIES = model_registry.model_entries("ensemble")
 _ENSEMBLES = tuple(path for entry in _ENSEMBLE_ENTRIES for path in entry.class_paths)
+#: The σN-Ens settings class a model block's ``config:`` may name.
+_CONFIG_CLASS_PATHS = frozenset(
+    path for entry in model_registry.model_entries("config") for path in entry.class_paths
+)
 _ENSEMBLE_NAMES = f"{_ENSEMBLE_ENTRIES[0].class_path} (or {_ENSEMBLE_ENTRIES[1].class_path})"
 
 
@@ -209,15 +213,28 @@ def _check_self_contained(node: Any, where: str = "model") -> None:
             f"{stored.description} from a directory or the hub. Export it again "
             f"(export_ensemble stores {stored.description})."
         )
-    layers = init_args.get("regularized_layers")
-    if class_path in _ENSEMBLES and isinstance(layers, str) and (
-        layers not in REGULARIZED_LAYER_PRESETS
-    ):
-        raise ValueError(
-            f"{where}.init_args.regularized_layers={layers!r:.200} is a pattern; an export "
-            f"holds the names of the regularised layers (a list) or a preset "
-            f"({', '.join(REGULARIZED_LAYER_PRESETS)})."
-        )
+    settings = {f"{where}.init_args": init_args}
+    config = init_args.get("config") if class_path in _ENSEMBLES else None
+    if isinstance(config, Mapping) and "class_path" in config:  # a recipe's config: block
+        if config["class_path"] not in _CONFIG_CLASS_PATHS:
+            raise ValueError(
+                f"{where}.init_args.config.class_path={config['class_path']!r:.200} is not the "
+                f"σN-Ens settings class; a config: block names "
+                f"{', '.join(sorted(_CONFIG_CLASS_PATHS))} or is a plain mapping of settings."
+            )
+        settings[f"{where}.init_args.config.init_args"] = config.get("init_args") or {}
+    elif isinstance(config, Mapping):
+        settings[f"{where}.init_args.config"] = config
+    for place, block in settings.items():
+        layers = block.get("regularized_layers") if isinstance(block, Mapping) else None
+        if class_path in _ENSEMBLES and isinstance(layers, str) and (
+            layers not in REGULARIZED_LAYER_PRESETS
+        ):
+            raise ValueError(
+                f"{place}.regularized_layers={layers!r:.200} is a pattern; an export holds the "
+                f"names of the regularised layers (a list) or a preset "
+                f"({', '.join(REGULARIZED_LAYER_PRESETS)})."
+            )
     for key, item in init_args.items():
         _check_self_contained(item, f"{where}.init_args.{key}")
 

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import io
 import math
 import statistics
 import sys
@@ -269,9 +270,11 @@ def read_rows(path: str | Path) -> list[dict[str, Any]]:
         except ValueError:
             return text
 
-    with Path(path).open(newline="") as file:
-        return [{k: value(k, v) for k, v in row.items() if v not in ("", None)}
-                for row in csv.DictReader(file)]
+    from .._files import read_regular
+
+    text = read_regular(path, "rows", 16 << 20, "a rows CSV").decode("utf-8", errors="replace")
+    return [{k: value(k, v) for k, v in row.items() if v not in ("", None)}
+            for row in csv.DictReader(io.StringIO(text, newline=""))]
 
 
 def _format(value: Any, std: Any, column: str) -> str:

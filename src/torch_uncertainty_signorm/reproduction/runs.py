@@ -16,6 +16,7 @@ seed.
 from __future__ import annotations
 
 import csv
+import io
 import json
 import math
 import re
@@ -24,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
+from .._files import read_regular, read_yaml
 
 __all__ = [
     "BUDGET_KEYS", "RESULTS_FILENAME", "SETTINGS_FILENAME", "Run", "find_runs", "iter_groups",
@@ -32,6 +33,8 @@ __all__ = [
 ]
 
 RESULTS_FILENAME = "results.csv"
+#: A run's results.csv, config.yaml or settings.json holds kilobytes; larger is no such file.
+MAX_RESULTS_BYTES = 16 << 20
 SETTINGS_FILENAME = "settings.json"
 #: The trainer's arguments that bound a training run, read from its ``config.yaml``.
 BUDGET_KEYS = ("max_epochs", "max_steps", "limit_train_batches", "fast_dev_run")
@@ -67,8 +70,16 @@ def read_results(path: str | Path) -> dict[str, float]:
         ValueError: If the file has a header but no row.
     """
     path = Path(path)
-    with path.open(newline="") as file:
-        rows = list(csv.DictReader(file))
+    text = read_regular(path, "results", MAX_RESULTS_BYTES, "a results.csv").decode(
+        "utf-8", errors="replace")
+    reader = csv.reader(io.StringIO(text, newline=""))
+    header = next(reader, [])
+    rows = []
+    for number, fields in enumerate(reader, start=2):
+        if len(fields) != len(header):
+            raise ValueError(f"{path}: line {number} has {len(fields)} fields but the header has "
+                             f"{len(header)}; a results.csv row has one value per column.")
+        rows.append(dict(zip(header, fields)))
     if not rows:
         raise ValueError(f"{path} holds no result row (only a header, or nothing).")
     return {key: float(value) if value not in ("", None) else math.nan
@@ -101,10 +112,19 @@ def read_settings(log_dir: str | Path) -> dict[str, Any]:
     """
     log_dir = Path(log_dir)
     settings: dict[str, Any] = {}
-    if (log_dir / "config.yaml").is_file():
-        settings = _config_settings(yaml.safe_load((log_dir / "config.yaml").read_text()) or {})
-    if (log_dir / SETTINGS_FILENAME).is_file():
-        settings |= json.loads((log_dir / SETTINGS_FILENAME).read_text())
+    if (log_dir / "config.yaml").exists():
+        config = read_yaml(log_dir / "config.yaml", "config", MAX_RESULTS_BYTES)
+        settings = _config_settings(config if isinstance(config, Mapping) else {})
+    if (log_dir / SETTINGS_FILENAME).exists():
+        path = log_dir / SETTINGS_FILENAME
+        try:
+            saved = json.loads(read_regular(path, "settings", MAX_RESULTS_BYTES, "a JSON file"))
+        except json.JSONDecodeError as error:
+            raise ValueError(f"{path} is not valid JSON ({error}).") from None
+        if not isinstance(saved, dict):
+            raise ValueError(f"{path} holds a JSON {type(saved).__name__}; expected an object "
+                             f"of settings.")
+        settings |= saved
     return settings
 
 

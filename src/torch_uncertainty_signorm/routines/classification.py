@@ -17,6 +17,7 @@ from torch_uncertainty.utils import get_logger_dir
 from torchmetrics import MeanMetric, MetricCollection
 
 from .. import _compat
+from .._files import check_file_name
 from .._plain_data import is_data
 from ..allowlist import instantiate_spec
 from ..callbacks.logits_tap import LogitsTap
@@ -151,6 +152,7 @@ class SigmaNormClassificationRoutine(ClassificationRoutine):
                      "warn_identical_members": warn_identical_members,
                      "check_finite_loss": check_finite_loss, **kwargs}
         eval_grouping_loss = kwargs.pop("eval_grouping_loss", False)
+        check_file_name(kwargs.get("csv_filename", "results.csv"), "csv_filename")
         model = _built(model, SigmaNormEnsemble, "model")
         loss = _built(loss, nn.Module, "loss")
         batch_format = kwargs.get("format_batch_fn")
@@ -466,8 +468,8 @@ class SigmaNormClassificationRoutine(ClassificationRoutine):
         self.log_dict(results, sync_dist=True)
         if self.save_to_csv and self.logger is not None and self.trainer.is_global_zero:
             log_dir = get_logger_dir(self.logger)
-            if log_dir is not None and (log_dir / self.csv_filename).is_file():
-                append_to_last_row(log_dir / self.csv_filename, results)
+            if log_dir is not None:
+                append_to_last_row(log_dir / self.csv_filename, results, run_dir=log_dir)
 
 
 def _target_cost_message(target: DiversityTarget, best: float, accuracy: float, cosine: float,
