@@ -409,8 +409,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         report, passed = _check(args)
-    except ValueError as error:
-        parser.error(str(error))
+    except (ValueError, OSError) as error:  # one line: no usage block above the reason
+        print(f"{parser.prog}: error: {' '.join(str(error).split())}", file=sys.stderr)
+        raise SystemExit(2) from None
     print(report)
     return 0 if passed else 1
 
