@@ -40,6 +40,7 @@ from typing import Any
 
 from .published import load_table, same_key
 from .results_table import aggregate, missing_columns, read_rows, run_summary
+from .run_groups import select_runs
 from .runs import find_runs, merge_evaluations
 from .tables import format_table
 
@@ -225,8 +226,10 @@ class _Ours:
     problems: dict[str, str]
 
 
-def _load_ours(path: str, row_label: str | None) -> _Ours:
-    """Our row: a ``rows.csv`` (by ``method`` label, else its only row) or runs to average."""
+def _load_ours(path: str, row_label: str | None, select: Sequence[str] = ()) -> _Ours:
+    """Our row: a ``rows.csv`` (by ``method`` label, else its only row) or runs to average,
+    those of one settings group (:func:`~torch_uncertainty_signorm.reproduction.run_groups.
+    select_runs`: runs of different settings are refused unless ``select`` picks one group)."""
     file = Path(path)
     if file.is_file() and file.name != "results.csv":
         rows = read_rows(file)
@@ -244,7 +247,7 @@ def _load_ours(path: str, row_label: str | None) -> _Ours:
         plural = "" if runs == 1 else "s"
         return _Ours(row, [f"ours: row {row.get('method')!r} of {path}: {count} training "
                            f"run{plural}{seeds}"], {})
-    runs = find_runs([path])
+    runs = select_runs(find_runs([path]), select, path)
     merged = merge_evaluations(runs)
     problems = {column: f"missing from {len(lacking)} of {len(merged)} runs"
                 for column, lacking in missing_columns(merged).items()}
@@ -342,6 +345,11 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--exclude", nargs="*", default=[], metavar="METRIC",
                         help="leave these metrics of the expected row out (e.g. AUPR AUROC FPR95 "
                         "for a run without OOD evaluation); the report lists them")
+    parser.add_argument("--select", nargs="*", default=[], metavar="KEY=VALUE",
+                        help="the runs to average when the folder holds runs of different "
+                        "settings (which are refused otherwise), e.g. tau=0.1 "
+                        "target_diversity=unset; KEY is a setting of the runs' config.yaml "
+                        "(its last parts suffice)")
     parser.add_argument("--min-seeds", type=int, default=1, metavar="N",
                         help="fail unless our row averages at least N distinct seeds (default 1)")
     return parser
@@ -359,7 +367,7 @@ def _check(args: argparse.Namespace) -> tuple[str, bool]:
     relative = {name: value / 100 for name, value in _pairs(
         [t.removesuffix("%") for t in args.tol if t.endswith("%")], "--tol", float).items()}
     expected, notes, described, budget = _load_expected(args)
-    ours = _load_ours(args.results, args.row)
+    ours = _load_ours(args.results, args.row, args.select)
     comparisons = compare_rows(ours.row, expected, tolerances, args.metrics, relative, notes,
                                args.exclude, ours.problems)
     seeds = _seed_count(ours.row)
