@@ -233,7 +233,8 @@ def test_lookahead_follows_the_momentum_of_the_scale_logits_group():
 
 def test_an_accuracy_fall_stops_the_push_from_growing_and_survives_a_checkpoint():
     """The controller never trades the ensemble's accuracy away silently: once the validation
-    accuracy falls ACCURACY_DROP below its best, τ stops going lower (it may still rise)."""
+    accuracy has been ACCURACY_DROP below its best at two validations in a row, τ stops going
+    lower than it was at the first of them (it may still rise)."""
     from torch_uncertainty_signorm.diversity_target import ACCURACY_DROP
 
     target = DiversityTarget(0.3, tau=1.0, total_steps=100, lookahead=1.0)
@@ -242,14 +243,34 @@ def test_an_accuracy_fall_stops_the_push_from_growing_and_survives_a_checkpoint(
     assert not target.validated(0.90) and not target.validated(0.92)
     assert not target.validated(0.92 - ACCURACY_DROP + 0.01)  # within the margin: keep pushing
     held = target.tau
-    assert target.validated(0.92 - ACCURACY_DROP - 0.01)  # the fall: held once, reported once
+    assert not target.validated(0.92 - ACCURACY_DROP - 0.01)  # one fall: maybe noise
+    for step in range(5, 8):  # τ keeps falling meanwhile
+        target.update(1.0 - 1e-4, step)
+    assert target.tau < held
+    assert target.validated(0.92 - ACCURACY_DROP - 0.02)  # seen twice: held, reported once
     assert not target.validated(0.50)
-    for step in range(5, 15):
+    for step in range(8, 18):
         assert target.update(1.0 - 1e-4, step) >= held - 1e-12
     restored = DiversityTarget(0.3, tau=1.0, total_steps=100, lookahead=1.0)
     restored.load_state_dict(target.state_dict())
     assert restored.floor == target.floor and restored.best_accuracy == pytest.approx(0.92)
-    assert restored.update(1.0 - 1e-4, 15) >= held - 1e-12
-    legacy = {k: v for k, v in target.state_dict().items() if k not in ("floor", "best_accuracy")}
+    assert restored.update(1.0 - 1e-4, 18) >= held - 1e-12
+    legacy = {k: v for k, v in target.state_dict().items()
+              if k not in ("floor", "best_accuracy", "falling")}
     restored.load_state_dict(legacy)  # a checkpoint of an earlier release: no hold yet
     assert restored.floor is None
+
+
+def test_one_low_validation_between_good_ones_does_not_stop_the_push():
+    """Early fine-tuning accuracy fluctuates by more than ACCURACY_DROP (the GPU map of
+    docs/reliability.md: the one-validation rule fired in 8 of 9 target runs and held two of them
+    off their target); a fall that recovers at the next validation leaves the controller free."""
+    from torch_uncertainty_signorm.diversity_target import ACCURACY_DROP
+
+    target = DiversityTarget(0.3, tau=1.0, total_steps=100, lookahead=1.0)
+    for accuracy in (0.80, 0.80 - 2 * ACCURACY_DROP, 0.82, 0.82 - 2 * ACCURACY_DROP, 0.83):
+        assert not target.validated(accuracy)
+    assert target.floor is None
+    for step in range(20):
+        target.update(1.0 - 1e-4, step)
+    assert target.at_bound() == "lower"  # nothing held it

@@ -52,8 +52,10 @@ __all__ = ["ACCURACY_DROP", "CONTROLLED_TAU_RANGE", "TARGET_TOLERANCE", "Diversi
 CONTROLLED_TAU_RANGE = (TAU_RANGE[0], 10.0)
 #: How far from its target σNorm-cos may end and still count as reached.
 TARGET_TOLERANCE = 0.05
-#: Fall of the ensemble's validation accuracy below its best of the run (a fraction) at which the
-#: controller stops strengthening the push: the target costs that much at this budget.
+#: Fall of the ensemble's validation accuracy below its best of the run (a fraction), seen at two
+#: validations in a row, at which the controller stops strengthening the push: the target costs
+#: that much at this budget. One low validation is not enough: early in a fine-tune, accuracy
+#: fluctuates by more than this while the push is still weak.
 ACCURACY_DROP = 0.05
 #: Smallest 1 - σNorm-cos the controller resolves (float32 cosines of identical members).
 _MIN_DIVERGENCE = 1e-6
@@ -132,6 +134,7 @@ class DiversityTarget:
         self.step: int | None = None  # optimisation step of the last update
         self.best_accuracy: float | None = None  # the ensemble's best validation accuracy
         self.floor: float | None = None  # log τ below which it stops pushing, once held
+        self.falling: float | None = None  # log τ at the last validation, if it was a fall
 
     @property
     def tau(self) -> float:
@@ -148,17 +151,24 @@ class DiversityTarget:
         return None
 
     def validated(self, accuracy: float) -> bool:
-        """Take the ensemble's validation ``accuracy`` (a fraction); ``True`` when it has just
-        fallen :data:`ACCURACY_DROP` below the run's best: from then on τ never goes lower than
-        it is now (the push stops growing), so the target's cost stops growing with it."""
+        """Take the ensemble's validation ``accuracy`` (a fraction); ``True`` when it has been
+        :data:`ACCURACY_DROP` below the run's best at this validation and the one before: from
+        then on τ never goes lower than it was at the first of the two (the push stops growing),
+        so the target's cost stops growing with it."""
         accuracy = float(accuracy)
         if not math.isfinite(accuracy):
             return False
         best = self.best_accuracy
         self.best_accuracy = accuracy if best is None else max(best, accuracy)
-        if self.floor is not None or best is None or accuracy > best - ACCURACY_DROP:
+        if self.floor is not None:
             return False
-        self.floor = self.log_tau
+        if best is None or accuracy > best - ACCURACY_DROP:
+            self.falling = None
+            return False
+        if self.falling is None:
+            self.falling = self.log_tau
+            return False
+        self.floor, self.falling = self.falling, None
         return True
 
     def update(self, cosine: float, step: int | None = None) -> float:
@@ -194,7 +204,8 @@ class DiversityTarget:
         """Everything :meth:`update` depends on, as plain floats (for the checkpoint)."""
         return {"log_tau": self.log_tau, "previous": self.previous, "rate": self.rate,
                 "start": self.start, "updates": self.updates, "step": self.step,
-                "target": self.target, "best_accuracy": self.best_accuracy, "floor": self.floor}
+                "target": self.target, "best_accuracy": self.best_accuracy, "floor": self.floor,
+                "falling": self.falling}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Restore :meth:`state_dict`; a target other than this one's is an error."""
@@ -209,5 +220,5 @@ class DiversityTarget:
         self.start = float(state["start"])
         self.updates = int(state["updates"])
         self.step = None if state["step"] is None else int(state["step"])
-        for key in ("best_accuracy", "floor"):  # absent from checkpoints of earlier releases
+        for key in ("best_accuracy", "floor", "falling"):  # absent from earlier checkpoints
             setattr(self, key, None if state.get(key) is None else float(state[key]))

@@ -68,8 +68,8 @@ class SigmaNormClassificationRoutine(ClassificationRoutine):
       layers' σNorm-cos settles at the target
       (:class:`~torch_uncertainty_signorm.diversity_target.DiversityTarget`); its state is saved
       in checkpoints, and a run ending away from the target says so. When the ensemble's
-      validation accuracy falls :data:`~torch_uncertainty_signorm.diversity_target.ACCURACY_DROP`
-      below its best, the controller stops strengthening the push and warns what the target
+      validation accuracy is :data:`~torch_uncertainty_signorm.diversity_target.ACCURACY_DROP`
+      below its best at two validations in a row, the controller stops strengthening the push and warns what the target
       costs at this budget, instead of trading the accuracy away silently;
     - validation and test: ``{val,test}/div/signorm_cos`` (all layers),
       ``.../signorm_cos_regularized``, ``.../jensen_gap`` and ``.../geometric_ambiguity``
@@ -477,8 +477,10 @@ def _target_cost_message(target: DiversityTarget, best: float, accuracy: float, 
     return (
         f"target_diversity={target.target:g} costs accuracy at this budget: the ensemble's "
         f"validation accuracy fell from {best:.1%} (its best) to {accuracy:.1%} at step {step} "
+        f"(and was as low at the validation before) "
         f"while tau was pushed to {target.tau:.4g} and σNorm-cos reached {cosine:.4f}; the "
-        f"controller stops strengthening the push (tau stays >= {target.tau:.4g}). Choose a "
+        f"controller stops strengthening the push (tau stays >= {math.exp(target.floor):.4g}, its "
+        f"value at the first low validation). Choose a "
         f"higher target, train longer, or lower the scale rate (scale_lr_multiplier)."
     )
 
@@ -504,7 +506,7 @@ def _missed_target_message(target: DiversityTarget, cosine: float, steps: int) -
         why = "the run ended before σNorm-cos settled: train longer"
     if target.floor is not None:
         why = (f"the controller stopped strengthening the push when the validation accuracy "
-               f"fell {ACCURACY_DROP:.0%} below its best (tau held >= "
+               f"stayed {ACCURACY_DROP:.0%} below its best for two validations (tau held >= "
                f"{math.exp(target.floor):.4g}): this target costs more accuracy than this "
                f"budget affords")
     return (
