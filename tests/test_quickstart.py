@@ -36,7 +36,14 @@ def test_quickstart_trains_tests_and_prints_its_wall_time(tmp_path, capsys):
     done = run_command(["fit", "--config", RECIPE, "--trainer.enable_progress_bar=false"],
                        cwd=tmp_path, env={**os.environ, **REFERENCE_ENV})
     assert done.returncode == 0, done.stderr[-3000:]
-    assert "torch-uncertainty finished in" in done.stdout and "s (wall time)" in done.stdout
+    assert "torch-uncertainty finished in" in done.stdout and "s (wall time, " in done.stdout
+    assert "s of it start-up" in done.stdout  # the printed time includes the imports
+    # The console holds what concerns the run: no library warning, tip or warning source line.
+    console = done.stdout + done.stderr
+    noise = [line for line in console.splitlines()
+             if "Warning" in line or "💡 Tip" in line or "rank_zero_warn(" in line
+             or "warnings.warn(" in line or "LeafSpec" in line]
+    assert noise == [], noise
     (results,) = (tmp_path / "logs" / "digits").rglob("results.csv")
     with results.open() as file:
         (row,) = list(csv.DictReader(file))

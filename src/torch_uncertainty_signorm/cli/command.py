@@ -32,6 +32,7 @@ from .. import _compat
 from ..atomic_files import AtomicCheckpointIO
 from ..recipe_bases import expand_recipe_bases
 from .checkpoint_args import reconcile_checkpoint_args
+from .console import one_line_parser_class, silence_library_noise
 from .datamodule_setup import wrap_setup
 from .forwarding import forward_datamodule_args
 from .hardware import NoAcceleratorError, missing_accelerator
@@ -150,14 +151,7 @@ class TUSigmaNormCLI(TULightningCLI):
         return config.get(str(self.subcommand), config).get(key, default)
 
     def before_instantiate_classes(self) -> None:
-        """Forward the datamodule's evaluation arguments to the routine before building either.
-
-        A recipe asking for an accelerator this machine lacks (``accelerator: gpu`` without a
-        GPU) stops here, before anything is built, with :class:`NoAcceleratorError` naming the
-        overrides that run it on the CPU (:func:`~torch_uncertainty_signorm.cli.hardware.
-        missing_accelerator`)."""
-        if (problem := missing_accelerator(self._active_config().as_dict())) is not None:
-            raise NoAcceleratorError(problem)
+        """Forward the datamodule's evaluation arguments to the routine before building either."""
         super().before_instantiate_classes()
         _check_output_names(self._active_config())
         self.forwarded_data_args = forward_datamodule_args(self._active_config())
@@ -265,6 +259,12 @@ class TUSigmaNormCLI(TULightningCLI):
         super().add_arguments_to_parser(parser)
         parser.add_argument("--optimizer", type=OptimizerCallable | None, default=None)
         parser.add_argument("--lr_scheduler", type=LRSchedulerCallable | None, default=None)
+        parser.add_argument(
+            "--num_threads", type=int | None, default=None,
+            help="torch's intra-op CPU threads for this run (torch.set_num_threads); unset: "
+            "torch's default (the cores, or OMP_NUM_THREADS). Small inputs gain nothing from "
+            "more threads and lose on shared cores (the digits quickstart sets 1).",
+        )
 
     def configure_routine_optimizer(self) -> None:
         """Build the recipe's optimiser and scheduler and hand them to the routine.
@@ -300,7 +300,18 @@ class TUSigmaNormCLI(TULightningCLI):
         """As TorchUncertainty's; ``fit --ckpt_path <log dir>/version_<n>/checkpoints/<file>``
         of an interruption checkpoint first sets the logger's ``version`` to ``n``, so a resumed
         run logs into its own version; from any other checkpoint (a best one), ``fit`` logs into
-        a new version and leaves the old one's files as they are."""
+        a new version and leaves the old one's files as they are.
+
+        A recipe asking for an accelerator this machine lacks (``accelerator: gpu`` without a
+        GPU) stops first, before anything is built, with :class:`NoAcceleratorError` naming the
+        overrides that run it on the CPU (:func:`~torch_uncertainty_signorm.cli.hardware.
+        missing_accelerator`); ``num_threads`` sets torch's intra-op threads."""
+        if (problem := missing_accelerator(self._active_config().as_dict())) is not None:
+            raise NoAcceleratorError(problem)
+        if (threads := self._config_value(self.config, "num_threads")) is not None:
+            if threads < 1:
+                raise ValueError(f"num_threads must be >= 1 (or unset), got {threads}.")
+            torch.set_num_threads(threads)
         if self.subcommand == "fit":
             self._continue_logged_run(self.config["fit"])
         super().instantiate_classes()
@@ -357,15 +368,23 @@ def cli_main(args: ArgsType = None, **kwargs: Any) -> TUSigmaNormCLI:
     return TUSigmaNormCLI(args=args, **kwargs)
 
 
-def main(args: ArgsType = None) -> None:
-    """Entry point of the ``torch-uncertainty`` console script."""
+def main(args: ArgsType = None, started: float | None = None) -> None:
+    """Entry point of the ``torch-uncertainty`` console script.
+
+    Args:
+        args: Command-line style arguments; ``sys.argv[1:]`` when ``None``.
+        started: ``time.perf_counter()`` when the process started (the console script's), so
+            the printed wall time includes the imports; now when ``None``.
+    """
     # As TorchUncertainty's entry scripts: TF32 matmuls on GPUs that support them. Not on CPU,
     # where recent torch would run float32 matmuls in bfloat16.
     if torch.cuda.is_available():
         torch.set_float32_matmul_precision("medium")
+    silence_library_noise()  # the console says what concerns the run, each warning in one line
     start = time.perf_counter()
+    started = start if started is None else started
     try:
-        cli_main(args)
+        cli_main(args, parser_class=one_line_parser_class())  # errors: one line, not the usage
     except RunInterrupted as stop:
         report_interruption(stop, args)
         raise
@@ -381,7 +400,9 @@ def main(args: ArgsType = None) -> None:
                   file=sys.stderr)
             raise SystemExit(1) from None
         raise
-    print(f"torch-uncertainty finished in {time.perf_counter() - start:.1f} s (wall time)")
+    print(f"torch-uncertainty finished in {time.perf_counter() - started:.1f} s (wall time, "
+          f"{start - started:.1f} s of it start-up: importing torch, Lightning and "
+          "TorchUncertainty)")
 
 
 def _buried_cause(error: BaseException) -> BaseException | None:
