@@ -10,7 +10,11 @@ from __future__ import annotations
 
 import io
 import os
+import re
 import secrets
+import shutil
+import time
+import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -19,7 +23,14 @@ from typing import Any
 import torch
 from lightning.fabric.plugins import TorchCheckpointIO
 
-__all__ = ["AtomicCheckpointIO", "replaced_atomically"]
+__all__ = [
+    "AtomicCheckpointIO", "remove_stale_partials", "replaced_atomically", "replaced_folder",
+]
+
+#: The temporary names :func:`replaced_atomically` and :func:`replaced_folder` write under.
+_PARTIAL = re.compile(r"\..+\.[0-9a-f]{8}\.(partial|old)")
+#: When this process started: a temporary file older than it was left by another process.
+_STARTED = time.time()
 
 
 @contextmanager
@@ -46,6 +57,72 @@ def replaced_atomically(path: str | Path) -> Iterator[Path]:
     _sync_directory(path.parent)
 
 
+def remove_stale_partials(directory: str | Path, before: float | None = None) -> list[Path]:
+    """Remove the temporary files and folders (``.<name>.<hex>.partial``) that a write cut off
+    by SIGKILL or a power cut left in ``directory`` before ``before`` (default: when this
+    process started), and warn naming them; returns them."""
+    directory, before = Path(directory), _STARTED if before is None else before
+    removed = []
+    try:
+        entries = list(directory.iterdir())
+    except OSError:
+        return removed
+    for entry in entries:
+        try:
+            if not _PARTIAL.fullmatch(entry.name) or entry.lstat().st_mtime >= before:
+                continue
+            if entry.is_dir() and not entry.is_symlink():
+                shutil.rmtree(entry)
+            else:
+                entry.unlink()
+        except OSError:
+            continue
+        removed.append(entry)
+    if removed:
+        warnings.warn(
+            f"removed {len(removed)} partial file(s) left in {directory} by a write that was cut "
+            f"off (SIGKILL, a power cut): {', '.join(p.name for p in removed[:5])}"
+            f"{', ...' if len(removed) > 5 else ''}.", stacklevel=2)
+    return removed
+
+
+@contextmanager
+def replaced_folder(path: str | Path) -> Iterator[Path]:
+    """Yield a new temporary folder beside the folder ``path``; once the block has filled it,
+    it takes ``path``'s place whole: the previous folder is renamed aside, the new one renamed
+    to ``path``, then the previous one removed. A reader never sees the two mixed; on any error
+    (SIGTERM included, where the command turns it into an exception) the new folder is removed
+    and ``path`` is left as it was. Stale folders of writes cut off earlier are removed first
+    (:func:`remove_stale_partials`)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    remove_stale_partials(path.parent)
+    token = secrets.token_hex(4)
+    partial, old = (path.with_name(f".{path.name}.{token}.partial"),
+                    path.with_name(f".{path.name}.{token}.old"))
+    partial.mkdir()
+    try:
+        yield partial
+        for entry in partial.iterdir():
+            if entry.is_file() and not entry.is_symlink():
+                with entry.open("rb") as file:
+                    os.fsync(file.fileno())
+        _sync_directory(partial)
+        if path.is_dir() and not path.is_symlink():
+            os.rename(path, old)
+        try:
+            os.rename(partial, path)
+        except BaseException:
+            if old.exists():
+                os.rename(old, path)
+            raise
+    except BaseException:
+        shutil.rmtree(partial, ignore_errors=True)
+        raise
+    _sync_directory(path.parent)
+    shutil.rmtree(old, ignore_errors=True)
+
+
 def _sync_directory(directory: Path) -> None:
     """Flush the folder's entry of the renamed file (where the platform allows it)."""
     try:
@@ -65,13 +142,23 @@ class AtomicCheckpointIO(TorchCheckpointIO):
 
     The ``torch-uncertainty`` command gives it to the trainer (unless a ``CheckpointIO`` plugin
     is configured); with a plain ``Trainer``: ``Trainer(plugins=[AtomicCheckpointIO()])``.
+    The first save into a folder removes the partial files that an earlier write cut off by
+    SIGKILL left there, with a warning naming them (:func:`remove_stale_partials`).
     """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._checked_directories: set[Path] = set()
 
     def save_checkpoint(self, checkpoint: dict[str, Any], path: Any,
                         storage_options: Any | None = None) -> None:
         if storage_options is not None or "://" in str(path):  # remote storage: Lightning's
             super().save_checkpoint(checkpoint, path, storage_options)
             return
+        directory = Path(path).parent
+        if directory not in self._checked_directories:
+            self._checked_directories.add(directory)
+            remove_stale_partials(directory)
         buffer = io.BytesIO()  # serialised first: a full disk is then Python's OSError (ENOSPC),
         torch.save(checkpoint, buffer)  # not torch's zip writer's "unexpected pos"
         with replaced_atomically(path) as partial:

@@ -44,20 +44,24 @@ _REPEATS = {_sre_constants.MAX_REPEAT, _sre_constants.MIN_REPEAT,
             getattr(_sre_constants, "POSSESSIVE_REPEAT", None)} - {None}
 
 
+class _Unbounded(Exception):
+    """What makes a pattern's matching time unbounded (its message)."""
+
+
 def _repeats(items: Any, inside: bool) -> int:
     """The repeats of parsed pattern ``items`` that may repeat more than once; raises
-    ``ValueError`` at a repeat or an alternation inside such a repeat (``inside``)."""
+    :class:`_Unbounded` at a repeat or an alternation inside such a repeat (``inside``)."""
     count = 0
     for op, value in items:
         if op in _REPEATS:
             low, high, body = value
             many = high is _sre_constants.MAXREPEAT or high > 1
             if many and inside:
-                raise ValueError("a repeat inside a repeat")
+                raise _Unbounded("a repeat inside a repeat")
             count += many + _repeats(body, inside or many)
         elif op is _sre_constants.BRANCH:
             if inside:
-                raise ValueError("an alternation inside a repeat")
+                raise _Unbounded("an alternation inside a repeat")
             count += sum(_repeats(branch, inside) for branch in value[1])
         elif op is _sre_constants.SUBPATTERN:
             count += _repeats(value[-1], inside)
@@ -66,7 +70,7 @@ def _repeats(items: Any, inside: bool) -> int:
         elif op is _sre_constants.GROUPREF_EXISTS:
             count += sum(_repeats(part, inside) for part in value[1:] if part is not None)
         elif op is _sre_constants.GROUPREF:
-            raise ValueError("a back-reference")
+            raise _Unbounded("a back-reference")
     return count
 
 
@@ -88,7 +92,7 @@ def check_pattern(argument: str, pattern: str) -> str:
         count = _repeats(_sre_parser.parse(pattern), inside=False)
     except re.error as error:
         raise ValueError(f"{argument}={pattern!r} is not a valid regex: {error}.") from None
-    except ValueError as error:
+    except _Unbounded as error:
         raise ValueError(f"{argument}={pattern!r} holds {error}, whose matching can take "
                          f"exponential time; {valid}.") from None
     except RecursionError:

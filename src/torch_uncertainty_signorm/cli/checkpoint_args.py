@@ -98,6 +98,24 @@ def _routine_init_args(parser: LightningArgumentParser, config: Namespace,
     )[subcommand]["routine"]["init_args"]
 
 
+def _check_patterns(tree: Any, where: str) -> None:
+    """Refuse a layer-selection regex of a checkpoint that could take exponential time to match
+    (:func:`~torch_uncertainty_signorm.layer_selection.check_pattern`), before anything is
+    parsed or built."""
+    from ..layer_selection import REGULARIZED_LAYER_PRESETS, check_pattern
+
+    if isinstance(tree, dict):
+        for key, value in tree.items():
+            if (key in ("regularized_layers", "target_modules") and isinstance(value, str)
+                    and value not in REGULARIZED_LAYER_PRESETS):
+                check_pattern(f"{where}.{key}", value)
+            else:
+                _check_patterns(value, f"{where}.{key}")
+    elif isinstance(tree, list):
+        for index, value in enumerate(tree):
+            _check_patterns(value, f"{where}[{index}]")
+
+
 def reconcile_checkpoint_args(parser: LightningArgumentParser, config: Namespace,
                               args: ArgsType) -> tuple[Namespace, bool]:
     """Check a checkpoint's saved routine arguments against the recipe, never importing them.
@@ -183,6 +201,7 @@ def reconcile_checkpoint_args(parser: LightningArgumentParser, config: Namespace
         return config, resumes_interruption
     where = f"ckpt_path='{ckpt_path}': routine.init_args"
     check_class_paths(_nested(taken), where=where)
+    _check_patterns(_nested(taken), where)
     for key, saved in taken.items():  # before parsing: jsonargparse imports what it reads
         check_class_strings(saved, argument_type(recipe_class, key, current_args),
                             f"{where}.{key}")

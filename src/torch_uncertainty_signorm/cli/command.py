@@ -399,10 +399,20 @@ def main(args: ArgsType = None, started: float | None = None) -> None:
             print(f"torch-uncertainty: invalid configuration: {type(cause).__name__}: {cause}",
                   file=sys.stderr)
             raise SystemExit(1) from None
+        if _raised_here(error):  # a refusal of this package's checks: its one line
+            print(f"torch-uncertainty: {type(error).__name__}: {error}", file=sys.stderr)
+            raise SystemExit(1) from None
         raise
     print(f"torch-uncertainty finished in {time.perf_counter() - started:.1f} s (wall time, "
           f"{start - started:.1f} s of it start-up: importing torch, Lightning and "
           "TorchUncertainty)")
+
+
+def _raised_here(error: BaseException) -> bool:
+    """Whether ``error`` is a one-line refusal raised by this package's own code."""
+    frames = traceback.extract_tb(error.__traceback__)
+    return bool(frames) and "\n" not in str(error) and (
+        f"{Path(__file__).parents[1].name}{os.sep}" in frames[-1].filename)
 
 
 def _buried_cause(error: BaseException) -> BaseException | None:

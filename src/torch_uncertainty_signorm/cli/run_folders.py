@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import shutil
 import sys
+from functools import partial
 from pathlib import Path
 
 from jsonargparse import Namespace
@@ -26,10 +27,31 @@ class SaveRunConfig(TUSaveConfigCallback):
     """
 
     def setup(self, trainer, pl_module, stage: str) -> None:
-        if stage == "fit" or trainer.logger is None:
-            super().setup(trainer, pl_module, stage)
-        else:
-            SaveConfigCallback.setup(self, trainer, pl_module, stage)
+        save = self.parser.save
+        self.parser.save = partial(_save_whole, self.parser, save)  # config.yaml whole or absent
+        try:
+            if stage == "fit" or trainer.logger is None:
+                super().setup(trainer, pl_module, stage)
+            else:
+                SaveConfigCallback.setup(self, trainer, pl_module, stage)
+        finally:
+            del self.parser.save  # the parser's own method again
+
+
+def _save_whole(parser, save, config, path, *args, **kwargs) -> None:
+    """``parser.save`` writing a local single file whole or not at all (a temporary file
+    renamed over ``path``): a run stopped while it is written leaves no empty ``config.yaml``."""
+    from ..atomic_files import replaced_atomically
+
+    overwrite, skip_none = kwargs.get("overwrite", False), kwargs.get("skip_none", True)
+    if args or kwargs.get("multifile") or "://" in str(path):
+        save(config, path, *args, **kwargs)
+        return
+    if not overwrite and Path(path).exists():
+        raise ValueError(f"Refusing to overwrite existing file: {path}")
+    text = parser.dump(config, skip_none=skip_none)
+    with replaced_atomically(path) as partial_path:
+        partial_path.write_text(text)
 
 
 def continue_logged_run(config: Namespace, resumes_interruption: bool) -> bool:

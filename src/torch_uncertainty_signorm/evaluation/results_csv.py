@@ -19,6 +19,14 @@ __all__ = ["append_to_last_row"]
 _MAX_RESULTS_BYTES = 16 << 20
 
 
+def _number(cell: str) -> bool:
+    try:
+        float(cell)
+    except ValueError:
+        return cell == ""
+    return True
+
+
 def _not_updated(path: Path, why: str) -> None:
     warnings.warn(f"'{path}' was not updated with the extra results: {why}.", stacklevel=3)
 
@@ -48,8 +56,10 @@ def append_to_last_row(path: Path, values: Mapping[str, Tensor | float],
     except (ValueError, OSError, csv.Error) as error:
         _not_updated(path, str(error))
         return
-    if len(rows) < 2 or any(len(row) != len(rows[0]) for row in rows[1:]):
-        _not_updated(path, "it is not a results table (a header, then rows of as many fields)")
+    if len(rows) < 2 or any(len(row) != len(rows[0]) for row in rows[1:]) or not all(
+        _number(cell) for row in rows[1:] for cell in row
+    ):
+        _not_updated(path, "it is not a results table (a header, then rows of as many numbers)")
         return
     header = rows[0] + [key for key in values if key not in rows[0]]
     body = [row + [""] * (len(header) - len(row)) for row in rows[1:]]

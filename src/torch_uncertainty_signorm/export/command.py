@@ -10,7 +10,9 @@ runs: the rest of :mod:`torch_uncertainty_signorm.export` never imports the comm
 from __future__ import annotations
 
 import argparse
-from collections.abc import Mapping, Sequence
+import contextlib
+import signal
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
 
@@ -75,6 +77,29 @@ def main(argv: Sequence[str] | None = None) -> Path:
     parser.add_argument("--allow", action="append", default=[], metavar="CLASS_PATH",
                         help="Trust this exact class path too (loading needs it as well).")
     args, overrides = parser.parse_known_args(argv)
+    with _sigterm_as_exit():  # SIGTERM unwinds: a partial export folder is removed
+        return _export(args, overrides)
+
+
+@contextlib.contextmanager
+def _sigterm_as_exit() -> Iterator[None]:
+    """SIGTERM raises ``SystemExit(143)`` while the block runs (in the main thread), so that
+    the export's temporary folder is removed and the previous export left as it was."""
+    def stop(signum: int, _frame: object) -> None:
+        raise SystemExit(128 + signum)
+
+    try:
+        previous = signal.signal(signal.SIGTERM, stop)
+    except ValueError:  # not the main thread
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _export(args: argparse.Namespace, overrides: Sequence[str]) -> Path:
     _output_directory(args.output, args.overwrite)  # before any work
     # A run's saved config.yaml spells out defaults such as `activation_fn: torch.nn.functional.relu`;
     # they are accepted here and dropped from the export when they are the default (_as_data).

@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import json
+import os
+import shutil
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 from safetensors.torch import save_model
 
 from .._files import follow_umask
-from ..atomic_files import replaced_atomically
+from ..atomic_files import replaced_folder
 from ..ensemble import SigmaNormEnsemble
 from ..member_wrapper import MemberModel
 from .files import CONFIG_NAME, FORMAT, MEMBER_FILE, WEIGHTS_NAME
@@ -37,7 +39,9 @@ def export_ensemble(
 ) -> Path:
     """Write ``model`` to ``directory``: safetensors weights and a JSON architecture.
 
-    Each file is written whole or not at all, ``config.json`` last.
+    The export is written whole or not at all: into a new folder beside ``directory``, which
+    then takes its place in one swap (:func:`~torch_uncertainty_signorm.atomic_files.
+    replaced_folder`), so that an interrupted write never leaves a folder mixing two exports.
 
     Args:
         model: The trained ensemble.
@@ -50,8 +54,9 @@ def export_ensemble(
         extra_class_paths: Exact class paths trusted on top of
             :data:`~torch_uncertainty_signorm.export.EXPORTABLE_CLASS_PATHS` (loading will
             need them too).
-        overwrite: Replace the files of a directory that is not empty; otherwise such a
-            directory is an error (nothing is written).
+        overwrite: Replace the export of a directory that is not empty (its other files are
+            kept; members of the previous export not written again are gone); otherwise such
+            a directory is an error (nothing is written).
 
     Returns:
         The directory.
@@ -62,19 +67,18 @@ def export_ensemble(
     spec = _portable(_with_settings(_as_data(spec), model))
     spec["init_args"]["regularized_layers"] = list(model.regularized_layer_names)
     directory = _output_directory(directory, overwrite)
-    directory.mkdir(parents=True, exist_ok=True)
     models = {WEIGHTS_NAME: model}
     if members:
         models |= {f"member_{m}.safetensors": member_model(model, m)
                    for m in range(model.num_estimators)}
-    for name, module in models.items():
-        with replaced_atomically(directory / name) as partial:
-            save_model(module, str(partial))
-            follow_umask(partial)  # safetensors writes 0600; config.json follows umask
     config = {"format": FORMAT, "version": 2, "num_estimators": model.num_estimators,
               "model": spec, "members": sorted(set(models) - {WEIGHTS_NAME}, key=_member_index)}
-    with replaced_atomically(directory / CONFIG_NAME) as partial:
-        partial.write_text(json.dumps(config, indent=2))
+    with replaced_folder(directory) as staging:  # the whole export replaced in one swap
+        _keep_other_files(directory, staging)
+        for name, module in models.items():
+            save_model(module, str(staging / name))
+            follow_umask(staging / name)  # safetensors writes 0600; config.json follows umask
+        (staging / CONFIG_NAME).write_text(json.dumps(config, indent=2))
     return directory
 
 
@@ -93,15 +97,35 @@ def _with_settings(spec: dict, model: SigmaNormEnsemble) -> dict:
 def _output_directory(directory: str | Path, overwrite: bool) -> Path:
     """``directory``, refused when it holds anything and ``overwrite`` is false."""
     directory = Path(directory)
-    if not overwrite and directory.is_dir() and (present := sorted(
-        path.name for path in directory.iterdir()
-    )):
+    present = sorted(path.name for path in directory.iterdir()) if directory.is_dir() else []
+    if not overwrite and present:
         raise FileExistsError(
             f"'{directory}' is not empty ({', '.join(present[:5])}"
             f"{', ...' if len(present) > 5 else ''}): nothing was written. Choose a new "
             f"directory, or pass overwrite=True (--overwrite) to replace its export."
         )
     return directory
+
+
+def _keep_other_files(directory: Path, staging: Path) -> None:
+    """Carry the entries of ``directory`` that are not an export's files (a user's notes) into
+    the folder replacing it: regular files by hard link (a copy across filesystems), links as
+    links, folders copied."""
+    if not directory.is_dir():
+        return
+    for entry in directory.iterdir():
+        name = entry.name
+        if name in (CONFIG_NAME, WEIGHTS_NAME) or MEMBER_FILE.fullmatch(name):
+            continue
+        if entry.is_symlink():
+            os.symlink(os.readlink(entry), staging / name)
+        elif entry.is_dir():
+            shutil.copytree(entry, staging / name, symlinks=True)
+        elif entry.is_file():
+            try:
+                os.link(entry, staging / name)
+            except OSError:
+                shutil.copy2(entry, staging / name)
 
 
 def _member_index(name: str) -> int:
