@@ -289,7 +289,8 @@ def _regression_folder(tmp_path: Path, case: str) -> list[str]:
         os.mkfifo(reference)
     if case == "row with an extra field":
         (run / "results.csv").write_text("test/cls/Acc,test/cls/NLL\n0.9,0.3,0.1\n")
-    return [str(tmp_path / "runs"), "--reference", str(reference)]
+    tolerance = ["--tol", "Acc=inf"] if case == "--tol Acc=inf" else []
+    return [str(tmp_path / "runs"), "--reference", str(reference), *tolerance]
 
 
 REGRESSION = {
@@ -297,6 +298,7 @@ REGRESSION = {
     "alias bomb config.yaml": r"config='.*config.yaml' expands to more than 100000 YAML nodes",
     "FIFO --reference": r"rows='.*reference.csv' is a named pipe \(FIFO\)",
     "row with an extra field": r"results.csv: line 2 has 3 fields but the header has 2",
+    "--tol Acc=inf": r"--tol Acc=inf: expected a finite number >= 0",
 }
 
 
@@ -333,7 +335,7 @@ def _edited_export(export_dir: Path, folder: Path, edit) -> Path:
     shutil.copytree(export_dir, folder)
     config = json.loads((folder / "config.json").read_text())
     edit(config, folder)
-    (folder / "config.json").write_text(json.dumps(config))
+    (folder / "config.json").write_text(json.dumps(config).replace('"HUGE"', "9" * 5000))
     return folder
 
 
@@ -365,7 +367,17 @@ def _regex_in_config_block(config, folder):
     config["model"]["init_args"]["config"] = {"regularized_layers": "(.*a){30}X"}
 
 
+def _unknown_key(config, folder):
+    config["trusted"] = ["os"]
+
+
+def _huge_integer(config, folder):
+    config["num_estimators"] = "HUGE"  # written as 5,000 digits
+
+
 EXPORTS = {
+    "unknown top-level key": (_unknown_key, r"config.json' has unknown keys 'trusted'"),
+    "5,000-digit integer": (_huge_integer, r"config.json' could not be read \(Exceeds the limit"),
     "bert_classifier of another model type": (
         _other_model_type, r"config.n_layer=100000, but '.*ensemble.safetensors' holds at most "
                            r"\d+ layers"),
@@ -617,3 +629,11 @@ def test_yaml_aliases_are_bounded_before_anything_walks_them():
         a: &a {b: 1}
         c: *a
     """), "recipe") == {"a": {"b": 1}, "c": {"b": 1}}
+
+
+@pytest.mark.parametrize("url", [" http://example.org/x.ckpt", "\nhttps://example.org/x.ckpt"])
+def test_a_url_with_leading_blanks_is_a_url(url):
+    from torch_uncertainty_signorm.checkpoints import local_file
+
+    with pytest.raises(ValueError, match=r"is a URL: checkpoints are read from local files only"):
+        local_file(url, "ckpt_path")

@@ -32,6 +32,8 @@ def is_url(path: str | Path) -> bool:
     """Whether ``path`` is a URL rather than a file on this machine: ``scheme://...``, or
     ``scheme:...`` where no such local file exists."""
     text = str(path)
+    if text != text.strip() and text.strip() and not Path(text).exists():
+        text = text.strip()  # fsspec strips it too: " http://..." is a URL
     return bool(_URL.match(text) or (_SCHEME.match(text) and not Path(text).exists()))
 
 

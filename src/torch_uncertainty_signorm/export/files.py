@@ -98,6 +98,9 @@ def read_json(path: Path) -> dict:
     except RecursionError:
         raise ValueError(f"'{path}' is nested too deeply to be read; an export's config is "
                          f"nested at most {MAX_CONFIG_DEPTH} levels.") from None
+    except ValueError as error:  # an integer of thousands of digits
+        raise ValueError(f"'{path}' could not be read ({error}); expected the JSON written by "
+                         f"export_ensemble.") from None
     if not isinstance(config, dict):
         raise ValueError(f"'{path}' holds a JSON {type(config).__name__}; expected an object "
                          f"with 'format', 'num_estimators', 'model' and 'members'.")

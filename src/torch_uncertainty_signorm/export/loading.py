@@ -35,6 +35,10 @@ from .writing import SigmaNormMember, member_model
 __all__ = ["load_ensemble", "load_member"]
 
 
+#: The keys of an export's ``config.json``.
+_CONFIG_KEYS = frozenset({"format", "version", "num_estimators", "model", "members"})
+
+
 def _read_config(directory: Path) -> dict:
     """``config.json`` of an export, with the keys loading reads checked."""
     path = export_file(directory, CONFIG_NAME)
@@ -51,6 +55,10 @@ def _read_config(directory: Path) -> dict:
     ):
         raise ValueError(f"{str(path)!r} has members={members!r:.200}; expected a list of "
                          f"'member_<m>.safetensors' file names.")
+    unknown = sorted(set(config) - _CONFIG_KEYS)
+    if unknown:
+        raise ValueError(f"{str(path)!r} has unknown keys {', '.join(map(repr, unknown))}; an "
+                         f"export's config.json holds {', '.join(sorted(_CONFIG_KEYS))}.")
     check_integer(f"{path}: num_estimators", config["num_estimators"])
     return config
 

@@ -214,6 +214,9 @@ def _pairs(pairs: Sequence[str], option: str, cast=str) -> dict[str, Any]:
             parsed[name] = cast(value)
         except ValueError:
             raise ValueError(f"{option} {name}: expected a number, got {value!r}.") from None
+        if cast is float and not 0 <= parsed[name] < math.inf:
+            raise ValueError(f"{option} {name}={value}: expected a finite number >= 0 (an "
+                             f"infinite or NaN tolerance would pass any value).")
     return parsed
 
 
