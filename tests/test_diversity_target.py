@@ -211,7 +211,7 @@ def _saved(state: dict):
     ({"target": 1.0}, r"target_diversity must be a number in \(0, 1\), got 1.0"),
     ({"target": 0}, r"target_diversity must be a number in \(0, 1\), got 0"),
     ({"target": True}, r"target_diversity must be a number in \(0, 1\), got True"),
-    ({"tau": 1e4}, r"tau=10000.0 is outside TAU_RANGE"),
+    ({"tau": 1e4}, r"tau=10000.0 is outside \[0.001, 1000\] \(TAU_RANGE\)"),
     ({"total_steps": 0}, r"total_steps must be a finite number > 0, got 0"),
     ({"smoothing": 1.0}, r"smoothing must be a number in \[0, 1\), got 1.0"),
 ])

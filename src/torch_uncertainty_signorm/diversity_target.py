@@ -41,7 +41,7 @@ from torch import Tensor
 from torch.optim import Optimizer
 
 from .checks import check_fraction, check_positive_number
-from .regularization import TAU_RANGE
+from .regularization import TAU_RANGE, check_tau
 
 __all__ = ["ACCURACY_DROP", "CONTROLLED_TAU_RANGE", "TARGET_TOLERANCE", "DiversityTarget",
            "optimizer_lookahead"]
@@ -112,10 +112,7 @@ class DiversityTarget:
         smoothing: float = 0.5,
     ) -> None:
         self.target = check_fraction("target_diversity", target)
-        low, high = TAU_RANGE
-        tau = check_positive_number("tau", tau)
-        if not low <= tau <= high:
-            raise ValueError(f"tau={tau!r} is outside TAU_RANGE [{low:g}, {high:g}].")
+        tau = check_tau(tau)
         low, high = CONTROLLED_TAU_RANGE
         tau = min(max(tau, low), high)
         total_steps = check_positive_number("total_steps", total_steps)

@@ -2,7 +2,10 @@ r"""The softmax-temperature diversity regulariser on ÏƒNorm importances (paper Â
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
+from numbers import Real
+from typing import Any
 
 import torch
 from torch import Tensor, nn
@@ -11,7 +14,7 @@ from .checks import check_positive_number
 
 __all__ = [
     "DEFAULT_DIVERSITY_STRENGTH", "DEFAULT_TAU", "MAX_DIVERSITY_STRENGTH", "TAU_RANGE",
-    "ImportanceSharingPenalty", "check_penalty_settings", "sharing_penalty",
+    "ImportanceSharingPenalty", "check_penalty_settings", "check_tau", "sharing_penalty",
 ]
 
 #: Temperatures where the penalty works in float32 on importances in (0, 1): below, shares
@@ -53,18 +56,25 @@ def sharing_penalty(importances: Tensor, tau: float | Tensor) -> Tensor:
     return (scaled.sum(dim=-2) - num_members * torch.logsumexp(scaled, dim=-2)).sum()
 
 
+def check_tau(tau: Any) -> float:
+    """``tau`` as a float if it is a number in :data:`TAU_RANGE`, else a ValueError whose message
+    is the same for every bad value (0, a negative, infinity, a bool, 1e-4, 1e9)."""
+    low, high = TAU_RANGE
+    if (isinstance(tau, Real) and not isinstance(tau, bool) and math.isfinite(tau)
+            and low <= tau <= high):
+        return float(tau)
+    raise ValueError(
+        f"tau={tau!r} is outside [{low:g}, {high:g}] (TAU_RANGE), where the diversity penalty "
+        f"works (tau must be a finite number > 0, got {tau!r}, in that range): below, shares "
+        f"are already one-hot and a lower tau only scales the gradient by 1/tau; above, the "
+        f"gradient vanishes in float32. To switch the regulariser off, set diversity_strength=0."
+    )
+
+
 def check_penalty_settings(tau: float, diversity_strength: float) -> tuple[float, float]:
     """``(tau, diversity_strength)`` as floats if ``tau`` is a number in :data:`TAU_RANGE` and
     ``diversity_strength`` one in ``[0, MAX_DIVERSITY_STRENGTH]``, else ValueError."""
-    tau_value = check_positive_number("tau", tau)
-    low, high = TAU_RANGE
-    if not low <= tau_value <= high:
-        raise ValueError(
-            f"tau={tau!r} is outside [{low:g}, {high:g}], where the diversity penalty works: "
-            f"below, shares are already one-hot and a lower tau only scales the gradient by "
-            f"1/tau; above, the gradient vanishes in float32. To switch the regulariser "
-            f"off, set diversity_strength=0."
-        )
+    tau_value = check_tau(tau)
     strength = check_positive_number("diversity_strength (lambda)", diversity_strength, True)
     if strength > MAX_DIVERSITY_STRENGTH:
         raise ValueError(

@@ -1,0 +1,56 @@
+"""The ``torch-uncertainty`` console: a configuration error is one line, a misspelt option gets
+"did you mean", and every τ message states the same range."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from torch_uncertainty_signorm.cli.console import summarise_parse_error
+from torch_uncertainty_signorm.regularization import check_tau
+
+RECIPE = Path(__file__).parents[1] / "experiments" / "digits_signorm.yaml"
+COMMAND = Path(sys.executable).parent / "torch-uncertainty"
+
+
+def _run(args: list[str], cwd: Path) -> subprocess.CompletedProcess:
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    return subprocess.run([str(COMMAND), *args], cwd=cwd, env=env, capture_output=True,
+                          text=True, timeout=300, check=False)
+
+
+def test_a_misspelt_option_in_a_recipe_is_one_line_with_did_you_mean(tmp_path):
+    recipe = yaml.safe_load(RECIPE.read_text())
+    model = recipe["routine"]["init_args"]["model"]["init_args"]
+    model["tua"] = model.pop("tau")
+    (tmp_path / "typo.yaml").write_text(yaml.safe_dump(recipe))
+    result = _run(["fit", "--config", "typo.yaml"], tmp_path)
+    assert result.returncode == 2
+    (line,) = result.stderr.strip().splitlines()  # no usage block, no Namespace dump
+    assert line == (
+        "torch-uncertainty: invalid configuration: routine.init_args.model: Option 'tua' is not "
+        "accepted by torch_uncertainty_signorm.signorm_ensemble; did you mean 'tau'? "
+        "(torch-uncertainty fit --help lists the options)")
+    assert not (tmp_path / "logs").exists()
+
+
+def test_summaries_of_other_parse_errors():
+    options = ["--trainer.max_epochs", "--trainer.max_steps", "--num_threads"]
+    assert summarise_parse_error("Unrecognized arguments: --num_thread=1", options) == (
+        "Unrecognized arguments: --num_thread=1; did you mean '--num_threads'?")
+    nested = ('Parser key "data":\n  Does not validate against any of the Union subtypes\n'
+              "  Subtypes: [<class 'X'>]\n  Errors:\n    - Import path x.Y does not exist\n"
+              "  Given value type: <class 'str'>\n  Given value: x.Y")
+    assert summarise_parse_error(nested) == 'Parser key "data": - Import path x.Y does not exist'
+
+
+@pytest.mark.parametrize("tau", [0, -1.0, float("inf"), True, 1e-4, 1e9, "0.1"])
+def test_every_bad_tau_states_the_same_range(tau):
+    with pytest.raises(ValueError, match=r"is outside \[0.001, 1000\] \(TAU_RANGE\)") as error:
+        check_tau(tau)
+    assert f"got {tau!r}" in str(error.value)
