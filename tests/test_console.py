@@ -54,3 +54,20 @@ def test_every_bad_tau_states_the_same_range(tau):
     with pytest.raises(ValueError, match=r"is outside \[0.001, 1000\] \(TAU_RANGE\)") as error:
         check_tau(tau)
     assert f"got {tau!r}" in str(error.value)
+
+
+def test_a_torchvision_built_for_another_torch_is_named(tmp_path):
+    """torchvision failing to register its operators (a build for another torch) ends in one line
+    naming both versions and the remedy, not an import traceback."""
+    fake = tmp_path / "site" / "torchvision"
+    fake.mkdir(parents=True)
+    (fake / "__init__.py").write_text(
+        'raise RuntimeError("operator torchvision::nms does not exist")\n')
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
+        filter(None, [str(tmp_path / "site"), os.environ.get("PYTHONPATH")]))}
+    result = subprocess.run([str(COMMAND), "fit", "--config", str(RECIPE)], cwd=tmp_path, env=env,
+                            capture_output=True, text=True, timeout=300, check=False)
+    assert result.returncode == 1
+    (line,) = result.stderr.strip().splitlines()
+    assert line.startswith("torch-uncertainty: torchvision ") and " does not match torch " in line
+    assert "install the pair together" in line

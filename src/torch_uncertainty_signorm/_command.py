@@ -65,6 +65,27 @@ def main() -> None:
     if sys.argv[1:] in (["-h"], ["--help"]):
         print(USAGE, end="")
         return
-    from .cli import main as run
-
+    try:
+        from .cli import main as run
+    except RuntimeError as error:
+        if "torchvision::" not in str(error):
+            raise
+        raise SystemExit(build_mismatch(error)) from None
     run(started=STARTED)
+
+
+def build_mismatch(error: BaseException) -> str:
+    """The one line for torchvision failing to load its operators (``operator torchvision::nms
+    does not exist``): a torchvision built for another torch than the installed one."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    def installed(name: str) -> str:
+        try:
+            return version(name)
+        except PackageNotFoundError:
+            return "not installed"
+
+    return (f"torch-uncertainty: torchvision {installed('torchvision')} does not match torch "
+            f"{installed('torch')} ({error}): each torchvision release is built for one torch "
+            "release; install the pair together from the same index, e.g. pip install --force-"
+            "reinstall torch torchvision (or both from https://download.pytorch.org/whl/cpu).")
