@@ -62,3 +62,11 @@ def test_members_print_their_accuracy_in_percent_and_nll_beside_the_health_count
     assert "0.87500" not in text  # a fraction printed in percent, as TorchUncertainty's Acc
     health = text[text.index("Member health"):]
     assert "dead_members" in health and "one_class" in health
+
+
+def test_nan_coverage_and_the_ood_ensemble_measures_say_what_they_are():
+    text = _render_all({"test/sc/Cov_5Risk": float("nan"), "ood/ens_MI": 0.2,
+                        "test/ens_MI": 0.05, "test/cls/NLL": float("nan")})
+    assert "nan%" not in text and "none (no coverage has risk <= 5%)" in text
+    assert "ens_MI = U_mod (nats), OOD set" in text
+    assert "Mutual information U_mod (nats), test set" in text

@@ -18,6 +18,7 @@ in nats.
 
 from __future__ import annotations
 
+import math
 import re
 from typing import Any
 
@@ -52,14 +53,23 @@ DIVERSITY_NAMES = {
     "test/div/signorm_cos_regularized": "σNorm-cos (regularised layers)",
     "test/div/jensen_gap": "Jensen gap",
     "test/div/geometric_ambiguity": "Geometric ambiguity",
-    "test/ens_MI": "Mutual information U_mod (nats)",
-    "test/ens_Disagreement": "Disagreement",
-    "test/ens_Entropy": "Mean member entropy (nats)",
+    "test/ens_MI": "Mutual information U_mod (nats), test set",
+    "test/ens_Disagreement": "Disagreement, test set",
+    "test/ens_Entropy": "Mean member entropy (nats), test set",
 }
+#: TorchUncertainty's ensemble measures in the OOD table (``ood/ens_*``) are computed on the OOD
+#: set only: their printed names say so (``ens_MI`` is the U_mod of the diversity table, there
+#: on the test set).
+OOD_ENSEMBLE_NAMES = {"ens_MI": "ens_MI = U_mod (nats), OOD set",
+                      "ens_Disagreement": "ens_Disagreement, OOD set",
+                      "ens_Entropy": "ens_Entropy (nats), OOD set"}
 
 
 def _value(name: str, value: float) -> str:
-    """TorchUncertainty's formats: percent, human-readable counts, else 5 decimals."""
+    """TorchUncertainty's formats: percent, human-readable counts, else 5 decimals; NaN says
+    what it means (``Cov_5Risk``: no coverage keeps the risk at or below 5%)."""
+    if math.isnan(value):
+        return "none (no coverage has risk <= 5%)" if name.endswith("Cov_5Risk") else "NaN"
     if name in PERCENTAGE_METRICS:
         return f"{value:.3%}"
     if name in INT_METRICS or name.startswith("FLOPs"):
@@ -105,7 +115,8 @@ def results_tables(results: dict[str, Any], stage: str = "test",
             title = f"{title} lvl{int(chosen.pop('severity'))}"
         if chosen:
             tables.append(_table(first_column, title, [
-                (name, _value(name.rpartition("/")[2], value))
+                (OOD_ENSEMBLE_NAMES.get(name, name) if prefix == "ood/" else name,
+                 _value(name.rpartition("/")[2], value))
                 for name, value in sorted(chosen.items())]))
     diversity = [(DIVERSITY_NAMES[key], _value("", values[key]))
                  for key in DIVERSITY_NAMES if key in values]
