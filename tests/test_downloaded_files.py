@@ -637,3 +637,19 @@ def test_a_url_with_leading_blanks_is_a_url(url):
 
     with pytest.raises(ValueError, match=r"is a URL: checkpoints are read from local files only"):
         local_file(url, "ckpt_path")
+
+
+def test_the_recipes_and_a_saved_config_pass_the_export_recipe_check(tmp_path):
+    """Every σN-Ens recipe of experiments/ (each file of its chain) passes, and a run's saved
+    config.yaml naming its checkpoint (a large binary file) too."""
+    from torch_uncertainty_signorm.allowlist import check_recipe
+    from torch_uncertainty_signorm.recipe_bases import recipe_chain
+
+    recipes = sorted((ROOT / "experiments").glob("*signorm*.yaml"))
+    assert len(recipes) > 10
+    for recipe in recipes:
+        for path, content in recipe_chain(recipe):
+            check_recipe(content, str(path), folder=Path(path).parent)
+    (tmp_path / "best.ckpt").write_bytes(b"\0" * (2 << 20))
+    saved = yaml.safe_load(DIGITS.read_text()) | {"ckpt_path": str(tmp_path / "best.ckpt")}
+    check_recipe(saved, "config.yaml", folder=tmp_path)

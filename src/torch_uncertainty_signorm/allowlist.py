@@ -240,6 +240,8 @@ def check_recipe(recipe: Any, where: str, allowed: frozenset[str] = RECIPE_CLASS
                 try:
                     data = read_regular(path, place, _MAX_NAMED_FILE_BYTES)
                 except ValueError:
+                    if path.suffix.lower() not in (".yaml", ".yml", ".json"):
+                        return  # a data file or a checkpoint (a saved config's ckpt_path)
                     raise refuse(place, node, f"names the file '{path}', larger than a recipe "
                                  f"block ({_MAX_NAMED_FILE_BYTES} bytes)") from None
                 try:
