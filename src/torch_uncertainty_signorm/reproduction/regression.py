@@ -39,7 +39,9 @@ from pathlib import Path
 from typing import Any
 
 from .published import load_table, same_key
-from .results_table import aggregate, missing_columns, read_rows, run_summary
+from .results_table import (
+    DIVERSITY_COLUMNS, aggregate, missing_columns, read_rows, run_summary,
+)
 from .run_groups import select_runs
 from .runs import find_runs, merge_evaluations
 from .tables import format_table
@@ -59,6 +61,9 @@ DEFAULT_TOLERANCES: dict[str, float] = {
     "AUROC_near": 1.0, "AUROC_far": 1.0, "AUPR_near": 1.0, "AUPR_far": 1.0,
     "FPR95_near": 2.0, "FPR95_far": 2.0,
     "Params": 0.01,
+    # The ensemble's diversity (results_table.DIVERSITY_COLUMNS), checked when a reference row
+    # holds it: σNorm-cos (a cosine) and U_mod (nats).
+    "signorm_cos": 0.05, "U_mod": 0.02,
 }
 #: Default relative tolerances (fractions of the expected value). MAdds spans 0.48 to 24 G per
 #: image: the paper's two decimals alone are off by up to 1.1% at 0.48 G, and PyTorch's flop
@@ -377,6 +382,9 @@ def _check(args: argparse.Namespace) -> tuple[str, bool]:
     our_budget = {k: ours.row[k] for k in _BUDGET_KEYS if k in ours.row}
     context = [*ours.context, f"expected: {described}",
                f"budget: ours {_budget_text(our_budget)} | expected {_budget_text(budget)}"]
+    if unchecked := [f"{name} {ours.row[name]:.4g}" for name in DIVERSITY_COLUMNS
+                     if isinstance(ours.row.get(name), float) and name not in expected]:
+        context.append(f"diversity (ours; the expected row has none): {', '.join(unchecked)}")
     if _shorter(ours.row, budget):
         context.append("warning: our runs trained on a smaller budget than the expected row's: "
                        "a smoke test, not a reproduction")

@@ -26,7 +26,10 @@ Columns (paper name ← TorchUncertainty 0.13 ``results.csv`` column, unit):
 * corruption shift: ``Acc``/``NLL``/``ECE`` at severity ``k`` ← ``shift/s{k}/Acc`` … (tables
   with a ``severity`` key get one row per severity);
 * ``Params`` ← ``test/cplx/params`` / 10⁶ (millions);
-* ``MAdds`` ← ``test/cplx/flops``, in G multiply-adds per image, see :func:`madds_per_image`.
+* ``MAdds`` ← ``test/cplx/flops``, in G multiply-adds per image, see :func:`madds_per_image`;
+* the ensemble's diversity, in no paper table (printed after a published table's columns):
+  ``signorm_cos`` ← ``test/div/signorm_cos`` (σNorm-cos over all σNorm layers, 1: identical
+  members), ``U_mod`` ← ``test/ens_MI`` (the mutual information I[Y; M | x] on the test set, nats).
 """
 
 from __future__ import annotations
@@ -48,6 +51,7 @@ from .runs import Run, find_runs, merge_evaluations, trained_steps
 from .tables import format_table
 
 __all__ = [
+    "DIVERSITY_COLUMNS",
     "PAPER_COLUMNS",
     "aggregate",
     "command",
@@ -88,7 +92,15 @@ PAPER_COLUMNS: dict[str, PaperColumn] = {
     },
     "Params": PaperColumn("test/cplx/params", 1e-6, ".2f"),
     "MAdds": PaperColumn("test/cplx/flops", math.nan, ".3g"),  # see madds_per_image
+    # The ensemble's diversity (not in the paper's tables): σNorm-cos of the members'
+    # importances over all σNorm layers (1: identical members), and the mutual information
+    # U_mod = I[Y; M | x] on the test set, in nats (TorchUncertainty's test/ens_MI).
+    "signorm_cos": PaperColumn("test/div/signorm_cos", 1, ".3f"),
+    "U_mod": PaperColumn("test/ens_MI", 1, ".4f"),
 }
+#: The columns of :data:`PAPER_COLUMNS` that describe the ensemble's diversity: printed after a
+#: published table's own columns (which lack them) whenever our runs logged them.
+DIVERSITY_COLUMNS = ("signorm_cos", "U_mod")
 #: Per-severity shift columns: paper column -> (``shift/s{k}/<name>``, factor).
 SHIFT_COLUMNS = {"Acc": ("Acc", 100), "NLL": ("NLL", 1), "ECE": ("ECE", 100)}
 
@@ -313,7 +325,9 @@ def _our_rows(table: PublishedTable | None, rows: Sequence[Mapping[str, Any]],
 
 def _metric_columns(table: PublishedTable | None, rows: Sequence[Mapping[str, Any]]) -> list[str]:
     if table is not None:
-        return [c for c in table.metric_columns if not c.endswith("_std")]
+        return [c for c in table.metric_columns if not c.endswith("_std")] + [
+            c for c in DIVERSITY_COLUMNS
+            if c not in table.metric_columns and any(c in row for row in rows)]
     return [c for c in PAPER_COLUMNS if any(c in row for row in rows)]
 
 
@@ -335,7 +349,7 @@ def table_cells(table: PublishedTable | None, rows: Sequence[Mapping[str, Any]],
             errata = table.errata(row)
             for column in metric_columns:
                 std = row.get(f"{column}_std", "")
-                cells[column] = (row[column] or "--") + (f" ± {std}" if std else "")
+                cells[column] = (row.get(column) or "--") + (f" ± {std}" if std else "")
                 if column in errata:
                     fmt = PAPER_COLUMNS[column].fmt if column in PAPER_COLUMNS else "g"
                     cells[column] = (f"{errata[column]['corrected']:{fmt}} (erratum; printed "
