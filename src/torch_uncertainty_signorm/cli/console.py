@@ -15,6 +15,9 @@ run nor ask anything of the user:
   datamodules pin memory; on a CPU it is a no-op);
 * Lightning's ``The number of training batches (N) is smaller than the logging interval`` of a
   short run (the epoch-level values are logged anyway).
+* Lightning's ModelCheckpoint ``The dirpath has changed from ...`` when ``test --ckpt_path``
+  restores a checkpoint into another run folder (only ``best_model_path`` is restored, as the
+  test needs).
 
 Every other warning prints as one line (``file:line: Category: message``), without the source
 line that raised it (``rank_zero_warn(message)``, ``warnings.warn(*args, **kwargs)``).
@@ -40,6 +43,7 @@ NOISE_MESSAGES = (
     r"\s*Dump of a value that does not round-trip: a ResNetStyle",
     r"'pin_memory' argument is set as true but no accelerator is found",
     r"The number of training batches \(\d+\) is smaller than the logging interval",
+    r"The dirpath has changed from",
 )
 
 

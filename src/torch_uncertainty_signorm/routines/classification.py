@@ -328,7 +328,8 @@ class SigmaNormClassificationRoutine(ClassificationRoutine):
         self._warn_health(self._health_last)  # the state fit ends in, even if seen once
         cosine = self._regularized_cosine()
         if self.diversity_target is not None and not self.diversity_target.reached(cosine):
-            rank_zero_warn(_missed_target_message(self.diversity_target, cosine, self.global_step))
+            rank_zero_warn(_missed_target_message(self.diversity_target, cosine, self.global_step,
+                                                  getattr(self.model, "member_spread", 0.0)))
         elif self._members_identical(cosine):
             rank_zero_warn(self._identical_members_message(cosine, "at the end of fit"))
 
@@ -350,7 +351,8 @@ class SigmaNormClassificationRoutine(ClassificationRoutine):
             f"(an exact conversion) sit where the regulariser has no gradient, and its push "
             f"grows about as lambda/tau^2 per step. Remedies: give the model "
             f"member_spread (e.g. 0.3) to leave the symmetric start, set the routine's "
-            f"target_diversity (e.g. 0.6) to let tau follow a diversity target, or lower tau, "
+            f"target_diversity (e.g. 0.9: lower targets cost accuracy at short budgets, "
+            f"docs/controlled_diversity.md) to let tau follow a diversity target, or lower tau, "
             f"raise lambda or train longer. Silence with warn_identical_members=False."
         )
 
@@ -485,22 +487,27 @@ def _target_cost_message(target: DiversityTarget, best: float, accuracy: float, 
     )
 
 
-def _missed_target_message(target: DiversityTarget, cosine: float, steps: int) -> str:
+def _missed_target_message(target: DiversityTarget, cosine: float, steps: int,
+                           member_spread: float = 0.0) -> str:
     bound = target.at_bound()
+    spread = (f"raise member_spread (it is {member_spread:g})" if member_spread else
+              "give the model member_spread (e.g. 0.3)")
     if bound == "lower" or (bound is None and cosine > target.target):
         why = (
             "tau reached its lower bound: the regulariser pushes as hard as it can and the "
-            "members still share too much. Give the model member_spread (e.g. 0.3), raise "
+            f"members still share too much. {spread.capitalize()}, raise "
             "diversity_strength (lambda), or train longer"
             if bound == "lower" else
-            "the run ended before σNorm-cos came down to the target: train longer, give the "
-            "model member_spread (e.g. 0.3), or raise diversity_strength (lambda)"
+            "the run ended before σNorm-cos came down to the target: train longer, "
+            f"{spread}, or raise diversity_strength (lambda)"
         )
     elif bound == "upper":
         why = (
             "tau reached its upper bound, where the regulariser stops pushing: nothing in "
             "σN-Ens pulls members together but the task loss, so members more diverse than "
-            "the target stay so. Choose a lower target, a lower member_spread, or train longer"
+            "the target stay so. Choose a lower target"
+            + (f", a lower member_spread (it is {member_spread:g})" if member_spread else "")
+            + ", or train longer"
         )
     else:
         why = "the run ended before σNorm-cos settled: train longer"
