@@ -101,6 +101,7 @@ def _head_linear_bert_init(model: nn.Module) -> None:
 def _unit_head_scale(model: nn.Module) -> None:
     """The paper's head norm as it is built (scale 1), not scaled to the features."""
     model.heads.norm.scale_initialised.fill_(True)
+    model.heads.norm._scale_pending = False  # the forward pass reads this copy of the buffer
 
 
 #: One change each, on the model the package builds (``legacy``: the package before the head
