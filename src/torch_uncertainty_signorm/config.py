@@ -19,7 +19,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any, Literal, Self
+from typing import Any, Literal, TypeVar
 
 from ._arguments import arguments_for
 from .checks import check_integer, check_positive_number
@@ -37,6 +37,9 @@ def _plain(value: Any) -> Any:
     if isinstance(value, (list, tuple)):
         return [_plain(item) for item in value]
     return str(value) if isinstance(value, Path) else value
+
+
+_Config = TypeVar("_Config", bound="MethodConfig")
 
 
 class MethodConfig:
@@ -58,7 +61,7 @@ class MethodConfig:
         return {name: _plain(getattr(self, name)) for name in self.field_names()}
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> Self:
+    def from_dict(cls: type[_Config], data: Mapping[str, Any]) -> _Config:
         """The config holding ``data``'s settings (missing ones at their defaults).
 
         Raises:
@@ -83,8 +86,9 @@ class MethodConfig:
 
     @classmethod
     def resolve(
-        cls, config: Self | Mapping[str, Any] | None, settings: Mapping[str, Any]
-    ) -> Self:
+        cls: type[_Config], config: _Config | Mapping[str, Any] | None,
+        settings: Mapping[str, Any],
+    ) -> _Config:
         """The config of a wrapper given ``config`` and its keyword arguments ``settings``.
 
         Without ``config``, the keyword arguments make it. With one (a config or its
