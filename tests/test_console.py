@@ -83,3 +83,34 @@ def test_a_missed_target_names_the_runs_own_member_spread():
     lower = DiversityTarget(0.3, 0.001, 100)  # τ at its lower bound: members share too much
     assert "Give the model member_spread (e.g. 0.3)" in _missed_target_message(lower, 0.6, 90)
     assert "Raise member_spread (it is 0.3)" in _missed_target_message(lower, 0.6, 90, 0.3)
+
+
+def test_identical_members_are_warned_about_once_for_one_validation():
+    """One epoch, one validation at its end, then the end of fit at the same step: one warning."""
+    import warnings
+
+    import torch
+    from fixtures.backbones import randomize_norms, tiny_resnet
+    from fixtures.digits import cpu_trainer
+    from torch import nn
+    from torch.utils.data import DataLoader, TensorDataset
+
+    from torch_uncertainty_signorm import signorm_ensemble
+    from torch_uncertainty_signorm.optim import signorm_param_groups
+    from torch_uncertainty_signorm.routines import SigmaNormClassificationRoutine
+
+    torch.manual_seed(0)
+    model = signorm_ensemble(randomize_norms(tiny_resnet()), 2, pretrained=True,
+                             regularized_layers="resnet18", tau=0.5, diversity_strength=1e-3)
+    routine = SigmaNormClassificationRoutine(
+        model, 10, nn.CrossEntropyLoss(),
+        optim_recipe=lambda m: torch.optim.SGD(signorm_param_groups(m, lr=0.01), lr=0.01))
+    generator = torch.Generator().manual_seed(0)
+    data = TensorDataset(torch.randn(8, 3, 32, 32, generator=generator),
+                         torch.randint(0, 10, (8,), generator=generator))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        cpu_trainer(max_epochs=1, num_sanity_val_steps=0).fit(
+            routine, DataLoader(data, batch_size=4), DataLoader(data, batch_size=4))
+    identical = [w for w in caught if "members are still one model" in str(w.message)]
+    assert len(identical) == 1, [str(w.message) for w in identical]

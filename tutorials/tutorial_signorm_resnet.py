@@ -42,12 +42,16 @@ from torch_uncertainty.models.classification import resnet
 from torch_uncertainty.utils import TUTrainer
 
 from torch_uncertainty_signorm import ownership_counts, signorm_ensemble
+from torch_uncertainty_signorm.cli.console import silence_library_noise
 from torch_uncertainty_signorm.datamodules import DigitsDataModule
 from torch_uncertainty_signorm.optim import signorm_optim_recipe
 from torch_uncertainty_signorm.routines import SigmaNormClassificationRoutine
 
 seed_everything(0)
 torch.set_num_threads(1)  # 8×8 images are too small to gain from more CPU threads
+# As the torch-uncertainty command: libraries' tips and deprecations, and Lightning's reminder
+# (once per metric) that this trainer has no logger (logger=False below), are not printed.
+silence_library_noise()
 
 # %%
 # 2. The datamodule and the model

@@ -226,14 +226,42 @@ def bert_classifier(
     else:
         hf_config = _config_from_data(config, num_classes)
     if pretrained:
-        model = AutoModelForSequenceClassification.from_pretrained(
-            source, config=hf_config, ignore_mismatched_sizes=True, trust_remote_code=False
-        )
+        model = _from_pretrained_quietly(AutoModelForSequenceClassification, source, hf_config)
     else:
         model = AutoModelForSequenceClassification.from_config(hf_config, trust_remote_code=False)
     _reinitialize_linears(model.classifier, std=getattr(hf_config, "initializer_range", 0.02))
     model.train()  # from_pretrained returns a model in evaluation mode; Lightning keeps modes
     return SequenceClassifier(model)
+
+
+def _from_pretrained_quietly(auto_class: Any, source: Any, hf_config: Any) -> nn.Module:
+    """``auto_class.from_pretrained`` without transformers' multi-line load report (raw ANSI
+    colour codes in a log file), which lists the classifier as missing or mismatched: it is
+    re-initialised here anyway. Weights missing elsewhere, which would start random, are named in
+    one warning."""
+    import warnings
+
+    from transformers.utils import logging as hf_logging
+
+    verbosity = hf_logging.get_verbosity()
+    hf_logging.set_verbosity_error()
+    try:
+        model, info = auto_class.from_pretrained(
+            source, config=hf_config, ignore_mismatched_sizes=True, trust_remote_code=False,
+            output_loading_info=True,
+        )
+    finally:
+        hf_logging.set_verbosity(verbosity)
+    missing = [str(key) for key in [*info.get("missing_keys", ()),
+                                    *(k[0] if isinstance(k, tuple) else k
+                                      for k in info.get("mismatched_keys", ()))]
+               if not str(key).startswith("classifier.")]
+    if missing:
+        warnings.warn(f"{source}: {len(missing)} weights are not in the checkpoint (or have "
+                      f"another shape) and start random: {', '.join(sorted(missing)[:5])}"
+                      f"{', ...' if len(missing) > 5 else ''}; check the checkpoint matches "
+                      "the model name.", stacklevel=3)
+    return model
 
 
 def bert_config(

@@ -15,6 +15,8 @@ run nor ask anything of the user:
   datamodules pin memory; on a CPU it is a no-op);
 * Lightning's ``The number of training batches (N) is smaller than the logging interval`` of a
   short run (the epoch-level values are logged anyway).
+* Lightning's ``You called self.log(...) but have no logger configured`` (once per metric) of a
+  trainer built with ``logger=False``: the metrics still reach the printed tables;
 * Lightning's ModelCheckpoint ``The dirpath has changed from ...`` when ``test --ckpt_path``
   restores a checkpoint into another run folder (only ``best_model_path`` is restored, as the
   test needs).
@@ -44,6 +46,7 @@ NOISE_MESSAGES = (
     r"'pin_memory' argument is set as true but no accelerator is found",
     r"The number of training batches \(\d+\) is smaller than the logging interval",
     r"The dirpath has changed from",
+    r".*but have no logger configured",
 )
 
 

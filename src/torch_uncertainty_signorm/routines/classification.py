@@ -330,7 +330,9 @@ class SigmaNormClassificationRoutine(ClassificationRoutine):
         if self.diversity_target is not None and not self.diversity_target.reached(cosine):
             rank_zero_warn(_missed_target_message(self.diversity_target, cosine, self.global_step,
                                                   getattr(self.model, "member_spread", 0.0)))
-        elif self._members_identical(cosine):
+        elif (self._members_identical(cosine)
+              and getattr(self, "_identical_warned_at", None) != self.global_step):
+            # (not again when a validation at this very step already said it)
             rank_zero_warn(self._identical_members_message(cosine, "at the end of fit"))
 
     def _regularized_cosine(self) -> float:
@@ -460,6 +462,7 @@ class SigmaNormClassificationRoutine(ClassificationRoutine):
                                                     self.global_step))
         if fitting and not self._warned_identical and self._members_identical(cosine):
             self._warned_identical = True
+            self._identical_warned_at = self.global_step
             rank_zero_warn(self._identical_members_message(cosine, "at this validation"))
 
     def on_test_epoch_end(self) -> None:
