@@ -235,16 +235,17 @@ def bert_classifier(
 
 
 def _from_pretrained_quietly(auto_class: Any, source: Any, hf_config: Any) -> nn.Module:
-    """``auto_class.from_pretrained`` without transformers' multi-line load report (raw ANSI
-    colour codes in a log file), which lists the classifier as missing or mismatched: it is
+    """``auto_class.from_pretrained`` without transformers' progress bar and multi-line load
+    report (raw ANSI colour codes in a log file), which lists the classifier as missing: it is
     re-initialised here anyway. Weights missing elsewhere, which would start random, are named in
     one warning."""
     import warnings
 
     from transformers.utils import logging as hf_logging
 
-    verbosity = hf_logging.get_verbosity()
+    verbosity, bars = hf_logging.get_verbosity(), hf_logging.is_progress_bar_enabled()
     hf_logging.set_verbosity_error()
+    hf_logging.disable_progress_bar()  # "Loading weights: 100%": a fraction of a second
     try:
         model, info = auto_class.from_pretrained(
             source, config=hf_config, ignore_mismatched_sizes=True, trust_remote_code=False,
@@ -252,6 +253,8 @@ def _from_pretrained_quietly(auto_class: Any, source: Any, hf_config: Any) -> nn
         )
     finally:
         hf_logging.set_verbosity(verbosity)
+        if bars:
+            hf_logging.enable_progress_bar()
     missing = [str(key) for key in [*info.get("missing_keys", ()),
                                     *(k[0] if isinstance(k, tuple) else k
                                       for k in info.get("mismatched_keys", ()))]
