@@ -201,7 +201,9 @@ def read_backbone_checkpoint(model: nn.Module, checkpoint: str | Path) -> dict[s
         FileNotFoundError: If the file does not exist.
         ValueError: If it is unreadable, or its keys or shapes do not fit ``model``.
     """
-    path = local_file(checkpoint)  # missing, a URL, a device or a pipe: one line naming it
+    if not is_url(checkpoint) and not Path(checkpoint).exists():
+        raise FileNotFoundError(f"checkpoint='{checkpoint}' does not exist or is not a file.")
+    path = local_file(checkpoint)  # a URL, a directory, a device or a pipe: one line naming it
     state = dict(_read_state_dict(path))
     expected = model.state_dict()
     if not any(key in expected for key in state) and all(
