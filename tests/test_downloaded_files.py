@@ -375,7 +375,19 @@ def _huge_integer(config, folder):
     config["num_estimators"] = "HUGE"  # written as 5,000 digits
 
 
+def _negative_running_var(config, folder):
+    from safetensors.torch import load_file, save_file
+
+    for name in ("ensemble.safetensors", "member_0.safetensors"):
+        weights = load_file(folder / name)
+        key = next(key for key in weights if key.endswith("running_var"))
+        weights[key] = -weights[key].abs() - 1
+        save_file(weights, folder / name)
+
+
 EXPORTS = {
+    "negative running_var": (_negative_running_var,
+                             r"safetensors' holds negative values in .*running_var"),
     "unknown top-level key": (_unknown_key, r"config.json' has unknown keys 'trusted'"),
     "5,000-digit integer": (_huge_integer, r"config.json' could not be read \(Exceeds the limit"),
     "bert_classifier of another model type": (
@@ -430,7 +442,16 @@ def _fifo_checkpoint(tmp_path: Path, digits_checkpoint: Path) -> Path:
     return tmp_path / "downloaded.ckpt"
 
 
+def _negative_variance(tmp_path: Path, digits_checkpoint: Path) -> Path:
+    saved = torch.load(digits_checkpoint, weights_only=True)
+    key = next(key for key in saved["state_dict"] if key.endswith("running_var"))
+    saved["state_dict"][key] = -saved["state_dict"][key].abs() - 1
+    torch.save(saved, tmp_path / "downloaded.ckpt")
+    return tmp_path / "downloaded.ckpt"
+
+
 CHECKPOINTS = {
+    "negative running_var": (_negative_variance, "holds negative values in state_dict['model."),
     "regex in regularized_layers": (
         _regex_checkpoint, "regularized_layers='(a+)+$' holds a repeat inside a repeat"),
     "deflate bomb": (_deflate_bomb, "record 'downloaded/data/999' inflates from"),

@@ -165,6 +165,12 @@ def check_lightning_checkpoint(checkpoint: Any, path: str | Path,
                 f"{where} holds non-finite values (NaN or inf) in state_dict['{key}']: the run "
                 f"had diverged when it was saved. Use an earlier checkpoint of the run."
             )
+        if (isinstance(tensor, Tensor) and str(key).endswith("running_var")
+                and tensor.is_floating_point() and bool((tensor < 0).any())):
+            raise ValueError(
+                f"{where} holds negative values in state_dict['{key}'] (a normalisation "
+                f"layer's running variance, >= 0 in any trained model): refused."
+            )
     return checkpoint
 
 

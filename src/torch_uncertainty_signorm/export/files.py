@@ -145,8 +145,12 @@ def check_fits_header(state: Mapping[str, Tensor], header: Mapping[str, tuple],
 
 
 def check_finite(state: Mapping[str, Tensor], path: Path) -> None:
-    """Refuse weights holding NaN or infinite values, naming the first such tensor."""
+    """Refuse weights holding NaN or infinite values, or a negative running variance, naming
+    the first such tensor."""
     for key, tensor in state.items():
         if tensor.is_floating_point() and not bool(torch.isfinite(tensor).all()):
             raise ValueError(f"'{path}' holds non-finite values (NaN or inf) in {key}; an "
                              f"exported model's weights are finite.")
+        if key.endswith("running_var") and tensor.is_floating_point() and bool((tensor < 0).any()):
+            raise ValueError(f"'{path}' holds negative values in {key} (a normalisation "
+                             f"layer's running variance, >= 0 in any trained model).")
