@@ -674,3 +674,31 @@ def test_the_recipes_and_a_saved_config_pass_the_export_recipe_check(tmp_path):
     (tmp_path / "best.ckpt").write_bytes(b"\0" * (2 << 20))
     saved = yaml.safe_load(DIGITS.read_text()) | {"ckpt_path": str(tmp_path / "best.ckpt")}
     check_recipe(saved, "config.yaml", folder=tmp_path)
+
+
+def test_one_rule_for_a_setting_given_twice(tmp_path):
+    """A setting the config: block holds is the config's for the model, the export and the
+    results table alike; a keyword for a setting the block does not hold is used as given."""
+    from fixtures.backbones import tiny_resnet
+
+    from torch_uncertainty_signorm import SigmaNormEnsemble
+    from torch_uncertainty_signorm.export.spec import _signorm_from_spec
+    from torch_uncertainty_signorm.reproduction.runs import read_settings
+
+    model = SigmaNormEnsemble(tiny_resnet(), 2, {"tau": 0.5}, diversity_strength=0.05)
+    assert (model.config.tau, model.config.diversity_strength) == (0.5, 0.05)
+    with pytest.raises(ValueError, match=r"Both config and keyword arguments set tau=0.2 "
+                                         r"\(config: 0.5\)"):
+        SigmaNormEnsemble(tiny_resnet(), 2, {"tau": 0.5}, tau=0.2)
+    block = {"class_path": "torch_uncertainty_signorm.signorm_ensemble",
+             "init_args": {"model": {"class_path": "torch_uncertainty.models.classification.resnet",
+                                     "init_args": {"in_channels": 3, "num_classes": 10,
+                                                   "arch": 18, "style": "cifar",
+                                                   "width_multiplier": 0.125}},
+                           "num_estimators": 2, "tau": 0.1,
+                           "config": {"class_path": "torch_uncertainty_signorm.SigmaNormConfig",
+                                      "init_args": {"tau": 0.5}}}}
+    assert _signorm_from_spec(block).config.tau == 0.5
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump(
+        {"routine": {"class_path": ROUTINE, "init_args": {"model": block}}}))
+    assert read_settings(tmp_path)["tau"] == 0.5

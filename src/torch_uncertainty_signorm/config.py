@@ -93,7 +93,10 @@ class MethodConfig:
 
         Without ``config``, the keyword arguments make it. With one (a config or its
         :meth:`to_dict`), a keyword argument left at its default takes the config's value, one
-        equal to the config's value agrees, and any other is a conflict.
+        equal to the config's value agrees, and any other is a conflict. A mapping (a recipe's
+        ``config:`` block) sets only the settings it holds: a keyword argument for any other is
+        used as given. The one rule everywhere (the model, the export, the results table): a
+        setting the ``config:`` block holds is the config's.
 
         Raises:
             ValueError: If a keyword argument conflicts with ``config``, naming both values.
@@ -102,8 +105,10 @@ class MethodConfig:
         if config is None:
             return cls.from_dict(settings)
         cls._refuse_unknown(settings)
-        if isinstance(config, Mapping):
-            config = cls.from_dict(config)
+        if isinstance(config, Mapping):  # only the settings it holds are set by it
+            given = dict(config)
+            config = cls.from_dict({**{name: value for name, value in settings.items()
+                                       if name not in given}, **given})
         if not isinstance(config, cls):
             raise TypeError(f"config must be a {cls.__name__} (or its to_dict()), got "
                             f"{type(config).__name__}.")

@@ -100,6 +100,23 @@ def _find_key(tree: Any, key: str) -> Any:
     return None
 
 
+def _config_block(routine: Any) -> Mapping[str, Any]:
+    """The settings the model's ``config:`` block holds (a mapping or a ``SigmaNormConfig``
+    class block): the values the model trains with, whatever its keyword arguments say
+    (:meth:`~torch_uncertainty_signorm.SigmaNormConfig.resolve`)."""
+    model = _find_key_block(routine, "model")
+    init_args = model.get("init_args") if isinstance(model, Mapping) else None
+    config = init_args.get("config") if isinstance(init_args, Mapping) else None
+    if isinstance(config, Mapping) and "class_path" in config:
+        config = config.get("init_args")
+    return config if isinstance(config, Mapping) else {}
+
+
+def _find_key_block(routine: Any, key: str) -> Any:
+    init_args = routine.get("init_args", routine) if isinstance(routine, Mapping) else None
+    return init_args.get(key) if isinstance(init_args, Mapping) else None
+
+
 def read_settings(log_dir: str | Path) -> dict[str, Any]:
     """Settings of the run in ``log_dir``: the saved ``config.yaml``, updated by ``settings.json``.
 
@@ -133,8 +150,9 @@ def _config_settings(config: Mapping[str, Any]) -> dict[str, Any]:
     routine = config.get("routine") or config.get("model") or {}
     if isinstance(routine, Mapping) and "class_path" in routine:
         settings["method"] = str(routine["class_path"]).rpartition(".")[2]
+    held = _config_block(routine)
     for key in ("tau", "diversity_strength", "num_estimators", "num_tta"):
-        settings[key] = _find_key(routine, key)
+        settings[key] = held[key] if held.get(key) is not None else _find_key(routine, key)
     data = config.get("data") or {}
     batch_size = _find_key(data, "eval_batch_size") or _find_key(data, "batch_size")
     settings["test_batch_size"] = batch_size
