@@ -702,3 +702,16 @@ def test_one_rule_for_a_setting_given_twice(tmp_path):
     (tmp_path / "config.yaml").write_text(yaml.safe_dump(
         {"routine": {"class_path": ROUTINE, "init_args": {"model": block}}}))
     assert read_settings(tmp_path)["tau"] == 0.5
+
+
+@pytest.mark.parametrize(("key", "value"), [("previous", float("nan")), ("log_tau", -50.0),
+                                            ("best_accuracy", 3.0), ("updates", -1)])
+def test_a_tampered_tau_controller_state_is_refused(key, value):
+    from torch_uncertainty_signorm.diversity_target import DiversityTarget
+
+    controller = DiversityTarget(0.5, 0.1, 100)
+    state = controller.state_dict() | {"previous": 0.9, key: value}
+    with pytest.raises(ValueError, match=rf"τ controller state has {key}={value!r}, which no run "
+                                         r"saves \(valid: a finite number in \["):
+        controller.load_state_dict(state)
+    assert controller.tau == pytest.approx(0.1)

@@ -211,6 +211,7 @@ class DiversityTarget:
                 f"The checkpoint's τ controller held target_diversity={state.get('target')!r}, "
                 f"this run's is {self.target!r}: resume with the same target."
             )
+        _check_state(state)
         self.log_tau = float(state["log_tau"])
         self.previous = None if state["previous"] is None else float(state["previous"])
         self.rate = float(state["rate"])
@@ -219,3 +220,28 @@ class DiversityTarget:
         self.step = None if state["step"] is None else int(state["step"])
         for key in ("best_accuracy", "floor", "falling"):  # absent from earlier checkpoints
             setattr(self, key, None if state.get(key) is None else float(state[key]))
+
+
+def _check_state(state: dict[str, Any]) -> None:
+    """Refuse a τ-controller state no run could have saved (a tampered checkpoint): each value
+    finite and in its range (log τ within :data:`CONTROLLED_TAU_RANGE`, σNorm-cos in [-1, 1],
+    accuracy in [0, 1], counts >= 0)."""
+    low, high = (math.log(bound) for bound in CONTROLLED_TAU_RANGE)
+    ranges = {"log_tau": (low, high, False), "previous": (-1.0, 1.0, True),
+              "rate": (-2.0, 2.0, False), "start": (-math.inf, math.log(2.0), False),
+              "updates": (0, math.inf, False), "step": (0, math.inf, True),
+              "best_accuracy": (0.0, 1.0, True), "floor": (low, high, True),
+              "falling": (low, high, True)}
+    for key, (lowest, highest, optional) in ranges.items():
+        value = state.get(key)
+        if value is None and (optional or key not in ("log_tau", "rate", "start", "updates")):
+            continue
+        valid = isinstance(value, (int, float)) and not isinstance(value, bool) and (
+            math.isfinite(value) and lowest - 1e-9 <= value <= highest + 1e-9)
+        if not valid:
+            raise ValueError(
+                f"The checkpoint's τ controller state has {key}={value!r}, which no run saves "
+                f"(valid: a finite number in [{lowest:.4g}, {highest:.4g}]"
+                f"{', or None' if optional else ''}): the checkpoint was altered; resume from "
+                f"another checkpoint of the run."
+            )
