@@ -715,3 +715,22 @@ def test_a_tampered_tau_controller_state_is_refused(key, value):
                                          r"saves \(valid: a finite number in \["):
         controller.load_state_dict(state)
     assert controller.tau == pytest.approx(0.1)
+
+
+def test_a_config_block_naming_another_class_is_no_settings(export_dir, tmp_path):
+    from torch_uncertainty_signorm.export import load_ensemble
+    from torch_uncertainty_signorm.export.spec import _signorm_from_spec
+
+    def other_class(config, folder):
+        config["model"]["init_args"]["config"] = {
+            "class_path": "torch_uncertainty.models.classification.resnet",  # exportable
+            "init_args": {"tau": 0.5}}
+
+    folder = _edited_export(export_dir, tmp_path / "export", other_class)
+    message = (r"config.class_path='torch_uncertainty.models.classification.resnet' is not the "
+               r"σN-Ens settings class")
+    with pytest.raises(ValueError, match=message):
+        load_ensemble(folder)
+    spec = json.loads((folder / "config.json").read_text())["model"]
+    with pytest.raises(ValueError, match=message):  # as the export command builds it
+        _signorm_from_spec(spec)

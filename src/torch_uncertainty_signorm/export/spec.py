@@ -277,6 +277,12 @@ def _signorm_from_spec(spec: Mapping) -> SigmaNormEnsemble:
     try:
         config = settings.pop("config", None)
         if isinstance(config, Mapping) and "class_path" in config:  # a recipe's config: block
+            if config["class_path"] not in _CONFIG_CLASS_PATHS:
+                raise ValueError(
+                    f"config.class_path={config['class_path']!r:.200} is not the σN-Ens settings "
+                    f"class; a config: block names {', '.join(sorted(_CONFIG_CLASS_PATHS))} or "
+                    f"is a plain mapping of settings."
+                )
             config = config.get("init_args") or {}
         config = SigmaNormConfig.resolve(config, settings)
     except (TypeError, ValueError) as error:
