@@ -97,3 +97,14 @@ def test_the_md5_check_accepts_only_unchanged_listed_files(tmp_path):
     assert "NOT the real data sets" in manifest["label"] and len(manifest["files"]) == 11
     with pytest.raises(FileExistsError, match="not written by signorm-standin-data"):
         write_stand_in(tmp_path / "real")
+
+
+def test_the_no_gpu_line_lists_the_laptop_overrides_of_the_readme():
+    """experiments/README.md's LAPTOP overrides are the ones the no-GPU line prints."""
+    import re
+
+    from torch_uncertainty_signorm.cli.hardware import LAPTOP_OVERRIDES
+
+    section = (ROOT / "experiments" / "README.md").read_text().split("## On a laptop")[1]
+    laptop = re.search(r'^LAPTOP="(.+)"$', section, re.M).group(1).split()
+    assert laptop == ["--trainer.accelerator=cpu", "--trainer.precision=32", *LAPTOP_OVERRIDES]
