@@ -473,7 +473,7 @@ for name, args in json.loads(sys.argv[1]).items():
         status, stderr = -1, io.StringIO(f"Traceback: {type(error).__name__}: {error}")
     print(json.dumps([name, status, stderr.getvalue(), time.perf_counter() - start]), flush=True)
 """
-CSV_NAMES = ["../../.bashrc", "/tmp/elsewhere.csv", ".."]
+CSV_NAMES = ["../../.bashrc"]  # through the command; the other names by check_file_name
 
 
 @pytest.fixture(scope="module")
@@ -525,6 +525,16 @@ def test_a_checkpoint_given_to_the_command_cannot_hang_it(case, command_refusals
 def test_a_results_file_name_leading_out_of_the_run_is_refused(name, command_refusals):
     last = _refusal(command_refusals[0][f"csv_filename={name}"])
     assert f"csv_filename={name!r} is not a plain file name" in last and "results.csv" in last
+
+
+@pytest.mark.parametrize("name", ["/tmp/elsewhere.csv", "..", "", "a/b.csv", "x\0.csv"])
+def test_only_plain_file_names_are_output_names(name):
+    from torch_uncertainty_signorm._files import check_file_name
+
+    with pytest.raises(ValueError, match=r"csv_filename=.* is not a plain file name: a run writes "
+                                         r"its files inside its own folder only"):
+        check_file_name(name, "routine.init_args.csv_filename")
+    assert check_file_name("results_ood.csv", "csv_filename") == "results_ood.csv"
 
 
 @pytest.mark.timeout(30)
