@@ -221,3 +221,20 @@ def test_the_example_ci_workflow_gates_on_valid_checks():
             args[0] = str(REFERENCE_RUN)  # the run the quickstart job trains, as committed
             args[args.index("--reference") + 1] = str(root / parsed.reference)
             assert regression.main(args) == 0
+
+
+def test_an_empty_reference_cell_is_named_not_dropped_silently(tmp_path, capsys):
+    """An empty cell is a value the reference row does not hold: the metric is not compared,
+    and the report says so, naming it."""
+    with REFERENCE.open() as file:
+        rows = list(csv.DictReader(file))
+    rows[0]["NLL"] = ""
+    blank = tmp_path / "blank_nll.csv"
+    with blank.open("w", newline="") as file:
+        writer = csv.DictWriter(file, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    assert regression.main([str(REFERENCE), "--reference", str(blank)]) == 0
+    report = capsys.readouterr().out
+    assert "not compared (empty in the reference row, present in ours): NLL;" in report, report
+    assert report.splitlines()[-1] == "0 of 9 metrics failed"

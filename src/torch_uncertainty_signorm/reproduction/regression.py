@@ -31,6 +31,8 @@ job (see ``docs/tooling.md``, or :func:`check_reproduction` inside a pytest test
 from __future__ import annotations
 
 import argparse
+import csv
+import io
 import math
 import sys
 from collections.abc import Mapping, Sequence
@@ -293,6 +295,16 @@ def _load_expected(args: argparse.Namespace) -> tuple[dict[str, Any], dict[str, 
     return row, {}, f"reference {args.reference}, row {row.get('method')!r}", budget
 
 
+def _empty_reference_cells(path: str, row: Mapping[str, Any]) -> list[str]:
+    """Columns of the reference file's header that ``row`` leaves empty (``read_rows`` drops
+    empty cells: without this, a metric whose reference cell is empty would go unmentioned)."""
+    from .._files import read_regular
+
+    text = read_regular(path, "reference", 16 << 20, "a rows CSV").decode("utf-8", "replace")
+    header = next(csv.reader(io.StringIO(text, newline="")), [])
+    return [column for column in header if column and column not in row]
+
+
 def _budget_text(budget: Mapping[str, Any] | None) -> str:
     if not budget:
         return "unknown"
@@ -385,6 +397,11 @@ def _check(args: argparse.Namespace) -> tuple[str, bool]:
     if unchecked := [f"{name} {ours.row[name]:.4g}" for name in DIVERSITY_COLUMNS
                      if isinstance(ours.row.get(name), float) and name not in expected]:
         context.append(f"diversity (ours; the expected row has none): {', '.join(unchecked)}")
+    if args.reference and (empty := [
+            name for name in _empty_reference_cells(args.reference, expected)
+            if _is_metric(name, ours.row.get(name))]):
+        context.append(f"not compared (empty in the reference row, present in ours): "
+                       f"{', '.join(empty)}; give the reference a value or pass --metrics")
     if _shorter(ours.row, budget):
         context.append("warning: our runs trained on a smaller budget than the expected row's: "
                        "a smoke test, not a reproduction")
