@@ -148,3 +148,17 @@ def test_member_model_keeps_the_ensembles_dtype():
     x = torch.randn(2, 3, 32, 32, dtype=torch.float64)
     with torch.no_grad():
         torch.testing.assert_close(member(x), ensemble(x).unflatten(0, (M, -1))[2])
+
+
+def test_an_absurd_member_count_is_refused_before_anything_is_built():
+    """M = 100000 would build for minutes and repeat every batch 100000 times: refused at once,
+    naming the value and the range."""
+    import time
+
+    from torch_uncertainty_signorm.member_wrapper import MAX_NUM_ESTIMATORS
+
+    start = time.perf_counter()
+    with pytest.raises(ValueError, match=rf"num_estimators must be an integer in "
+                                         rf"1\.\.{MAX_NUM_ESTIMATORS}, got 100000"):
+        signorm_ensemble(tiny_resnet(), num_estimators=100_000)
+    assert time.perf_counter() - start < 5

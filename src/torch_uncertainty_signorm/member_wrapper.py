@@ -43,6 +43,9 @@ __all__ = [
 #: Classifier attribute names tried, in order, when ``head`` is not given
 #: (``model.classifier``: a transformers model inside ``backbones.SequenceClassifier``).
 HEAD_NAMES = ("linear", "fc", "classifier", "head", "score", "model.classifier")
+#: Most members a wrapper builds: every batch passes M times through the backbone, so a larger M
+#: is a typo or a crafted file, and building it alone takes minutes.
+MAX_NUM_ESTIMATORS = 1024
 
 
 def batch_major_members(inputs: Any, num_estimators: int) -> Any:
@@ -184,7 +187,8 @@ class MemberWrapper(nn.Module):
 
     def __init__(self, num_estimators: int) -> None:
         super().__init__()
-        self.num_estimators = check_integer("num_estimators", num_estimators)
+        self.num_estimators = check_integer("num_estimators", num_estimators,
+                                            high=MAX_NUM_ESTIMATORS)
 
     @staticmethod
     def expansion_point(model: nn.Module, expand_at: str, layer_names: Sequence[str]) -> str:

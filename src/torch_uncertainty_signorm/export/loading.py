@@ -17,6 +17,7 @@ from torch import nn
 
 from ..checks import check_integer
 from ..ensemble import SigmaNormEnsemble
+from ..member_wrapper import MAX_NUM_ESTIMATORS
 from ..layers.member_heads import upgrade_legacy_heads
 from .files import (
     CONFIG_NAME,
@@ -59,7 +60,7 @@ def _read_config(directory: Path) -> dict:
     if unknown:
         raise ValueError(f"{str(path)!r} has unknown keys {', '.join(map(repr, unknown))}; an "
                          f"export's config.json holds {', '.join(sorted(_CONFIG_KEYS))}.")
-    check_integer(f"{path}: num_estimators", config["num_estimators"])
+    check_integer(f"{path}: num_estimators", config["num_estimators"], high=MAX_NUM_ESTIMATORS)
     return config
 
 
