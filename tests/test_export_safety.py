@@ -238,7 +238,7 @@ UNTRUSTED_EXPORTS = {
         ValueError, r"num_estimators=1000, but .* holds the heads of 2 members"),
     "num_estimators 10**7": (_edit_config(lambda c: (
         _set("num_estimators", 10**7)(c), _set(f"{_ENSEMBLE_BLOCK}.num_estimators", 10**7)(c))),
-        ValueError, r"config.json: num_estimators must be an integer in 1\.\.1024, got 10000000"),
+        ValueError, r"config.json: num_estimators=10000000 is more members than 1024"),
     "BERT of 65,536 dimensions": (_edit_config(_set(_BACKBONE_BLOCK, {
         "class_path": "torch_uncertainty_signorm.backbones.bert_classifier",
         "init_args": {"pretrained": False, "config": {

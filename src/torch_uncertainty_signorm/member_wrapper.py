@@ -48,6 +48,17 @@ HEAD_NAMES = ("linear", "fc", "classifier", "head", "score", "model.classifier")
 MAX_NUM_ESTIMATORS = 1024
 
 
+def check_member_count(name: str, value: Any) -> int:
+    """``value`` as an int if it is a member count in ``1..MAX_NUM_ESTIMATORS``, else ValueError
+    naming ``name``, the value and the range."""
+    count = check_integer(name, value)
+    if count > MAX_NUM_ESTIMATORS:
+        raise ValueError(f"{name}={count} is more members than {MAX_NUM_ESTIMATORS} "
+                         f"(MAX_NUM_ESTIMATORS): each batch passes M times through the backbone; "
+                         f"use 1..{MAX_NUM_ESTIMATORS}.")
+    return count
+
+
 def batch_major_members(inputs: Any, num_estimators: int) -> Any:
     """Repeat a ``(B, ...)`` tensor, or every tensor of a mapping, into batch-major
     ``(B·M, ...)`` rows: row ``b·M + m`` is sample ``b`` for member ``m``."""
@@ -187,8 +198,7 @@ class MemberWrapper(nn.Module):
 
     def __init__(self, num_estimators: int) -> None:
         super().__init__()
-        self.num_estimators = check_integer("num_estimators", num_estimators,
-                                            high=MAX_NUM_ESTIMATORS)
+        self.num_estimators = check_member_count("num_estimators", num_estimators)
 
     @staticmethod
     def expansion_point(model: nn.Module, expand_at: str, layer_names: Sequence[str]) -> str:

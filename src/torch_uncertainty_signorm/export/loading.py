@@ -15,9 +15,8 @@ import torch
 from safetensors.torch import load_file, load_model
 from torch import nn
 
-from ..checks import check_integer
 from ..ensemble import SigmaNormEnsemble
-from ..member_wrapper import MAX_NUM_ESTIMATORS
+from ..member_wrapper import check_member_count
 from ..layers.member_heads import upgrade_legacy_heads
 from .files import (
     CONFIG_NAME,
@@ -60,7 +59,7 @@ def _read_config(directory: Path) -> dict:
     if unknown:
         raise ValueError(f"{str(path)!r} has unknown keys {', '.join(map(repr, unknown))}; an "
                          f"export's config.json holds {', '.join(sorted(_CONFIG_KEYS))}.")
-    check_integer(f"{path}: num_estimators", config["num_estimators"], high=MAX_NUM_ESTIMATORS)
+    check_member_count(f"{path}: num_estimators", config["num_estimators"])
     return config
 
 
