@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from test_tu_format_recipes import _tu_recipe
 
 from torch_uncertainty_signorm.stand_in_data import (
     MANIFEST, RUN_LABEL, SMOKE_TEST_OVERRIDES, accept_stand_in_files, write_stand_in,
@@ -22,8 +22,7 @@ from torch_uncertainty_signorm.stand_in_data import (
 
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
-TU_RECIPES = Path(__file__).resolve().parents[2] / "shared" / "torch-uncertainty-recipes"
-TU_PACKED = TU_RECIPES / "experiments/classification/cifar10/configs/resnet18/packed.yaml"
+TU_PACKED = "experiments/classification/cifar10/configs/resnet18/packed.yaml"
 SIGNORM_ROW = ROOT / "experiments/torch_uncertainty/classification/cifar10/configs/resnet18"
 
 
@@ -56,13 +55,13 @@ def test_gpu_recipe_without_a_gpu_ends_in_one_line_with_the_cpu_overrides(extra,
 
 
 def test_stand_in_route_runs_torch_uncertainty_recipe_and_labels_the_run(tmp_path):
-    if not TU_PACKED.is_file():
-        pytest.skip(f"TorchUncertainty's recipes are not at {TU_RECIPES}")
+    # TorchUncertainty's own recipe, read as every TorchUncertainty-recipe test reads it (skipped,
+    # with the reason, only where neither its clone nor ../shared's copy is on the machine).
+    recipe = _tu_recipe(TU_PACKED, tmp_path)
     written = _run([str(BIN / "signorm-standin-data"), "standin"], tmp_path)
     assert written.returncode == 0, written.stderr
     assert " ".join(SMOKE_TEST_OVERRIDES) in written.stdout
-    shutil.copy(TU_PACKED, tmp_path / "packed.yaml")
-    before = (tmp_path / "packed.yaml").read_text()
+    before = recipe.read_text()
     result = _run([str(BIN / "torch-uncertainty"), "fit", "--config", "packed.yaml", "--data",
                    "CIFAR10DataModule", "--data.init_args.root=standin", *SMOKE_TEST_OVERRIDES,
                    "--routine.init_args.model.init_args.width_multiplier=0.25"], tmp_path)
@@ -71,7 +70,7 @@ def test_stand_in_route_runs_torch_uncertainty_recipe_and_labels_the_run(tmp_pat
     assert "STAND-IN DATA: the results above are on standin" in result.stdout
     (label,) = tmp_path.glob(f"logs/*/*/version_0/{RUN_LABEL}")
     assert "NOT the real data sets" in label.read_text()
-    assert (tmp_path / "packed.yaml").read_text() == before  # the recipe, unmodified
+    assert recipe.read_text() == before  # the recipe, unmodified
 
 
 def test_the_md5_check_accepts_only_unchanged_listed_files(tmp_path):
