@@ -216,13 +216,8 @@ def _check_self_contained(node: Any, where: str = "model") -> None:
     settings = {f"{where}.init_args": init_args}
     config = init_args.get("config") if class_path in _ENSEMBLES else None
     if isinstance(config, Mapping) and "class_path" in config:  # a recipe's config: block
-        if config["class_path"] not in _CONFIG_CLASS_PATHS:
-            raise ValueError(
-                f"{where}.init_args.config.class_path={config['class_path']!r:.200} is not the "
-                f"σN-Ens settings class; a config: block names "
-                f"{', '.join(sorted(_CONFIG_CLASS_PATHS))} or is a plain mapping of settings."
-            )
-        settings[f"{where}.init_args.config.init_args"] = config.get("init_args") or {}
+        settings[f"{where}.init_args.config.init_args"] = _config_block_settings(
+            config, f"{where}.init_args.config")
     elif isinstance(config, Mapping):
         settings[f"{where}.init_args.config"] = config
     for place, block in settings.items():
@@ -277,13 +272,7 @@ def _signorm_from_spec(spec: Mapping) -> SigmaNormEnsemble:
     try:
         config = settings.pop("config", None)
         if isinstance(config, Mapping) and "class_path" in config:  # a recipe's config: block
-            if config["class_path"] not in _CONFIG_CLASS_PATHS:
-                raise ValueError(
-                    f"config.class_path={config['class_path']!r:.200} is not the σN-Ens settings "
-                    f"class; a config: block names {', '.join(sorted(_CONFIG_CLASS_PATHS))} or "
-                    f"is a plain mapping of settings."
-                )
-            config = config.get("init_args") or {}
+            config = _config_block_settings(config, "config")
         config = SigmaNormConfig.resolve(config, settings)
     except (TypeError, ValueError) as error:
         raise ValueError(f"model.init_args: {error}") from None
@@ -295,3 +284,15 @@ def _signorm_from_spec(spec: Mapping) -> SigmaNormEnsemble:
             layer.load_pretrained_affine(None, None)
     model.config = config
     return model
+
+
+def _config_block_settings(block: Mapping[str, Any], where: str) -> Mapping[str, Any]:
+    """The settings of a recipe's ``config:`` block (``class_path``/``init_args``), refused
+    unless it names the σN-Ens settings class."""
+    if block["class_path"] not in _CONFIG_CLASS_PATHS:
+        raise ValueError(
+            f"{where}.class_path={block['class_path']!r:.200} is not the σN-Ens settings class; "
+            f"a config: block names {', '.join(sorted(_CONFIG_CLASS_PATHS))} or is a plain "
+            f"mapping of settings."
+        )
+    return block.get("init_args") or {}
