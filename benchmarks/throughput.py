@@ -43,8 +43,8 @@ from torch.utils.flop_counter import FlopCounterMode
 from torch.utils.weak import WeakIdKeyDictionary
 
 from torch_uncertainty_signorm import predict, signorm_ensemble
-from torch_uncertainty_signorm.layers import SigmaBatchNorm2d, SigmaLayerNorm
-from torch_uncertainty_signorm.optim import signorm_param_groups
+from torch_uncertainty_signorm.signorm.layers import SigmaBatchNorm2d, SigmaLayerNorm
+from torch_uncertainty_signorm.signorm.optim import signorm_param_groups
 
 SINGLE, DEEP, PACKED, BATCHED = (
     "Single model",

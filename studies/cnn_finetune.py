@@ -35,8 +35,8 @@ from torch import nn
 
 from torch_uncertainty_signorm import signorm_ensemble
 from torch_uncertainty_signorm.diversity import signorm_cosine
-from torch_uncertainty_signorm.diversity_target import DiversityTarget, optimizer_lookahead
-from torch_uncertainty_signorm.optim import scale_rate, signorm_param_groups
+from torch_uncertainty_signorm.signorm.diversity_target import DiversityTarget, optimizer_lookahead
+from torch_uncertainty_signorm.signorm.optim import scale_rate, signorm_param_groups
 
 from ._command import append_rows
 

@@ -14,7 +14,7 @@ from fixtures.backbones import randomize_norms, relative_error, tiny_resnet
 from fixtures.digits import cpu_trainer
 from torch_uncertainty_signorm import signorm_ensemble
 from torch_uncertainty_signorm.datamodules import DigitsDataModule
-from torch_uncertainty_signorm.layers.signorm import SigmaNorm
+from torch_uncertainty_signorm.signorm.layers import SigmaNorm
 
 
 def digits_resnet():

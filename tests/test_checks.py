@@ -10,7 +10,7 @@ from torch_uncertainty_signorm.checks import (
     check_choices, check_fraction, check_integer, check_positive_number, check_stage,
 )
 from torch_uncertainty_signorm.evaluation.eval_sets import check_eval_flags
-from torch_uncertainty_signorm.optim import signorm_param_groups
+from torch_uncertainty_signorm.signorm.optim import signorm_param_groups
 from torch_uncertainty_signorm.prediction import member_probabilities
 from torch_uncertainty_signorm.routines import SigmaNormClassificationRoutine
 

@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from torch_uncertainty_signorm.cli.console import summarise_parse_error
-from torch_uncertainty_signorm.regularization import check_tau
+from torch_uncertainty_signorm.signorm.regularization import check_tau
 
 RECIPE = Path(__file__).parents[1] / "experiments" / "digits_signorm.yaml"
 COMMAND = Path(sys.executable).parent / "torch-uncertainty"
@@ -74,7 +74,7 @@ def test_a_torchvision_built_for_another_torch_is_named(tmp_path):
 
 
 def test_a_missed_target_names_the_runs_own_member_spread():
-    from torch_uncertainty_signorm.diversity_target import DiversityTarget
+    from torch_uncertainty_signorm.signorm.diversity_target import DiversityTarget
     from torch_uncertainty_signorm.routines.classification import _missed_target_message
 
     upper = DiversityTarget(0.9, 10.0, 100)  # τ at its upper bound: members stay more diverse
@@ -96,7 +96,7 @@ def test_identical_members_are_warned_about_once_for_one_validation():
     from torch.utils.data import DataLoader, TensorDataset
 
     from torch_uncertainty_signorm import signorm_ensemble
-    from torch_uncertainty_signorm.optim import signorm_param_groups
+    from torch_uncertainty_signorm.signorm.optim import signorm_param_groups
     from torch_uncertainty_signorm.routines import SigmaNormClassificationRoutine
 
     torch.manual_seed(0)

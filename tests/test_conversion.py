@@ -6,7 +6,7 @@ from fixtures.backbones import randomize_norms, tiny_bert, tiny_resnet, tiny_vit
 from torch import nn
 
 from torch_uncertainty_signorm import find_norm_layers
-from torch_uncertainty_signorm.conversion import convert_norm_layers, norms_at_initial_state
+from torch_uncertainty_signorm.signorm.conversion import convert_norm_layers, norms_at_initial_state
 
 
 def _at_initial_state(model: nn.Module) -> bool:

@@ -25,8 +25,8 @@ from torch import nn
 from torch_uncertainty_signorm import SigmaBatchNorm2d, signorm_ensemble
 from torch_uncertainty_signorm.cli import cli_main
 from torch_uncertainty_signorm.baselines import film_ensemble
-from torch_uncertainty_signorm.layers import MemberBatchNorm
-from torch_uncertainty_signorm.distributed import (
+from torch_uncertainty_signorm.members.norm import MemberBatchNorm
+from torch_uncertainty_signorm.members.distributed import (
     SigmaNormSyncBatchNorm,
     convert_sync_signorm,
     gather_member_moments,
@@ -242,14 +242,14 @@ def test_ddp_through_the_command_matches_one_process(tmp_path, monkeypatch):
 
 
 def test_distributed_imports_the_layers_only():
-    """The per-member BatchNorm layers come from their base class in ``layers``, not from a
+    """The per-member BatchNorm layers come from their base class in ``members``, not from a
     list that names the baselines."""
     import ast
 
-    from torch_uncertainty_signorm import distributed
+    from torch_uncertainty_signorm.members import distributed
 
     tree = ast.parse(Path(distributed.__file__).read_text())
     relative = {node.module for node in ast.walk(tree)
                 if isinstance(node, ast.ImportFrom) and node.level}
-    assert relative == {"layers.member_norm", "layers.member_statistics"}
+    assert relative == {"norm", "statistics"}
 

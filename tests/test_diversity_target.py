@@ -10,14 +10,14 @@ from torch import nn
 from fixtures.backbones import randomize_norms, tiny_resnet
 from torch_uncertainty_signorm import signorm_ensemble
 from torch_uncertainty_signorm.diversity import signorm_cosine
-from torch_uncertainty_signorm.diversity_target import (
+from torch_uncertainty_signorm.signorm.diversity_target import (
     CONTROLLED_TAU_RANGE,
     TARGET_TOLERANCE,
     DiversityTarget,
     optimizer_lookahead,
 )
-from torch_uncertainty_signorm.optim import signorm_param_groups
-from torch_uncertainty_signorm.regularization import TAU_RANGE
+from torch_uncertainty_signorm.signorm.optim import signorm_param_groups
+from torch_uncertainty_signorm.signorm.regularization import TAU_RANGE
 
 M = 4
 
@@ -235,7 +235,7 @@ def test_an_accuracy_fall_stops_the_push_from_growing_and_survives_a_checkpoint(
     """The controller never trades the ensemble's accuracy away silently: once the validation
     accuracy has been ACCURACY_DROP below its best at two validations in a row, τ stops going
     lower than it was at the first of them (it may still rise)."""
-    from torch_uncertainty_signorm.diversity_target import ACCURACY_DROP
+    from torch_uncertainty_signorm.signorm.diversity_target import ACCURACY_DROP
 
     target = DiversityTarget(0.3, tau=1.0, total_steps=100, lookahead=1.0)
     for step in range(5):  # far from the target: τ falls
@@ -265,7 +265,7 @@ def test_one_low_validation_between_good_ones_does_not_stop_the_push():
     """Early fine-tuning accuracy fluctuates by more than ACCURACY_DROP (the GPU map of
     docs/reliability.md: the one-validation rule fired in 8 of 9 target runs and held two of them
     off their target); a fall that recovers at the next validation leaves the controller free."""
-    from torch_uncertainty_signorm.diversity_target import ACCURACY_DROP
+    from torch_uncertainty_signorm.signorm.diversity_target import ACCURACY_DROP
 
     target = DiversityTarget(0.3, tau=1.0, total_steps=100, lookahead=1.0)
     for accuracy in (0.80, 0.80 - 2 * ACCURACY_DROP, 0.82, 0.82 - 2 * ACCURACY_DROP, 0.83):

@@ -632,7 +632,7 @@ def test_partial_files_left_by_sigkill_are_removed_and_named(tmp_path):
     ("(x)\\1", "a back-reference"),
 ])
 def test_patterns_read_from_files_match_in_bounded_time(name, expected):
-    from torch_uncertainty_signorm.layer_selection import check_pattern
+    from torch_uncertainty_signorm.members.selection import check_pattern
 
     if expected is None:
         assert check_pattern("regularized_layers", name) == name
@@ -717,7 +717,7 @@ def test_one_rule_for_a_setting_given_twice(tmp_path):
 @pytest.mark.parametrize(("key", "value"), [("previous", float("nan")), ("log_tau", -50.0),
                                             ("best_accuracy", 3.0), ("updates", -1)])
 def test_a_tampered_tau_controller_state_is_refused(key, value):
-    from torch_uncertainty_signorm.diversity_target import DiversityTarget
+    from torch_uncertainty_signorm.signorm.diversity_target import DiversityTarget
 
     controller = DiversityTarget(0.5, 0.1, 100)
     state = controller.state_dict() | {"previous": 0.9, key: value}

@@ -16,7 +16,7 @@ from fixtures.backbones import (
     tiny_wideresnet,
 )
 from torch_uncertainty_signorm import SigmaNormEnsemble, signorm_ensemble, signorm_cosine
-from torch_uncertainty_signorm.layers.signorm import SigmaNorm
+from torch_uncertainty_signorm.signorm.layers import SigmaNorm
 
 M = 4
 
@@ -303,7 +303,7 @@ def test_training_and_batch_statistics_in_evaluation_run_in_one_pass():
 
 
 def test_auto_evaluation_parts_apply_on_cpu_only():
-    from torch_uncertainty_signorm.ensemble import CPU_EVAL_CHUNK_ROWS
+    from torch_uncertainty_signorm.signorm.ensemble import CPU_EVAL_CHUNK_ROWS
 
     model = signorm_ensemble(tiny_resnet(), M).eval()
     assert model.eval_chunk_size == "auto"

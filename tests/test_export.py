@@ -31,7 +31,7 @@ from torch_uncertainty_signorm.export import (
     main,
     member_model,
 )
-from torch_uncertainty_signorm.layers.signorm import SigmaNorm
+from torch_uncertainty_signorm.signorm.layers import SigmaNorm
 from torch_uncertainty_signorm.routines import SigmaNormClassificationRoutine
 
 M = 3

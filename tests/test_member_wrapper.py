@@ -18,8 +18,9 @@ from torch_uncertainty_signorm.baselines import (
     lora_ensemble,
 )
 from torch_uncertainty_signorm.callbacks.logits_tap import LogitsTap
-from torch_uncertainty_signorm.layers import MemberHeads, MemberNorm
-from torch_uncertainty_signorm.member_wrapper import MemberModel
+from torch_uncertainty_signorm.members.heads import MemberHeads
+from torch_uncertainty_signorm.members.norm import MemberNorm
+from torch_uncertainty_signorm.members.wrapper import MemberModel
 
 M = 3
 #: Layers holding M members, none of which a member model may keep.
@@ -155,7 +156,7 @@ def test_an_absurd_member_count_is_refused_before_anything_is_built():
     naming the value and the range."""
     import time
 
-    from torch_uncertainty_signorm.member_wrapper import MAX_NUM_ESTIMATORS
+    from torch_uncertainty_signorm.members.wrapper import MAX_NUM_ESTIMATORS
 
     start = time.perf_counter()
     with pytest.raises(ValueError, match=rf"num_estimators=100000 is more members than "

@@ -32,7 +32,7 @@ def test_the_registry_records_what_fetches_weights():
     bert = model_registry.model_entry("torch_uncertainty_signorm.backbones.bert_classifier")
     assert bert.weight_sources == {"pretrained": False, "pretrained_path": None}
     assert bert.stored_argument.name == "config"
-    ensemble = model_registry.model_entry("torch_uncertainty_signorm.ensemble.signorm_ensemble")
+    ensemble = model_registry.model_entry("torch_uncertainty_signorm.signorm.ensemble.signorm_ensemble")
     assert ensemble.role == "ensemble" and ensemble.layout_flags == ("pretrained",)
     assert "checkpoint" in ensemble.weight_sources
     assert model_registry.model_entry("os.system") is None

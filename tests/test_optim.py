@@ -5,7 +5,7 @@ import torch
 from fixtures.backbones import tiny_resnet
 
 from torch_uncertainty_signorm import signorm_ensemble
-from torch_uncertainty_signorm.optim import signorm_param_groups
+from torch_uncertainty_signorm.signorm.optim import signorm_param_groups
 
 
 def test_scale_logits_get_their_own_faster_group_without_weight_decay():
@@ -64,7 +64,7 @@ def test_signorm_recipes_are_torch_uncertaintys_with_the_scale_logits_apart():
 
 
 def test_a_routine_takes_the_recipe_as_torch_uncertaintys_routines_do():
-    from torch_uncertainty_signorm.optim import signorm_optim_recipe
+    from torch_uncertainty_signorm.signorm.optim import signorm_optim_recipe
     from torch_uncertainty_signorm.routines import SigmaNormClassificationRoutine
 
     model = signorm_ensemble(tiny_resnet(), 2)
@@ -76,7 +76,7 @@ def test_a_routine_takes_the_recipe_as_torch_uncertaintys_routines_do():
 
 
 def test_bad_recipes_name_the_problem():
-    from torch_uncertainty_signorm.optim import signorm_optim_recipe
+    from torch_uncertainty_signorm.signorm.optim import signorm_optim_recipe
 
     with pytest.raises(TypeError, match="optim_recipe must be a callable.*got SGD"):
         signorm_optim_recipe(torch.optim.SGD(torch.nn.Linear(2, 2).parameters(), lr=0.1))
@@ -119,7 +119,7 @@ def test_a_bad_member_multiplier_names_the_value():
 def test_the_default_scale_rate_follows_the_optimisers_kind():
     """100× makes up for SGD's small scale-logit gradients; Adam already steps every parameter by
     about its rate, so there the default is lower (docs/reliability.md)."""
-    from torch_uncertainty_signorm.optim import (
+    from torch_uncertainty_signorm.signorm.optim import (
         ADAPTIVE_SCALE_LR_MULTIPLIER as ADAPTIVE,
         is_adaptive,
         signorm_optim_recipe,

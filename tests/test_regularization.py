@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from torch_uncertainty_signorm import ImportanceSharingPenalty, sharing_penalty
-from torch_uncertainty_signorm.regularization import TAU_RANGE
+from torch_uncertainty_signorm.signorm.regularization import TAU_RANGE
 
 
 def penalty_gradient(s: torch.Tensor, tau: float) -> torch.Tensor:

@@ -40,7 +40,7 @@ from torch_uncertainty.models.classification import resnet
 
 from torch_uncertainty_signorm import export, signorm_ensemble
 from torch_uncertainty_signorm.export.spec import build_model
-from torch_uncertainty_signorm.layers.member_heads import upgrade_legacy_heads
+from torch_uncertainty_signorm.members.heads import upgrade_legacy_heads
 from torch_uncertainty_signorm.routines import SigmaNormClassificationRoutine
 
 from fixtures.backbones import randomize_norms, tiny_bert, tiny_signorm_spec

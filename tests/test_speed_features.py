@@ -9,8 +9,8 @@ from fixtures.backbones import relative_error, tiny_resnet
 from torch.overrides import TorchFunctionMode
 
 from torch_uncertainty_signorm import signorm_cosine, signorm_ensemble
-from torch_uncertainty_signorm.layers import SigmaBatchNorm2d
-from torch_uncertainty_signorm.optim import signorm_param_groups
+from torch_uncertainty_signorm.signorm.layers import SigmaBatchNorm2d
+from torch_uncertainty_signorm.signorm.optim import signorm_param_groups
 
 M = 4
 

@@ -21,39 +21,49 @@ from ._lazy import lazy_exports
 
 #: Public name -> the submodule defining it.
 _EXPORTS = {
-    "convert_norm_layers": "conversion", "find_norm_layers": "conversion",
+    "convert_norm_layers": "signorm.conversion", "find_norm_layers": "signorm.conversion",
     **dict.fromkeys(["geometric_ambiguity", "jensen_gap", "member_ownership", "mutual_information",
                      "ownership_counts", "pairwise_cosine", "signorm_cosine"], "diversity"),
-    "SigmaNormConfig": "config",
-    "SigmaNormEnsemble": "ensemble", "signorm_ensemble": "ensemble",
-    "REGULARIZED_LAYER_PRESETS": "layer_selection", "select_layers": "layer_selection",
-    **dict.fromkeys(["MemberHeads", "SigmaBatchNorm1d", "SigmaBatchNorm2d", "SigmaBatchNorm3d",
+    "SigmaNormConfig": "signorm.config",
+    "SigmaNormEnsemble": "signorm.ensemble", "signorm_ensemble": "signorm.ensemble",
+    "REGULARIZED_LAYER_PRESETS": "signorm.layer_selection",
+    "select_layers": "signorm.layer_selection",
+    "MemberHeads": "members.heads",
+    **dict.fromkeys(["SigmaBatchNorm1d", "SigmaBatchNorm2d", "SigmaBatchNorm3d",
                      "SigmaGroupNorm", "SigmaLayerNorm", "SigmaLayerNorm2d", "SigmaRMSNorm",
-                     "SigmaSyncBatchNorm"], "layers"),
-    "MemberWrapper": "member_wrapper",
+                     "SigmaSyncBatchNorm"], "signorm.layers"),
+    "MemberWrapper": "members.wrapper",
     "parameter_counts": "parameter_counts",
     "EnsemblePrediction": "prediction", "ensemble_prediction": "prediction",
     "predict": "prediction",
-    "ImportanceSharingPenalty": "regularization", "sharing_penalty": "regularization",
+    "ImportanceSharingPenalty": "signorm.regularization",
+    "sharing_penalty": "signorm.regularization",
 }
 
 if TYPE_CHECKING:
-    from .config import SigmaNormConfig
-    from .conversion import convert_norm_layers, find_norm_layers
+    from .signorm.config import SigmaNormConfig
+    from .signorm.conversion import convert_norm_layers, find_norm_layers
     from .diversity import (
         geometric_ambiguity, jensen_gap, member_ownership, mutual_information, ownership_counts,
         pairwise_cosine, signorm_cosine,
     )
-    from .ensemble import SigmaNormEnsemble, signorm_ensemble
-    from .layer_selection import REGULARIZED_LAYER_PRESETS, select_layers
-    from .layers import (
-        MemberHeads, SigmaBatchNorm1d, SigmaBatchNorm2d, SigmaBatchNorm3d, SigmaGroupNorm,
-        SigmaLayerNorm, SigmaLayerNorm2d, SigmaRMSNorm, SigmaSyncBatchNorm,
+    from .signorm.ensemble import SigmaNormEnsemble, signorm_ensemble
+    from .signorm.layer_selection import REGULARIZED_LAYER_PRESETS, select_layers
+    from .members.heads import MemberHeads
+    from .signorm.layers import (
+        SigmaBatchNorm1d,
+        SigmaBatchNorm2d,
+        SigmaBatchNorm3d,
+        SigmaGroupNorm,
+        SigmaLayerNorm,
+        SigmaLayerNorm2d,
+        SigmaRMSNorm,
+        SigmaSyncBatchNorm,
     )
-    from .member_wrapper import MemberWrapper
+    from .members.wrapper import MemberWrapper
     from .parameter_counts import parameter_counts
     from .prediction import EnsemblePrediction, ensemble_prediction, predict
-    from .regularization import ImportanceSharingPenalty, sharing_penalty
+    from .signorm.regularization import ImportanceSharingPenalty, sharing_penalty
 
 
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)

@@ -105,12 +105,13 @@ _BACKBONE_WEIGHTS = {"pretrained": False, "pretrained_path": None}
 
 # σNorm-Ensembles: the factory and the class, each also where it is defined.
 for _name in ("signorm_ensemble", "SigmaNormEnsemble"):
-    _register(ModelEntry(f"{_PACKAGE}.{_name}", "ensemble", (f"{_PACKAGE}.ensemble.{_name}",),
+    _register(ModelEntry(f"{_PACKAGE}.{_name}", "ensemble", (f"{_PACKAGE}.signorm.ensemble.{_name}",),
                          allow_listed=True, exportable=True, weight_sources={"checkpoint": None},
                          layout_flags=("pretrained",)))
 
 # Their settings, given as one object (``config:``); its ``checkpoint`` fetches weights too.
-_register(ModelEntry(f"{_PACKAGE}.SigmaNormConfig", "config", (f"{_PACKAGE}.config.SigmaNormConfig",),
+_register(ModelEntry(f"{_PACKAGE}.SigmaNormConfig", "config",
+                     (f"{_PACKAGE}.signorm.config.SigmaNormConfig",),
                      allow_listed=True, exportable=True, weight_sources={"checkpoint": None},
                      layout_flags=("pretrained",)))
 
@@ -138,11 +139,11 @@ for _name in ("resnet18", "resnet34", "resnet50", "resnet101", "resnet152", "wid
                          weight_sources={"weights": None, "pretrained": None}))
 
 # Baselines: recorded, neither allow-listed nor exportable (no σNorm-Ensembles).
-for _module, _names in (("film_ensemble", ("film_ensemble", "FiLMEnsemble")),
-                        ("lora_ensemble", ("lora_ensemble", "LoRAEnsemble"))):
+for _module, _names in (("film", ("film_ensemble", "FiLMEnsemble")),
+                        ("lora", ("lora_ensemble", "LoRAEnsemble"))):
     for _name in _names:
         _register(ModelEntry(f"{_PACKAGE}.baselines.{_name}", "baseline",
-                             (f"{_PACKAGE}.baselines.{_module}.{_name}",)))
+                             (f"{_PACKAGE}.baselines.{_module}.model.{_name}",)))
 _register(ModelEntry("torch_uncertainty.methods.deep_ensembles", "baseline",
                      weight_sources={"ckpt_paths": None}))
 for _method in ("packed", "batched", "masked", "mimo"):

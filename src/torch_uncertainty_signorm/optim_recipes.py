@@ -2,7 +2,7 @@
 
 Each function has the name and arguments of TorchUncertainty's and returns the same optimizer
 and scheduler, the σNorm scale logits in their own group at 100× the learning rate without
-weight decay (:func:`~torch_uncertainty_signorm.optim.signorm_optim_recipe`). Pass one as the
+weight decay (:func:`~torch_uncertainty_signorm.signorm.optim.signorm_optim_recipe`). Pass one as the
 routine's ``optim_recipe``, as with TorchUncertainty::
 
     from torch_uncertainty_signorm.optim_recipes import optim_cifar10_resnet18
@@ -18,7 +18,7 @@ from collections.abc import Callable
 
 from torch_uncertainty import optim_recipes as _tu
 
-from .optim import DEFAULT_SCALE_LR_MULTIPLIER, signorm_optim_recipe
+from .signorm.optim import DEFAULT_SCALE_LR_MULTIPLIER, signorm_optim_recipe
 
 __all__ = [
     "get_procedure",

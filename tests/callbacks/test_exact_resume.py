@@ -23,7 +23,7 @@ from torch_uncertainty_signorm.callbacks.exact_resume import (
     ExactResumeCheckpoint,
     _restore_rng_states,
 )
-from torch_uncertainty_signorm.optim import signorm_param_groups
+from torch_uncertainty_signorm.signorm.optim import signorm_param_groups
 from torch_uncertainty_signorm.routines import SigmaNormClassificationRoutine
 
 M, EPOCHS, BATCHES_PER_EPOCH = 2, 2, 5

@@ -16,7 +16,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from torch_uncertainty_signorm import signorm_ensemble
 from torch_uncertainty_signorm.baselines import FiLMBatchNorm
-from torch_uncertainty_signorm.layers import (
+from torch_uncertainty_signorm.signorm.layers import (
     SigmaBatchNorm1d,
     SigmaBatchNorm2d,
     SigmaGroupNorm,

@@ -8,12 +8,8 @@ import torch
 from torch import nn
 
 from torch_uncertainty_signorm.baselines import FiLMBatchNorm
-from torch_uncertainty_signorm.layers import (
-    MemberBatchNorm,
-    MemberNorm,
-    SigmaBatchNorm2d,
-    SigmaLayerNorm,
-)
+from torch_uncertainty_signorm.members.norm import MemberBatchNorm, MemberNorm
+from torch_uncertainty_signorm.signorm.layers import SigmaBatchNorm2d, SigmaLayerNorm
 
 M = 3
 

@@ -9,15 +9,19 @@ from timm.layers import norm as timm_norm
 from torch import nn
 
 from torch_uncertainty_signorm import signorm_ensemble
-from torch_uncertainty_signorm.conversion import find_norm_layers
-from torch_uncertainty_signorm.layers import (
-    MemberBatchNorm,
+from torch_uncertainty_signorm.signorm.conversion import find_norm_layers
+from torch_uncertainty_signorm.members.norm import MemberBatchNorm
+from torch_uncertainty_signorm.signorm.layers import (
     SigmaGroupNorm,
     SigmaLayerNorm,
     SigmaRMSNorm,
     SigmaSyncBatchNorm,
 )
-from torch_uncertainty_signorm.layers.registry import NORM_REGISTRY, fold_signorm, signorm_class_for
+from torch_uncertainty_signorm.signorm.registry import (
+    NORM_REGISTRY,
+    fold_signorm,
+    signorm_class_for,
+)
 
 M, C = 3, 4
 

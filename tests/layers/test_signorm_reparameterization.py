@@ -4,7 +4,7 @@ import pytest
 import torch
 from torch import nn
 
-from torch_uncertainty_signorm.layers.signorm import (
+from torch_uncertainty_signorm.signorm.layers import (
     MAX_CONVERTED_IMPORTANCE,
     MIN_CONVERTED_IMPORTANCE,
     SigmaLayerNorm,

@@ -17,8 +17,8 @@ from fixtures.digits import cpu_trainer, digits_signorm_routine
 from fixtures.marker_module import assert_not_imported, marker_module
 from torch_uncertainty_signorm import signorm_ensemble
 from torch_uncertainty_signorm.datamodules import DigitsDataModule
-from torch_uncertainty_signorm.optim import signorm_param_groups
-from torch_uncertainty_signorm.regularization_guard import (
+from torch_uncertainty_signorm.signorm.optim import signorm_param_groups
+from torch_uncertainty_signorm.signorm.regularization_guard import (
     MissingRegulariserError,
     require_diversity_loss,
 )

@@ -1,8 +1,10 @@
-"""Baselines TorchUncertainty lacks, built on σN-Ens's member wrapper (``member_wrapper``)."""
+"""Baselines TorchUncertainty lacks, one folder each, built on the members' wrapper
+(:mod:`torch_uncertainty_signorm.members`): FiLM-Ensemble (:mod:`.film`) and LoRA-Ensemble
+(:mod:`.lora`)."""
 
-from ..config import FiLMConfig, LoRAEnsembleConfig
-from .film_ensemble import FiLMBatchNorm, FiLMEnsemble, film_ensemble
-from .lora_ensemble import LoRAEnsemble, MemberLinear, MemberLoRALinear, lora_ensemble
+from ..members.linear import MemberLinear
+from .film import FiLMBatchNorm, FiLMConfig, FiLMEnsemble, film_ensemble
+from .lora import LoRAEnsemble, LoRAEnsembleConfig, MemberLoRALinear, lora_ensemble
 
 __all__ = [
     "FiLMBatchNorm",

@@ -40,7 +40,7 @@ from torch_uncertainty.utils.logging import log_figure
 
 from ..checks import check_fraction, check_integer
 from ..diversity import member_ownership, ownership_counts, ownership_fractions, pairwise_cosine
-from ..ensemble import SigmaNormEnsemble
+from ..signorm.ensemble import SigmaNormEnsemble
 
 __all__ = ["MemberOwnershipCallback", "importance_embedding_figure", "importance_histogram_figure"]
 

@@ -100,9 +100,10 @@ def _routine_init_args(parser: LightningArgumentParser, config: Namespace,
 
 def _check_patterns(tree: Any, where: str) -> None:
     """Refuse a layer-selection regex of a checkpoint that could take exponential time to match
-    (:func:`~torch_uncertainty_signorm.layer_selection.check_pattern`), before anything is
+    (:func:`~torch_uncertainty_signorm.members.selection.check_pattern`), before anything is
     parsed or built."""
-    from ..layer_selection import REGULARIZED_LAYER_PRESETS, check_pattern
+    from ..signorm.layer_selection import REGULARIZED_LAYER_PRESETS
+    from ..members.selection import check_pattern
 
     if isinstance(tree, dict):
         for key, value in tree.items():

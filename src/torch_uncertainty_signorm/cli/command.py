@@ -197,13 +197,13 @@ class TUSigmaNormCLI(TULightningCLI):
 
     def instantiate_trainer(self, **kwargs: Any) -> Any:
         """As Lightning's; ``trainer.sync_batchnorm: true`` also synchronises σBN statistics
-        (:class:`~torch_uncertainty_signorm.distributed.SigmaNormSyncBatchNorm`), test
+        (:class:`~torch_uncertainty_signorm.members.distributed.SigmaNormSyncBatchNorm`), test
         results print through
         :class:`~torch_uncertainty_signorm.evaluation.printing.SigmaNormEvaluationLoop`, and
         checkpoints are written whole or not at all
         (:class:`~torch_uncertainty_signorm.atomic_files.AtomicCheckpointIO`, unless the
         configuration names a ``CheckpointIO`` plugin)."""
-        from ..distributed import signorm_sync_batchnorm_plugins
+        from ..members.distributed import signorm_sync_batchnorm_plugins
         from ..evaluation.printing import use_results_tables
 
         config = {**self._config_value(self.config_init, "trainer", default={}), **kwargs}

@@ -11,7 +11,7 @@ from jsonargparse import Namespace
 from lightning.pytorch import LightningModule
 from lightning.pytorch.cli import LightningCLI, LRSchedulerCallable, OptimizerCallable
 
-from ..optim import is_adaptive
+from ..signorm.optim import is_adaptive
 
 __all__ = ["base_hyperparameters", "optim_recipe", "routine_optim_recipe"]
 

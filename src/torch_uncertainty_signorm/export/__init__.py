@@ -29,7 +29,7 @@ allocating anything (:mod:`~torch_uncertainty_signorm.export.files`): an untrust
 neither run code nor make the loader fetch, hang or exhaust memory.
 
 A *member model* (:func:`member_model`, i.e. :meth:`SigmaNormEnsemble.member_model
-<torch_uncertainty_signorm.member_wrapper.MemberWrapper.member_model>`) is member ``m``
+<torch_uncertainty_signorm.members.wrapper.MemberWrapper.member_model>`) is member ``m``
 alone, built from ordinary layers: every σNorm layer is folded back into the normalisation
 layer it came from (its ``to_plain``), with member ``m``'s statistics and its effective
 affine,
@@ -53,7 +53,7 @@ written as data, built), :mod:`~torch_uncertainty_signorm.export.writing`
 
 from __future__ import annotations
 
-from ..layers.registry import fold_signorm
+from ..signorm.registry import fold_signorm
 from .command import main
 from .files import CONFIG_NAME, FORMAT, WEIGHTS_NAME
 from .loading import load_ensemble, load_member

@@ -15,9 +15,9 @@ import torch
 from safetensors.torch import load_file, load_model
 from torch import nn
 
-from ..ensemble import SigmaNormEnsemble
-from ..member_wrapper import check_member_count
-from ..layers.member_heads import upgrade_legacy_heads
+from ..signorm.ensemble import SigmaNormEnsemble
+from ..members.wrapper import check_member_count
+from ..members.heads import upgrade_legacy_heads
 from .files import (
     CONFIG_NAME,
     FORMAT,
@@ -140,7 +140,7 @@ _LEGACY_HEAD_NORM = "heads.norm.scale_logits"
 
 def _upgraded_header(header: dict[str, tuple]) -> dict[str, tuple]:
     """The header of an export written before the heads' norm had its own affine, as today's
-    (:func:`~torch_uncertainty_signorm.layers.member_heads.upgrade_legacy_heads`)."""
+    (:func:`~torch_uncertainty_signorm.members.heads.upgrade_legacy_heads`)."""
     header = dict(header)
     legacy = header.pop(_LEGACY_HEAD_NORM, None)
     if legacy is not None:

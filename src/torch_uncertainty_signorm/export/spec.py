@@ -16,9 +16,9 @@ from typing import Any
 
 from .. import allowlist, model_registry
 from .._plain_data import is_data, with_plain_values
-from ..config import SigmaNormConfig
-from ..ensemble import SigmaNormEnsemble
-from ..layer_selection import REGULARIZED_LAYER_PRESETS
+from ..signorm.config import SigmaNormConfig
+from ..signorm.ensemble import SigmaNormEnsemble
+from ..signorm.layer_selection import REGULARIZED_LAYER_PRESETS
 
 __all__ = ["EXPORTABLE_CLASS_PATHS", "build_model", "check_ensemble_spec", "check_spec"]
 

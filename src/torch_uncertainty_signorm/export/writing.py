@@ -12,8 +12,8 @@ from safetensors.torch import save_model
 
 from .._files import follow_umask
 from ..atomic_files import replaced_folder
-from ..ensemble import SigmaNormEnsemble
-from ..member_wrapper import MemberModel
+from ..signorm.ensemble import SigmaNormEnsemble
+from ..members.wrapper import MemberModel
 from .files import CONFIG_NAME, FORMAT, MEMBER_FILE, WEIGHTS_NAME
 from .spec import _ENSEMBLES, _as_data, _portable, check_ensemble_spec
 

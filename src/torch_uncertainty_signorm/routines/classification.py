@@ -24,18 +24,18 @@ from ..callbacks.logits_tap import LogitsTap
 from ..checkpoints import check_lightning_checkpoint, is_url, read_checkpoint
 from ..checks import check_fraction, check_positive_number
 from ..diversity import geometric_ambiguity, jensen_gap, signorm_cosine
-from ..diversity_target import (
+from ..signorm.diversity_target import (
     ACCURACY_DROP,
     TARGET_TOLERANCE,
     DiversityTarget,
     optimizer_lookahead,
 )
-from ..ensemble import SigmaNormEnsemble
+from ..signorm.ensemble import SigmaNormEnsemble
 from ..evaluation.printing import use_results_tables
 from ..evaluation.results_csv import append_to_last_row
 from ..member_health import MemberHealth, diagnose, health_counts, health_message
 from ..numerics import check_finite_inputs, check_finite_losses
-from ..optim import signorm_param_groups
+from ..signorm.optim import signorm_param_groups
 from ..prediction import EnsemblePrediction, ensemble_prediction, member_probabilities
 
 __all__ = ["IDENTICAL_MEMBERS_COSINE", "SigmaNormClassificationRoutine"]
@@ -66,9 +66,9 @@ class SigmaNormClassificationRoutine(ClassificationRoutine):
       model), naming the value, τ, λ, the steps run and the remedies;
     - ``target_diversity``: τ adjusted every optimisation step so that the regularised
       layers' σNorm-cos settles at the target
-      (:class:`~torch_uncertainty_signorm.diversity_target.DiversityTarget`); its state is saved
+      (:class:`~torch_uncertainty_signorm.signorm.diversity_target.DiversityTarget`); its state is saved
       in checkpoints, and a run ending away from the target says so. When the ensemble's
-      validation accuracy is :data:`~torch_uncertainty_signorm.diversity_target.ACCURACY_DROP`
+      validation accuracy is :data:`~torch_uncertainty_signorm.signorm.diversity_target.ACCURACY_DROP`
       below its best at two validations in a row, the controller stops strengthening the push and warns what the target
       costs at this budget, instead of trading the accuracy away silently;
     - validation and test: ``{val,test}/div/signorm_cos`` (all layers),
@@ -89,7 +89,7 @@ class SigmaNormClassificationRoutine(ClassificationRoutine):
       parameter at ``member_lr_multiplier`` × its rate. The ``torch-uncertainty`` command
       builds the recipe's ``optimizer:`` from these groups; in Python, pass a σN-Ens
       ``optim_recipe`` (:mod:`torch_uncertainty_signorm.optim_recipes`, or
-      :func:`~torch_uncertainty_signorm.optim.signorm_optim_recipe`).
+      :func:`~torch_uncertainty_signorm.signorm.optim.signorm_optim_recipe`).
 
     ``SigmaNormClassificationRoutine.load_from_checkpoint(path)`` rebuilds the routine from the
     hyper-parameters it saves: the command's ``routine:`` block, or, built in Python, the
@@ -105,13 +105,13 @@ class SigmaNormClassificationRoutine(ClassificationRoutine):
         loss: The task loss, e.g. :class:`torch.nn.CrossEntropyLoss`, or its mapping.
         scale_lr_multiplier: Learning-rate multiplier of the σNorm scale logits; ``None``
             (default): 100 (the paper's) under SGD-type optimisers, 3 under adaptive ones
-            (Adam, AdamW, RMSprop, ...; :func:`~torch_uncertainty_signorm.optim.scale_rate`).
+            (Adam, AdamW, RMSprop, ...; :func:`~torch_uncertainty_signorm.signorm.optim.scale_rate`).
         member_lr_multiplier: Learning-rate multiplier of every per-member parameter (scale
             logits, member heads; the heads' weight decay is divided by it). The task loss
             averages over the M·B rows of the M members, so each member's own parameters get
             1/M of a single model's gradient; ``num_estimators`` gives them a single model's
             step. ``1`` (default) leaves them at the shared rate (the paper's recipes). See
-            :func:`~torch_uncertainty_signorm.optim.signorm_param_groups`.
+            :func:`~torch_uncertainty_signorm.signorm.optim.signorm_param_groups`.
         target_diversity: σNorm-cos of the regularised layers to reach and hold by adjusting
             τ during training (in (0, 1); lower is more diverse). ``None`` (default) trains at
             the model's fixed τ.
@@ -238,7 +238,7 @@ class SigmaNormClassificationRoutine(ClassificationRoutine):
     def optimizer_param_groups(self, lr: float, weight_decay: float | None = None,
                                adaptive: bool = False) -> list[dict]:
         """Every parameter at ``lr``; the σNorm scale logits at ``lr * scale_lr_multiplier``
-        (unset: :func:`~torch_uncertainty_signorm.optim.scale_rate`, lower for an ``adaptive``
+        (unset: :func:`~torch_uncertainty_signorm.signorm.optim.scale_rate`, lower for an ``adaptive``
         optimiser such as Adam) without weight decay;
         per-member parameters at ``member_lr_multiplier`` × their rate, the heads with
         ``weight_decay / member_lr_multiplier`` (the optimizer's weight decay and kind, which
@@ -288,7 +288,7 @@ class SigmaNormClassificationRoutine(ClassificationRoutine):
                         "parameters, so they train without their learning-rate multiplier. "
                         "Pass a σN-Ens optim_recipe: one of torch_uncertainty_signorm."
                         "optim_recipes (e.g. optim_cifar10_resnet18), or your own wrapped in "
-                        "torch_uncertainty_signorm.optim.signorm_optim_recipe (the "
+                        "torch_uncertainty_signorm.signorm.optim.signorm_optim_recipe (the "
                         "torch-uncertainty command does this for the YAML `optimizer:`)."
                     )
                     return

@@ -1,32 +1,15 @@
 """Selecting layers by name, one grammar for every wrapper (as peft's ``target_modules``): a
-preset, a regex matching whole names, or a list of names or name suffixes. The σNorm
-regulariser's layers (:func:`select_layers`) and LoRA-Ensemble's adapted projections use it."""
+preset, a regex matching whole names, or a list of names or name suffixes. σN-Ens's regularised
+layers (:func:`~torch_uncertainty_signorm.signorm.layer_selection.select_layers`) and
+LoRA-Ensemble's adapted projections use it."""
 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
-__all__ = [
-    "REGULARIZED_LAYER_PRESETS", "check_pattern", "check_selection", "match_names",
-    "select_layers",
-]
-
-#: Presets of the paper (Appendix "Implementation details"), as regexes on layer names.
-REGULARIZED_LAYER_PRESETS: dict[str, str | None] = {
-    # every σNorm layer of the backbone
-    "all": None,
-    # ResNet-18: the second normalisation layer of each residual block
-    "resnet18": r"(.*\.)?layer\d+\.\d+\.bn2",
-    # ResNet-50: the first and the last normalisation layer of each bottleneck block
-    "resnet50": r"(.*\.)?layer\d+\.\d+\.bn[13]",
-    # WideResNet-28-10: the first normalisation layer of each residual block
-    "wideresnet28x10": r"(.*\.)?layer\d+\.\d+\.bn1",
-    # Transformers: the FFN-block norms (timm ViT pre-MLP norm2, BERT post-FFN LayerNorm)
-    "transformer": r"(.*\.)?(blocks\.\d+\.norm2|layer\.\d+\.output\.LayerNorm)",
-}
-
+__all__ = ["check_pattern", "check_selection", "match_names"]
 
 #: Bounds on a pattern read from a file: its length, and how many repeats (``*``, ``+``,
 #: ``{2,}``) it holds. With no repeat inside a repeat, matching a layer name then takes at most
@@ -168,12 +151,12 @@ def match_names(
     return [n for n in names if any(n == e or n.endswith("." + e) for e in spec)]
 
 
-def check_selection(argument: str, spec: Any) -> None:
+def check_selection(argument: str, spec: Any, presets: Collection[str] = ()) -> None:
     """Refuse a ``spec`` that is neither a string (preset or regex) nor a non-empty list of
     strings (names or name suffixes); a regex must match in bounded time
     (:func:`check_pattern`)."""
     if isinstance(spec, str):
-        if spec not in REGULARIZED_LAYER_PRESETS:
+        if spec not in presets:
             check_pattern(argument, spec)
         return
     if not isinstance(spec, Sequence) or not spec or not all(isinstance(s, str) for s in spec):
@@ -181,23 +164,3 @@ def check_selection(argument: str, spec: Any) -> None:
             f"{argument} must be a preset name, a regex or a non-empty list of layer "
             f"names, got {spec!r}."
         )
-
-
-def select_layers(names: Sequence[str], spec: str | Sequence[str]) -> list[str]:
-    """The σNorm layers the regulariser acts on, by :func:`match_names` with the paper's presets.
-
-    Args:
-        names: The σNorm layer names to choose from (qualified names in the backbone).
-        spec: A preset of :data:`REGULARIZED_LAYER_PRESETS`, a regex matching whole names, or
-            a list of names or name suffixes.
-
-    Returns:
-        The selected names, in the order of ``names``.
-
-    Raises:
-        ValueError: If the spec is invalid, or a preset, regex or list entry matches nothing.
-    """
-    return match_names(
-        names, spec, argument="regularized_layers", kind="σNorm layer",
-        presets=REGULARIZED_LAYER_PRESETS,
-    )

@@ -7,16 +7,16 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 import torch
 from torch import Tensor, nn
 
-from .checks import check_positive_number
-from .layers.registry import check_norm_type, signorm_class_for
-from .layers.signorm import SigmaNorm
+from ..checks import check_positive_number
+from ..members.replace import replace_modules
+from .registry import check_norm_type, signorm_class_for
+from .layers import SigmaNorm
 
 __all__ = [
     "SUPPORTED_NORMS",
     "convert_norm_layers",
     "find_norm_layers",
     "norms_at_initial_state",
-    "replace_modules",
     "signorm_class_for",
 ]
 
@@ -131,28 +131,3 @@ def convert_norm_layers(
     for layer in {id(converted[n]): converted[n] for n in targets}.values():  # shared: once
         layer.spread_members(member_spread)
     return converted
-
-
-def replace_modules(
-    model: nn.Module, names: list[str], build: Callable[[nn.Module], nn.Module]
-) -> dict[str, nn.Module]:
-    """Replace, in place, each named submodule of ``model`` by ``build(submodule)``.
-
-    The targets are collected first and each is replaced through its parent
-    (:meth:`torch.nn.Module.set_submodule`), so nested modules, ``nn.Sequential``/
-    ``nn.ModuleList`` children and a module registered under several names are all handled
-    (a shared module is built once and stays shared). The wrappers' conversions and their
-    member models all swap modules here.
-
-    Returns:
-        The new modules by their qualified name in ``model``.
-    """
-    targets = [(name, model.get_submodule(name)) for name in names]
-    built: dict[int, nn.Module] = {}
-    replaced: dict[str, nn.Module] = {}
-    for name, module in targets:
-        if id(module) not in built:
-            built[id(module)] = build(module)
-        model.set_submodule(name, built[id(module)])
-        replaced[name] = built[id(module)]
-    return replaced

@@ -11,9 +11,10 @@ from torch import Tensor, nn
 
 from ..checks import check_integer
 from .head_norm import HeadBatchNorm, HeadLayerNorm
-from .member_statistics import check_batch_statistics
+from .linear import member_linear, plain_linear
+from .statistics import check_batch_statistics
 
-__all__ = ["MemberHeads", "member_linear", "plain_linear", "upgrade_legacy_heads"]
+__all__ = ["MemberHeads", "upgrade_legacy_heads"]
 
 
 class MemberHeads(nn.Module):
@@ -21,7 +22,7 @@ class MemberHeads(nn.Module):
 
     Each member's head normalises its features with an ordinary BatchNorm or LayerNorm of its
     own (own statistics, own affine at the base learning rate:
-    :mod:`~torch_uncertainty_signorm.layers.head_norm`) and applies its own freshly initialised
+    :mod:`~torch_uncertainty_signorm.members.head_norm`) and applies its own freshly initialised
     linear layer; a shared head would be a symmetric fixed point where the diversity regulariser
     has no gradient.
 
@@ -87,7 +88,7 @@ class MemberHeads(nn.Module):
 
     def to_plain(self, member: int) -> nn.Sequential:
         """Member ``member``'s head as plain layers: its norm folded back
-        (:meth:`~torch_uncertainty_signorm.layers.member_norm.MemberNorm.to_plain`), then its
+        (:meth:`~torch_uncertainty_signorm.members.norm.MemberNorm.to_plain`), then its
         linear layer."""
         linear = plain_linear(self.weight, self.bias, member)
         return nn.Sequential(self.norm.to_plain(member), linear)
@@ -104,37 +105,3 @@ def upgrade_legacy_heads(state: dict, prefix: str = "heads.") -> dict:
     state[f"{prefix}norm.bias"] = torch.zeros_like(logits)
     state[f"{prefix}norm.scale_initialised"] = torch.tensor(True)
     return state
-
-
-def plain_linear(weight: Tensor, bias: Tensor, member: int) -> nn.Linear:
-    """Member ``member``'s :class:`torch.nn.Linear` of the members' weights ``(M, C, D)`` and
-    biases ``(M, C)`` (same device and dtype)."""
-    check_integer("member", member, low=0, high=weight.shape[0] - 1)
-    out_features, in_features = weight.shape[1:]
-    linear = nn.Linear(in_features, out_features, device=weight.device, dtype=weight.dtype)
-    with torch.no_grad():
-        linear.weight.copy_(weight[member])
-        linear.bias.copy_(bias[member])
-    return linear
-
-
-def member_linear(features: Tensor, weight: Tensor, bias: Tensor) -> Tensor:
-    """Member m's linear layer on member m's rows: batch-major ``(B·M, D)`` features in,
-    member-major ``(M·B, C)`` logits out.
-
-    Args:
-        features: Batch-major features ``(B·M, D)``.
-        weight: Members' weights ``(M, C, D)``.
-        bias: Members' biases ``(M, C)``.
-    """
-    num_estimators = weight.shape[0]
-    if features.shape[0] % num_estimators != 0:
-        raise ValueError(
-            f"Member heads expect a batch of B·M rows with M = num_estimators = "
-            f"{num_estimators}, got {features.shape[0]} rows."
-        )
-    hidden = features.unflatten(0, (-1, num_estimators)).transpose(0, 1)  # (M, B, D) view
-    logits = torch.baddbmm(
-        bias.to(hidden.dtype).unsqueeze(1), hidden, weight.to(hidden.dtype).transpose(1, 2)
-    )
-    return logits.flatten(0, 1)

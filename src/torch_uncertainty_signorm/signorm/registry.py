@@ -1,8 +1,8 @@
 """The one registry of normalisation types: which σNorm layer replaces which plain layer.
 
-Conversion (:mod:`~torch_uncertainty_signorm.conversion`) reads :data:`NORM_REGISTRY`; the
+Conversion (:mod:`~torch_uncertainty_signorm.signorm.conversion`) reads :data:`NORM_REGISTRY`; the
 way back is each σNorm layer's own ``to_plain(member)``
-(:class:`~torch_uncertainty_signorm.layers.member_norm.MemberNorm`), whose plain class the
+(:class:`~torch_uncertainty_signorm.members.norm.MemberNorm`), whose plain class the
 registry maps back to the same σNorm class. Types match *exactly*: a
 subclass may change what the layer computes (timm's ``BatchNormAct2d``, ``GroupNormAct`` and
 ``LayerNormAct`` apply an activation after the norm, which a σNorm layer would silently drop;
@@ -17,8 +17,8 @@ from timm.layers import norm as timm_norm
 from torch import nn
 
 from .. import _compat
-from . import signorm
-from .signorm import SigmaNorm
+from . import layers as signorm
+from .layers import SigmaNorm
 
 __all__ = ["NORM_REGISTRY", "check_norm_type", "fold_signorm", "signorm_class_for"]
 

@@ -7,7 +7,7 @@ which calls :meth:`torch.nn.SyncBatchNorm.convert_sync_batchnorm`. That function
 subclasses (they hold M sets of statistics), so it leaves them as they are and each process
 would normalise with its own share of the batch. :class:`SigmaNormSyncBatchNorm` converts plain
 BatchNorm exactly as Lightning does and switches every per-member BatchNorm
-(:class:`~torch_uncertainty_signorm.layers.MemberBatchNorm`, the base of both) to synchronised
+(:class:`~torch_uncertainty_signorm.members.norm.MemberBatchNorm`, the base of both) to synchronised
 statistics: the layer's batch-major ``(B, M·C, ...)`` view goes through torch's own
 synchronised batch-norm (``layers.member_statistics``), so each member's mean and variance
 are taken over the global batch, gradients included. The ``torch-uncertainty`` command
@@ -26,8 +26,8 @@ from typing import Any
 from lightning.pytorch.plugins.layer_sync import LayerSync, TorchSyncBatchNorm
 from torch import nn
 
-from .layers.member_norm import MemberBatchNorm
-from .layers.member_statistics import gather_member_moments
+from .norm import MemberBatchNorm
+from .statistics import gather_member_moments
 
 __all__ = [
     "SigmaNormSyncBatchNorm",

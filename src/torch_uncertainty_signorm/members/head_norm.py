@@ -26,7 +26,7 @@ import torch.distributed as dist
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from .member_norm import MemberBatchNorm, MemberNorm
+from .norm import MemberBatchNorm, MemberNorm
 
 __all__ = ["HEAD_SCALE_INITS", "HeadBatchNorm", "HeadLayerNorm", "HeadNorm"]
 

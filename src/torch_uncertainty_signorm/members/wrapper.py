@@ -24,9 +24,9 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from . import _compat
-from .checks import check_integer
-from .conversion import replace_modules
+from .. import _compat
+from ..checks import check_integer
+from .replace import replace_modules
 
 __all__ = [
     "MemberModel",

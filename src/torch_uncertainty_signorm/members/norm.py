@@ -9,7 +9,7 @@ affine (:meth:`MemberNorm.affine`) and its empty plain counterpart.
 :class:`MemberBatchNorm` adds what every per-member BatchNorm shares: ``(M, C)`` running
 statistics, copied in from a plain BatchNorm and out into member :math:`m`'s, and the
 forward pass, one call of torch's fused kernel for any M
-(:func:`~torch_uncertainty_signorm.layers.member_statistics.member_batch_norm`). A subclass
+(:func:`~torch_uncertainty_signorm.members.statistics.member_batch_norm`). A subclass
 decides only the members' affine: σBN's sigmoid-bounded scale without shift, FiLM's free
 scale and shift.
 """
@@ -20,7 +20,7 @@ import torch
 from torch import Tensor, nn
 
 from ..checks import check_integer
-from .member_statistics import member_batch_norm
+from .statistics import member_batch_norm
 
 __all__ = ["MemberBatchNorm", "MemberNorm"]
 
@@ -130,7 +130,7 @@ class MemberBatchNorm(MemberNorm):
         ``running_mean``/``running_var`` ``(M, C)`` (on ``device``, in ``dtype``) and
         ``num_batches_tracked`` (``None`` buffers when ``track_running_stats`` is off, as
         torch's BatchNorm does). Synchronisation across processes starts off (set by
-        :func:`~torch_uncertainty_signorm.distributed.convert_sync_signorm`)."""
+        :func:`~torch_uncertainty_signorm.members.distributed.convert_sync_signorm`)."""
         self.eps = eps
         self.momentum = momentum
         self.track_running_stats = track_running_stats

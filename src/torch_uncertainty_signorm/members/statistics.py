@@ -1,6 +1,6 @@
 r"""Per-member BatchNorm statistics in one native kernel, on batch-major ``(B·M, C, ...)`` rows.
 
-The kernel of :class:`~torch_uncertainty_signorm.layers.member_norm.MemberBatchNorm`, the
+The kernel of :class:`~torch_uncertainty_signorm.members.norm.MemberBatchNorm`, the
 base of σBN and FiLM-Ensemble's BatchNorm. Inside the backbone, row ``b·M + m`` holds
 sample ``b`` of member ``m`` (batch-major), so the contiguous activations ``(B·M, C, ...)``
 are also a contiguous ``(B, M·C, ...)`` tensor whose channel ``m·C + c`` is channel ``c`` of
@@ -9,7 +9,7 @@ flattened to ``(M·C,)``, computes every member's statistics, normalisation, aff
 running-statistics update in one call of torch's fused kernel (and one in backward), for
 any M: no loop over members, no concatenation.
 
-Under DDP (:func:`~torch_uncertainty_signorm.distributed.convert_sync_signorm`) the same
+Under DDP (:func:`~torch_uncertainty_signorm.members.distributed.convert_sync_signorm`) the same
 view goes through torch's synchronised batch-norm (on CUDA), so every member's statistics
 are taken over the global batch.
 """
@@ -77,7 +77,7 @@ def member_batch_norm(
     """BatchNorm of every member with its own statistics and affine, in one native call.
 
     Args:
-        layer: The :class:`~torch_uncertainty_signorm.layers.member_norm.MemberBatchNorm`
+        layer: The :class:`~torch_uncertainty_signorm.members.norm.MemberBatchNorm`
             (its ``num_estimators``, ``eps``, ``momentum``, ``track_running_stats``,
             ``training``, ``sync_statistics``, ``process_group`` and running statistics).
         x: Batch-major input ``(B·M, C, ...)``.

@@ -11,7 +11,7 @@ importances. Trained from scratch, :math:`k = 1, s = 1, \beta = 0` and those buf
 absent; a converted pretrained layer (:meth:`SigmaNorm.from_module` with
 ``pretrained=True``) holds frozen :math:`k, s, \beta` that reproduce its output
 (see :func:`output_preserving_reparameterization`). The way back is each layer's
-``to_plain(m)`` (:class:`~torch_uncertainty_signorm.layers.member_norm.MemberNorm`): the plain
+``to_plain(m)`` (:class:`~torch_uncertainty_signorm.members.norm.MemberNorm`): the plain
 layer computing member :math:`m`.
 
 Inside the backbone the rows are batch-major: row ``b·M + m`` is sample ``b`` of member
@@ -34,8 +34,8 @@ from timm.layers import norm as timm_norm
 from torch import Tensor, nn
 
 from ..checks import check_positive_number
-from .member_norm import MemberBatchNorm, MemberNorm
-from .member_statistics import rows_result
+from ..members.norm import MemberBatchNorm, MemberNorm
+from ..members.statistics import rows_result
 
 __all__ = [
     "SigmaBatchNorm",
@@ -349,7 +349,7 @@ class SigmaSyncBatchNorm(SigmaBatchNorm):
     """σBN over :class:`torch.nn.SyncBatchNorm` inputs of any rank ``(B·M, C, ...)``.
 
     Its members fold back into ``SyncBatchNorm`` on export; the layer synchronises across
-    processes like every σBN (:func:`~torch_uncertainty_signorm.distributed.convert_sync_signorm`).
+    processes like every σBN (:func:`~torch_uncertainty_signorm.members.distributed.convert_sync_signorm`).
     """
 
     plain_type = nn.SyncBatchNorm

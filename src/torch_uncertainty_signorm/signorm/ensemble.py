@@ -9,18 +9,14 @@ from typing import Any, Literal
 import torch
 from torch import Tensor, nn
 
-from .checkpoints import read_backbone_checkpoint
-from .config import SigmaNormConfig, settings_of
+from ..checkpoints import read_backbone_checkpoint
+from .config import SigmaNormConfig
+from ..members.config import settings_of
 from .conversion import convert_norm_layers, find_norm_layers, norms_at_initial_state
 from .layer_selection import select_layers
-from .layers.member_heads import MemberHeads
-from .layers.signorm import SigmaBatchNorm, SigmaLayerNorm, SigmaNorm
-from .member_wrapper import (
-    MemberWrapper,
-    find_classifier,
-    member_major,
-    remove_classifier,
-)
+from ..members.heads import MemberHeads
+from .layers import SigmaBatchNorm, SigmaLayerNorm, SigmaNorm
+from ..members.wrapper import MemberWrapper, find_classifier, member_major, remove_classifier
 from .regularization import ImportanceSharingPenalty
 from .regularization_guard import require_diversity_loss
 
@@ -118,7 +114,7 @@ class SigmaNormEnsemble(MemberWrapper):
             ``"transformer"``), a regex matching whole layer names, or a list of names or
             name suffixes.
         tau: Softmax temperature :math:`\tau` of the regulariser, the diversity control, in
-            :data:`~torch_uncertainty_signorm.regularization.TAU_RANGE`.
+            :data:`~torch_uncertainty_signorm.signorm.regularization.TAU_RANGE`.
         diversity_strength: Regularisation strength :math:`\lambda`.
         scale_init_std: Standard deviation of the from-scratch scale logits.
         member_spread: Standard deviation of zero-sum per-member offsets added to the scale
@@ -133,7 +129,7 @@ class SigmaNormEnsemble(MemberWrapper):
             ``"features"`` (the scale of its input, measured on the first training batch, so
             that the fresh head reads features of the backbone's own scale and the shared
             backbone receives a single model's gradient;
-            :mod:`~torch_uncertainty_signorm.layers.head_norm`), or ``"auto"``: ``"features"``
+            :mod:`~torch_uncertainty_signorm.members.head_norm`), or ``"auto"``: ``"features"``
             with ``pretrained=True``, else ``"unit"``.
         expand_at: Where members split off: ``"input"``, a module name (work before it runs
             once per input), or ``"auto"`` (ResNet stem norm, ViT blocks, else input).

@@ -40,7 +40,7 @@ from typing import Any
 from torch import Tensor
 from torch.optim import Optimizer
 
-from .checks import check_fraction, check_positive_number
+from ..checks import check_fraction, check_positive_number
 from .regularization import TAU_RANGE, check_tau
 
 __all__ = ["ACCURACY_DROP", "CONTROLLED_TAU_RANGE", "TARGET_TOLERANCE", "DiversityTarget",

@@ -1,0 +1,45 @@
+"""The settings of a FiLM-Ensemble as one object (:class:`FiLMConfig`)."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Literal
+
+from ...checks import check_integer, check_positive_number
+from ...members.config import MethodConfig, check_choice, check_name
+
+__all__ = ["FiLMConfig", "InitCenter", "check_init_center"]
+
+#: Centre of FiLM-Ensemble's member initialisation.
+InitCenter = Literal["affine", "zero"]
+
+
+def check_init_center(init_center: Any) -> None:
+    """Refuse an ``init_center`` other than ``"affine"`` or ``"zero"``."""
+    check_choice("init_center", init_center, ("affine", "zero"))
+
+
+@dataclasses.dataclass(frozen=True)
+class FiLMConfig(MethodConfig):
+    """The settings of a FiLM-Ensemble
+    (:class:`~torch_uncertainty_signorm.baselines.FiLMEnsemble`, whose arguments document each).
+
+    Raises:
+        ValueError: Naming the field and its valid values.
+    """
+
+    num_classes: int | None = None
+    gain: float = 1.0
+    init_center: InitCenter = "affine"
+    head: str | None = None
+    expand_at: str = "auto"
+
+    def __post_init__(self) -> None:
+        if self.num_classes is not None:
+            check_integer("num_classes", self.num_classes)
+        gain = check_positive_number("gain", self.gain, allow_zero=True)
+        check_init_center(self.init_center)
+        check_name("head", self.head, "the name of the classifier or None", optional=True)
+        check_name("expand_at", self.expand_at, "'auto', 'input' or a module name")
+        object.__setattr__(self, "gain", gain)
+

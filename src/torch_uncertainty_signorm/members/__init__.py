@@ -1,0 +1,28 @@
+"""What every member wrapper is built on, knowing no method: the wrapper base that runs all
+members in one backbone pass (:mod:`.wrapper`), per-member normalisation (:mod:`.norm`,
+:mod:`.statistics`, :mod:`.distributed`), the members' heads (:mod:`.heads`, :mod:`.head_norm`,
+:mod:`.linear`), the module swap (:mod:`.replace`), layer selection by name (:mod:`.selection`)
+and the settings object's base (:mod:`.config`).
+
+σN-Ens (:mod:`torch_uncertainty_signorm.signorm`), FiLM-Ensemble and LoRA-Ensemble
+(:mod:`torch_uncertainty_signorm.baselines`) each build on it, as peft's methods on
+``tuners_utils``.
+"""
+
+from .config import MethodConfig
+from .heads import MemberHeads
+from .linear import MemberLinear
+from .norm import MemberBatchNorm, MemberNorm
+from .replace import replace_modules
+from .wrapper import MemberModel, MemberWrapper
+
+__all__ = [
+    "MemberBatchNorm",
+    "MemberHeads",
+    "MemberLinear",
+    "MemberModel",
+    "MemberNorm",
+    "MemberWrapper",
+    "MethodConfig",
+    "replace_modules",
+]
