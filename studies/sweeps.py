@@ -128,7 +128,7 @@ def run_digits_point(point: SweepPoint, log_dir: str | Path,
     from safetensors.torch import save_file
     from torch_uncertainty.utils import TUTrainer
 
-    from torch_uncertainty_signorm._files import follow_umask
+    from torch_uncertainty_signorm.safety.files import follow_umask
     from torch_uncertainty_signorm.datamodules import DigitsDataModule
 
     log_dir = Path(log_dir)

@@ -6,7 +6,11 @@ import pytest
 from fixtures.marker_module import assert_not_imported, marker_module
 
 from torch_uncertainty_signorm import SigmaNormEnsemble
-from torch_uncertainty_signorm.allowlist import MODEL_CLASS_PATHS, check_spec, instantiate_spec
+from torch_uncertainty_signorm.safety.allowlist import (
+    MODEL_CLASS_PATHS,
+    check_class_paths,
+    instantiate_spec,
+)
 from torch_uncertainty_signorm.recipe_bases import composed_recipe
 
 EXPERIMENTS = Path(__file__).parents[1] / "experiments"
@@ -18,7 +22,7 @@ SIGNORM_RECIPES = [p for p in sorted(EXPERIMENTS.glob("*.yaml"))
 def test_signorm_recipes_name_only_allowed_classes(recipe):
     """Their checkpoints' routine blocks can be rebuilt by load_from_checkpoint."""
     routine = composed_recipe(recipe)["routine"]["init_args"]
-    check_spec(routine, where="routine")
+    check_class_paths(routine, where="routine")
     assert routine["model"]["class_path"] in MODEL_CLASS_PATHS
 
 
@@ -31,10 +35,10 @@ def test_names_outside_the_list_are_refused_before_import(tmp_path, monkeypatch)
                                          rf"'{name}.Evil' is not an allowed class path.*allowed: "):
         instantiate_spec(spec, SigmaNormEnsemble)
     with pytest.raises(ValueError, match=rf"losses\[1\].class_path='{name}.Evil'"):
-        check_spec([{"class_path": "torch.nn.CrossEntropyLoss"}, {"class_path": f"{name}.Evil"}],
+        check_class_paths([{"class_path": "torch.nn.CrossEntropyLoss"}, {"class_path": f"{name}.Evil"}],
                    where="losses")
     assert_not_imported(name, marker)
-    check_spec({"regularized_layers": ["layer1.0.bn2", "encoder.layer"], "expand_at": "blocks"})
+    check_class_paths({"regularized_layers": ["layer1.0.bn2", "encoder.layer"], "expand_at": "blocks"})
 
 
 def test_allowed_spec_builds_the_ensemble():

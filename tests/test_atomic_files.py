@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from torch_uncertainty_signorm.atomic_files import AtomicCheckpointIO, replaced_atomically
+from torch_uncertainty_signorm.safety.atomic_files import AtomicCheckpointIO, replaced_atomically
 
 
 def test_an_error_mid_write_leaves_the_old_file_and_no_partial_one(tmp_path):

@@ -529,7 +529,7 @@ def test_a_results_file_name_leading_out_of_the_run_is_refused(name, command_ref
 
 @pytest.mark.parametrize("name", ["/tmp/elsewhere.csv", "..", "", "a/b.csv", "x\0.csv"])
 def test_only_plain_file_names_are_output_names(name):
-    from torch_uncertainty_signorm._files import check_file_name
+    from torch_uncertainty_signorm.safety.files import check_file_name
 
     with pytest.raises(ValueError, match=r"csv_filename=.* is not a plain file name: a run writes "
                                          r"its files inside its own folder only"):
@@ -540,7 +540,7 @@ def test_only_plain_file_names_are_output_names(name):
 @pytest.mark.timeout(30)
 def test_a_checkpoint_swapped_for_a_pipe_after_the_checks_is_refused_at_open(tmp_path):
     """What Lightning's load meets when --ckpt_path became a FIFO after the command's checks."""
-    from torch_uncertainty_signorm.atomic_files import AtomicCheckpointIO
+    from torch_uncertainty_signorm.safety.atomic_files import AtomicCheckpointIO
 
     os.mkfifo(tmp_path / "best.ckpt")
     with pytest.raises(ValueError, match=r"ckpt_path='.*best.ckpt' is a named pipe \(FIFO\); "
@@ -610,7 +610,7 @@ def test_config_yaml_is_written_whole_or_not_at_all(tmp_path):
 
 
 def test_partial_files_left_by_sigkill_are_removed_and_named(tmp_path):
-    from torch_uncertainty_signorm.atomic_files import AtomicCheckpointIO
+    from torch_uncertainty_signorm.safety.atomic_files import AtomicCheckpointIO
 
     stale = tmp_path / ".epoch=0-step=10.ckpt.0123abcd.partial"
     stale.write_bytes(b"x" * 2_000_000)
@@ -642,7 +642,7 @@ def test_patterns_read_from_files_match_in_bounded_time(name, expected):
 
 
 def test_a_device_as_checkpoint_is_named_as_such(tmp_path):
-    from torch_uncertainty_signorm.checkpoints import read_backbone_checkpoint
+    from torch_uncertainty_signorm.safety.checkpoints import read_backbone_checkpoint
 
     with pytest.raises(ValueError, match=r"checkpoint='/dev/zero' is not a regular file "
                                          r"\(a device or a pipe\)"):
@@ -650,7 +650,7 @@ def test_a_device_as_checkpoint_is_named_as_such(tmp_path):
 
 
 def test_yaml_aliases_are_bounded_before_anything_walks_them():
-    from torch_uncertainty_signorm._files import load_yaml
+    from torch_uncertainty_signorm.safety.files import load_yaml
 
     start = time.perf_counter()
     with pytest.raises(ValueError, match=r"recipe expands to more than 100000 YAML nodes"):
@@ -664,7 +664,7 @@ def test_yaml_aliases_are_bounded_before_anything_walks_them():
 
 @pytest.mark.parametrize("url", [" http://example.org/x.ckpt", "\nhttps://example.org/x.ckpt"])
 def test_a_url_with_leading_blanks_is_a_url(url):
-    from torch_uncertainty_signorm.checkpoints import local_file
+    from torch_uncertainty_signorm.safety.checkpoints import local_file
 
     with pytest.raises(ValueError, match=r"is a URL: checkpoints are read from local files only"):
         local_file(url, "ckpt_path")
@@ -673,7 +673,7 @@ def test_a_url_with_leading_blanks_is_a_url(url):
 def test_the_recipes_and_a_saved_config_pass_the_export_recipe_check(tmp_path):
     """Every σN-Ens recipe of experiments/ (each file of its chain) passes, and a run's saved
     config.yaml naming its checkpoint (a large binary file) too."""
-    from torch_uncertainty_signorm.allowlist import check_recipe
+    from torch_uncertainty_signorm.safety.allowlist import check_recipe
     from torch_uncertainty_signorm.recipe_bases import recipe_chain
 
     recipes = sorted((ROOT / "experiments").glob("*signorm*.yaml"))
@@ -692,7 +692,7 @@ def test_one_rule_for_a_setting_given_twice(tmp_path):
     from fixtures.backbones import tiny_resnet
 
     from torch_uncertainty_signorm import SigmaNormEnsemble
-    from torch_uncertainty_signorm.export.spec import _signorm_from_spec
+    from torch_uncertainty_signorm.export.spec import signorm_from_spec
     from torch_uncertainty_signorm.reproduction.runs import read_settings
 
     model = SigmaNormEnsemble(tiny_resnet(), 2, {"tau": 0.5}, diversity_strength=0.05)
@@ -708,7 +708,7 @@ def test_one_rule_for_a_setting_given_twice(tmp_path):
                            "num_estimators": 2, "tau": 0.1,
                            "config": {"class_path": "torch_uncertainty_signorm.SigmaNormConfig",
                                       "init_args": {"tau": 0.5}}}}
-    assert _signorm_from_spec(block).config.tau == 0.5
+    assert signorm_from_spec(block).config.tau == 0.5
     (tmp_path / "config.yaml").write_text(yaml.safe_dump(
         {"routine": {"class_path": ROUTINE, "init_args": {"model": block}}}))
     assert read_settings(tmp_path)["tau"] == 0.5
@@ -729,7 +729,7 @@ def test_a_tampered_tau_controller_state_is_refused(key, value):
 
 def test_a_config_block_naming_another_class_is_no_settings(export_dir, tmp_path):
     from torch_uncertainty_signorm.export import load_ensemble
-    from torch_uncertainty_signorm.export.spec import _signorm_from_spec
+    from torch_uncertainty_signorm.export.spec import signorm_from_spec
 
     def other_class(config, folder):
         config["model"]["init_args"]["config"] = {
@@ -743,4 +743,4 @@ def test_a_config_block_naming_another_class_is_no_settings(export_dir, tmp_path
         load_ensemble(folder)
     spec = json.loads((folder / "config.json").read_text())["model"]
     with pytest.raises(ValueError, match=message):  # as the export command builds it
-        _signorm_from_spec(spec)
+        signorm_from_spec(spec)

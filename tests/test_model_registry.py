@@ -6,10 +6,10 @@ from pathlib import Path
 import pytest
 from fixtures.imports import modules_imported_by
 
-from torch_uncertainty_signorm import allowlist, model_registry
-from torch_uncertainty_signorm._plain_data import is_data, with_plain_values
-from torch_uncertainty_signorm.allowlist import import_object
-from torch_uncertainty_signorm.export import EXPORTABLE_CLASS_PATHS, check_ensemble_spec, check_spec
+from torch_uncertainty_signorm.safety import allowlist, model_registry
+from torch_uncertainty_signorm.safety.plain_data import is_data, with_plain_values
+from torch_uncertainty_signorm.safety.allowlist import import_object
+from torch_uncertainty_signorm.export import EXPORTABLE_CLASS_PATHS, check_ensemble_spec
 
 
 def test_every_registered_path_names_an_importable_model():
@@ -38,15 +38,6 @@ def test_the_registry_records_what_fetches_weights():
     assert model_registry.model_entry("os.system") is None
     with pytest.raises(TypeError):
         bert.weight_sources["pretrained"] = True  # read-only
-
-
-def test_former_names_stay():
-    assert check_spec is check_ensemble_spec
-    assert allowlist.check_spec is allowlist.check_class_paths
-    import torch_uncertainty_signorm.export_files as former
-    from torch_uncertainty_signorm.export import files
-
-    assert former is files
 
 
 def test_one_rule_for_data():

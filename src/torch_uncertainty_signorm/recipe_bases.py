@@ -56,8 +56,8 @@ class RecipeBaseError(ValueError):
 
 def _read(path: Path) -> Any:
     """The YAML of ``path``: a regular file, aliases' expansion bounded
-    (:func:`~torch_uncertainty_signorm._files.read_yaml`)."""
-    from ._files import read_yaml
+    (:func:`~torch_uncertainty_signorm.safety.files.read_yaml`)."""
+    from .safety.files import read_yaml
 
     try:
         return read_yaml(path, "config")

@@ -20,8 +20,10 @@ from typing import Any
 from jsonargparse.typing import register_type
 from torch_uncertainty.models.classification.resnet.utils import ResNetStyle
 
+from .safety.allowlist import current_class_paths
+
 __all__ = [
-    "CLASS_PATH_ALIASES", "DATAMODULE_PACKAGES", "DEFAULT_ROUTINE", "check_datamodule_named",
+    "DATAMODULE_PACKAGES", "DEFAULT_ROUTINE", "check_datamodule_named",
     "normalise_recipe", "register_shorthands", "resolve_datamodule", "to_tu_format",
 ]
 
@@ -29,10 +31,6 @@ __all__ = [
 DEFAULT_ROUTINE = "torch_uncertainty.routines.ClassificationRoutine"
 #: Where a datamodule named without its module is looked up, in this order.
 DATAMODULE_PACKAGES = ("torch_uncertainty.datamodules", "torch_uncertainty_signorm.datamodules")
-#: Class paths TorchUncertainty renamed after its CIFAR recipes were written.
-CLASS_PATH_ALIASES = {
-    "torch_uncertainty.models.deep_ensembles": "torch_uncertainty.methods.deep_ensembles",
-}
 #: Models whose ``repeat_strategy`` default became ``"paper"`` (each member sees its own slice of
 #: the batch) after the recipes were written for ``"legacy"`` (every member sees the whole batch,
 #: as their ``RepeatTarget`` expects).
@@ -89,23 +87,12 @@ def resolve_datamodule(name: str) -> str:
     return names[name]
 
 
-def _aliased(tree: Any) -> Any:
-    if isinstance(tree, Mapping):
-        return {
-            key: CLASS_PATH_ALIASES.get(value, value) if key == "class_path" else _aliased(value)
-            for key, value in tree.items()
-        }
-    if isinstance(tree, list):
-        return [_aliased(value) for value in tree]
-    return tree
-
-
 def normalise_recipe(config: dict) -> dict:
     """A TorchUncertainty recipe in the command's form, leaving other recipes as they are.
 
     The ``model:`` block of TorchUncertainty's Deep Ensembles recipes becomes ``routine:`` (the
-    name its ``TULightningCLI`` reads) and renamed class paths are updated
-    (:data:`CLASS_PATH_ALIASES`); BatchEnsemble and Masksembles models whose targets are
+    name its ``TULightningCLI`` reads) and moved class paths are updated
+    (:data:`~torch_uncertainty_signorm.safety.allowlist.MOVED_CLASS_PATHS`); BatchEnsemble and Masksembles models whose targets are
     repeated (``RepeatTarget``) keep the ``repeat_strategy: legacy`` they were written for
     (:data:`LEGACY_REPEAT_MODELS`). Blocks without ``class_path`` are left to the command's
     defaults (``routine``: :data:`DEFAULT_ROUTINE`; ``data``: the ``--data`` class).
@@ -113,7 +100,7 @@ def normalise_recipe(config: dict) -> dict:
     Args:
         config: One recipe, as loaded from YAML.
     """
-    config = _aliased(config)
+    config = current_class_paths(config)
     if "model" in config and "routine" not in config:
         config["routine"] = config.pop("model")
     routine = config.get("routine")

@@ -13,15 +13,16 @@ from jsonargparse import Namespace
 from lightning.pytorch.cli import ArgsType, LightningArgumentParser
 
 from .. import _compat
-from ..allowlist import (
+from ..safety.allowlist import (
     argument_type,
     check_class_paths,
     check_class_strings,
+    current_class_paths,
     check_parsed,
     import_object,
 )
 from ..callbacks.exact_resume import saved_on_interruption
-from ..checkpoints import check_lightning_checkpoint, is_url, read_checkpoint
+from ..safety.checkpoints import check_lightning_checkpoint, is_url, read_checkpoint
 from .forwarding import FORWARDED_DATA_ARGS
 
 __all__ = ["EVALUATION_ONLY_ARGS", "OUTPUT_ARGS", "reconcile_checkpoint_args"]
@@ -128,9 +129,9 @@ def reconcile_checkpoint_args(parser: LightningArgumentParser, config: Namespace
     writes and where (:data:`OUTPUT_ARGS`) is never taken from the checkpoint; values left at
     their defaults are taken from the checkpoint, as Lightning does, but never a string where a
     class is expected, checked before and after parsing
-    (:func:`~torch_uncertainty_signorm.allowlist.check_class_strings`). The checkpoint is a
+    (:func:`~torch_uncertainty_signorm.safety.allowlist.check_class_strings`). The checkpoint is a
     local file, whole, with finite weights
-    (:func:`~torch_uncertainty_signorm.checkpoints.check_lightning_checkpoint`), and every
+    (:func:`~torch_uncertainty_signorm.safety.checkpoints.check_lightning_checkpoint`), and every
     load (Lightning's too) uses ``weights_only=True``.
 
     Args:
@@ -156,7 +157,7 @@ def reconcile_checkpoint_args(parser: LightningArgumentParser, config: Namespace
         return config, False
     checkpoint = check_lightning_checkpoint(read_checkpoint(ckpt_path, "ckpt_path"), ckpt_path)
     resumes_interruption = saved_on_interruption(checkpoint)
-    hparams = dict(checkpoint.get("hyper_parameters") or {})
+    hparams = current_class_paths(dict(checkpoint.get("hyper_parameters") or {}))
     hparams.pop(_compat.INSTANTIATOR_KEY, None)
     routine = config[subcommand].get("routine")
     recipe_class = routine.get("class_path") if isinstance(routine, Namespace) else None

@@ -29,7 +29,7 @@ from lightning.pytorch.utilities.rank_zero import rank_zero_warn
 from torch_uncertainty.utils.cli import TULightningCLI, TUSaveConfigCallback
 
 from .. import _compat
-from ..atomic_files import AtomicCheckpointIO
+from ..safety.atomic_files import AtomicCheckpointIO
 from ..recipe_bases import expand_recipe_bases
 from .checkpoint_args import reconcile_checkpoint_args
 from .console import one_line_parser_class, silence_library_noise
@@ -201,7 +201,7 @@ class TUSigmaNormCLI(TULightningCLI):
         results print through
         :class:`~torch_uncertainty_signorm.evaluation.printing.SigmaNormEvaluationLoop`, and
         checkpoints are written whole or not at all
-        (:class:`~torch_uncertainty_signorm.atomic_files.AtomicCheckpointIO`, unless the
+        (:class:`~torch_uncertainty_signorm.safety.atomic_files.AtomicCheckpointIO`, unless the
         configuration names a ``CheckpointIO`` plugin)."""
         from ..members.distributed import signorm_sync_batchnorm_plugins
         from ..evaluation.printing import use_results_tables
@@ -350,7 +350,7 @@ class TUSigmaNormCLI(TULightningCLI):
 def _check_output_names(config: Namespace) -> None:
     """The routine's ``csv_filename`` is a plain file name: TorchUncertainty writes
     ``<run folder> / csv_filename``, which must stay inside the run folder."""
-    from .._files import check_file_name
+    from ..safety.files import check_file_name
 
     routine = config.get("routine")
     init_args = routine.get("init_args") if isinstance(routine, Namespace) else None

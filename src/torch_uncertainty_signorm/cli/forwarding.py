@@ -10,7 +10,7 @@ from typing import Any
 from jsonargparse import Namespace
 from lightning.pytorch.utilities.rank_zero import rank_zero_warn
 
-from ..allowlist import import_object
+from ..safety.allowlist import import_object
 
 __all__ = ["FORWARDED_DATA_ARGS", "forward_datamodule_args"]
 

@@ -41,7 +41,7 @@ class SaveRunConfig(TUSaveConfigCallback):
 def _save_whole(parser, save, config, path, *args, **kwargs) -> None:
     """``parser.save`` writing a local single file whole or not at all (a temporary file
     renamed over ``path``): a run stopped while it is written leaves no empty ``config.yaml``."""
-    from ..atomic_files import replaced_atomically
+    from ..safety.atomic_files import replaced_atomically
 
     overwrite, skip_none = kwargs.get("overwrite", False), kwargs.get("skip_none", True)
     if args or kwargs.get("multifile") or "://" in str(path):

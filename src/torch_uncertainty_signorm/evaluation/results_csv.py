@@ -10,8 +10,8 @@ from pathlib import Path
 
 from torch import Tensor
 
-from .._files import read_regular
-from ..atomic_files import replaced_atomically
+from ..safety.files import read_regular
+from ..safety.atomic_files import replaced_atomically
 
 __all__ = ["append_to_last_row"]
 

@@ -15,7 +15,7 @@ it builds the model the command trained.
 
 **Loading runs no code of the export.** Weights are safetensors (no pickle); ``config.json``
 is JSON whose ``class_path`` entries must each be one of :data:`EXPORTABLE_CLASS_PATHS` (the
-exportable models of :mod:`~torch_uncertainty_signorm.model_registry`, plus the exact
+exportable models of :mod:`~torch_uncertainty_signorm.safety.model_registry`, plus the exact
 ``extra_class_paths`` a caller trusts), checked over the whole spec before anything is
 imported or built.
 
@@ -57,13 +57,8 @@ from ..signorm.registry import fold_signorm
 from .command import main
 from .files import CONFIG_NAME, FORMAT, WEIGHTS_NAME
 from .loading import load_ensemble, load_member
-from .spec import (
-    EXPORTABLE_CLASS_PATHS,
-    _build as _build,
-    build_model,
-    check_ensemble_spec,
-    check_spec,
-)
+from ..safety.export_spec import EXPORTABLE_CLASS_PATHS, check_ensemble_spec
+from .spec import build_model
 from .writing import SigmaNormMember, export_ensemble, member_model
 
 __all__ = [
@@ -74,7 +69,6 @@ __all__ = [
     "SigmaNormMember",
     "build_model",
     "check_ensemble_spec",
-    "check_spec",
     "export_ensemble",
     "fold_signorm",
     "load_ensemble",

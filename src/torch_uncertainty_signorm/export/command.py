@@ -16,10 +16,11 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
 
-from .. import allowlist
-from ..checkpoints import load_backbone_checkpoint
-from .spec import _as_data, _ensemble_from_spec, _portable, check_ensemble_spec
-from .writing import _output_directory, export_ensemble
+from ..safety import allowlist
+from ..safety.checkpoints import load_backbone_checkpoint
+from .spec import as_data, ensemble_from_spec, portable
+from ..safety.export_spec import check_ensemble_spec
+from .writing import export_ensemble, output_directory
 
 __all__ = ["main"]
 
@@ -29,7 +30,7 @@ _DESCRIPTION = "Export a trained σNorm-Ensemble as safetensors, and each member
 def _recipe_model_block(recipe: Path, overrides: Sequence[str], allowed: Sequence[str]) -> dict:
     """The recipe's model block as the command parses it, allow-listed before and after: the
     whole recipe (every file of its chain, every block, in either format) before the parser
-    imports anything (:func:`~torch_uncertainty_signorm.allowlist.check_recipe`), the model
+    imports anything (:func:`~torch_uncertainty_signorm.safety.allowlist.check_recipe`), the model
     block again after."""
     from ..recipe_bases import recipe_chain
     from ..recipe_parsing import parse_recipe
@@ -38,6 +39,7 @@ def _recipe_model_block(recipe: Path, overrides: Sequence[str], allowed: Sequenc
         raise FileNotFoundError(f"--config {str(recipe)!r} does not exist.")
     recipe_allowed = allowlist.RECIPE_CLASS_PATHS | frozenset(allowed)
     for path, raw in recipe_chain(recipe):  # the recipe and each of its base files, whole,
+        raw = allowlist.current_class_paths(raw)
         allowlist.check_recipe(raw, str(path), recipe_allowed, Path(path).parent)  # unparsed
         for key in ("routine", "init_args", "model"):
             raw = raw.get(key) if isinstance(raw, Mapping) else None
@@ -100,14 +102,14 @@ def _sigterm_as_exit() -> Iterator[None]:
 
 
 def _export(args: argparse.Namespace, overrides: Sequence[str]) -> Path:
-    _output_directory(args.output, args.overwrite)  # before any work
+    output_directory(args.output, args.overwrite)  # before any work
     # A run's saved config.yaml spells out defaults such as `activation_fn: torch.nn.functional.relu`;
-    # they are accepted here and dropped from the export when they are the default (_as_data).
+    # they are accepted here and dropped from the export when they are the default (as_data).
     block = _recipe_model_block(
         args.config, overrides, [*args.allow, *sorted(allowlist.ARGUMENT_CLASS_PATHS)]
     )
-    spec = _portable(_as_data(block))
-    model = _ensemble_from_spec(spec, args.allow)
+    spec = portable(as_data(block))
+    model = ensemble_from_spec(spec, args.allow)
     try:
         load_backbone_checkpoint(model, args.ckpt_path)
     except ValueError as error:

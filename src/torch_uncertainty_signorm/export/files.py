@@ -81,7 +81,7 @@ def read_json(path: Path) -> dict:
     Raises:
         ValueError: Naming the file and what is wrong with it.
     """
-    from .._files import read_regular
+    from ..safety.files import read_regular
 
     try:  # opened once, as a regular file: no pipe swapped in after export_file's check
         data = read_regular(path, "config", MAX_CONFIG_BYTES, "the config.json of an export")

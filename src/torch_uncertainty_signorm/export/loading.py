@@ -18,6 +18,7 @@ from torch import nn
 from ..signorm.ensemble import SigmaNormEnsemble
 from ..members.wrapper import check_member_count
 from ..members.heads import upgrade_legacy_heads
+from ..safety.allowlist import current_class_paths
 from .files import (
     CONFIG_NAME,
     FORMAT,
@@ -29,7 +30,8 @@ from .files import (
     read_json,
     safetensors_header,
 )
-from .spec import _check_self_contained, _ensemble_from_spec, check_ensemble_spec
+from .spec import check_self_contained, ensemble_from_spec
+from ..safety.export_spec import check_ensemble_spec
 from .writing import SigmaNormMember, member_model
 
 __all__ = ["load_ensemble", "load_member"]
@@ -152,9 +154,9 @@ def _upgraded_header(header: dict[str, tuple]) -> dict[str, tuple]:
 def _export_spec(directory: Path, extra_class_paths: Iterable[str]) -> dict:
     """The model block of the export in ``directory``, checked before anything is built."""
     config = _read_config(directory)
-    spec = config["model"]
+    spec = config["model"] = current_class_paths(config["model"])
     check_ensemble_spec(spec, extra_class_paths)
-    _check_self_contained(spec)
+    check_self_contained(spec)
     declared = (spec.get("init_args") or {}).get("num_estimators")
     if declared != config["num_estimators"]:
         raise ValueError(f"'{directory / CONFIG_NAME}' has num_estimators="
@@ -178,7 +180,7 @@ def load_ensemble(
     """
     directory = Path(directory)
     spec = _export_spec(directory, extra_class_paths)["model"]
-    return _load_checked(lambda: _ensemble_from_spec(spec, extra_class_paths),
+    return _load_checked(lambda: ensemble_from_spec(spec, extra_class_paths),
                          export_file(directory, WEIGHTS_NAME))
 
 
@@ -195,6 +197,6 @@ def load_member(
             f"{config['members'] or 'none (export with members=True / --members)'}."
         )
     return _load_checked(
-        lambda: member_model(_ensemble_from_spec(config["model"], extra_class_paths), member),
+        lambda: member_model(ensemble_from_spec(config["model"], extra_class_paths), member),
         export_file(directory, name),
     )

@@ -1,7 +1,7 @@
 """An export's model block: checked against the registry, written as data, built.
 
 What each class may be named, and which of its arguments fetch weights, is read from
-:mod:`torch_uncertainty_signorm.model_registry`.
+:mod:`torch_uncertainty_signorm.safety.model_registry`.
 """
 
 from __future__ import annotations
@@ -14,80 +14,32 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from .. import allowlist, model_registry
-from .._plain_data import is_data, with_plain_values
+from ..safety import allowlist, model_registry
+from ..safety.export_spec import (
+    CONFIG_CLASS_PATHS,
+    ENSEMBLE_CLASS_PATHS,
+    check_ensemble_spec,
+    registry_value,
+)
+from ..safety.plain_data import is_data, with_plain_values
 from ..signorm.config import SigmaNormConfig
 from ..signorm.ensemble import SigmaNormEnsemble
 from ..signorm.layer_selection import REGULARIZED_LAYER_PRESETS
 
-__all__ = ["EXPORTABLE_CLASS_PATHS", "build_model", "check_ensemble_spec", "check_spec"]
+__all__ = [
+    "as_data", "build", "build_model", "check_self_contained", "ensemble_from_spec", "portable",
+    "signorm_from_spec",
+]
 
-#: The only ``class_path`` values an export's model block may name: the registry's exportable
-#: models (:func:`torch_uncertainty_signorm.model_registry.class_paths`): σN-Ens, i.e.
-#: ``SigmaNormEnsemble`` or ``signorm_ensemble`` (its settings possibly in a ``SigmaNormConfig``
-#: block), around a TorchUncertainty ``resnet``/``wideresnet28x10``, this package's
-#: ``wideresnet28``/``timm_vit``/
-#: ``bert_classifier``/``minilm_classifier``, or a torchvision ResNet. The baselines
-#: (``film_ensemble``, ``lora_ensemble``, TorchUncertainty's packed, masked, batched, MIMO and
-#: deep ensembles) are not σNorm-Ensembles, so they are not exportable.
-EXPORTABLE_CLASS_PATHS = model_registry.class_paths(exportable=True)
-_ENSEMBLE_ENTRIES = model_registry.model_entries("ensemble")
-_ENSEMBLES = tuple(path for entry in _ENSEMBLE_ENTRIES for path in entry.class_paths)
-#: The σN-Ens settings class a model block's ``config:`` may name.
-_CONFIG_CLASS_PATHS = frozenset(
-    path for entry in model_registry.model_entries("config") for path in entry.class_paths
-)
-_ENSEMBLE_NAMES = f"{_ENSEMBLE_ENTRIES[0].class_path} (or {_ENSEMBLE_ENTRIES[1].class_path})"
-
-
-def _entry_value(class_path: str, attribute: str, default: Any) -> Any:
-    entry = model_registry.model_entry(class_path)
-    return default if entry is None else getattr(entry, attribute)
-
-
-def check_ensemble_spec(spec: Any, extra_class_paths: Iterable[str] = ()) -> None:
-    """Refuse a model spec that is not a σNorm-Ensemble of exportable classes, before importing
-    any.
-
-    Every ``class_path`` (and importable dotted string) at any depth must be one of
-    :data:`EXPORTABLE_CLASS_PATHS` or ``extra_class_paths``
-    (:func:`torch_uncertainty_signorm.allowlist.check_class_paths`); the top-level block must
-    then build a σNorm-Ensemble.
-
-    Args:
-        spec: A ``class_path``/``init_args`` block (``config.json``'s ``model``).
-        extra_class_paths: Exact class paths trusted on top of :data:`EXPORTABLE_CLASS_PATHS`.
-
-    Raises:
-        ValueError: Naming the refused entry (its place in the spec and its class path)
-            and listing what is allowed.
-    """
-    extra = tuple(extra_class_paths)
-    if not all(isinstance(path, str) and "." in path for path in extra):
-        raise ValueError(f"extra_class_paths must be exact dotted paths "
-                         f"('package.module.factory'), got {extra!r}.")
-    if not isinstance(spec, Mapping) or "class_path" not in spec:
-        raise ValueError(f"The model spec must be a class_path/init_args mapping (a recipe's "
-                         f"model block), got {spec!r:.200}.")
-    allowlist.check_class_paths(spec, EXPORTABLE_CLASS_PATHS | frozenset(extra), where="model")
-    if spec["class_path"] not in (*_ENSEMBLES, *extra):
-        raise ValueError(f"model.class_path={spec['class_path']!r} is no σNorm-Ensemble; an "
-                         f"export holds {_ENSEMBLE_NAMES}.")
-
-
-#: Former name of :func:`check_ensemble_spec`.
-check_spec = check_ensemble_spec
-
-
-def _build(node: Any) -> Any:
+def build(node: Any) -> Any:
     """Instantiate ``class_path`` blocks (nested blocks first); other values pass through."""
     if isinstance(node, Mapping) and "class_path" in node:
-        init_args = {key: _build(value) for key, value in (node.get("init_args") or {}).items()}
+        init_args = {key: build(value) for key, value in (node.get("init_args") or {}).items()}
         return allowlist.import_object(node["class_path"])(**init_args)
     if isinstance(node, Mapping):
-        return {key: _build(value) for key, value in node.items()}
+        return {key: build(value) for key, value in node.items()}
     if isinstance(node, list):
-        return [_build(value) for value in node]
+        return [build(value) for value in node]
     return node
 
 
@@ -95,10 +47,10 @@ def build_model(spec: Any, extra_class_paths: Iterable[str] = ()) -> Any:
     """Instantiate a model block as a recipe does, after :func:`check_ensemble_spec` accepted
     it."""
     check_ensemble_spec(spec, extra_class_paths)
-    return _build(spec)
+    return build(spec)
 
 
-def _as_data(node: Any, where: str = "model") -> Any:
+def as_data(node: Any, where: str = "model") -> Any:
     """``node`` (a parsed recipe block) as JSON data that the factories accept directly.
 
     Enums become their values (``ResNetStyle.CIFAR`` → ``"cifar"``), paths strings; an
@@ -113,14 +65,14 @@ def _as_data(node: Any, where: str = "model") -> Any:
                 if is_data(with_plain_values(value)) or isinstance(value, Mapping)
                 or defaults.get(key) is not value}
         return {"class_path": node["class_path"],
-                "init_args": {key: _as_data(value, f"{where}.init_args.{key}")
+                "init_args": {key: as_data(value, f"{where}.init_args.{key}")
                               for key, value in kept.items()}}
     if isinstance(node, Mapping):
-        return {str(key): _as_data(value, f"{where}.{key}") for key, value in node.items()}
+        return {str(key): as_data(value, f"{where}.{key}") for key, value in node.items()}
     if isinstance(node, (list, tuple)):
-        return [_as_data(value, f"{where}[{index}]") for index, value in enumerate(node)]
+        return [as_data(value, f"{where}[{index}]") for index, value in enumerate(node)]
     if isinstance(node, enum.Enum):
-        return _as_data(node.value, where)
+        return as_data(node.value, where)
     if isinstance(node, Path):
         return str(node)
     if node is None or isinstance(node, (bool, int, float, str)):
@@ -131,7 +83,7 @@ def _as_data(node: Any, where: str = "model") -> Any:
     )
 
 
-def _portable(node: Any) -> Any:
+def portable(node: Any) -> Any:
     """The architecture alone: every argument fetching weights from elsewhere replaced.
 
     Each class's weight sources (the registry's ``weight_sources``: the FineTune
@@ -142,19 +94,19 @@ def _portable(node: Any) -> Any:
     configuration) is computed, without weights, from where the model was built.
     """
     if isinstance(node, list):
-        return [_portable(value) for value in node]
+        return [portable(value) for value in node]
     if not isinstance(node, Mapping):
         return node
     if "class_path" not in node:
-        return {key: _portable(value) for key, value in node.items()}
+        return {key: portable(value) for key, value in node.items()}
     class_path = node["class_path"]
     original = dict(node.get("init_args") or {})
-    init_args = {key: _portable(value) for key, value in original.items()}
-    stored = _entry_value(class_path, "stored_argument", None)
+    init_args = {key: portable(value) for key, value in original.items()}
+    stored = registry_value(class_path, "stored_argument", None)
     if stored is not None and stored.name not in init_args:
         init_args[stored.name] = allowlist.import_object(stored.builder)(
             **{key: original[key] for key in stored.sources if key in original})
-    for key, value in _entry_value(class_path, "weight_sources", {}).items():
+    for key, value in registry_value(class_path, "weight_sources", {}).items():
         if value is None:
             init_args.pop(key, None)
         else:
@@ -162,11 +114,11 @@ def _portable(node: Any) -> Any:
     return {"class_path": class_path, "init_args": init_args}
 
 
-def _check_self_contained(node: Any, where: str = "model") -> None:
+def check_self_contained(node: Any, where: str = "model") -> None:
     """Refuse an export's model block that would fetch anything or run patterns on loading.
 
     Weights come from the export's safetensors alone: no argument of
-    :func:`~torch_uncertainty_signorm.model_registry.fetching_arguments` (but a class's
+    :func:`~torch_uncertainty_signorm.safety.model_registry.fetching_arguments` (but a class's
     ``layout_flags``, the σN-Ens ``pretrained`` conversion flag) may ask for weights, and a
     class whose weight source defaults to fetching must set the registry's value
     (``pretrained: false``); an argument the registry says an export stores (a
@@ -176,16 +128,16 @@ def _check_self_contained(node: Any, where: str = "model") -> None:
     """
     if isinstance(node, list):
         for index, item in enumerate(node):
-            _check_self_contained(item, f"{where}[{index}]")
+            check_self_contained(item, f"{where}[{index}]")
         return
     if not isinstance(node, Mapping):
         return
     if "class_path" not in node:
         for key, item in node.items():
-            _check_self_contained(item, f"{where}.{key}")
+            check_self_contained(item, f"{where}.{key}")
         return
     init_args, class_path = node.get("init_args") or {}, node["class_path"]
-    layout_flags = _entry_value(class_path, "layout_flags", ())
+    layout_flags = registry_value(class_path, "layout_flags", ())
     for key in model_registry.fetching_arguments():
         value = init_args.get(key)
         if key in layout_flags:
@@ -198,7 +150,7 @@ def _check_self_contained(node: Any, where: str = "model") -> None:
                 f"safetensors files, so loading never fetches any; the export command writes "
                 f"this block without {key} (or with {key}=false)."
             )
-    for key, value in _entry_value(class_path, "weight_sources", {}).items():
+    for key, value in registry_value(class_path, "weight_sources", {}).items():
         if value is not None and init_args.get(key, not value) != value:
             raise ValueError(
                 f"{where} ({class_path}) does not set {key}={json.dumps(value)}: left out, it "
@@ -206,7 +158,7 @@ def _check_self_contained(node: Any, where: str = "model") -> None:
                 f"weights are its own safetensors files; the export command writes "
                 f"{key}={json.dumps(value)}."
             )
-    stored = _entry_value(class_path, "stored_argument", None)
+    stored = registry_value(class_path, "stored_argument", None)
     if stored is not None and not isinstance(init_args.get(stored.name), Mapping):
         raise ValueError(
             f"{where} ({class_path}) has no {stored.name}: loading would read "
@@ -214,15 +166,15 @@ def _check_self_contained(node: Any, where: str = "model") -> None:
             f"(export_ensemble stores {stored.description})."
         )
     settings = {f"{where}.init_args": init_args}
-    config = init_args.get("config") if class_path in _ENSEMBLES else None
+    config = init_args.get("config") if class_path in ENSEMBLE_CLASS_PATHS else None
     if isinstance(config, Mapping) and "class_path" in config:  # a recipe's config: block
-        settings[f"{where}.init_args.config.init_args"] = _config_block_settings(
+        settings[f"{where}.init_args.config.init_args"] = config_block_settings(
             config, f"{where}.init_args.config")
     elif isinstance(config, Mapping):
         settings[f"{where}.init_args.config"] = config
     for place, block in settings.items():
         layers = block.get("regularized_layers") if isinstance(block, Mapping) else None
-        if class_path in _ENSEMBLES and isinstance(layers, str) and (
+        if class_path in ENSEMBLE_CLASS_PATHS and isinstance(layers, str) and (
             layers not in REGULARIZED_LAYER_PRESETS
         ):
             raise ValueError(
@@ -231,10 +183,10 @@ def _check_self_contained(node: Any, where: str = "model") -> None:
                 f"({', '.join(REGULARIZED_LAYER_PRESETS)})."
             )
     for key, item in init_args.items():
-        _check_self_contained(item, f"{where}.init_args.{key}")
+        check_self_contained(item, f"{where}.init_args.{key}")
 
 
-def _ensemble_from_spec(spec: Any, extra_class_paths: Iterable[str]) -> SigmaNormEnsemble:
+def ensemble_from_spec(spec: Any, extra_class_paths: Iterable[str]) -> SigmaNormEnsemble:
     """The architecture of ``spec``, checked first; its weights are left to the caller.
 
     A converted (``pretrained=True``) ensemble is built from scratch, then given the frozen
@@ -242,15 +194,15 @@ def _ensemble_from_spec(spec: Any, extra_class_paths: Iterable[str]) -> SigmaNor
     untrained backbone, and the values come from the export anyway.
     """
     check_ensemble_spec(spec, extra_class_paths)
-    if spec["class_path"] in _ENSEMBLES:
-        model = _signorm_from_spec(spec)
+    if spec["class_path"] in ENSEMBLE_CLASS_PATHS:
+        model = signorm_from_spec(spec)
     else:
         converted = spec["init_args"].get("pretrained", False)
-        model = _build({**spec, "init_args": {**spec["init_args"], "pretrained": False}})
+        model = build({**spec, "init_args": {**spec["init_args"], "pretrained": False}})
         if not isinstance(model, SigmaNormEnsemble):
             raise TypeError(
                 f"The model block builds a {type(model).__name__}, not a SigmaNormEnsemble; its "
-                f"class_path must be {_ENSEMBLE_ENTRIES[0].class_path} (got "
+                f"class_path must be {ENSEMBLE_CLASS_PATHS[0]} (got "
                 f"{spec.get('class_path')!r})."
             )
         if converted:
@@ -259,7 +211,7 @@ def _ensemble_from_spec(spec: Any, extra_class_paths: Iterable[str]) -> SigmaNor
     return model
 
 
-def _signorm_from_spec(spec: Mapping) -> SigmaNormEnsemble:
+def signorm_from_spec(spec: Mapping) -> SigmaNormEnsemble:
     """A σN-Ens block built through its :class:`SigmaNormConfig`: the keyword arguments beside
     ``model`` and ``num_estimators`` are read by :meth:`SigmaNormConfig.from_dict`, which
     refuses any it does not know."""
@@ -272,12 +224,12 @@ def _signorm_from_spec(spec: Mapping) -> SigmaNormEnsemble:
     try:
         config = settings.pop("config", None)
         if isinstance(config, Mapping) and "class_path" in config:  # a recipe's config: block
-            config = _config_block_settings(config, "config")
+            config = config_block_settings(config, "config")
         config = SigmaNormConfig.resolve(config, settings)
     except (TypeError, ValueError) as error:
         raise ValueError(f"model.init_args: {error}") from None
     model = SigmaNormEnsemble(
-        _build(backbone), num_estimators, dataclasses.replace(config, pretrained=False)
+        build(backbone), num_estimators, dataclasses.replace(config, pretrained=False)
     )
     if config.pretrained:
         for layer in model.signorm_layers().values():
@@ -286,13 +238,13 @@ def _signorm_from_spec(spec: Mapping) -> SigmaNormEnsemble:
     return model
 
 
-def _config_block_settings(block: Mapping[str, Any], where: str) -> Mapping[str, Any]:
+def config_block_settings(block: Mapping[str, Any], where: str) -> Mapping[str, Any]:
     """The settings of a recipe's ``config:`` block (``class_path``/``init_args``), refused
     unless it names the σN-Ens settings class."""
-    if block["class_path"] not in _CONFIG_CLASS_PATHS:
+    if block["class_path"] not in CONFIG_CLASS_PATHS:
         raise ValueError(
             f"{where}.class_path={block['class_path']!r:.200} is not the σN-Ens settings class; "
-            f"a config: block names {', '.join(sorted(_CONFIG_CLASS_PATHS))} or is a plain "
+            f"a config: block names {', '.join(sorted(CONFIG_CLASS_PATHS))} or is a plain "
             f"mapping of settings."
         )
     return block.get("init_args") or {}

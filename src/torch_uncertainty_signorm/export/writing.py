@@ -10,12 +10,14 @@ from pathlib import Path
 
 from safetensors.torch import save_model
 
-from .._files import follow_umask
-from ..atomic_files import replaced_folder
+from ..safety.files import follow_umask
+from ..safety.atomic_files import replaced_folder
 from ..signorm.ensemble import SigmaNormEnsemble
 from ..members.wrapper import MemberModel
 from .files import CONFIG_NAME, FORMAT, MEMBER_FILE, WEIGHTS_NAME
-from .spec import _ENSEMBLES, _as_data, _portable, check_ensemble_spec
+from ..safety.export_spec import ENSEMBLE_CLASS_PATHS
+from .spec import as_data, portable
+from ..safety.export_spec import check_ensemble_spec
 
 __all__ = ["SigmaNormMember", "export_ensemble", "member_model"]
 
@@ -40,7 +42,7 @@ def export_ensemble(
     """Write ``model`` to ``directory``: safetensors weights and a JSON architecture.
 
     The export is written whole or not at all: into a new folder beside ``directory``, which
-    then takes its place in one swap (:func:`~torch_uncertainty_signorm.atomic_files.
+    then takes its place in one swap (:func:`~torch_uncertainty_signorm.safety.atomic_files.
     replaced_folder`), so that an interrupted write never leaves a folder mixing two exports.
 
     Args:
@@ -64,9 +66,9 @@ def export_ensemble(
     if not isinstance(model, SigmaNormEnsemble):
         raise TypeError(f"export_ensemble exports a SigmaNormEnsemble, got {type(model).__name__}.")
     check_ensemble_spec(spec, extra_class_paths)
-    spec = _portable(_with_settings(_as_data(spec), model))
+    spec = portable(_with_settings(as_data(spec), model))
     spec["init_args"]["regularized_layers"] = list(model.regularized_layer_names)
-    directory = _output_directory(directory, overwrite)
+    directory = output_directory(directory, overwrite)
     models = {WEIGHTS_NAME: model}
     if members:
         models |= {f"member_{m}.safetensors": member_model(model, m)
@@ -86,7 +88,7 @@ def _with_settings(spec: dict, model: SigmaNormEnsemble) -> dict:
     """A σN-Ens block with the settings of ``model.config`` (:meth:`SigmaNormConfig.to_dict
     <torch_uncertainty_signorm.SigmaNormConfig.to_dict>`) as its keyword arguments, beside the
     backbone and ``num_estimators``; another class's block (``extra_class_paths``) as it is."""
-    if spec["class_path"] not in _ENSEMBLES:
+    if spec["class_path"] not in ENSEMBLE_CLASS_PATHS:
         return spec
     settings = model.config.to_dict()
     kept = {key: value for key, value in spec["init_args"].items()
@@ -94,7 +96,7 @@ def _with_settings(spec: dict, model: SigmaNormEnsemble) -> dict:
     return {**spec, "init_args": {**kept, **settings}}
 
 
-def _output_directory(directory: str | Path, overwrite: bool) -> Path:
+def output_directory(directory: str | Path, overwrite: bool) -> Path:
     """``directory``, refused when it holds anything and ``overwrite`` is false."""
     directory = Path(directory)
     present = sorted(path.name for path in directory.iterdir()) if directory.is_dir() else []

@@ -298,7 +298,7 @@ def _load_expected(args: argparse.Namespace) -> tuple[dict[str, Any], dict[str, 
 def _empty_reference_cells(path: str, row: Mapping[str, Any]) -> list[str]:
     """Columns of the reference file's header that ``row`` leaves empty (``read_rows`` drops
     empty cells: without this, a metric whose reference cell is empty would go unmentioned)."""
-    from .._files import read_regular
+    from ..safety.files import read_regular
 
     text = read_regular(path, "reference", 16 << 20, "a rows CSV").decode("utf-8", "replace")
     header = next(csv.reader(io.StringIO(text, newline="")), [])

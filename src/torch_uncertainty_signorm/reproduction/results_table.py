@@ -282,7 +282,7 @@ def read_rows(path: str | Path) -> list[dict[str, Any]]:
         except ValueError:
             return text
 
-    from .._files import read_regular
+    from ..safety.files import read_regular
 
     text = read_regular(path, "rows", 16 << 20, "a rows CSV").decode("utf-8", errors="replace")
     return [{k: value(k, v) for k, v in row.items() if v not in ("", None)}

@@ -58,7 +58,7 @@ def run_settings(run_dir: str | Path) -> dict[str, Any]:
     optimiser and scheduler blocks and the trainer's budget and precision, then its
     ``settings.json`` (which takes precedence), without the seed and the keys that do not change
     the result. A run on stand-in data has ``stand_in_data: True``."""
-    from .._files import read_regular, read_yaml
+    from ..safety.files import read_regular, read_yaml
     from ..stand_in_data import RUN_LABEL
 
     run_dir = Path(run_dir)

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .._files import read_regular, read_yaml
+from ..safety.files import read_regular, read_yaml
 
 __all__ = [
     "BUDGET_KEYS", "RESULTS_FILENAME", "SETTINGS_FILENAME", "Run", "find_runs", "iter_groups",

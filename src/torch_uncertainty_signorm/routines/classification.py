@@ -17,11 +17,11 @@ from torch_uncertainty.utils import get_logger_dir
 from torchmetrics import MeanMetric, MetricCollection
 
 from .. import _compat
-from .._files import check_file_name
-from .._plain_data import is_data
-from ..allowlist import instantiate_spec
+from ..safety.files import check_file_name
+from ..safety.plain_data import is_data
+from ..safety.allowlist import instantiate_spec
 from ..callbacks.logits_tap import LogitsTap
-from ..checkpoints import check_lightning_checkpoint, is_url, read_checkpoint
+from ..safety.checkpoints import check_lightning_checkpoint, is_url, read_checkpoint
 from ..checks import check_fraction, check_positive_number
 from ..diversity import geometric_ambiguity, jensen_gap, signorm_cosine
 from ..signorm.diversity_target import (
@@ -95,7 +95,7 @@ class SigmaNormClassificationRoutine(ClassificationRoutine):
     hyper-parameters it saves: the command's ``routine:`` block, or, built in Python, the
     arguments that are data. ``model``, ``loss`` and ``format_batch_fn`` given as
     ``class_path``/``init_args`` mappings are saved (and built only from
-    :mod:`~torch_uncertainty_signorm.allowlist` classes); objects are not, pass them to
+    :mod:`~torch_uncertainty_signorm.safety.allowlist` classes); objects are not, pass them to
     ``load_from_checkpoint`` as keyword arguments.
 
     Args:

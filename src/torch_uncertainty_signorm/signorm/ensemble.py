@@ -9,7 +9,7 @@ from typing import Any, Literal
 import torch
 from torch import Tensor, nn
 
-from ..checkpoints import read_backbone_checkpoint
+from ..safety.checkpoints import read_backbone_checkpoint
 from .config import SigmaNormConfig
 from ..members.config import settings_of
 from .conversion import convert_norm_layers, find_norm_layers, norms_at_initial_state

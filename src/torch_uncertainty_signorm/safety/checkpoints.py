@@ -102,7 +102,7 @@ def load_torch_file(path: str | Path, argument: str = "checkpoint",
     """``torch.load`` of the local file ``path`` opened once as a regular file (a pipe or a
     device swapped in after an earlier check is refused at open, never read), its compressed
     records bounded (:data:`MAX_INFLATION`)."""
-    from ._files import open_regular
+    from .files import open_regular
 
     where = f"{argument}='{path}'"
     with open_regular(path, argument, "a checkpoint file") as file:

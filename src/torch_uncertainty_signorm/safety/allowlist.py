@@ -4,7 +4,7 @@ Checkpoint hyper-parameters and exported ``config.json`` files are data. jsonarg
 builds ``class_path``/``init_args`` blocks, imports every ``class_path`` it meets, and every dotted
 string given to a class- or callable-typed argument (``normalization_layer: torch.nn.BatchNorm2d``);
 :func:`check_class_paths` rejects, before anything is imported, every such name outside the lists
-below (the models' list is read from :mod:`torch_uncertainty_signorm.model_registry`).
+below (the models' list is read from :mod:`torch_uncertainty_signorm.safety.model_registry`).
 For a class-typed argument jsonargparse also reads a *string* as a class block (a YAML
 ``"{class_path: ...}"``, the path of a YAML file, a short class name):
 :func:`check_class_strings` refuses such strings before parsing, and :func:`instantiate_spec`
@@ -23,6 +23,7 @@ import types
 import typing
 from collections.abc import Collection, Mapping
 from pathlib import Path, PurePath
+from types import MappingProxyType
 from typing import Any
 
 import yaml
@@ -32,6 +33,7 @@ from . import model_registry
 
 __all__ = [
     "ALLOWED_CLASS_PATHS",
+    "MOVED_CLASS_PATHS",
     "ARGUMENT_CLASS_PATHS",
     "COMPONENT_CLASS_PATHS",
     "MODEL_CLASS_PATHS",
@@ -41,13 +43,51 @@ __all__ = [
     "check_class_strings",
     "check_parsed",
     "check_recipe",
-    "check_spec",
+    "current_class_paths",
     "import_object",
     "instantiate_spec",
 ]
 
+_PACKAGE = "torch_uncertainty_signorm"
+#: Dotted paths that recipes, checkpoints' hyper-parameters and exports' ``config.json`` written
+#: earlier may name, each with the path of the same object now: the one table of moved paths.
+#: A configuration read from a file passes through :func:`current_class_paths` before it is
+#: checked or parsed, so everything after sees current paths only. The paths users write (the
+#: package root, ``baselines``, ``callbacks``, ``routines``, ``datamodules``, ``backbones``,
+#: ``transforms``, ``lr_schedulers``, ``offline_assets``) did not move.
+MOVED_CLASS_PATHS: Mapping[str, str] = MappingProxyType({
+    # The modules that became the folders of σN-Ens and of each baseline.
+    f"{_PACKAGE}.ensemble.signorm_ensemble": f"{_PACKAGE}.signorm.ensemble.signorm_ensemble",
+    f"{_PACKAGE}.ensemble.SigmaNormEnsemble": f"{_PACKAGE}.signorm.ensemble.SigmaNormEnsemble",
+    f"{_PACKAGE}.config.SigmaNormConfig": f"{_PACKAGE}.signorm.config.SigmaNormConfig",
+    f"{_PACKAGE}.baselines.film_ensemble.film_ensemble":
+        f"{_PACKAGE}.baselines.film.model.film_ensemble",
+    f"{_PACKAGE}.baselines.film_ensemble.FiLMEnsemble":
+        f"{_PACKAGE}.baselines.film.model.FiLMEnsemble",
+    f"{_PACKAGE}.baselines.lora_ensemble.lora_ensemble":
+        f"{_PACKAGE}.baselines.lora.model.lora_ensemble",
+    f"{_PACKAGE}.baselines.lora_ensemble.LoRAEnsemble":
+        f"{_PACKAGE}.baselines.lora.model.LoRAEnsemble",
+    # TorchUncertainty's, renamed after its CIFAR recipes were written.
+    "torch_uncertainty.models.deep_ensembles": "torch_uncertainty.methods.deep_ensembles",
+})
+
+
+def current_class_paths(tree: Any) -> Any:
+    """``tree`` (a configuration read from a file) with every moved path, as a ``class_path``
+    value or as a dotted string, replaced by its current one (:data:`MOVED_CLASS_PATHS`); a
+    copy, ``tree`` itself unchanged."""
+    if isinstance(tree, Mapping):
+        return {key: current_class_paths(value) for key, value in tree.items()}
+    if isinstance(tree, (list, tuple)):
+        return type(tree)(current_class_paths(value) for value in tree)
+    if isinstance(tree, str):
+        return MOVED_CLASS_PATHS.get(tree, tree)
+    return tree
+
+
 #: Models a ``model:`` block may build: the registry's allow-listed models (σNorm-Ensembles and
-#: the backbones of the recipes, :mod:`torch_uncertainty_signorm.model_registry`).
+#: the backbones of the recipes, :mod:`torch_uncertainty_signorm.safety.model_registry`).
 MODEL_CLASS_PATHS = model_registry.class_paths(allow_listed=True)
 #: The routine's other blocks: losses and batch formats.
 COMPONENT_CLASS_PATHS = frozenset({
@@ -118,7 +158,7 @@ def _importable(name: str) -> bool:
 def _refuse(where: str, name: Any, allowed: frozenset[str]) -> ValueError:
     return ValueError(
         f"{where}={name!r} is not an allowed class path, so it is not imported; allowed: "
-        f"{', '.join(sorted(allowed))} (torch_uncertainty_signorm.allowlist)."
+        f"{', '.join(sorted(allowed))} (torch_uncertainty_signorm.safety.allowlist)."
     )
 
 
@@ -180,7 +220,7 @@ def check_recipe(recipe: Any, where: str, allowed: frozenset[str] = RECIPE_CLASS
         ValueError: On one line, naming ``where`` (the file), the key, the value and what is
             valid.
     """
-    from ._files import load_yaml, read_regular
+    from .files import load_yaml, read_regular
 
     seen_files: set[Path] = set()
 
@@ -199,7 +239,7 @@ def check_recipe(recipe: Any, where: str, allowed: frozenset[str] = RECIPE_CLASS
     def refuse(place: str, value: Any, why: str) -> ValueError:
         return ValueError(f"{where}: {place}={value!r:.200} {why}; a recipe given to the export "
                           f"command may name only allowed classes "
-                          f"(torch_uncertainty_signorm.allowlist.RECIPE_CLASS_PATHS, or --allow).")
+                          f"(torch_uncertainty_signorm.safety.allowlist.RECIPE_CLASS_PATHS, or --allow).")
 
     def visit(node: Any, place: str, depth: int) -> None:
         if depth > 64:
@@ -256,21 +296,19 @@ def check_recipe(recipe: Any, where: str, allowed: frozenset[str] = RECIPE_CLASS
     visit(recipe, "", 0)
 
 
-#: Former name of :func:`check_class_paths`.
-check_spec = check_class_paths
-
-
 def import_object(path: str, allowed: Collection[str] | None = None) -> Any:
     """The object at the dotted ``path`` (``package.module.name``): the one importer.
 
     Args:
-        path: The dotted path.
+        path: The dotted path (a moved one is read as its current one,
+            :data:`MOVED_CLASS_PATHS`).
         allowed: When given, the paths that may be imported; any other is refused before
             anything is imported.
 
     Raises:
         ValueError: If ``path`` is not in ``allowed``, or names nothing importable.
     """
+    path = MOVED_CLASS_PATHS.get(path, path)
     if allowed is not None and path not in allowed:
         raise _refuse("class_path", path, frozenset(allowed))
     module_name, _, name = path.rpartition(".")
@@ -393,7 +431,7 @@ def check_class_strings(
             f"{where}={value!r:.200} is a string where a class is expected ({annotation}): it "
             f"could be read as a class to build (a YAML class_path block, a YAML file, a class "
             f"name), so it is refused. Classes are built only from class_path/init_args blocks "
-            f"of allowed classes (torch_uncertainty_signorm.allowlist)."
+            f"of allowed classes (torch_uncertainty_signorm.safety.allowlist)."
         )
 
 
@@ -424,7 +462,7 @@ def check_parsed(given: Any, parsed: Any, where: str) -> None:
             raise ValueError(
                 f"{place} was given as {_at(given, place, where)!r:.200}, which the parser read "
                 f"as the class {class_path!r}: a class is built only from a class_path block "
-                f"of an allowed class (torch_uncertainty_signorm.allowlist)."
+                f"of an allowed class (torch_uncertainty_signorm.safety.allowlist)."
             )
     check_class_paths(parsed, where=where)
 
@@ -448,13 +486,15 @@ def instantiate_spec(spec: Mapping, base: type, where: str = "model") -> Any:
     and the parsed configuration again before building (:func:`check_parsed`).
 
     Args:
-        spec: The block (a recipe's, or a checkpoint's hyper-parameter).
+        spec: The block (a recipe's, or a checkpoint's hyper-parameter); a moved class path in
+            it is read as its current one (:func:`current_class_paths`).
         base: The type it must build (a class path may name a function returning one).
         where: Its name, in error messages.
 
     Returns:
         The built object.
     """
+    spec = current_class_paths(spec)
     check_class_paths(spec, where=where)
     check_class_strings(spec, base, where)
     parser = ArgumentParser(exit_on_error=False)

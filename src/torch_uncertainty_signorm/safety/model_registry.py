@@ -8,9 +8,9 @@ other paths of the same object), and what the safety checks need to know about i
 
 * ``allow_listed``: a ``model:`` block read from a file (a checkpoint's hyper-parameters, a
   recipe given to the export command) may name it
-  (:data:`torch_uncertainty_signorm.allowlist.MODEL_CLASS_PATHS`); a recipe given to the
+  (:data:`torch_uncertainty_signorm.safety.allowlist.MODEL_CLASS_PATHS`); a recipe given to the
   export command is checked whole, every class path of it against
-  :data:`torch_uncertainty_signorm.allowlist.RECIPE_CLASS_PATHS` (these models and the
+  :data:`torch_uncertainty_signorm.safety.allowlist.RECIPE_CLASS_PATHS` (these models and the
   recipes' routines, datamodules, optimisers, loggers and callbacks), before it is parsed;
 * ``exportable``: an export's ``config.json`` may name it
   (:data:`torch_uncertainty_signorm.export.EXPORTABLE_CLASS_PATHS`);

@@ -168,7 +168,7 @@ class AtomicCheckpointIO(TorchCheckpointIO):
                         weights_only: bool | None = None) -> dict[str, Any]:
         """As Lightning's for a local file, opened once as a regular file (a pipe swapped in
         after the command's checks is refused, never read) with its compressed records bounded
-        (:func:`~torch_uncertainty_signorm.checkpoints.load_torch_file`)."""
+        (:func:`~torch_uncertainty_signorm.safety.checkpoints.load_torch_file`)."""
         from .checkpoints import is_url, load_torch_file
 
         if is_url(path):

@@ -1,0 +1,25 @@
+"""Reading files that may come from someone else: recipes, checkpoints, exports.
+
+**Threat model.** A recipe, a checkpoint (``.ckpt``, ``.safetensors``) or an export directory
+may be downloaded from anywhere; the person running the command trusts this package and the
+libraries it depends on, not those files. Reading such a file must not
+
+* run code: no pickle (every ``torch.load`` uses ``weights_only=True``, exports are
+  safetensors and JSON), and no import of a class the file names unless an explicit list allows
+  it (:mod:`.allowlist`, whose models are recorded in :mod:`.model_registry`; an export's model
+  block is checked by :mod:`.export_spec`), checked *before* jsonargparse imports anything and
+  again on what it parsed;
+* fetch: an export is self-contained (no weights from the hub, a cache or a path);
+* escape its folder or read a special file (a FIFO, a device): inputs are opened as regular
+  files, and file names given in a configuration stay in their folder (:mod:`.files`);
+* exhaust memory or time: sizes, nesting depth and regex repeats are bounded before use, and a
+  checkpoint's tensors are checked whole and finite (:mod:`.checkpoints`);
+* leave a half-written file behind when a run is cut off: outputs are written whole or not at
+  all (:mod:`.atomic_files`).
+
+Saved hyper-parameters and exported configurations hold data only (:mod:`.plain_data`). Files
+written by earlier versions keep loading: a class path that moved is read as its current one
+(:data:`.allowlist.MOVED_CLASS_PATHS`).
+
+Nothing is imported here, so that reading one module of this package stays cheap.
+"""
