@@ -11,7 +11,7 @@ from torch_uncertainty_signorm.safety.allowlist import (
     check_class_paths,
     instantiate_spec,
 )
-from torch_uncertainty_signorm.recipe_bases import composed_recipe
+from torch_uncertainty_signorm.cli.recipe_bases import composed_recipe
 
 EXPERIMENTS = Path(__file__).parents[1] / "experiments"
 SIGNORM_RECIPES = [p for p in sorted(EXPERIMENTS.glob("*.yaml"))

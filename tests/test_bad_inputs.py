@@ -32,7 +32,8 @@ from torch_uncertainty_signorm import (
 from torch_uncertainty_signorm.callbacks import ExactResumeCheckpoint
 from torch_uncertainty_signorm.cli import cli_main
 from torch_uncertainty_signorm.datamodules import DigitsDataModule
-from torch_uncertainty_signorm.export import export_ensemble, load_ensemble, load_member, main
+from torch_uncertainty_signorm.cli.export import main
+from torch_uncertainty_signorm.export import export_ensemble, load_ensemble, load_member
 from torch_uncertainty_signorm.members.statistics import member_batch_norm
 from torch_uncertainty_signorm.signorm.optim import signorm_param_groups
 from torch_uncertainty_signorm.routines import SigmaNormClassificationRoutine

@@ -27,7 +27,7 @@ from torch_uncertainty.routines import ClassificationRoutine
 from torch_uncertainty.utils.cli import TULightningCLI, TUSaveConfigCallback
 
 from torch_uncertainty_signorm.cli import TUSigmaNormCLI, cli_main, main
-from torch_uncertainty_signorm.recipe_bases import composed_recipe
+from torch_uncertainty_signorm.cli.recipe_bases import composed_recipe
 
 EXPERIMENTS = Path(__file__).parents[1] / "experiments"
 RECIPES = sorted(EXPERIMENTS.glob("*.yaml"))

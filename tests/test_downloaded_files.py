@@ -201,7 +201,7 @@ RECIPES = {
 
 _DRIVER = """
 import json, sys, time
-from torch_uncertainty_signorm.export import main
+from torch_uncertainty_signorm.cli.export import main
 for name, recipe in json.loads(sys.argv[1]).items():
     start = time.perf_counter()
     try:
@@ -260,7 +260,7 @@ def test_python_m_imports_nothing_from_the_working_directory(tmp_path):
     marker = _marker_module(tmp_path, "safetensors")
     (tmp_path / "recipe.yaml").write_text(yaml.safe_dump(_recipe()))
     status, last, seconds, done = _run(
-        [sys.executable, "-m", "torch_uncertainty_signorm.export", "--config", "recipe.yaml",
+        [sys.executable, "-m", "torch_uncertainty_signorm.cli.export", "--config", "recipe.yaml",
          "--ckpt_path", "missing.ckpt", "--output", "out"], tmp_path, timeout=180)
     assert not marker.exists(), done.stderr[-2000:]
     assert status != 0 and "missing.ckpt" in last
@@ -674,7 +674,7 @@ def test_the_recipes_and_a_saved_config_pass_the_export_recipe_check(tmp_path):
     """Every σN-Ens recipe of experiments/ (each file of its chain) passes, and a run's saved
     config.yaml naming its checkpoint (a large binary file) too."""
     from torch_uncertainty_signorm.safety.allowlist import check_recipe
-    from torch_uncertainty_signorm.recipe_bases import recipe_chain
+    from torch_uncertainty_signorm.cli.recipe_bases import recipe_chain
 
     recipes = sorted((ROOT / "experiments").glob("*signorm*.yaml"))
     assert len(recipes) > 10

@@ -21,16 +21,15 @@ from lightning.pytorch import Trainer
 from torch import nn
 
 from torch_uncertainty_signorm import SigmaGroupNorm, SigmaRMSNorm, signorm_ensemble
+from torch_uncertainty_signorm.members import MemberModel
 from torch_uncertainty_signorm.export import (
-    SigmaNormMember,
     build_model,
     export_ensemble,
-    fold_signorm,
     load_ensemble,
     load_member,
-    main,
     member_model,
 )
+from torch_uncertainty_signorm.cli.export import main
 from torch_uncertainty_signorm.signorm.layers import SigmaNorm
 from torch_uncertainty_signorm.routines import SigmaNormClassificationRoutine
 
@@ -130,7 +129,7 @@ def test_members_differ_and_training_mode_matches_too():
 def test_folded_batchnorm_holds_the_members_statistics_and_effective_scale():
     ensemble = _trained_like(_pretrained_resnet())
     layer = ensemble.backbone.layer1[0].bn1
-    plain = fold_signorm(layer, 2)
+    plain = layer.to_plain(2)
     assert type(plain) is nn.BatchNorm2d
     assert torch.equal(plain.running_mean, layer.running_mean[2])
     assert torch.equal(plain.running_var, layer.running_var[2])
@@ -145,7 +144,7 @@ def test_exported_members_reload(tmp_path):
     inputs = torch.randn(3, 3, 32, 32)
     for member in range(M):
         reloaded = load_member(tmp_path, member)
-        assert isinstance(reloaded, SigmaNormMember)
+        assert isinstance(reloaded, MemberModel)
         assert torch.equal(reloaded(inputs), member_model(model, member).eval()(inputs))
 
 

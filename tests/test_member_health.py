@@ -12,7 +12,7 @@ from torch.nn import functional as F
 from torch.utils.data import DataLoader, TensorDataset
 
 from torch_uncertainty_signorm import predict, signorm_ensemble
-from torch_uncertainty_signorm.member_health import (
+from torch_uncertainty_signorm.routines.member_health import (
     CONSTANT_OUTPUT_STD,
     WARNING_PREFIX,
     MemberHealth,

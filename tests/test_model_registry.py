@@ -53,6 +53,6 @@ def test_one_rule_for_data():
 def test_the_export_package_never_imports_the_command():
     imported = modules_imported_by(
         "import torch_uncertainty_signorm.export",
-        ("torch_uncertainty_signorm.cli", "torch_uncertainty_signorm.recipe_parsing",
+        ("torch_uncertainty_signorm.cli", "torch_uncertainty_signorm.cli.recipe_parsing",
          "lightning.pytorch.cli"))
     assert imported == []

@@ -12,7 +12,7 @@ from lightning.pytorch import Trainer
 from torch import nn
 
 from torch_uncertainty_signorm import sharing_penalty, signorm_ensemble
-from torch_uncertainty_signorm.numerics import check_finite_losses
+from torch_uncertainty_signorm.routines.numerics import check_finite_losses
 from torch_uncertainty_signorm.routines import SigmaNormClassificationRoutine
 
 M = 3

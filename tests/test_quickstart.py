@@ -9,7 +9,7 @@ import pytest
 
 from fixtures.cifar_files import run_command
 
-from torch_uncertainty_signorm.member_health import WARNING_PREFIX
+from torch_uncertainty_signorm.routines.member_health import WARNING_PREFIX
 from torch_uncertainty_signorm.reproduction import regression
 
 RECIPE = Path(__file__).parents[1] / "experiments" / "digits_signorm.yaml"

@@ -11,15 +11,15 @@ import yaml
 from fixtures.marker_module import assert_not_imported, marker_module
 
 from torch_uncertainty_signorm.cli import cli_main
-from torch_uncertainty_signorm.export import main as export_main
-from torch_uncertainty_signorm.recipe_bases import (
+from torch_uncertainty_signorm.cli.export import main as export_main
+from torch_uncertainty_signorm.cli.recipe_bases import (
     RecipeBaseError,
     composed_recipe,
     expand_recipe_bases,
     merge_recipes,
     recipe_chain,
 )
-from torch_uncertainty_signorm.recipe_parsing import parse_recipe
+from torch_uncertainty_signorm.cli.recipe_parsing import parse_recipe
 
 EXPERIMENTS = Path(__file__).parents[1] / "experiments"
 DIGITS = EXPERIMENTS / "digits_signorm.yaml"

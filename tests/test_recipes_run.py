@@ -19,7 +19,7 @@ from torch_uncertainty.models.classification.wideresnet import batched, masked, 
 
 from fixtures.synthetic_datamodule import SyntheticDataModule
 from torch_uncertainty_signorm.cli import cli_main
-from torch_uncertainty_signorm.recipe_bases import composed_recipe
+from torch_uncertainty_signorm.cli.recipe_bases import composed_recipe
 
 EXPERIMENTS = Path(__file__).parents[1] / "experiments"
 # Transformer recipes (pretrained ViT / BERT) run in test_transformer_recipes_run.py, the text

@@ -22,7 +22,7 @@ from fixtures.synthetic_datamodule import SyntheticDataModule
 from fixtures.text import write_newsgroups, write_sst2, write_tokenizer
 
 from torch_uncertainty_signorm.cli import cli_main
-from torch_uncertainty_signorm.recipe_bases import composed_recipe
+from torch_uncertainty_signorm.cli.recipe_bases import composed_recipe
 
 EXPERIMENTS = Path(__file__).parents[1] / "experiments"
 RECIPES = sorted([*EXPERIMENTS.glob("vit_*.yaml"), *EXPERIMENTS.glob("bert_*.yaml")])

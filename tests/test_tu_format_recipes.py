@@ -25,7 +25,7 @@ from torch_uncertainty.routines import ClassificationRoutine
 
 from tools.write_tu_recipes import EXPORT_FOLDER, exported_recipes
 from torch_uncertainty_signorm.cli import cli_main, main, tu_format_args
-from torch_uncertainty_signorm.tu_format import check_datamodule_named
+from torch_uncertainty_signorm.cli.tu_format import check_datamodule_named
 
 FIXTURES = Path(__file__).parent / "fixtures" / "tu_format"
 SYNTHETIC = f"{SyntheticDataModule.__module__}.SyntheticDataModule"

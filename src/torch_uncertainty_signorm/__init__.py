@@ -9,8 +9,7 @@ from __future__ import annotations
 
 import os
 import sys
-import types
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 if sys.argv[:1] == ["-m"] and sys.path and sys.path[0] in ("", os.getcwd()):
     # `python -m torch_uncertainty_signorm.<command>` put the working directory first on the
@@ -33,7 +32,7 @@ _EXPORTS = {
                      "SigmaGroupNorm", "SigmaLayerNorm", "SigmaLayerNorm2d", "SigmaRMSNorm",
                      "SigmaSyncBatchNorm"], "signorm.layers"),
     "MemberWrapper": "members.wrapper",
-    "parameter_counts": "parameter_counts",
+    "parameter_counts": "evaluation.parameter_counts",
     "EnsemblePrediction": "prediction", "ensemble_prediction": "prediction",
     "predict": "prediction",
     "ImportanceSharingPenalty": "signorm.regularization",
@@ -61,25 +60,12 @@ if TYPE_CHECKING:
         SigmaSyncBatchNorm,
     )
     from .members.wrapper import MemberWrapper
-    from .parameter_counts import parameter_counts
+    from .evaluation.parameter_counts import parameter_counts
     from .prediction import EnsemblePrediction, ensemble_prediction, predict
     from .signorm.regularization import ImportanceSharingPenalty, sharing_penalty
 
 
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
-
-
-class _Package(types.ModuleType):
-    """This package, whose exported names win over same-named submodules: importing the
-    submodule ``parameter_counts`` does not replace the function ``parameter_counts``."""
-
-    def __setattr__(self, name: str, value: Any) -> None:
-        if name in _EXPORTS and isinstance(value, types.ModuleType):
-            return  # the import system binding a submodule; __getattr__ gives the export
-        super().__setattr__(name, value)
-
-
-sys.modules[__name__].__class__ = _Package
 
 
 __version__ = "0.1.0"

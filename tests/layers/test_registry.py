@@ -19,7 +19,6 @@ from torch_uncertainty_signorm.signorm.layers import (
 )
 from torch_uncertainty_signorm.signorm.registry import (
     NORM_REGISTRY,
-    fold_signorm,
     signorm_class_for,
 )
 
@@ -151,7 +150,7 @@ def test_sync_batch_norm_converts_and_exports_to_sync_batch_norm():
     x = torch.randn(2 * M, 4, 3, 3)
     out = member_rows(layer.eval()(x), M)
     for m, x_m in enumerate(member_rows(x, M)):
-        folded = fold_signorm(layer, m).eval()
+        folded = layer.to_plain(m).eval()
         assert type(folded) is nn.SyncBatchNorm
         torch.testing.assert_close(folded(x_m), out[m], rtol=1e-5, atol=1e-5)
 

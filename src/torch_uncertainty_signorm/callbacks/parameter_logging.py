@@ -12,7 +12,7 @@ import torch
 from lightning.pytorch import Callback, LightningModule, Trainer
 from torch import Tensor
 
-from ..parameter_counts import parameter_counts
+from ..evaluation.parameter_counts import parameter_counts
 
 __all__ = ["ParameterCountCallback"]
 
@@ -21,7 +21,7 @@ class ParameterCountCallback(Callback):
     """Log ``params/trainable`` and ``params/total``, in millions, for any routine.
 
     The counted network is ``pl_module.model`` (TorchUncertainty routines) or the module
-    itself; counts follow :func:`~torch_uncertainty_signorm.parameter_counts.parameter_counts`.
+    itself; counts follow :func:`~torch_uncertainty_signorm.evaluation.parameter_counts.parameter_counts`.
     They are sent to every logger at the current step when ``fit``, ``validate`` or
     ``test`` starts and put in ``trainer.callback_metrics``; TorchUncertainty's own
     ``test/cplx/params`` is the unrounded total.

@@ -30,7 +30,7 @@ from torch_uncertainty.utils.cli import TULightningCLI, TUSaveConfigCallback
 
 from .. import _compat
 from ..safety.atomic_files import AtomicCheckpointIO
-from ..recipe_bases import expand_recipe_bases
+from .recipe_bases import expand_recipe_bases
 from .checkpoint_args import reconcile_checkpoint_args
 from .console import one_line_parser_class, silence_library_noise
 from .datamodule_setup import wrap_setup

@@ -9,8 +9,11 @@ from pathlib import Path
 
 import yaml
 
-from ..tu_format import (
-    DEFAULT_ROUTINE, check_datamodule_named, normalise_recipe, register_shorthands,
+from .tu_format import (
+    DEFAULT_ROUTINE,
+    check_datamodule_named,
+    normalise_recipe,
+    register_shorthands,
     resolve_datamodule,
 )
 
@@ -22,7 +25,7 @@ SUBCOMMANDS = ("fit", "validate", "test", "predict")
 
 def register_types() -> None:
     """Register the jsonargparse types the command's recipes use: TorchUncertainty's
-    ``style: cifar`` shorthand (:func:`~torch_uncertainty_signorm.tu_format.register_shorthands`).
+    ``style: cifar`` shorthand (:func:`~torch_uncertainty_signorm.cli.tu_format.register_shorthands`).
 
     Called by :class:`~torch_uncertainty_signorm.cli.TUSigmaNormCLI` before it builds its parser;
     idempotent.
@@ -51,11 +54,11 @@ def tu_format_args(args: Iterable[str]) -> list[str]:
     * ``--data CIFAR10DataModule`` (a class name or an import path) names the datamodule of
       ``data:`` blocks without ``class_path``;
     * a ``routine:`` block without ``class_path`` is
-      :data:`~torch_uncertainty_signorm.tu_format.DEFAULT_ROUTINE`;
+      :data:`~torch_uncertainty_signorm.cli.tu_format.DEFAULT_ROUTINE`;
     * ``--config`` recipes are updated by
-      :func:`~torch_uncertainty_signorm.tu_format.normalise_recipe` (a recipe it changes is
+      :func:`~torch_uncertainty_signorm.cli.tu_format.normalise_recipe` (a recipe it changes is
       passed on as a YAML string), and a datamodule no recipe nor ``--data`` names is an error
-      (:func:`~torch_uncertainty_signorm.tu_format.check_datamodule_named`).
+      (:func:`~torch_uncertainty_signorm.cli.tu_format.check_datamodule_named`).
 
     Both classes are given as the first options of the subcommand, so a recipe's or a later
     option's ``class_path`` still overrides them.

@@ -4,12 +4,12 @@ An export directory holds ``ensemble.safetensors`` (every weight and buffer), ``
 (the number of members and the model block that rebuilds the architecture) and, with
 ``--members``, ``member_<m>.safetensors`` for each member ``m``::
 
-    python -m torch_uncertainty_signorm.export --config recipe.yaml \
+    python -m torch_uncertainty_signorm.cli.export --config recipe.yaml \
         --ckpt_path "logs/.../checkpoints/epoch=…-val_acc=….ckpt" --output exported/ [--members]
 
 The command reads the recipe with the ``torch-uncertainty`` command's own parser
-(:func:`~torch_uncertainty_signorm.recipe_parsing.parse_recipe`, imported by
-:mod:`~torch_uncertainty_signorm.export.command` alone; further arguments such as
+(:func:`~torch_uncertainty_signorm.cli.recipe_parsing.parse_recipe`, imported by
+:mod:`~torch_uncertainty_signorm.cli.export` alone; further arguments such as
 ``--routine.init_args.model.init_args.num_estimators=2`` override it as on that command), so
 it builds the model the command trained.
 
@@ -41,38 +41,33 @@ affine,
 timm's ``LayerNorm2d``, σGN → ``GroupNorm``), and member ``m``'s head becomes its norm
 followed by an ``nn.Linear``. Its output equals the ensemble's rows of member ``m``.
 
-The package holds :mod:`~torch_uncertainty_signorm.export.spec` (the model block: checked,
-written as data, built), :mod:`~torch_uncertainty_signorm.export.writing`
+The package holds :mod:`~torch_uncertainty_signorm.export.spec` (the model block written as
+data, and built), :mod:`~torch_uncertainty_signorm.export.writing`
 (:func:`export_ensemble`), :mod:`~torch_uncertainty_signorm.export.loading`
-(:func:`load_ensemble`, :func:`load_member`), :mod:`~torch_uncertainty_signorm.export.files`
-(an export's files read as untrusted data) and :mod:`~torch_uncertainty_signorm.export.command`
-(the command, the only module importing the recipe parser, and through it the
-``torch-uncertainty`` command).
+(:func:`load_ensemble`, :func:`load_member`) and :mod:`~torch_uncertainty_signorm.export.files`
+(an export's files read as untrusted data); the model block is checked by
+:mod:`~torch_uncertainty_signorm.safety.export_spec`. The command lives with the other commands
+(:mod:`~torch_uncertainty_signorm.cli.export`); nothing here imports it.
 """
 
 
 from __future__ import annotations
 
-from ..signorm.registry import fold_signorm
-from .command import main
+from ..safety.export_spec import EXPORTABLE_CLASS_PATHS, check_ensemble_spec
 from .files import CONFIG_NAME, FORMAT, WEIGHTS_NAME
 from .loading import load_ensemble, load_member
-from ..safety.export_spec import EXPORTABLE_CLASS_PATHS, check_ensemble_spec
 from .spec import build_model
-from .writing import SigmaNormMember, export_ensemble, member_model
+from .writing import export_ensemble, member_model
 
 __all__ = [
     "CONFIG_NAME",
     "EXPORTABLE_CLASS_PATHS",
     "FORMAT",
     "WEIGHTS_NAME",
-    "SigmaNormMember",
     "build_model",
     "check_ensemble_spec",
     "export_ensemble",
-    "fold_signorm",
     "load_ensemble",
     "load_member",
-    "main",
     "member_model",
 ]

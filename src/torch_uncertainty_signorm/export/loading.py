@@ -32,7 +32,8 @@ from .files import (
 )
 from .spec import check_self_contained, ensemble_from_spec
 from ..safety.export_spec import check_ensemble_spec
-from .writing import SigmaNormMember, member_model
+from ..members.wrapper import MemberModel
+from .writing import member_model
 
 __all__ = ["load_ensemble", "load_member"]
 
@@ -186,7 +187,7 @@ def load_ensemble(
 
 def load_member(
     directory: str | Path, member: int, extra_class_paths: Iterable[str] = ()
-) -> SigmaNormMember:
+) -> MemberModel:
     """Rebuild exported member ``member`` (in eval mode), as safely as :func:`load_ensemble`."""
     directory = Path(directory)
     config = _export_spec(directory, extra_class_paths)

@@ -19,11 +19,7 @@ from ..safety.export_spec import ENSEMBLE_CLASS_PATHS
 from .spec import as_data, portable
 from ..safety.export_spec import check_ensemble_spec
 
-__all__ = ["SigmaNormMember", "export_ensemble", "member_model"]
-
-#: A member of a σNorm-Ensemble as a plain model (the class every member wrapper builds).
-SigmaNormMember = MemberModel
-
+__all__ = ["export_ensemble", "member_model"]
 
 def member_model(ensemble: SigmaNormEnsemble, member: int) -> MemberModel:
     """Member ``member`` of ``ensemble`` as a plain model (see

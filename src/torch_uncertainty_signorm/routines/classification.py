@@ -33,8 +33,8 @@ from ..signorm.diversity_target import (
 from ..signorm.ensemble import SigmaNormEnsemble
 from ..evaluation.printing import use_results_tables
 from ..evaluation.results_csv import append_to_last_row
-from ..member_health import MemberHealth, diagnose, health_counts, health_message
-from ..numerics import check_finite_inputs, check_finite_losses
+from .member_health import MemberHealth, diagnose, health_counts, health_message
+from .numerics import check_finite_inputs, check_finite_losses
 from ..signorm.optim import signorm_param_groups
 from ..prediction import EnsemblePrediction, ensemble_prediction, member_probabilities
 
@@ -76,7 +76,7 @@ class SigmaNormClassificationRoutine(ClassificationRoutine):
       on the in-distribution set (the mutual information, i.e. the modulation uncertainty,
       is TorchUncertainty's ``test/ens_MI``); the test values are appended to
       TorchUncertainty's ``results.csv`` row;
-    - member health (:mod:`~torch_uncertainty_signorm.member_health`), from the same logits
+    - member health (:mod:`~torch_uncertainty_signorm.routines.member_health`), from the same logits
       on the in-distribution set: ``{val,test}/health/{one_class,constant_output,
       chance_accuracy,non_finite}`` (0/1, the ensemble) and ``.../health/dead_members`` (members
       with a constant output or chance accuracy), and a one-line warning per condition and
@@ -118,7 +118,7 @@ class SigmaNormClassificationRoutine(ClassificationRoutine):
         warn_identical_members: Warn when the members are still one model (set ``False`` to
             silence, e.g. for a deliberate λ = 0 control).
         check_finite_loss: Stop at the first non-finite task or diversity loss with an error
-            naming the term (:func:`~torch_uncertainty_signorm.numerics.check_finite_losses`).
+            naming the term (:func:`~torch_uncertainty_signorm.routines.numerics.check_finite_losses`).
             It reads one boolean back from the device per training step; turn it off for the
             last bit of GPU throughput.
         is_ensemble: ``None`` (default) for ``True``, the model being an ensemble; ``False``

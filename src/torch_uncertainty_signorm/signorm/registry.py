@@ -20,7 +20,7 @@ from .. import _compat
 from . import layers as signorm
 from .layers import SigmaNorm
 
-__all__ = ["NORM_REGISTRY", "check_norm_type", "fold_signorm", "signorm_class_for"]
+__all__ = ["NORM_REGISTRY", "check_norm_type", "signorm_class_for"]
 
 #: Exact plain type → the σNorm class replacing it. timm's ``LayerNorm``, ``RmsNorm``,
 #: ``GroupNorm`` and ``GroupNorm1`` compute what torch's classes compute (their members fold
@@ -67,9 +67,3 @@ def check_norm_type(name: str, module: nn.Module) -> None:
             f"which σNorm would drop). Build the backbone with plain norm layers (timm: "
             f"norm_layer=nn.BatchNorm2d and a separate activation)."
         )
-
-
-def fold_signorm(layer: SigmaNorm, member: int) -> nn.Module:
-    """The ordinary normalisation layer computing member ``member``'s output of ``layer``:
-    ``layer.to_plain(member)``."""
-    return layer.to_plain(member)

@@ -57,7 +57,7 @@ class RecipeBaseError(ValueError):
 def _read(path: Path) -> Any:
     """The YAML of ``path``: a regular file, aliases' expansion bounded
     (:func:`~torch_uncertainty_signorm.safety.files.read_yaml`)."""
-    from .safety.files import read_yaml
+    from ..safety.files import read_yaml
 
     try:
         return read_yaml(path, "config")

@@ -17,7 +17,7 @@ import torch.nn.functional as F
 from torch import Tensor
 from torchmetrics import Metric
 
-from .checks import check_integer
+from ..checks import check_integer
 
 __all__ = [
     "CHANCE_MARGIN", "CONDITIONS", "CONSTANT_OUTPUT_STD", "ONE_CLASS_SHARE", "WARNING_PREFIX",

@@ -16,7 +16,7 @@ from typing import Any
 from jsonargparse import Namespace
 from lightning.pytorch.cli import ArgsType, LightningArgumentParser
 
-from .cli import TUSigmaNormCLI
+from . import TUSigmaNormCLI
 
 __all__ = ["parse_recipe"]
 

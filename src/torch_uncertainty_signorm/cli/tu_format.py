@@ -20,7 +20,7 @@ from typing import Any
 from jsonargparse.typing import register_type
 from torch_uncertainty.models.classification.resnet.utils import ResNetStyle
 
-from .safety.allowlist import current_class_paths
+from ..safety.allowlist import current_class_paths
 
 __all__ = [
     "DATAMODULE_PACKAGES", "DEFAULT_ROUTINE", "check_datamodule_named",

@@ -1,10 +1,10 @@
-"""``python -m torch_uncertainty_signorm.export``: checkpoint + recipe → export directory.
+"""``python -m torch_uncertainty_signorm.cli.export``: checkpoint + recipe → export directory.
 
-Export a trained σNorm-Ensemble as safetensors, and each member as a plain model.
-
-The command reads the recipe with the ``torch-uncertainty`` command's own parser
-(:func:`~torch_uncertainty_signorm.recipe_parsing.parse_recipe`, imported only when the command
-runs: the rest of :mod:`torch_uncertainty_signorm.export` never imports the command).
+Export a trained σNorm-Ensemble as safetensors, and each member as a plain model
+(:mod:`torch_uncertainty_signorm.export`, which never imports the command). The command reads
+the recipe with the ``torch-uncertainty`` command's own parser
+(:func:`~torch_uncertainty_signorm.cli.recipe_parsing.parse_recipe`), so it builds the model that
+command trained.
 """
 
 from __future__ import annotations
@@ -15,12 +15,13 @@ import signal
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
-
+from ..export.spec import as_data, ensemble_from_spec, portable
+from ..export.writing import export_ensemble, output_directory
 from ..safety import allowlist
 from ..safety.checkpoints import load_backbone_checkpoint
-from .spec import as_data, ensemble_from_spec, portable
 from ..safety.export_spec import check_ensemble_spec
-from .writing import export_ensemble, output_directory
+from .recipe_bases import recipe_chain
+from .recipe_parsing import parse_recipe
 
 __all__ = ["main"]
 
@@ -32,9 +33,6 @@ def _recipe_model_block(recipe: Path, overrides: Sequence[str], allowed: Sequenc
     whole recipe (every file of its chain, every block, in either format) before the parser
     imports anything (:func:`~torch_uncertainty_signorm.safety.allowlist.check_recipe`), the model
     block again after."""
-    from ..recipe_bases import recipe_chain
-    from ..recipe_parsing import parse_recipe
-
     if not recipe.is_file():
         raise FileNotFoundError(f"--config {str(recipe)!r} does not exist.")
     recipe_allowed = allowlist.RECIPE_CLASS_PATHS | frozenset(allowed)
@@ -61,9 +59,10 @@ def _recipe_model_block(recipe: Path, overrides: Sequence[str], allowed: Sequenc
 
 
 def main(argv: Sequence[str] | None = None) -> Path:
-    """``python -m torch_uncertainty_signorm.export``: checkpoint + recipe → export directory."""
+    """``python -m torch_uncertainty_signorm.cli.export``: checkpoint + recipe → export
+    directory."""
     parser = argparse.ArgumentParser(
-        prog="python -m torch_uncertainty_signorm.export", description=_DESCRIPTION,
+        prog="python -m torch_uncertainty_signorm.cli.export", description=_DESCRIPTION,
         epilog="Other arguments override the recipe as on the torch-uncertainty command, e.g. "
                "--routine.init_args.model.init_args.num_estimators=2.", allow_abbrev=False,
     )
@@ -121,3 +120,7 @@ def _export(args: argparse.Namespace, overrides: Sequence[str]) -> Path:
                                 extra_class_paths=args.allow, overwrite=args.overwrite)
     print(f"Exported {model.num_estimators} members to {directory}")
     return directory
+
+
+if __name__ == "__main__":
+    main()
