@@ -94,7 +94,7 @@ def test_nan_loss_stops_training_naming_the_term(corrupt, term):
     routine = _routine()
     data = (_NaNInputs if corrupt == "inputs" else SyntheticDataModule)(batch_size=8)
     if corrupt == "strength":
-        routine.model.penalty.strength = float("inf")  # as a corrupted config would
+        routine.model.penalty.diversity_strength = float("inf")  # as a corrupted config would
     before = copy.deepcopy(routine.model.state_dict())
     trainer = Trainer(accelerator="cpu", max_steps=1, logger=False, enable_progress_bar=False,
                       enable_model_summary=False, enable_checkpointing=False,

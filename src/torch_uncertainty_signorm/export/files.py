@@ -1,8 +1,6 @@
 """Reading an export's files as untrusted data: only regular files inside the export folder, a
 bounded ``config.json``, and safetensors headers read (and checked against the model to build)
 before any tensor is allocated.
-
-Also importable as ``torch_uncertainty_signorm.export_files`` (its former name) for one release.
 """
 
 from __future__ import annotations

@@ -113,14 +113,5 @@ class ImportanceSharingPenalty(nn.Module):
         stacked = importances if isinstance(importances, Tensor) else torch.cat(importances, 1)
         return self.diversity_strength * sharing_penalty(stacked, self.tau)
 
-    @property
-    def strength(self) -> float:
-        """The former name of :attr:`diversity_strength` (λ), kept for one release."""
-        return self.diversity_strength
-
-    @strength.setter
-    def strength(self, value: float) -> None:
-        self.diversity_strength = value
-
     def extra_repr(self) -> str:
         return f"tau={self.tau}, diversity_strength={self.diversity_strength}"
