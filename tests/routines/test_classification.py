@@ -19,7 +19,7 @@ from torch_uncertainty_signorm import signorm_ensemble
 from torch_uncertainty_signorm.datamodules import DigitsDataModule
 from torch_uncertainty_signorm.signorm.optim import signorm_param_groups
 from torch_uncertainty_signorm.signorm.regularization_guard import (
-    MissingRegulariserError,
+    MissingRegularizerError,
     require_diversity_loss,
 )
 from torch_uncertainty_signorm.routines import SigmaNormClassificationRoutine
@@ -250,7 +250,7 @@ def test_plain_routine_fit_fails_before_the_first_step():
     require_diversity_loss(model)  # idempotent; SigmaNormEnsemble should register it itself
     before = {k: v.clone() for k, v in model.state_dict().items() if v.is_floating_point()}
     trainer = cpu_trainer(max_epochs=1, limit_val_batches=0)
-    with pytest.raises(MissingRegulariserError, match="without its diversity regulariser.*"
+    with pytest.raises(MissingRegularizerError, match="without its diversity regulariser.*"
                                                       "SigmaNormClassificationRoutine"):
         trainer.fit(_plain_routine(model), _loader())
     assert trainer.global_step == 0

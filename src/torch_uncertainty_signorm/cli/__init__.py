@@ -57,7 +57,15 @@ The package holds one job per module; :class:`TUSigmaNormCLI` calls them from Li
 * :mod:`~torch_uncertainty_signorm.cli.run_folders`: the run's logger folder (saved
   configuration, the version a resumed run continues, the folder of a run that wrote nothing);
 * :mod:`~torch_uncertainty_signorm.cli.interruption`: SIGTERM / Ctrl-C exit codes
-  (:class:`RunInterrupted`) and the command resuming a run (:func:`resume_command`).
+  (:class:`RunInterrupted`) and the command resuming a run (:func:`resume_command`);
+* :mod:`~torch_uncertainty_signorm.cli.tu_format`: TorchUncertainty's recipe format itself
+  (shorthands, its ``model:`` block, renamed class paths);
+* :mod:`~torch_uncertainty_signorm.cli.recipe_bases`: recipes extending base files (``base:``);
+* :mod:`~torch_uncertainty_signorm.cli.recipe_parsing`: a recipe read as the command reads it,
+  without building anything;
+* :mod:`~torch_uncertainty_signorm.cli.export`: the export command
+  (``python -m torch_uncertainty_signorm.cli.export``), on the export library
+  (:mod:`torch_uncertainty_signorm.export`, which never imports this package).
 """
 
 from .checkpoint_args import EVALUATION_ONLY_ARGS

@@ -24,7 +24,7 @@ from ..safety.allowlist import current_class_paths
 
 __all__ = [
     "DATAMODULE_PACKAGES", "DEFAULT_ROUTINE", "check_datamodule_named",
-    "normalise_recipe", "register_shorthands", "resolve_datamodule", "to_tu_format",
+    "normalize_recipe", "register_shorthands", "resolve_datamodule", "to_tu_format",
 ]
 
 #: The routine of a ``routine:`` block without ``class_path`` (TorchUncertainty's ``main.py``).
@@ -87,7 +87,7 @@ def resolve_datamodule(name: str) -> str:
     return names[name]
 
 
-def normalise_recipe(config: dict) -> dict:
+def normalize_recipe(config: dict) -> dict:
     """A TorchUncertainty recipe in the command's form, leaving other recipes as they are.
 
     The ``model:`` block of TorchUncertainty's Deep Ensembles recipes becomes ``routine:`` (the

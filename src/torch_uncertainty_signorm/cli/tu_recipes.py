@@ -12,7 +12,7 @@ import yaml
 from .tu_format import (
     DEFAULT_ROUTINE,
     check_datamodule_named,
-    normalise_recipe,
+    normalize_recipe,
     register_shorthands,
     resolve_datamodule,
 )
@@ -56,7 +56,7 @@ def tu_format_args(args: Iterable[str]) -> list[str]:
     * a ``routine:`` block without ``class_path`` is
       :data:`~torch_uncertainty_signorm.cli.tu_format.DEFAULT_ROUTINE`;
     * ``--config`` recipes are updated by
-      :func:`~torch_uncertainty_signorm.cli.tu_format.normalise_recipe` (a recipe it changes is
+      :func:`~torch_uncertainty_signorm.cli.tu_format.normalize_recipe` (a recipe it changes is
       passed on as a YAML string), and a datamodule no recipe nor ``--data`` names is an error
       (:func:`~torch_uncertainty_signorm.cli.tu_format.check_datamodule_named`).
 
@@ -79,7 +79,7 @@ def tu_format_args(args: Iterable[str]) -> list[str]:
         if not isinstance(recipe, dict):
             continue
         recipes.append(recipe)
-        if (normalised := normalise_recipe(recipe)) != recipe:
+        if (normalised := normalize_recipe(recipe)) != recipe:
             _set_value(args, at, "--config", yaml.safe_dump(normalised, sort_keys=False))
     check_datamodule_named(recipes, datamodule)
     start = next((i + 1 for i, arg in enumerate(args) if arg in SUBCOMMANDS), 0)

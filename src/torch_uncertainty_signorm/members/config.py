@@ -4,8 +4,9 @@ arguments.
 
 A config holds a method's settings only: neither the backbone nor the number of members M, which
 the wrapper takes beside it. Its fields are the wrapper's keyword arguments, with the same names
-and defaults (:func:`settings_of` reads them from a call's arguments), so a recipe's
-``init_args`` block is a config written out. Each method's config lives with the method:
+and defaults, so a recipe's ``init_args`` block is a config written out; the wrapper builds its
+config from them in one call to :meth:`MethodConfig.resolve`, which also states the one rule for
+a setting given both ways. Each method's config lives with the method:
 :class:`~torch_uncertainty_signorm.signorm.config.SigmaNormConfig`,
 :class:`~torch_uncertainty_signorm.baselines.film.config.FiLMConfig`,
 :class:`~torch_uncertainty_signorm.baselines.lora.config.LoRAEnsembleConfig`.
@@ -18,9 +19,8 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
 
-from .._arguments import arguments_for
 
-__all__ = ["MethodConfig", "check_choice", "check_eval_chunk_size", "check_name", "settings_of"]
+__all__ = ["MethodConfig", "check_choice", "check_eval_chunk_size", "check_name"]
 
 
 def _plain(value: Any) -> Any:
@@ -117,11 +117,6 @@ class MethodConfig:
                 f"changes a config)."
             )
         return config
-
-
-def settings_of(config_class: type[MethodConfig], arguments: Mapping[str, Any]) -> dict[str, Any]:
-    """The config's settings among a call's ``arguments`` (e.g. a function's ``locals()``)."""
-    return arguments_for(config_class, arguments)
 
 
 def check_choice(name: str, value: Any, choices: tuple[str, ...]) -> None:

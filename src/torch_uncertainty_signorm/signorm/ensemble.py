@@ -11,7 +11,6 @@ from torch import Tensor, nn
 
 from ..safety.checkpoints import read_backbone_checkpoint
 from .config import SigmaNormConfig
-from ..members.config import settings_of
 from .conversion import convert_norm_layers, find_norm_layers, norms_at_initial_state
 from .layer_selection import select_layers
 from ..members.heads import MemberHeads
@@ -166,7 +165,13 @@ class SigmaNormEnsemble(MemberWrapper):
         expand_at: str = _DEFAULT.expand_at,
         eval_chunk_size: int | Literal["auto"] | None = _DEFAULT.eval_chunk_size,
     ) -> None:
-        config = SigmaNormConfig.resolve(config, settings_of(SigmaNormConfig, locals()))
+        config = SigmaNormConfig.resolve(config, dict(
+            num_classes=num_classes, pretrained=pretrained, checkpoint=checkpoint,
+            regularized_layers=regularized_layers, tau=tau, diversity_strength=diversity_strength,
+            scale_init_std=scale_init_std, member_spread=member_spread, head=head,
+            head_norm=head_norm, head_scale_init=head_scale_init, expand_at=expand_at,
+            eval_chunk_size=eval_chunk_size,
+        ))
         super().__init__(num_estimators)
         self.config = config
         self.eval_chunk_size = config.eval_chunk_size

@@ -18,12 +18,12 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-__all__ = ["MissingRegulariserError", "require_diversity_loss"]
+__all__ = ["MissingRegularizerError", "require_diversity_loss"]
 
 _SEEN = "_diversity_loss_seen"
 
 
-class MissingRegulariserError(RuntimeError):
+class MissingRegularizerError(RuntimeError):
     """A σNorm-Ensemble was trained without its diversity regulariser."""
 
 
@@ -58,7 +58,7 @@ def _check_on_backward(ensemble: nn.Module, _args: Any, output: Any) -> None:
 
 def _fail_without_penalty(ensemble: nn.Module, grad: Tensor) -> None:
     if not getattr(ensemble, _SEEN):
-        raise MissingRegulariserError(
+        raise MissingRegularizerError(
             f"{type(ensemble).__name__} is being trained without its diversity regulariser "
             f"(model.diversity_loss() was never added to the loss), which is not σN-Ens: "
             f"train it with torch_uncertainty_signorm.routines.SigmaNormClassificationRoutine "

@@ -34,7 +34,6 @@ from ... import _compat
 from ...checks import check_positive_number
 from .config import FiLMConfig, InitCenter
 from .layer import FiLMBatchNorm
-from ...members.config import settings_of
 from ...members.replace import replace_modules
 from ...members.wrapper import MemberWrapper, find_classifier, member_major
 
@@ -118,7 +117,10 @@ class FiLMEnsemble(MemberWrapper):
         head: str | None = _DEFAULT.head,
         expand_at: str = _DEFAULT.expand_at,
     ) -> None:
-        config = FiLMConfig.resolve(config, settings_of(FiLMConfig, locals()))
+        config = FiLMConfig.resolve(config, dict(
+            num_classes=num_classes, gain=gain, init_center=init_center, head=head,
+            expand_at=expand_at,
+        ))
         super().__init__(num_estimators)
         self.config = config
         num_classes, gain, init_center = config.num_classes, config.gain, config.init_center

@@ -35,7 +35,6 @@ from torch import Tensor, nn
 from ...checks import check_integer, check_positive_number
 from .config import LoRAEnsembleConfig
 from .layer import MemberLoRALinear
-from ...members.config import settings_of
 from ...members.replace import replace_modules
 from ...members.selection import match_names
 from ...members.linear import MemberLinear
@@ -129,7 +128,10 @@ class LoRAEnsemble(MemberWrapper):
         head: str | None = _DEFAULT.head,
         expand_at: str = _DEFAULT.expand_at,
     ) -> None:
-        config = LoRAEnsembleConfig.resolve(config, settings_of(LoRAEnsembleConfig, locals()))
+        config = LoRAEnsembleConfig.resolve(config, dict(
+            num_classes=num_classes, rank=rank, alpha=alpha, target_modules=target_modules,
+            init_gain=init_gain, head=head, expand_at=expand_at,
+        ))
         super().__init__(num_estimators)
         self.config = config
         num_classes, rank, alpha = config.num_classes, config.rank, config.alpha
