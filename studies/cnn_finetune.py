@@ -123,7 +123,7 @@ def run(method: str, seed: int, steps: int, scale_lr: float | None, members: int
             if controller is not None:
                 with torch.no_grad():
                     cosine = float(signorm_cosine(model.importances(regularized_only=True)))
-                model.penalty.tau = controller.update(cosine, step)
+                model.set_tau(controller.update(cosine, step))
             loss = loss + model.diversity_loss()
         optimizer.zero_grad()
         loss.backward()
@@ -139,7 +139,7 @@ def run(method: str, seed: int, steps: int, scale_lr: float | None, members: int
             "target": "" if target is None else target,
             **{k: round(v, 4) for k, v in result.items()},
             "signorm_cos": round(cosine, 4),
-            "tau_end": "" if method == "single" else round(float(model.penalty.tau), 5),
+            "tau_end": "" if method == "single" else round(model.tau, 5),
             "floor_step": "" if floor_step is None else floor_step,
             "seconds": round(time.perf_counter() - start, 1), "device": device}
 

@@ -150,8 +150,8 @@ def _synthetic_run(target: float, steps: int = 160, seed: int = 0):
     for step in range(steps):
         with torch.no_grad():
             cosines.append(float(signorm_cosine(model.importances(regularized_only=True))))
-        model.penalty.tau = controller.update(cosines[-1], step)
-        taus.append(model.penalty.tau)
+        model.set_tau(controller.update(cosines[-1], step))
+        taus.append(model.tau)
         batch = torch.randint(0, 256, (32,))
         loss = nn.functional.cross_entropy(model(inputs[batch]), labels[batch].repeat(M))
         optimizer.zero_grad()

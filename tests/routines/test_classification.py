@@ -360,7 +360,7 @@ def test_a_missed_target_is_warned_about_with_the_reason():
     with pytest.warns(UserWarning, match=r"target_diversity=0\.3 was not reached: the "
                       r"regularised layers' σNorm-cos is (0\.99\d+|1\.0000) after 2 steps"):
         trainer.fit(routine, _loaders()[0])
-    assert routine.model.penalty.tau < 0.5  # the controller strengthened the push
+    assert routine.model.tau < 0.5  # the controller strengthened the push
     assert "train/tau" in trainer.progress_bar_metrics  # τ moves: on the progress bar
 
 

@@ -86,7 +86,7 @@ def _with_settings(spec: dict, model: SigmaNormEnsemble) -> dict:
     backbone and ``num_estimators``; another class's block (``extra_class_paths``) as it is."""
     if spec["class_path"] not in ENSEMBLE_CLASS_PATHS:
         return spec
-    settings = model.config.to_dict()
+    settings = {**model.config.to_dict(), "tau": model.tau}  # the τ the run ended with
     kept = {key: value for key, value in spec["init_args"].items()
             if key not in settings and key != "config"}
     return {**spec, "init_args": {**kept, **settings}}

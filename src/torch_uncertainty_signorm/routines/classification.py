@@ -21,7 +21,12 @@ from ..safety.files import check_file_name
 from ..safety.plain_data import is_data
 from ..safety.allowlist import instantiate_spec
 from ..callbacks.logits_tap import LogitsTap
-from ..safety.checkpoints import check_lightning_checkpoint, is_url, read_checkpoint
+from ..safety.checkpoints import (
+    CHECKPOINT_TAU,
+    check_lightning_checkpoint,
+    is_url,
+    read_checkpoint,
+)
 from ..checks import check_fraction, check_positive_number
 from ..diversity import geometric_ambiguity, jensen_gap, signorm_cosine
 from ..signorm.diversity_target import (
@@ -262,7 +267,7 @@ class SigmaNormClassificationRoutine(ClassificationRoutine):
                 optimizer, self.model.scale_logits()
             )
             self.diversity_target = DiversityTarget(
-                self.target_diversity, self.model.penalty.tau,
+                self.target_diversity, self.model.tau,
                 self.trainer.estimated_stepping_batches, lookahead=lookahead,
             )
             if self._loaded_target_state is not None:
@@ -276,7 +281,7 @@ class SigmaNormClassificationRoutine(ClassificationRoutine):
                     f"its bound and the members may then overshoot the target. Give the model "
                     f"member_spread (e.g. 0.3) for a controlled approach."
                 )
-            self.model.penalty.tau = self.diversity_target.tau
+            self.model.set_tau(self.diversity_target.tau)
         scale_ids = {id(p) for p in self.model.scale_logits()}
         for optimizer in self.trainer.optimizers:
             for group in optimizer.param_groups:
@@ -300,7 +305,7 @@ class SigmaNormClassificationRoutine(ClassificationRoutine):
             cosine_regularized = signorm_cosine(self.model.importances(regularized_only=True))
         target = self.diversity_target
         if target is not None and target.step != self.global_step:  # once per optimiser step
-            self.model.penalty.tau = target.update(float(cosine_regularized), self.global_step)
+            self.model.set_tau(target.update(float(cosine_regularized), self.global_step))
         diversity_loss = self.model.diversity_loss()
         if self.check_finite_loss:
             check_finite_losses(
@@ -311,17 +316,20 @@ class SigmaNormClassificationRoutine(ClassificationRoutine):
         self.log("train/total_loss", loss, logger=True)
         self.log("train/signorm_cos", cosine, prog_bar=True)
         self.log("train/signorm_cos_regularized", cosine_regularized)
-        self.log("train/tau", float(self.model.penalty.tau), prog_bar=target is not None)
+        self.log("train/tau", self.model.tau, prog_bar=target is not None)
         return loss
 
     def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
         super().on_save_checkpoint(checkpoint)
         if self.diversity_target is not None:
             checkpoint[_TARGET_STATE] = self.diversity_target.state_dict()
+        checkpoint[CHECKPOINT_TAU] = self.model.tau
 
     def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
         super().on_load_checkpoint(checkpoint)
         self._loaded_target_state = checkpoint.get(_TARGET_STATE)
+        if isinstance(checkpoint.get(CHECKPOINT_TAU), float):  # the τ the run had reached
+            self.model.set_tau(checkpoint[CHECKPOINT_TAU])
 
     def on_train_end(self) -> None:
         super().on_train_end()
@@ -344,12 +352,11 @@ class SigmaNormClassificationRoutine(ClassificationRoutine):
                 and cosine >= IDENTICAL_MEMBERS_COSINE)
 
     def _identical_members_message(self, cosine: float, when: str) -> str:
-        penalty = self.model.penalty
         return (
             f"The σN-Ens members are still one model {when}: the regularised layers' "
             f"σNorm-cos is {cosine:.5f} (>= {IDENTICAL_MEMBERS_COSINE}) after "
-            f"{self.global_step} steps, at tau={penalty.tau:.4g} and "
-            f"diversity_strength (lambda)={penalty.diversity_strength:g}. Members that start identical "
+            f"{self.global_step} steps, at tau={self.model.tau:.4g} and "
+            f"diversity_strength (lambda)={self.model.config.diversity_strength:g}. Members that start identical "
             f"(an exact conversion) sit where the regulariser has no gradient, and its push "
             f"grows about as lambda/tau^2 per step. Remedies: give the model "
             f"member_spread (e.g. 0.3) to leave the symmetric start, set the routine's "

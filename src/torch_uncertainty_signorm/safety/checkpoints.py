@@ -15,8 +15,8 @@ import torch
 from torch import Tensor, nn
 
 __all__ = [
-    "check_lightning_checkpoint", "is_url", "load_backbone_checkpoint", "load_torch_file",
-    "local_file", "read_backbone_checkpoint", "read_checkpoint",
+    "CHECKPOINT_TAU", "check_lightning_checkpoint", "is_url", "load_backbone_checkpoint",
+    "load_torch_file", "local_file", "read_backbone_checkpoint", "read_checkpoint",
 ]
 
 #: The attribute under which TorchUncertainty's routines hold their network.
@@ -26,6 +26,11 @@ _URL = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://")
 #: A scheme without slashes, which fsspec also reads (``file:/path``, ``data:...;base64,...``,
 #: Lightning's ``registry:name``); two letters at least, so a Windows drive (``C:``) is a path.
 _SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]+:")
+
+
+#: The key under which the σN-Ens routine stores its model's τ when the checkpoint is saved
+#: (the τ controller may have moved it from the recipe's).
+CHECKPOINT_TAU = "signorm_tau"
 
 
 def is_url(path: str | Path) -> bool:

@@ -224,6 +224,16 @@ class SigmaNormEnsemble(MemberWrapper):
         """Per-layer member importances σ(γ), each ``(M, F_ℓ)``."""
         return [layer.importance() for layer in self.signorm_layers(regularized_only).values()]
 
+    @property
+    def tau(self) -> float:
+        """τ now: the penalty's, which the τ controller may have moved (``config.tau`` is where
+        the run started). Exports and checkpoints record this value."""
+        return self.penalty.tau
+
+    def set_tau(self, tau: float) -> None:
+        """Set the regulariser's temperature (:meth:`ImportanceSharingPenalty.set_tau`)."""
+        self.penalty.set_tau(tau)
+
     def diversity_loss(self) -> Tensor:
         r"""The regulariser :math:`\lambda \mathcal{L}_{div}` over the regularised layers."""
         return self.penalty(self.importances(regularized_only=True))

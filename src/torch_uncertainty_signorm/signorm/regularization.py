@@ -106,7 +106,21 @@ class ImportanceSharingPenalty(nn.Module):
         self, tau: float = DEFAULT_TAU, diversity_strength: float = DEFAULT_DIVERSITY_STRENGTH
     ) -> None:
         super().__init__()
-        self.tau, self.diversity_strength = check_penalty_settings(tau, diversity_strength)
+        self._tau, self.diversity_strength = check_penalty_settings(tau, diversity_strength)
+
+    @property
+    def tau(self) -> float:
+        """The temperature the penalty uses now: the one place τ lives during a run (a config's
+        ``tau`` is the value it started from). Changed through :meth:`set_tau` only."""
+        return self._tau
+
+    def set_tau(self, tau: float) -> None:
+        """Use the temperature ``tau`` from now on (what the τ controller does each step).
+
+        Raises:
+            ValueError: If ``tau`` is no number in :data:`TAU_RANGE`.
+        """
+        self._tau = check_tau(tau)
 
     def forward(self, importances: Sequence[Tensor] | Tensor) -> Tensor:
         """λ · penalty of ``(M, F_ℓ)`` importances, concatenated along features."""
@@ -114,4 +128,4 @@ class ImportanceSharingPenalty(nn.Module):
         return self.diversity_strength * sharing_penalty(stacked, self.tau)
 
     def extra_repr(self) -> str:
-        return f"tau={self.tau}, diversity_strength={self.diversity_strength}"
+        return f"tau={self._tau}, diversity_strength={self.diversity_strength}"
