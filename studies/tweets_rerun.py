@@ -1,4 +1,4 @@
-"""The registered tweets study re-run at the training fix (design: docs/tweets_study/rerun/DESIGN.md).
+"""The registered tweets study re-run at the training fix (design: docs/tweets_study/rerun).
 
 The 16 registered runs of :mod:`studies.tweets_controlled` and its statistics unchanged, plus
 what the design adds before the runs: the seed-level reading (:mod:`studies.tweets_seed_level`),
@@ -24,7 +24,6 @@ from dataclasses import dataclass
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
-import numpy as np
 import torch
 from safetensors.torch import load_file
 
@@ -115,7 +114,8 @@ def run_rows(runs_dir: Path) -> list[dict]:
             continue
         with (folder / "results.csv").open(newline="") as file:
             result = {k: float(v) for k, v in list(csv.DictReader(file))[-1].items() if v}
-        log = folder / "metrics.csv" if (folder / "metrics.csv").is_file() else folder / "trajectory.csv"
+        log = folder / "metrics.csv"
+        log = log if log.is_file() else folder / "trajectory.csv"
         with log.open(newline="") as file:
             metrics = list(csv.DictReader(file))
         settings = json.loads((folder / "settings.json").read_text())
@@ -185,7 +185,8 @@ def write_tables(out: Path) -> str:
         with tempfile.TemporaryDirectory() as scratch:
             combined = combined_runs([runs_dir, extension_dir], Path(scratch))
             write_rows(seed_level(combined), out / "extension" / "seed_level.csv")
-        sections += ["## Extension runs (seeds 3-5)\n", markdown_table(extension, list(extension[0]))]
+        sections += ["## Extension runs (seeds 3-5)\n",
+                     markdown_table(extension, list(extension[0]))]
     text = "\n".join(sections)
     (out / "runs.md").write_text(text + "\n")
     return text
