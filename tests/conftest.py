@@ -26,6 +26,7 @@ SECOND_TIER = (
     "test_real_minilm_recipes.py",
     "test_quickstart.py",
     "test_tu_format_recipes.py",
+    "cli/test_recipe_fits.py",
     "test_distributed.py",  # DDP, in worker processes
     # tests that start other processes (the command, scripts, vermin)
     "test_console.py",

@@ -91,7 +91,8 @@ def files(tmp_path_factory) -> Path:
     recipe_spec["init_args"]["model"] = {**RESNET_SPEC, "init_args": {**RESNET_SPEC["init_args"],
                                                                        "style": "CIFAR"}}
     (root / "recipe_m3.yaml").write_text(yaml.safe_dump({
-        "routine": {"class_path": "torch_uncertainty_signorm.routines.SigmaNormClassificationRoutine",
+        "routine": {"class_path":
+                    "torch_uncertainty_signorm.routines.SigmaNormClassificationRoutine",
                     "init_args": {"num_classes": 10, "model": recipe_spec}},
         "data": {"class_path": "torch_uncertainty_signorm.datamodules.DigitsDataModule"},
     }))
@@ -301,7 +302,7 @@ CASES = [
          ValueError, r"--weights_only=false would let a checkpoint run code"),
     Case("lambda = 1e30", lambda d: _ensemble(diversity_strength=1e30), ValueError,
          r"diversity_strength \(lambda\)=1e\+30 is above 1000: the regulariser would swamp"),
-    Case("loading a directory that is no export", lambda d: load_ensemble(d), FileNotFoundError,
+    Case("loading a directory that is no export", load_ensemble, FileNotFoundError,
          r"config.json' does not exist: .* is no σN-Ens export"),
     Case("exported member out of range", lambda d: load_member(d / "export", 7), ValueError,
          r"member 7 was not exported to .*; exported members: none \(export with members=True"),

@@ -4,8 +4,6 @@ import copy
 
 import pytest
 import torch
-from torch import nn
-
 from fixtures.backbones import (
     bert_inputs,
     randomize_norms,
@@ -15,7 +13,9 @@ from fixtures.backbones import (
     tiny_vit,
     tiny_wideresnet,
 )
-from torch_uncertainty_signorm import SigmaNormEnsemble, signorm_ensemble, signorm_cosine
+from torch import nn
+
+from torch_uncertainty_signorm import SigmaNormEnsemble, signorm_cosine, signorm_ensemble
 from torch_uncertainty_signorm.layers.signorm import SigmaNorm
 
 M = 4
@@ -151,7 +151,8 @@ def test_diversity_loss_and_scale_logit_accessor():
                              diversity_strength=0.5)
     from torch_uncertainty_signorm import sharing_penalty
 
-    regularized = [model.backbone.get_submodule(n).importance() for n in model.regularized_layer_names]
+    regularized = [model.backbone.get_submodule(n).importance()
+                   for n in model.regularized_layer_names]
     expected = 0.5 * sum(sharing_penalty(imp, 0.2) for imp in regularized)
     torch.testing.assert_close(model.diversity_loss(), expected)
     logits = model.scale_logits()
@@ -192,7 +193,7 @@ def test_a_refused_setting_leaves_the_given_model_untouched(kwargs):
 
 def test_inputs_of_the_wrong_type_are_rejected():
     model = signorm_ensemble(tiny_resnet(), M)
-    with pytest.raises(TypeError, match="tensor or a mapping of tensors.*got list"):
+    with pytest.raises(TypeError, match=r"tensor or a mapping of tensors.*got list"):
         model([torch.randn(1, 3, 32, 32)])
 
 
@@ -218,7 +219,8 @@ def test_an_untrained_checkpoint_is_refused_before_it_is_loaded(tmp_path):
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
 def test_heads_follow_the_backbone_dtype(dtype):
     model = signorm_ensemble(tiny_resnet().to(dtype), M)
-    floats = [t for t in [*model.heads.parameters(), *model.heads.buffers()] if t.is_floating_point()]
+    floats = [t for t in [*model.heads.parameters(), *model.heads.buffers()]
+              if t.is_floating_point()]
     assert {t.dtype for t in floats} == {dtype}
     assert model.heads(torch.randn(2 * M, 64, dtype=dtype)).dtype == dtype
 
@@ -294,5 +296,6 @@ def test_auto_evaluation_parts_apply_on_cpu_only():
 
 @pytest.mark.parametrize("value", [0, -4, True, 2.5, "all"])
 def test_eval_chunk_size_must_be_auto_none_or_a_positive_integer(value):
-    with pytest.raises(ValueError, match=f"eval_chunk_size must be 'auto', None or an integer >= 1.*got {value!r}"):
+    with pytest.raises(ValueError, match=f"eval_chunk_size must be 'auto', None or an integer "
+                                         f">= 1.*got {value!r}"):
         signorm_ensemble(tiny_resnet(), M, eval_chunk_size=value)

@@ -13,7 +13,8 @@ from torch_uncertainty_signorm.regularization import ImportanceSharingPenalty
 
 def test_regulariser_check_is_the_guard_module_with_a_warning():
     sys.modules.pop("torch_uncertainty_signorm.regulariser_check", None)
-    with pytest.warns(DeprecationWarning, match="now torch_uncertainty_signorm.regularization_guard"):
+    with pytest.warns(DeprecationWarning,
+                      match=r"now torch_uncertainty_signorm\.regularization_guard"):
         old = importlib.import_module("torch_uncertainty_signorm.regulariser_check")
     assert old.require_diversity_loss is regularization_guard.require_diversity_loss
     assert old.MissingRegulariserError is regularization_guard.MissingRegulariserError

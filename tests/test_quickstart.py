@@ -6,7 +6,6 @@ import platform
 from pathlib import Path
 
 import pytest
-
 from fixtures.cifar_files import run_command
 
 from torch_uncertainty_signorm.member_health import WARNING_PREFIX

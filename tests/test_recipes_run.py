@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 import torch
+from fixtures.synthetic_datamodule import SyntheticDataModule
 from torch_uncertainty.models.classification.resnet.utils import ResNetStyle
 from torch_uncertainty.models.classification.wideresnet import batched, masked, mimo, packed, std
 
-from fixtures.synthetic_datamodule import SyntheticDataModule
 from torch_uncertainty_signorm.cli import cli_main
 from torch_uncertainty_signorm.recipe_bases import composed_recipe
 

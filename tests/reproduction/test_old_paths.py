@@ -26,7 +26,11 @@ def test_old_names_import_the_same_objects():
     from torch_uncertainty_signorm.paper.runs import find_runs
     from torch_uncertainty_signorm.paper.tables import format_table
     from torch_uncertainty_signorm.reproduction import (
-        published, regression, results_table, runs, tables,
+        published,
+        regression,
+        results_table,
+        runs,
+        tables,
     )
 
     assert load_table is published.load_table and main is regression.main

@@ -15,7 +15,10 @@ from fixtures.results_files import tu_metrics, write_run
 from torch_uncertainty_signorm.reproduction import regression
 from torch_uncertainty_signorm.reproduction.published import load_table
 from torch_uncertainty_signorm.reproduction.regression import (
-    DEFAULT_TOLERANCES, ReproductionError, check_reproduction, compare_rows,
+    DEFAULT_TOLERANCES,
+    ReproductionError,
+    check_reproduction,
+    compare_rows,
 )
 from torch_uncertainty_signorm.reproduction.results_table import read_rows, write_rows
 
@@ -114,8 +117,8 @@ def test_min_seeds_counts_distinct_training_runs(tmp_path, capsys):
     assert regression.main([str(tmp_path), *where, "--min-seeds", "2"]) == 0
     report = capsys.readouterr().out
     assert "2 training runs (seeds 0, 1)" in report
-    assert "expected: published table 'main', row dataset=CIFAR-100, arch=ResNet-50, " \
-           "method=σN-Ens" in report
+    assert ("expected: published table 'main', row dataset=CIFAR-100, arch=ResNet-50, "
+            "method=σN-Ens") in report
     assert regression.main([str(tmp_path), *where, "--min-seeds", "3"]) == 1
     assert capsys.readouterr().out.splitlines()[-1] == (
         "FAIL: 2 distinct seeds averaged, --min-seeds 3 required")
