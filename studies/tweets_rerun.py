@@ -7,6 +7,10 @@ declared extension read with the seed as the unit::
 
     python -m studies.tweets_rerun --out docs/tweets_study/rerun --accelerator gpu --jobs 28
     python -m studies.tweets_rerun --out docs/tweets_study/rerun --tables-only
+
+``--steps 480`` trains the methods part at seeds 0-5 with that budget instead (design:
+docs/tweets_study/rerun_long) and compares σN-Ens with the other three, paired by seed, Holm
+over the three (:func:`budget_tables`).
 """
 
 from __future__ import annotations
@@ -32,7 +36,7 @@ from torch_uncertainty_signorm.reproduction.results_table import write_rows
 from torch_uncertainty_signorm.reproduction.tables import markdown_table
 
 from ._command import train_runs
-from .stats import correlation_ratio, spearman_p
+from .stats import correlation_ratio, mean_interval, paired_difference, spearman_p
 from .tweets_controlled import PREDICTIONS, TAU, StudyRun, record_run, study_runs, write_artefacts
 from .tweets_seed_level import seed_level
 
@@ -56,12 +60,16 @@ class OnDevice:
     run: StudyRun
     accelerator: str
     runs_dir: Path
+    steps: int | None = None
 
     def log_dir(self, _runs_dir: Path | None = None) -> Path:
         return self.run.log_dir(self.runs_dir)
 
     def command(self, _runs_dir: Path | None = None) -> list[str]:
-        return [*self.run.command(self.runs_dir), f"--trainer.accelerator={self.accelerator}"]
+        budget = ([] if self.steps is None else [f"--trainer.max_steps={self.steps}",
+                                                 f"--lr_scheduler.init_args.total_steps={self.steps}"])
+        return [*self.run.command(self.runs_dir), f"--trainer.accelerator={self.accelerator}",
+                *budget]
 
 
 def provenance(accelerator: str) -> dict:
@@ -87,7 +95,8 @@ def provenance(accelerator: str) -> dict:
             "accelerator": accelerator, "device": device}
 
 
-def train(runs: Sequence[tuple[StudyRun, Path]], accelerator: str, jobs: int) -> None:
+def train(runs: Sequence[tuple[StudyRun, Path]], accelerator: str, jobs: int,
+          steps: int | None = None) -> None:
     """Train every ``(run, runs folder)`` not kept, ``jobs`` at a time (all in one pool, so
     the extension trains beside the registered runs), each recording its provenance."""
     record = provenance(accelerator)
@@ -96,7 +105,7 @@ def train(runs: Sequence[tuple[StudyRun, Path]], accelerator: str, jobs: int) ->
         record_run(on_device.run, log_dir, seconds)
         (log_dir / PROVENANCE).write_text(json.dumps(record, indent=1))
 
-    train_runs([OnDevice(r, accelerator, d) for r, d in runs], Path(), jobs, record=finish,
+    train_runs([OnDevice(r, accelerator, d, steps) for r, d in runs], Path(), jobs, record=finish,
                kept=lambda d: (d / "results.csv").is_file() and (d / PROVENANCE).is_file())
 
 
@@ -192,6 +201,88 @@ def write_tables(out: Path) -> str:
     return text
 
 
+#: The budget follow-up's primary comparisons: NLL of σN-Ens minus each of these.
+BUDGET_BASELINES = {"Single": "single", "Deep Ensembles": "deep_ensembles_M4",
+                    "σN-Ens M = 1": "signorm_M1_tau0.08"}
+SIGNORM = "signorm_M4_tau0.08"
+MARGIN, ALPHA = 0.01, 0.05
+
+
+def budget_verdict(low: float, high: float, margin: float = MARGIN) -> str:
+    """The follow-up's registered rule for an interval of NLL(σN-Ens) − NLL(other)."""
+    if high < 0:
+        return "σN-Ens better"
+    if low > 0:
+        return "σN-Ens worse"
+    if -margin <= low and high <= margin:
+        return f"equivalent within ±{margin:g} nats"
+    return "open"
+
+
+def budget_tables(out: Path, shorter: Path) -> str:
+    """The follow-up's primary comparisons (Holm over the three), its secondary readings, and
+    σN-Ens's diversity against the ``shorter`` budget's runs of the same seeds."""
+
+    runs_dir = out / "runs"
+    write_artefacts(runs_dir, out)
+    rows = run_rows(runs_dir)
+    write_rows(rows, out / "runs.csv")
+    by = {(r["run"], r["seed"]): r for r in rows}
+    seeds = sorted(s for (run, s) in by if run == SIGNORM)
+    collapsed = {(r["run"], r["seed"]) for r in rows if r["collapsed"]}
+    primary = {}
+    for label, other in BUDGET_BASELINES.items():
+        pairs = [s for s in seeds if (other, s) in by]
+        primary[label] = (pairs, paired_difference([by[SIGNORM, s]["test NLL"] for s in pairs],
+                                                   [by[other, s]["test NLL"] for s in pairs]))
+    order = sorted(primary, key=lambda k: primary[k][1]["p"])
+    table = []
+    for k, label in enumerate(order):
+        pairs, plain = primary[label]
+        level = 1 - ALPHA / (len(order) - k)
+        other = BUDGET_BASELINES[label]
+        held = paired_difference([by[SIGNORM, s]["test NLL"] for s in pairs],
+                                 [by[other, s]["test NLL"] for s in pairs], level)
+        bad = [f"{run} seed {s}" for run, s in sorted(collapsed) if run in (SIGNORM, other)]
+        table.append({"comparison": f"NLL σN-Ens − {label}", "seeds": len(pairs),
+                      "mean": plain["mean"], "p": plain["p"], "Holm level": level,
+                      "low": held["low"], "high": held["high"],
+                      "verdict": ("open (collapsed: " + ", ".join(bad) + ")") if bad
+                      else budget_verdict(held["low"], held["high"])})
+    write_rows(table, out / "primary.csv")
+    secondary = []
+    for label, other in BUDGET_BASELINES.items():
+        for metric, column, scale in (("shift ECE (points)", "shift/mean/ECE", 100),
+                                      ("Acc (points)", "test/cls/Acc", 100)):
+            pairs = [s for s in seeds if (other, s) in by]
+            values = {}
+            for run in (SIGNORM, other):
+                values[run] = [scale * _result(runs_dir / run / f"seed{s}")[column] for s in pairs]
+            secondary.append({"comparison": f"{metric} σN-Ens − {label}"}
+                             | paired_difference(values[SIGNORM], values[other]))
+    shorter_rows = run_rows(shorter / "runs") + run_rows(shorter / "extension" / "runs")
+    short = {r["seed"]: r for r in shorter_rows if r["run"] == SIGNORM}
+    pairs = [s for s in seeds if s in short]
+    for column in ("σNorm-cos reg", "Jensen gap", "mutual information", "test NLL"):
+        secondary.append({"comparison": f"σN-Ens {column}: 480 − 120 steps"} | paired_difference(
+            [by[SIGNORM, s][column] for s in pairs], [short[s][column] for s in pairs]))
+        secondary.append({"comparison": f"σN-Ens {column} at 480 steps"}
+                         | mean_interval([by[SIGNORM, s][column] for s in pairs]))
+    write_rows(secondary, out / "secondary.csv")
+    text = "\n".join(["# Four times the budget: primary comparisons\n",
+                      markdown_table(table, list(table[0])), "## Secondary\n",
+                      markdown_table(secondary,
+                                     list(dict.fromkeys(k for r in secondary for k in r))),
+                      "## Runs\n", markdown_table(rows, list(rows[0]))])
+    (out / "budget.md").write_text(text + "\n")
+    return text
+
+
+def _result(folder: Path) -> dict[str, float]:
+    with (folder / "results.csv").open(newline="") as file:
+        return {k: float(v) for k, v in list(csv.DictReader(file))[-1].items() if v}
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m studies.tweets_rerun",
                                      description=__doc__.splitlines()[0])
@@ -201,9 +292,22 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--no-extension", action="store_true", help="only the registered runs")
     parser.add_argument("--tables-only", action="store_true", help="only redraw the tables")
     parser.add_argument("--runs-only", action="store_true", help="only train the runs")
+    parser.add_argument("--steps", type=int, default=None,
+                        help="train the methods part at seeds 0-5 with this many steps instead")
+    parser.add_argument("--shorter", type=Path, default=Path("docs/tweets_study/rerun"),
+                        help="the re-run at the registered budget, compared with --steps runs")
     args = parser.parse_args(argv)
     if args.jobs < 1:
         parser.error(f"--jobs must be >= 1, got {args.jobs}")
+    if args.steps is not None:
+        if args.steps < 1:
+            parser.error(f"--steps must be >= 1, got {args.steps}")
+        if not args.tables_only:
+            runs = [(r, args.out / "runs") for r in extension_runs((0, 1, 2, 3, 4, 5))]
+            train(runs, args.accelerator, args.jobs, args.steps)
+        if not args.runs_only:
+            print(budget_tables(args.out, args.shorter))
+        return
     if not args.tables_only:
         runs = [(r, args.out / "runs") for r in study_runs()]
         if not args.no_extension:
