@@ -219,7 +219,8 @@ def _baseline(name: str) -> Callable:
     try:
         from torch_uncertainty_signorm import baselines
     except ImportError as error:
-        raise MethodUnavailable(f"torch_uncertainty_signorm.baselines not available ({error})")
+        raise MethodUnavailable(
+            f"torch_uncertainty_signorm.baselines not available ({error})") from error
     if not hasattr(baselines, name):
         raise MethodUnavailable(f"torch_uncertainty_signorm.baselines has no {name}")
     return getattr(baselines, name)
@@ -547,7 +548,7 @@ def run_benchmark(
     signorm = built.get(SIGNORM)
     pairs = _norm_pairs(preset, num_estimators, batch)
     norm_inputs = {}
-    for sigma_name, sigma, plain_name, plain, shape in pairs:
+    for sigma_name, sigma, _plain_name, plain, shape in pairs:
         for layer in (sigma, plain):
             layer.to(runner.device).train()
         x = torch.randn(shape, device=runner.device, dtype=runner.dtype or torch.float32)
@@ -570,8 +571,8 @@ def run_benchmark(
         for part in eval_parts:
             timed[f"eval-parts:{part}"] = lambda r=part: _eval_in_parts(runner, signorm, inputs, r)
     for sigma_name, sigma, plain_name, plain, _ in pairs:
-        timed[f"norm:{sigma_name}"] = lambda l=sigma, k=sigma_name: norm_step(l, k)
-        timed[f"norm:{plain_name}"] = lambda l=plain, k=sigma_name: norm_step(l, k)
+        timed[f"norm:{sigma_name}"] = lambda layer=sigma, k=sigma_name: norm_step(layer, k)
+        timed[f"norm:{plain_name}"] = lambda layer=plain, k=sigma_name: norm_step(layer, k)
         for _ in range(warmup):
             norm_step(sigma, sigma_name)
             norm_step(plain, sigma_name)
@@ -579,10 +580,11 @@ def run_benchmark(
             compiled = torch.compile(sigma)
             try:
                 norm_step(compiled, sigma_name)
-            except Exception as error:  # noqa: BLE001 (no C++ compiler, unsupported backend)
+            except Exception as error:
                 log(f"{sigma_name} under torch.compile: unavailable ({type(error).__name__})")
                 continue
-            timed[f"compiled:{sigma_name}"] = lambda l=compiled, k=sigma_name: norm_step(l, k)
+            timed[f"compiled:{sigma_name}"] = (
+                lambda layer=compiled, k=sigma_name: norm_step(layer, k))
 
     samples: dict[str, list[float]] = {key: [] for key in timed}
     keys = list(timed)
@@ -641,7 +643,9 @@ def evaluate_targets(
             kind = "at least" if at_least else "bound"
             verdicts.append((ok, f"{text}: {ratio:.3f} ({kind} {bound:.3f})"))
 
-    get = lambda row, attr: None if row is None else getattr(row, attr)
+    def get(row, attr):
+        return None if row is None else getattr(row, attr)
+
     check(
         _ratio(get(sig, "train_ms"), get(deep, "train_ms")),
         MAX_STEP_VS_DEEP,
@@ -711,9 +715,9 @@ def format_table(report: Report) -> str:
         if row.unavailable:
             lines.append([row.name, f"unavailable: {row.unavailable}"] + [""] * (len(header) - 2))
             continue
-        ref = lambda attr, base, row=row: _fmt(
-            _ratio(getattr(row, attr), base and getattr(base, attr)), ".2f"
-        )
+        def ref(attr, base, row=row):
+            return _fmt(_ratio(getattr(row, attr), base and getattr(base, attr)), ".2f")
+
         lines.append(
             [
                 row.name,
@@ -745,12 +749,13 @@ def format_table(report: Report) -> str:
             out.append(f"| {line[0]:<{widths[0]}} | {line[1]} |")
         else:
             out.append(
-                "| " + " | ".join(cell.ljust(width) for cell, width in zip(line, widths)) + " |"
+                "| " + " | ".join(cell.ljust(width)
+                                 for cell, width in zip(line, widths, strict=True)) + " |"
             )
         if index == 0:
             out.append("|" + "|".join("-" * (width + 2) for width in widths) + "|")
     norms = []
-    plain_of = dict(zip(list(report.norm_ms)[::2], list(report.norm_ms)[1::2]))
+    plain_of = dict(zip(list(report.norm_ms)[::2], list(report.norm_ms)[1::2], strict=True))
     for sigma_name, plain_name in plain_of.items():
         sigma_ms, plain_ms = report.norm_ms[sigma_name], report.norm_ms[plain_name]
         norms.append(
@@ -878,7 +883,9 @@ def main(argv: Sequence[str] | None = None) -> Report:
     args = parse_args(argv)
     if args.threads is not None:
         torch.set_num_threads(args.threads)
-    log = lambda text: print(text, file=sys.stderr, flush=True)
+    def log(text):
+        print(text, file=sys.stderr, flush=True)
+
     report = run_benchmark(
         args.preset,
         num_estimators=args.num_estimators,

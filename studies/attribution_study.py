@@ -2,10 +2,11 @@
 
 The design, arms, measures and decision rules are registered in
 ``docs/attribution_study/DESIGN.md``; this module trains its runs and reads them by those rules.
-Every run is the ``torch-uncertainty fit`` command on ``experiments/digits_study_{single,signorm}.yaml``
-of a frozen checkout of the registered commit (``--code``: the command runs in that folder, with
-its ``src`` first on ``PYTHONPATH``), the arm's settings as command-line overrides, into
-``runs/<arm>/seed<S>/``: ``results.csv``, the saved ``config.yaml``, ``settings.json``,
+Every run is the ``torch-uncertainty fit`` command on
+``experiments/digits_study_{single,signorm}.yaml`` of a frozen checkout of the registered commit
+(``--code``: the command runs in that folder, with its ``src`` first on ``PYTHONPATH``), the arm's
+settings as command-line overrides, into ``runs/<arm>/seed<S>/``: ``results.csv``, the saved
+``config.yaml``, ``settings.json``,
 ``trajectory.csv`` (the study's columns of Lightning's ``metrics.csv``, health included),
 ``provenance.json`` (the checkout's commit, whether its ``src`` was modified, the imported
 package's file, the package versions) and ``test_nll.csv`` (each test image's ensemble NLL, for
@@ -152,7 +153,7 @@ def write_example_nll(log_dir: Path) -> None:
         writer = csv.writer(file)
         writer.writerow(["index", "target", "pred", "nll"])
         writer.writerows((i, int(t), int(p), f"{float(v):.6g}") for i, (t, p, v) in
-                         enumerate(zip(targets, preds, nll)))
+                         enumerate(zip(targets, preds, nll, strict=True)))
     (log_dir / PREDICTIONS).unlink()
 
 
@@ -225,7 +226,7 @@ def check_run(name: str, run: dict) -> dict:
 
     points = [(float(r["step"]), float(r["val/cls/NLL"])) for r in run["trajectory"]
               if r.get("val/cls/NLL") not in (None, "")]
-    change = least_squares_change(*zip(*points))
+    change = least_squares_change(*zip(*points, strict=True))
     m = run["metrics"]
     if "test/health/one_class" in m:
         one_class, dead = int(m["test/health/one_class"]), int(m["test/health/dead_members"])
@@ -284,7 +285,7 @@ def _bootstrap(runs, a: str, b: str, seeds, n: int = 2000, seed: int = 0) -> tup
 
 
 def _inside(d: dict) -> bool:
-    return -DELTA <= d["low"] and d["high"] <= DELTA
+    return d["low"] >= -DELTA and d["high"] <= DELTA
 
 
 def _below(d: dict) -> bool:
@@ -455,7 +456,8 @@ def main(argv=None) -> None:
     parser.add_argument("--parts", nargs="*", default=["arms", "placement"],
                         choices=["arms", "placement"])
     parser.add_argument("--rerun", nargs="*", default=[], metavar="ARM:SEED",
-                        help="rerun these runs of arms A-F (e.g. B_signorm_M1:1) after a failed check")
+                        help="rerun these runs of arms A-F (e.g. B_signorm_M1:1) after a failed "
+                             "check")
     parser.add_argument("--analysis-only", action="store_true")
     args = parser.parse_args(argv)
     out = args.out.resolve()

@@ -128,9 +128,9 @@ def run(method: str, seed: int, steps: int, scale_lr: float | None, members: int
         optimizer.zero_grad()
         loss.backward()
         optimizer.step()
-        if controller is not None and (step + 1) % VALIDATE_EVERY == 0:
-            if controller.validated(_evaluate(model, members, x_val, y_val)["acc"]):
-                floor_step = step + 1
+        if (controller is not None and (step + 1) % VALIDATE_EVERY == 0
+                and controller.validated(_evaluate(model, members, x_val, y_val)["acc"])):
+            floor_step = step + 1
     result = _evaluate(model, members, x_test, y_test)
     with torch.no_grad():
         cosine = (float(signorm_cosine(model.importances(regularized_only=True)))

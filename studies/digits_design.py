@@ -1,4 +1,5 @@
-"""The digits study's design: its recipes, grids and settings (read by the runs and the analysis)."""
+"""The digits study's design: its recipes, grids and settings (read by the runs and the
+analysis)."""
 
 from __future__ import annotations
 

@@ -65,8 +65,17 @@ from .digits_design import (  # noqa: F401  (the design, also read from here)
 )
 
 __all__ = [
-    "LAMBDAS", "LAMBDA_TAUS", "MEMBERS", "PARTS", "StudyRun", "TAUS", "main", "record_run",
-    "run_study", "study_runs", "write_trajectory",
+    "LAMBDAS",
+    "LAMBDA_TAUS",
+    "MEMBERS",
+    "PARTS",
+    "TAUS",
+    "StudyRun",
+    "main",
+    "record_run",
+    "run_study",
+    "study_runs",
+    "write_trajectory",
 ]
 
 
@@ -128,8 +137,8 @@ class StudyRun:
                         f"--optimizer.init_args.lr={LR * members:g}",
                         f"--optimizer.init_args.weight_decay={WEIGHT_DECAY / members:g}"]
         if self.saves_predictions:
-            command += ["--trainer.callbacks+=torch_uncertainty_signorm.callbacks."
-                        "TestPredictionWriter", "--trainer.callbacks.dataloaders=[0, 1]"]
+            command += [("--trainer.callbacks+=torch_uncertainty_signorm.callbacks."
+                         "TestPredictionWriter"), "--trainer.callbacks.dataloaders=[0, 1]"]
         return command
 
 

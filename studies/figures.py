@@ -176,13 +176,13 @@ def member_scaling(runs: Sequence[Run]) -> tuple[list[dict[str, Any]], Figure]:
     for method in dict.fromkeys(r["method"] for r in rows):
         mine = [r for r in rows if r["method"] == method]
         ms = [r["num_estimators"] for r in mine]
-        for ax, column in zip(axes, columns):
+        for ax, column in zip(axes, columns, strict=True):
             mean = [r[column] for r in mine]
             std = [r[f"{column}_std"] for r in mine]
             ax.plot(ms, mean, "o-", label=method)
-            ax.fill_between(ms, [a - s for a, s in zip(mean, std)],
-                            [a + s for a, s in zip(mean, std)], alpha=0.2)
-    for ax, column in zip(axes, columns):
+            ax.fill_between(ms, [a - s for a, s in zip(mean, std, strict=True)],
+                            [a + s for a, s in zip(mean, std, strict=True)], alpha=0.2)
+    for ax, column in zip(axes, columns, strict=True):
         ax.set_xlabel("members M")
         ax.set_title(column + (" (%)" if column != "NLL" else ""))
     axes[0].legend()
@@ -197,7 +197,7 @@ def lambda_table(runs: Sequence[Run]) -> tuple[list[dict[str, Any]], Figure]:
             for lam, group in iter_groups(runs, "diversity_strength")]
     figure = Figure(figsize=(9, 3))
     axes = figure.subplots(1, 3)
-    for ax, column in zip(axes, ["Acc", "NLL", "ECE"]):
+    for ax, column in zip(axes, ["Acc", "NLL", "ECE"], strict=True):
         ax.errorbar([r["diversity_strength"] for r in rows], [r[column] for r in rows],
                     yerr=[r[f"{column}_std"] for r in rows], fmt="o-")
         ax.set_xscale("log")

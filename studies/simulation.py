@@ -88,7 +88,8 @@ def equilibrium_grid(
     """:func:`equilibrium_cosines` over a grid of M and τ, keyed by ``(M, tau)``."""
     grid = {}
     for m in members:
-        grid.update(zip([(m, t) for t in taus], equilibrium_cosines(m, taus, **kwargs)))
+        cosines = equilibrium_cosines(m, taus, **kwargs)
+        grid.update(zip([(m, t) for t in taus], cosines, strict=True))
     return grid
 
 

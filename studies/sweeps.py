@@ -158,8 +158,8 @@ def run_digits_point(point: SweepPoint, log_dir: str | Path,
                    dataset="digits")
     if point.method == SIGNORM:
         model = routine.model
-        layers = {n: l.importance().detach().float().contiguous()
-                  for n, l in model.signorm_layers().items()}
+        layers = {n: layer.importance().detach().float().contiguous()
+                  for n, layer in model.signorm_layers().items()}
         save_file(layers, log_dir / "importances.safetensors",
                   metadata={"regularized": json.dumps(list(model.regularized_layer_names))})
         follow_umask(log_dir / "importances.safetensors")  # safetensors writes 0600

@@ -51,7 +51,8 @@ from .stats import correlation_ratio, least_squares_change, mean_interval, spear
 __all__ = ["PARTS", "StudyRun", "main", "paired_tweet_difference", "study_runs"]
 
 EXPERIMENTS = Path(__file__).resolve().parents[1] / "experiments"
-RECIPES = {"single": "tweets_study_single.yaml", "deep_ensembles": "tweets_study_deep_ensembles.yaml",
+RECIPES = {"single": "tweets_study_single.yaml",
+           "deep_ensembles": "tweets_study_deep_ensembles.yaml",
            "signorm": "tweets_study_signorm.yaml"}
 LABELS = {"single": "Single", "deep_ensembles": "Deep Ensembles", "signorm": "σN-Ens"}
 TAU, TAUS, NUM_ESTIMATORS = 0.08, (0.04, 0.08, 0.16), 4
@@ -92,16 +93,17 @@ class StudyRun:
         ]
         if self.method == "signorm":
             model = "--routine.init_args.model.init_args"
-            command += [f"{model}.num_estimators={self.num_estimators}", f"{model}.tau={self.tau:g}",
+            command += [f"{model}.num_estimators={self.num_estimators}",
+                        f"{model}.tau={self.tau:g}",
                         f"--routine.init_args.member_lr_multiplier={self.num_estimators}"]
         if self.evaluate_shift:
-            command += ["--trainer.callbacks+=torch_uncertainty_signorm.callbacks."
-                        "TestPredictionWriter", "--trainer.callbacks.dataloaders=[0, 1, 2]"]
+            command += [("--trainer.callbacks+=torch_uncertainty_signorm.callbacks."
+                         "TestPredictionWriter"), "--trainer.callbacks.dataloaders=[0, 1, 2]"]
         else:
             command += ["--data.init_args.eval_near_far_ood=false",
                         "--data.init_args.eval_shift_severities=false",
-                        "--trainer.callbacks+=torch_uncertainty_signorm.callbacks."
-                        "TestPredictionWriter"]
+                        ("--trainer.callbacks+=torch_uncertainty_signorm.callbacks."
+                         "TestPredictionWriter")]
         return command
 
 
@@ -158,7 +160,8 @@ def _auroc_difference(a_id, a_ood, b_id, b_ood, seed: int = 0) -> dict[str, floa
     for _ in range(2000):
         pick_id = rng.integers(0, len(a_id), len(a_id))
         pick_ood = rng.integers(0, len(a_ood), len(a_ood))
-        samples.append(auroc(a_id[pick_id], a_ood[pick_ood]) - auroc(b_id[pick_id], b_ood[pick_ood]))
+        samples.append(auroc(a_id[pick_id], a_ood[pick_ood])
+                       - auroc(b_id[pick_id], b_ood[pick_ood]))
     return {"mean": auroc(a_id, a_ood) - auroc(b_id, b_ood),
             "low": float(np.percentile(samples, 2.5)), "high": float(np.percentile(samples, 97.5)),
             "p": math.nan, "n": len(labels)}
@@ -200,7 +203,7 @@ def write_artefacts(runs_dir: Path, out: Path) -> str:
             points = [(float(r["step"]), float(r[column])) for r in trajectory
                       if r.get(column) not in (None, "")]
             if len(points) >= 2:
-                row[f"change {column}"] = least_squares_change(*zip(*points))
+                row[f"change {column}"] = least_squares_change(*zip(*points, strict=True))
                 converged &= bool(abs(row[f"change {column}"]) < limit)
         if run.get("method") == "signorm" and (run.get("num_estimators") or 1) > 1:
             row["cos_reg"] = run.metrics.get("test/div/signorm_cos_regularized", math.nan)
@@ -232,15 +235,17 @@ def write_artefacts(runs_dir: Path, out: Path) -> str:
     for name, group_runs in methods.items():
         row = {"method": name, "runs": len(group_runs)}
         for key, column, scale in (("Acc", "test/cls/Acc", 100), ("NLL", "test/cls/NLL", 1),
-                                   ("ECE", "test/cal/ECE", 100), ("shift ECE", "shift/mean/ECE", 100),
+                                   ("ECE", "test/cal/ECE", 100),
+                                   ("shift ECE", "shift/mean/ECE", 100),
                                    ("near AUROC (MSP)", "ood_near/AUROC", 100),
                                    ("far AUROC (MSP)", "ood_far/AUROC", 100),
                                    ("σNorm-cos reg", "test/div/signorm_cos_regularized", 1)):
             values = [r.metrics.get(column, math.nan) * scale for r in group_runs]
             if values and not all(math.isnan(v) for v in values):
                 summary = mean_interval(values)
+                interval = f"[{summary['low']:.3g}, {summary['high']:.3g}]"
                 row[key], row[f"{key} CI"] = summary["mean"], (
-                    "" if math.isnan(summary["low"]) else f"[{summary['low']:.3g}, {summary['high']:.3g}]")
+                    "" if math.isnan(summary["low"]) else interval)
         if name in tweets:
             row["agreement AUROC (entropy)"] = 100 * roc_auc_score(low, tweets[name]["entropy"])
         table.append(row)
@@ -258,8 +263,9 @@ def write_artefacts(runs_dir: Path, out: Path) -> str:
                 if score == "MI" and b == "Single":
                     continue
                 tests.append({"comparison": f"near-OOD AUROC ({score}) {a} − {b}", "unit": "points"}
-                             | _auroc_difference(tweets[a][f"{score}_id"], tweets[a][f"{score}_near"],
-                                                 tweets[b][f"{score}_id"], tweets[b][f"{score}_near"]))
+                             | _auroc_difference(
+                                 tweets[a][f"{score}_id"], tweets[a][f"{score}_near"],
+                                 tweets[b][f"{score}_id"], tweets[b][f"{score}_near"]))
             ent_a, ent_b = tweets[a]["entropy"], tweets[b]["entropy"]
             tests.append({"comparison": f"agreement AUROC (entropy) {a} − {b}", "unit": "points"}
                          | _auroc_difference(ent_a[~low], ent_a[low], ent_b[~low], ent_b[low]))
@@ -287,8 +293,8 @@ def write_artefacts(runs_dir: Path, out: Path) -> str:
     write_rows(table, out / "methods.csv")
     write_rows(tests, out / "tests.csv")
     sections = ["# Tweets study (τ can act): numbers\n",
-                "Generated by `python -m studies.tweets_controlled`; "
-                "the rules behind each verdict are in ../README.md.\n",
+                ("Generated by `python -m studies.tweets_controlled`; "
+                 "the rules behind each verdict are in ../README.md.\n"),
                 "## Checks\n",
                 markdown_table(checks, list(dict.fromkeys(k for row in checks for k in row))),
                 "## Methods (mean and 95 % t interval over seeds)\n",

@@ -89,7 +89,7 @@ def seed_level(runs_dir: Path) -> list[dict]:
             aurocs = [_per_run_auroc(runs_dir / METHODS[m] / f"seed{s}") for s in sorted(by_seed)]
             for score in ("MSP", "MI"):
                 values = [a[score] for a in aurocs]
-                if all(math.isfinite(v) for v in values) and m != "Single" or score == "MSP":
+                if (all(math.isfinite(v) for v in values) and m != "Single") or score == "MSP":
                     rows.append(_row(f"near-OOD AUROC ({score}) {m}, per run",
                                      mean_interval(values), "points", sorted(by_seed)))
     for a, b in (("σN-Ens", "σN-Ens M=1"), ("σN-Ens", "Deep Ensembles"), ("σN-Ens", "Single"),
@@ -123,7 +123,8 @@ def seed_level(runs_dir: Path) -> list[dict]:
                              "points", seeds))
     for tau, d in TAU_RUNS.items():
         for label, keep in (("all runs", lambda r: True),
-                            ("without collapsed runs", lambda r: r["test/cls/Acc"] != COLLAPSED_ACC)):
+                            ("without collapsed runs",
+                             lambda r: r["test/cls/Acc"] != COLLAPSED_ACC)):
             kept = {int(f.name[4:]): _results(f) for f in sorted((runs_dir / d).glob("seed*"))}
             kept = {k: r for k, r in kept.items() if keep(r)}
             for metric, column in (("cos_reg", "test/div/signorm_cos_regularized"),

@@ -45,9 +45,9 @@ def seed_runs(seeds=SEEDS, single_seeds=SEEDS, members=(1, 4)) -> list[StudyRun]
 
 def provenance() -> dict:
     commit = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True,
-                            cwd=Path(__file__).parent).stdout.strip()
+                            check=False, cwd=Path(__file__).parent).stdout.strip()
     dirty = subprocess.run(["git", "status", "--porcelain", "src"], capture_output=True,
-                           text=True, cwd=Path(__file__).parent).stdout.strip()
+                           text=True, check=False, cwd=Path(__file__).parent).stdout.strip()
     return {"commit": commit, "src_modified": bool(dirty),
             "versions": {name: version(name) for name in PACKAGES}}
 

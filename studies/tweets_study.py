@@ -118,7 +118,8 @@ class StudyRun:
              ("batch_size", "train_size", "val_size", "test_size", "ood_size", "max_length")]
         if self.method == "signorm":
             model = "--routine.init_args.model.init_args"
-            command += [f"{model}.tau={self.tau:g}", f"{model}.num_estimators={self.num_estimators}"]
+            command += [f"{model}.tau={self.tau:g}",
+                        f"{model}.num_estimators={self.num_estimators}"]
         else:
             command.append(f"--lr_scheduler.init_args.warmup_steps={self.budget['warmup_steps']}")
         return command
@@ -256,8 +257,8 @@ def write_artefacts(runs_dir: Path, out: Path) -> str:
                 markdown_table(rows, ["method", "runs", "Acc", "Acc_std", "NLL", "NLL_std",
                                       "ECE", "ECE_std", "AUROC", "AUROC_std", "FPR95",
                                       "FPR95_std", "Params (M)", "run (s)", "run (s)_std"])]
-    summary += ["## Uncertainty against annotator agreement (AUROC, low agreement = "
-                f"confidence < {LOW_AGREEMENT})\n",
+    summary += [("## Uncertainty against annotator agreement (AUROC, low agreement = "
+                 f"confidence < {LOW_AGREEMENT})\n"),
                 markdown_table(rows, ["method", "agree_AUROC_entropy", "agree_AUROC_entropy_std",
                                       "agree_AUROC_U_mod", "agree_AUROC_U_mod_std"])]
     figures.save_figure(_agreement_figure(rows), out, "agreement_auroc", pdf=False)

@@ -17,10 +17,9 @@ from torch_uncertainty_signorm.safety.atomic_files import AtomicCheckpointIO, re
 def test_an_error_mid_write_leaves_the_old_file_and_no_partial_one(tmp_path):
     path = tmp_path / "best.ckpt"
     path.write_bytes(b"the previous checkpoint")
-    with pytest.raises(OSError, match="No space left"):
-        with replaced_atomically(path) as partial:
-            partial.write_bytes(b"half a checkpoi")
-            raise OSError(28, "No space left on device")
+    with pytest.raises(OSError, match="No space left"), replaced_atomically(path) as partial:
+        partial.write_bytes(b"half a checkpoi")
+        raise OSError(28, "No space left on device")
     assert path.read_bytes() == b"the previous checkpoint"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["best.ckpt"]
 
@@ -32,12 +31,12 @@ def test_a_killed_writer_never_leaves_a_truncated_file_at_the_final_name(tmp_pat
     child = os.fork()
     if child == 0:  # the writer: never returns into pytest
         try:
-            with replaced_atomically(tmp_path / "interrupted.ckpt") as partial:
-                with partial.open("wb") as file:
-                    file.write(b"x" * 1_000_000)
-                    file.flush()
-                    ready.touch()
-                    time.sleep(60)
+            with (replaced_atomically(tmp_path / "interrupted.ckpt") as partial,
+                  partial.open("wb") as file):
+                file.write(b"x" * 1_000_000)
+                file.flush()
+                ready.touch()
+                time.sleep(60)
         finally:
             os._exit(0)
     try:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-
 import pytest
 import torch
 from fixtures.backbones import bert_inputs, randomize_norms, relative_error, tiny_bert
@@ -151,7 +150,8 @@ def test_bad_inputs_name_the_value(tmp_path, build, error, message):
 
 
 def test_a_pretrained_bert_classifier_comes_in_training_mode(bert_directory):
-    """Hugging Face's from_pretrained returns eval mode, which Lightning would keep when training."""
+    """Hugging Face's from_pretrained returns eval mode, which Lightning would keep when
+    training."""
     _, directory = bert_directory
     model = bert_classifier(pretrained_path=directory)
     assert all(module.training for module in model.modules())

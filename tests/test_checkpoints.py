@@ -4,14 +4,14 @@ import copy
 
 import pytest
 import torch
+from fixtures.backbones import randomize_norms, relative_error, tiny_resnet
+from fixtures.digits import cpu_trainer
 from lightning.pytorch.callbacks import ModelCheckpoint
 from safetensors.torch import save_file
 from torch import nn
 from torch_uncertainty.models.classification import resnet
 from torch_uncertainty.routines import ClassificationRoutine
 
-from fixtures.backbones import randomize_norms, relative_error, tiny_resnet
-from fixtures.digits import cpu_trainer
 from torch_uncertainty_signorm import signorm_ensemble
 from torch_uncertainty_signorm.datamodules import DigitsDataModule
 from torch_uncertainty_signorm.signorm.layers import SigmaNorm
@@ -56,7 +56,8 @@ def test_plain_state_dicts_load(tmp_path, suffix):
 @pytest.mark.parametrize(
     ("write", "error", "message"),
     [
-        (lambda p: torch.save(resnet(3, 10, 50, style="cifar", width_multiplier=0.125).state_dict(), p),
+        (lambda p: torch.save(
+            resnet(3, 10, 50, style="cifar", width_multiplier=0.125).state_dict(), p),
          ValueError, r"does not fit _ResNet: unexpected: .*shape mismatch: layer1.0.conv1.weight"),
         (lambda p: p.write_bytes(b"PK\x03\x04 truncated"), ValueError, "could not be read"),
         (lambda p: torch.save({"step": torch.tensor(1), "notes": "x"}, p), ValueError,
@@ -65,7 +66,8 @@ def test_plain_state_dicts_load(tmp_path, suffix):
     ],
     ids=["other-architecture", "truncated", "not-a-state-dict", "missing-file"],
 )
-def test_bad_checkpoints_name_the_file_and_leave_the_model_untouched(tmp_path, write, error, message):
+def test_bad_checkpoints_name_the_file_and_leave_the_model_untouched(tmp_path, write, error,
+                                                                     message):
     path = tmp_path / "bad.ckpt"
     write(path)
     model = tiny_resnet()
@@ -79,5 +81,5 @@ def test_bad_checkpoints_name_the_file_and_leave_the_model_untouched(tmp_path, w
 
 
 def test_checkpoint_requires_the_output_preserving_conversion(tmp_path):
-    with pytest.raises(ValueError, match="checkpoint='single.ckpt' needs pretrained=True"):
+    with pytest.raises(ValueError, match=r"checkpoint='single.ckpt' needs pretrained=True"):
         signorm_ensemble(tiny_resnet(), 4, checkpoint="single.ckpt")

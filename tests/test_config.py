@@ -106,7 +106,7 @@ def test_a_config_builds_the_same_ensemble_as_the_keyword_arguments():
     assert from_config.config == from_keywords.config == config
     assert from_config.regularized_layer_names == from_keywords.regularized_layer_names
     for (name, a), (_, b) in zip(from_config.state_dict().items(),
-                                 from_keywords.state_dict().items()):
+                                 from_keywords.state_dict().items(), strict=True):
         assert torch.equal(a, b), name
 
 

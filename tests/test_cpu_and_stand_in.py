@@ -17,7 +17,11 @@ import pytest
 from test_tu_format_recipes import _tu_recipe
 
 from torch_uncertainty_signorm.stand_in_data import (
-    MANIFEST, RUN_LABEL, SMOKE_TEST_OVERRIDES, accept_stand_in_files, write_stand_in,
+    MANIFEST,
+    RUN_LABEL,
+    SMOKE_TEST_OVERRIDES,
+    accept_stand_in_files,
+    write_stand_in,
 )
 
 ROOT = Path(__file__).resolve().parents[1]

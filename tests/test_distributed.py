@@ -23,9 +23,8 @@ from lightning.pytorch.plugins.layer_sync import TorchSyncBatchNorm
 from torch import nn
 
 from torch_uncertainty_signorm import SigmaBatchNorm2d, signorm_ensemble
-from torch_uncertainty_signorm.cli import cli_main
 from torch_uncertainty_signorm.baselines import film_ensemble
-from torch_uncertainty_signorm.members.norm import MemberBatchNorm
+from torch_uncertainty_signorm.cli import cli_main
 from torch_uncertainty_signorm.members.distributed import (
     SigmaNormSyncBatchNorm,
     convert_sync_signorm,
@@ -33,6 +32,7 @@ from torch_uncertainty_signorm.members.distributed import (
     revert_sync_signorm,
     signorm_sync_batchnorm_plugins,
 )
+from torch_uncertainty_signorm.members.norm import MemberBatchNorm
 
 WORLD, LOCAL_BATCH, M = 2, 3, 2
 REPO = Path(__file__).parents[1]

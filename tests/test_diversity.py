@@ -46,7 +46,8 @@ def _random_probs(members=4, batch=32, classes=5):
 def test_output_measures_vanish_when_members_agree_and_are_positive_otherwise():
     agree = _random_probs(members=1).expand(4, -1, -1)
     targets = torch.randint(0, 5, (32,))
-    for value in (jensen_gap(agree, targets), mutual_information(agree), geometric_ambiguity(agree)):
+    for value in (jensen_gap(agree, targets), mutual_information(agree),
+                  geometric_ambiguity(agree)):
         torch.testing.assert_close(value, torch.zeros(32, dtype=torch.float64))
     probs = _random_probs()
     assert torch.all(mutual_information(probs) > 0)
@@ -79,7 +80,8 @@ def test_mutual_information_agrees_with_torch_uncertainty_metric():
     probs = _random_probs().float()
     metric = MutualInformation(reduction="mean")
     metric.update(probs.transpose(0, 1))  # TorchUncertainty takes (B, M, C)
-    torch.testing.assert_close(metric.compute(), mutual_information(probs).mean(), rtol=1e-4, atol=1e-5)
+    torch.testing.assert_close(metric.compute(), mutual_information(probs).mean(), rtol=1e-4,
+                               atol=1e-5)
 
 
 def test_signorm_cosine_resolves_nearly_identical_members_under_mixed_precision():

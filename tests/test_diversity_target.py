@@ -2,12 +2,13 @@
 
 import copy
 import math
+from itertools import pairwise
 
 import pytest
 import torch
+from fixtures.backbones import randomize_norms, tiny_resnet
 from torch import nn
 
-from fixtures.backbones import randomize_norms, tiny_resnet
 from torch_uncertainty_signorm import signorm_ensemble
 from torch_uncertainty_signorm.diversity import signorm_cosine
 from torch_uncertainty_signorm.signorm.diversity_target import (
@@ -48,10 +49,12 @@ def _analytic_grads(model) -> list[torch.Tensor]:
 
 def test_exact_conversion_is_the_symmetric_fixed_point_and_a_spread_leaves_it():
     identical, spread = _converted(0.0), _converted(0.3)
-    for grad, analytic in zip(_regularized_logit_grads(identical), _analytic_grads(identical)):
+    for grad, analytic in zip(_regularized_logit_grads(identical), _analytic_grads(identical),
+                              strict=True):
         assert torch.count_nonzero(analytic) == 0  # p = 1/M exactly: (1 - M p) = 0
         assert grad.abs().max() < 1e-9  # autograd's log-sum-exp: zero up to rounding
-    for grad, analytic in zip(_regularized_logit_grads(spread), _analytic_grads(spread)):
+    for grad, analytic in zip(_regularized_logit_grads(spread), _analytic_grads(spread),
+                              strict=True):
         torch.testing.assert_close(grad, analytic, rtol=1e-4, atol=1e-9)
         assert grad.abs().max() > 1e-5
 
@@ -85,7 +88,7 @@ def test_zero_spread_draws_nothing_and_one_member_is_never_spread():
                               member_spread=1.0)
     torch.manual_seed(0)
     converted = signorm_ensemble(randomize_norms(tiny_resnet(18)), 1, pretrained=True)
-    for a, b in zip(single.scale_logits(), converted.scale_logits()):
+    for a, b in zip(single.scale_logits(), converted.scale_logits(), strict=True):
         assert torch.equal(a.detach(), b.detach())
 
 
@@ -174,8 +177,8 @@ def test_controller_reaches_and_holds_the_target_within_tau_range(target):
 def test_controller_lowers_tau_while_too_similar_and_raises_it_on_overshoot():
     controller = DiversityTarget(0.5, 0.5, total_steps=100, lookahead=10)
     taus = [0.5, *(controller.update(0.999, step) for step in range(5))]
-    assert all(b <= a for a, b in zip(taus, taus[1:])) and taus[-1] < 0.25  # stronger push,
-    assert all(b / a >= 0.5 - 1e-12 for a, b in zip(taus, taus[1:]))  # at most 2x a step
+    assert all(b <= a for a, b in pairwise(taus)) and taus[-1] < 0.25  # stronger push,
+    assert all(b / a >= 0.5 - 1e-12 for a, b in pairwise(taus))  # at most 2x a step
     before = controller.tau
     controller.update(0.9, 5)  # falling fast: coasting past the target
     assert controller.tau > before

@@ -99,7 +99,7 @@ def test_a_checkpoint_never_chooses_where_results_are_written(digits_checkpoint,
     profile.write_bytes(PROFILE)
     ckpt = _crafted(digits_checkpoint, tmp_path / "downloaded.ckpt",
                     csv_filename=str(profile), save_to_csv=True, log_plots=True)
-    status, last, seconds, done = _run(
+    status, _, seconds, done = _run(
         [str(BIN / "torch-uncertainty"), "test", "--config", str(DIGITS), *TINY,
          "--ckpt_path", str(ckpt), "--trainer.limit_test_batches=1",
          "--trainer.callbacks=null"], tmp_path)
@@ -259,7 +259,7 @@ def test_python_m_imports_nothing_from_the_working_directory(tmp_path):
     """A module named like a library the command imports late, lying beside the recipe."""
     marker = _marker_module(tmp_path, "safetensors")
     (tmp_path / "recipe.yaml").write_text(yaml.safe_dump(_recipe()))
-    status, last, seconds, done = _run(
+    status, last, _, done = _run(
         [sys.executable, "-m", "torch_uncertainty_signorm.cli.export", "--config", "recipe.yaml",
          "--ckpt_path", "missing.ckpt", "--output", "out"], tmp_path, timeout=180)
     assert not marker.exists(), done.stderr[-2000:]
@@ -391,14 +391,14 @@ EXPORTS = {
     "unknown top-level key": (_unknown_key, r"config.json' has unknown keys 'trusted'"),
     "5,000-digit integer": (_huge_integer, r"config.json' could not be read \(Exceeds the limit"),
     "bert_classifier of another model type": (
-        _other_model_type, r"config.n_layer=100000, but '.*ensemble.safetensors' holds at most "
-                           r"\d+ layers"),
+        _other_model_type, (r"config.n_layer=100000, but '.*ensemble.safetensors' holds at most "
+                            r"\d+ layers")),
     "nested backbone blocks": (_nested_blocks, r"model nests 1[0-9] class blocks \(at most 6"),
     "num_estimators=1000 without heads": (
         _members_without_heads, r"ensemble.safetensors' lacks heads.weight"),
     "regex in the config: block": (
-        _regex_in_config_block, r"model.init_args.config.regularized_layers='\(\.\*a\)\{30\}X' "
-                                r"is a pattern; an export holds the names"),
+        _regex_in_config_block, (r"model.init_args.config.regularized_layers='\(\.\*a\)\{30\}X' "
+                                 r"is a pattern; an export holds the names")),
 }
 
 

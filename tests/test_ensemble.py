@@ -4,8 +4,6 @@ import copy
 
 import pytest
 import torch
-from torch import nn
-
 from fixtures.backbones import (
     bert_inputs,
     randomize_norms,
@@ -15,7 +13,9 @@ from fixtures.backbones import (
     tiny_vit,
     tiny_wideresnet,
 )
-from torch_uncertainty_signorm import SigmaNormEnsemble, signorm_ensemble, signorm_cosine
+from torch import nn
+
+from torch_uncertainty_signorm import SigmaNormEnsemble, signorm_cosine, signorm_ensemble
 from torch_uncertainty_signorm.signorm.layers import SigmaNorm
 
 M = 4
@@ -151,7 +151,8 @@ def test_diversity_loss_and_scale_logit_accessor():
                              diversity_strength=0.5)
     from torch_uncertainty_signorm import sharing_penalty
 
-    regularized = [model.backbone.get_submodule(n).importance() for n in model.regularized_layer_names]
+    regularized = [model.backbone.get_submodule(n).importance()
+                   for n in model.regularized_layer_names]
     expected = 0.5 * sum(sharing_penalty(imp, 0.2) for imp in regularized)
     torch.testing.assert_close(model.diversity_loss(), expected)
     logits = model.scale_logits()
@@ -171,47 +172,28 @@ def test_state_dict_round_trip_keeps_every_member():
     torch.testing.assert_close(clone(x), model(x))
 
 
-def _no_norm_model():
-    return nn.Sequential(nn.Flatten(), nn.Linear(12, 6), nn.ReLU(), nn.Linear(6, 2))
-
-
-@pytest.mark.parametrize(
-    ("make", "kwargs", "error", "message"),
-    [
-        (tiny_resnet, {"num_estimators": 0}, ValueError, "num_estimators must be an integer >= 1, got 0"),
-        (tiny_resnet, {"num_estimators": True}, ValueError, "num_estimators must be an integer >= 1, got True"),
-        (tiny_resnet, {"num_estimators": 2.0}, ValueError, "num_estimators must be an integer >= 1, got 2.0"),
-        (tiny_resnet, {"tau": 0.0}, ValueError, "tau must be a finite number > 0, got 0.0"),
-        (tiny_resnet, {"tau": -0.1}, ValueError, "tau must be a finite number > 0, got -0.1"),
-        (tiny_resnet, {"diversity_strength": -1.0}, ValueError, r"lambda\) must be a finite number >= 0, got -1.0"),
-        (tiny_resnet, {"regularized_layers": "resnet34"}, ValueError, "pattern 'resnet34' matches no σNorm layer.*Presets: all, resnet18"),
-        (tiny_resnet, {"regularized_layers": ["bn9"]}, ValueError, "entry 'bn9' matches no σNorm layer. Available layers: bn1, layer1.0.bn1"),
-        (tiny_resnet, {"expand_at": "stem"}, ValueError, "expand_at='stem' is not a module of _ResNet"),
-        (tiny_resnet, {"head": "classifier"}, ValueError, "Cannot find the classifier of _ResNet: head='classifier'"),
-        (tiny_resnet, {"head_norm": "group"}, ValueError, "head_norm must be 'auto', 'batch' or 'layer', got 'group'"),
-        (tiny_resnet, {"num_classes": 0}, ValueError, "num_classes must be an integer >= 1, got 0"),
-        (tiny_resnet, {"scale_init_std": -1.0}, ValueError, "scale_init_std must be a finite number >= 0, got -1.0"),
-        (tiny_resnet, {"tau": 1e9}, ValueError, r"tau=1000000000.0 is outside \[0.001, 1000\]"),
-        (tiny_resnet, {"tau": True}, ValueError, "tau must be a finite number > 0, got True"),
-        (tiny_resnet, {"diversity_strength": True}, ValueError, r"lambda\) must be a finite number >= 0, got True"),
-        (tiny_resnet, {"num_classes": True}, ValueError, "num_classes must be an integer >= 1, got True"),
-        (tiny_resnet, {"pretrained": True}, ValueError, "every normalisation layer of _ResNet is at its initial state.*checkpoint="),
-        (_no_norm_model, {}, ValueError, "Sequential has no normalisation layer to convert into σNorm"),
-    ],
-)
-def test_bad_inputs_name_the_value_and_leave_the_model_untouched(make, kwargs, error, message):
-    model = make()
+@pytest.mark.parametrize("kwargs", [
+    {"num_estimators": 0},
+    {"regularized_layers": "resnet34"},
+    {"expand_at": "stem"},
+    {"head": "classifier"},
+    {"pretrained": True},
+], ids=lambda kwargs: next(iter(kwargs)))
+def test_a_refused_setting_leaves_the_given_model_untouched(kwargs):
+    """Refused before or after conversion has started, the caller's model keeps its layers
+    (each error's message is in tests/test_bad_inputs.py's catalogue)."""
+    model = tiny_resnet()
     before = copy.deepcopy(model.state_dict())
-    kwargs = {"num_estimators": M, **kwargs}
-    with pytest.raises(error, match=message):
-        SigmaNormEnsemble(model, **kwargs)
+    with pytest.raises(ValueError):
+        SigmaNormEnsemble(model, **{"num_estimators": M, **kwargs})
     assert not any(isinstance(m, SigmaNorm) for m in model.modules())
     assert model.state_dict().keys() == before.keys()
+    assert all(torch.equal(value, before[key]) for key, value in model.state_dict().items())
 
 
 def test_inputs_of_the_wrong_type_are_rejected():
     model = signorm_ensemble(tiny_resnet(), M)
-    with pytest.raises(TypeError, match="tensor or a mapping of tensors.*got list"):
+    with pytest.raises(TypeError, match=r"tensor or a mapping of tensors.*got list"):
         model([torch.randn(1, 3, 32, 32)])
 
 
@@ -237,7 +219,8 @@ def test_an_untrained_checkpoint_is_refused_before_it_is_loaded(tmp_path):
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
 def test_heads_follow_the_backbone_dtype(dtype):
     model = signorm_ensemble(tiny_resnet().to(dtype), M)
-    floats = [t for t in [*model.heads.parameters(), *model.heads.buffers()] if t.is_floating_point()]
+    floats = [t for t in [*model.heads.parameters(), *model.heads.buffers()]
+              if t.is_floating_point()]
     assert {t.dtype for t in floats} == {dtype}
     assert model.heads(torch.randn(2 * M, 64, dtype=dtype)).dtype == dtype
 
@@ -313,5 +296,6 @@ def test_auto_evaluation_parts_apply_on_cpu_only():
 
 @pytest.mark.parametrize("value", [0, -4, True, 2.5, "all"])
 def test_eval_chunk_size_must_be_auto_none_or_a_positive_integer(value):
-    with pytest.raises(ValueError, match=f"eval_chunk_size must be 'auto', None or an integer >= 1.*got {value!r}"):
+    with pytest.raises(ValueError, match=f"eval_chunk_size must be 'auto', None or an integer "
+                                         f">= 1.*got {value!r}"):
         signorm_ensemble(tiny_resnet(), M, eval_chunk_size=value)

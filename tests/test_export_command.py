@@ -1,5 +1,6 @@
 """``python -m torch_uncertainty_signorm.cli.export`` builds the model as the ``torch-uncertainty``
-command does (``style: CIFAR`` in the recipes), so it exports the quickstart and the ResNet recipes."""
+command does (``style: CIFAR`` in the recipes), so it exports the quickstart and the ResNet
+recipes."""
 
 from __future__ import annotations
 

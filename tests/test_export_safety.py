@@ -219,8 +219,8 @@ UNTRUSTED_EXPORTS = {
     "bert_classifier without config": (_edit_config(_set(_BACKBONE_BLOCK, {
         "class_path": "torch_uncertainty_signorm.backbones.bert_classifier",
         "init_args": {"model_name": "some-org/remote-code-model", "pretrained": False}})),
-        ValueError, r"bert_classifier\) has no config: loading would read .* from a directory "
-                    r"or the hub"),
+        ValueError, (r"bert_classifier\) has no config: loading would read .* from a directory "
+                     r"or the hub")),
     "timm_vit without pretrained": (_edit_config(_set(_BACKBONE_BLOCK, {
         "class_path": "torch_uncertainty_signorm.backbones.timm_vit",
         "init_args": {"model_name": "vit_tiny_patch16_224", "num_classes": 10}})), ValueError,
@@ -231,8 +231,8 @@ UNTRUSTED_EXPORTS = {
         ValueError, r"bert_classifier\) does not set pretrained=false"),
     "width_multiplier 400": (_edit_config(_set(f"{_BACKBONE_BLOCK}.init_args.width_multiplier",
                                                400)), ValueError,
-                             r"does not hold the model config.json describes: .*shape or dtype "
-                             r"mismatch.*Nothing was built"),
+                             (r"does not hold the model config.json describes: .*shape or dtype "
+                              r"mismatch.*Nothing was built")),
     "num_estimators 1000": (_edit_config(lambda c: (
         _set("num_estimators", 1000)(c), _set(f"{_ENSEMBLE_BLOCK}.num_estimators", 1000)(c))),
         ValueError, r"num_estimators=1000, but .* holds the heads of 2 members"),
@@ -246,8 +246,8 @@ UNTRUSTED_EXPORTS = {
             "num_attention_heads": 16, "num_hidden_layers": 24}}})), ValueError,
         r"num_hidden_layers=24, but .* holds 0 encoder layers\. Nothing was built"),
     "catastrophic regex": (_edit_config(_set(f"{_ENSEMBLE_BLOCK}.regularized_layers", _REDOS)),
-                           ValueError, r"regularized_layers='\(\.\*.*\)\*X' is a pattern; an "
-                                       r"export holds the names"),
+                           ValueError, (r"regularized_layers='\(\.\*.*\)\*X' is a pattern; an "
+                                        r"export holds the names")),
     "FIFO weights": (_replace_weights(lambda path, _: __import__("os").mkfifo(path)), ValueError,
                      r"ensemble\.safetensors' is not a regular file"),
     "device weights": (_replace_weights(_device_node), ValueError,
@@ -282,8 +282,8 @@ UNTRUSTED_EXPORTS = {
     "members a string": (_edit_config(_set("members", "member_0.safetensors")), ValueError,
                          r"members='member_0\.safetensors'; expected a list"),
     "num_estimators contradiction": (_edit_config(_set("num_estimators", 3)), ValueError,
-                                     r"num_estimators=3 but model\.init_args\.num_estimators=2; "
-                                     r"they must agree"),
+                                     (r"num_estimators=3 but model\.init_args\.num_estimators=2; "
+                                      r"they must agree")),
 }
 
 

@@ -34,7 +34,8 @@ def _encoder_gradient(model: nn.Module, inputs, labels, members: int = 1) -> flo
     if hasattr(model, "diversity_loss"):
         loss = loss + model.diversity_loss()
     loss.backward()
-    pooler = model.backbone.model.bert.pooler if hasattr(model, "backbone") else model.model.bert.pooler
+    bert = model.backbone.model.bert if hasattr(model, "backbone") else model.model.bert
+    pooler = bert.pooler
     return float(pooler.dense.weight.grad.norm())
 
 
@@ -72,7 +73,7 @@ def test_from_scratch_heads_keep_the_papers_unit_scale():
     norm = HeadLayerNorm(8, 3)
     norm(torch.randn(6, 8) * 0.01)
     assert torch.equal(norm.weight, torch.ones(3, 8)) and bool(norm.scale_initialised)
-    with pytest.raises(ValueError, match="head scale_init must be one of .*got 'data'"):
+    with pytest.raises(ValueError, match=r"head scale_init must be one of .*got 'data'"):
         HeadLayerNorm(8, 3, scale_init="data")
 
 

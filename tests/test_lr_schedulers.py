@@ -49,7 +49,8 @@ def test_linear_warmup_then_cosine_decay(warmup):
         ({"total_steps": 10, "warmup_steps": 10}, "warmup_steps=10 must be smaller"),
         ({"total_steps": -1}, "total_steps must be an integer >= 0, got -1"),
         ({"total_steps": 10, "warmup_steps": 2.5}, "warmup_steps must be an integer"),
-        ({"total_steps": 10, "warmup_start_factor": 0.0}, r"warmup_start_factor must be in \(0, 1\]"),
+        ({"total_steps": 10, "warmup_start_factor": 0.0},
+         r"warmup_start_factor must be in \(0, 1\]"),
     ],
 )
 def test_bad_arguments_name_the_value(kwargs, message):

@@ -63,7 +63,7 @@ def test_member_model_is_plain_and_equals_the_members_rows(case):
         rows = ensemble(inputs).unflatten(0, (M, -1))
         members = [ensemble.member_model(m).eval() for m in range(M)]
         outputs = [member(inputs) for member in members]
-    for member, output, expected in zip(members, outputs, rows):
+    for member, output, expected in zip(members, outputs, rows, strict=True):
         assert isinstance(member, MemberModel) and not member.training
         assert not any(isinstance(m, PER_MEMBER) for m in member.modules())
         torch.testing.assert_close(output, expected, rtol=1e-5, atol=1e-5)

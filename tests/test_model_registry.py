@@ -19,8 +19,8 @@ def test_every_registered_path_names_an_importable_model():
 
 
 def test_the_allow_list_and_the_exportable_models_are_views_of_the_registry():
-    assert allowlist.MODEL_CLASS_PATHS == model_registry.class_paths(allow_listed=True)
-    assert EXPORTABLE_CLASS_PATHS == model_registry.class_paths(exportable=True)
+    assert model_registry.class_paths(allow_listed=True) == allowlist.MODEL_CLASS_PATHS
+    assert model_registry.class_paths(exportable=True) == EXPORTABLE_CLASS_PATHS
     assert allowlist.MODEL_CLASS_PATHS <= EXPORTABLE_CLASS_PATHS
     assert "torchvision.models.resnet18" in EXPORTABLE_CLASS_PATHS - allowlist.MODEL_CLASS_PATHS
     baselines = model_registry.class_paths(role="baseline")

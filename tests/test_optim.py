@@ -78,9 +78,9 @@ def test_a_routine_takes_the_recipe_as_torch_uncertaintys_routines_do():
 def test_bad_recipes_name_the_problem():
     from torch_uncertainty_signorm.signorm.optim import signorm_optim_recipe
 
-    with pytest.raises(TypeError, match="optim_recipe must be a callable.*got SGD"):
+    with pytest.raises(TypeError, match=r"optim_recipe must be a callable.*got SGD"):
         signorm_optim_recipe(torch.optim.SGD(torch.nn.Linear(2, 2).parameters(), lr=0.1))
-    with pytest.raises(ValueError, match="scale_lr_multiplier must be .* > 0, got 0"):
+    with pytest.raises(ValueError, match=r"scale_lr_multiplier must be .* > 0, got 0"):
         signorm_optim_recipe(lambda m: None, scale_lr_multiplier=0)
     with pytest.raises(TypeError, match="returned NoneType; expected a torch optimizer"):
         signorm_optim_recipe(lambda m: None)(signorm_ensemble(tiny_resnet(), 2))
@@ -112,7 +112,7 @@ def test_a_member_step_at_multiplier_m_equals_a_single_model_step():
 
 
 def test_a_bad_member_multiplier_names_the_value():
-    with pytest.raises(ValueError, match="member_lr_multiplier must be .* > 0, got 0"):
+    with pytest.raises(ValueError, match=r"member_lr_multiplier must be .* > 0, got 0"):
         signorm_param_groups(signorm_ensemble(tiny_resnet(), 2), lr=0.1, member_lr_multiplier=0)
 
 
@@ -121,9 +121,8 @@ def test_the_default_scale_rate_follows_the_optimisers_kind():
     about its rate, so there the default is lower (docs/reliability.md)."""
     from torch_uncertainty_signorm.signorm.optim import (
         ADAPTIVE_SCALE_LR_MULTIPLIER as ADAPTIVE,
-        is_adaptive,
-        signorm_optim_recipe,
     )
+    from torch_uncertainty_signorm.signorm.optim import is_adaptive, signorm_optim_recipe
 
     assert ADAPTIVE < 100.0
     model = signorm_ensemble(tiny_resnet(), 2)

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 import torch
+from fixtures.backbones import tiny_bert
 from torch import nn
 
-from fixtures.backbones import tiny_bert
 from torch_uncertainty_signorm import parameter_counts, signorm_ensemble
 from torch_uncertainty_signorm.baselines import film_ensemble, lora_ensemble
 
@@ -52,5 +52,5 @@ def test_lora_ensemble_counts_frozen_backbone_adapters_and_heads():
 
 
 def test_bad_input():
-    with pytest.raises(TypeError, match="parameter_counts takes an nn.Module, got dict"):
+    with pytest.raises(TypeError, match=r"parameter_counts takes an nn.Module, got dict"):
         parameter_counts({})

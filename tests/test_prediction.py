@@ -1,4 +1,5 @@
-"""predict / EnsemblePrediction: mean probabilities and U_mod per input, with and without Lightning."""
+"""predict / EnsemblePrediction: mean probabilities and U_mod per input, with and without
+Lightning."""
 
 import math
 
@@ -66,7 +67,8 @@ def test_predict_over_a_loader_equals_one_batch_and_matches_trainer_predict(mode
     )
 
 
-def test_predict_accepts_what_a_torch_uncertainty_datamodule_returns(model, accepted_cifar_root):
+def test_predict_accepts_what_a_torch_uncertainty_datamodule_returns(
+        model, accepted_cifar_root):  # noqa: F811 (the imported fixture)
     from torch_uncertainty.datamodules import CIFAR10DataModule
 
     datamodule = CIFAR10DataModule(root=accepted_cifar_root, batch_size=8, eval_ood=True,

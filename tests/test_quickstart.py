@@ -6,7 +6,6 @@ import platform
 from pathlib import Path
 
 import pytest
-
 from fixtures.cifar_files import run_command
 
 from torch_uncertainty_signorm.routines.member_health import WARNING_PREFIX
@@ -16,9 +15,10 @@ RECIPE = Path(__file__).parents[1] / "experiments" / "digits_signorm.yaml"
 REFERENCE = Path(__file__).parents[1] / "docs" / "reference" / "digits_signorm.csv"
 #: Digits-scale tolerances (docs/reference/README.md): 360 test images, one image = 0.28 points;
 #: the calibration errors and Brier also move with the library versions (aECE 1.8 points,
-#: Brier 0.015 at the lowest ones).
+#: Brier 0.015 at the lowest ones). The output diversity moves too (2 threads instead of 1:
+#: U_mod 0.023, Jensen gap 0.017 nats); 0.04 still fails members that became one model (both 0).
 TOLERANCES = ["Acc=1.5", "NLL=0.05", "ECE=2.5", "aECE=2.5", "Brier=0.02", "AUPR=1.5", "AUROC=1.5",
-              "FPR95=5"]
+              "FPR95=5", "U_mod=0.04", "jensen_gap=0.04"]
 
 
 #: The kernels the reference ran on. x86 CPUs with AVX-512 dispatch other kernels, which move

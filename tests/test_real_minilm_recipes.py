@@ -5,7 +5,6 @@ import os
 from pathlib import Path
 
 import pytest
-
 from fixtures.cifar_files import run_command
 
 from torch_uncertainty_signorm.cli import cli_main

@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 import torch
+from fixtures.synthetic_datamodule import SyntheticDataModule
 from torch_uncertainty.models.classification.resnet.utils import ResNetStyle
 from torch_uncertainty.models.classification.wideresnet import batched, masked, mimo, packed, std
 
-from fixtures.synthetic_datamodule import SyntheticDataModule
 from torch_uncertainty_signorm.cli import cli_main
 from torch_uncertainty_signorm.cli.recipe_bases import composed_recipe
 
@@ -166,8 +166,9 @@ def test_one_step_run_writes_results_that_the_tables_and_regression_read(
     out = tmp_path / "tables"
     results_table.main(["--run", f"ours={results.parent}", "--out", str(out)])
     (row,) = csv.DictReader((out / "rows.csv").open())
-    assert {"Acc", "AUROC", "AUPR", "FPR95", "Params", "MAdds", "signorm_cos", "U_mod"} <= set(row)
+    assert {"Acc", "AUROC", "AUPR", "FPR95", "Params", "MAdds", "signorm_cos", "U_mod",
+            "jensen_gap"} <= set(row)
     assert 0 <= float(row["AUROC"]) <= 100  # percent, from ood/AUROC's fraction
     capsys.readouterr()
     assert regression.main([str(out / "rows.csv"), "--reference", str(out / "rows.csv")]) == 0
-    assert "0 of 12 metrics failed" in capsys.readouterr().out  # the diversity columns too
+    assert "0 of 13 metrics failed" in capsys.readouterr().out  # the diversity columns too

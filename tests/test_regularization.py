@@ -1,6 +1,7 @@
 """The softmax-temperature penalty against the paper's Appendix "Temperature limits"."""
 
 import math
+from itertools import pairwise
 
 import pytest
 import torch
@@ -69,7 +70,7 @@ def test_descent_points_into_every_k_owner_corner(num_members, tau):
 def test_gradient_vanishes_as_tau_grows():
     s = torch.rand(4, 100, dtype=torch.float64)
     peaks = [penalty_gradient(s, tau).abs().max().item() for tau in (1.0, 10.0, 100.0, 1000.0)]
-    assert all(later < earlier for earlier, later in zip(peaks, peaks[1:]))
+    assert all(later < earlier for earlier, later in pairwise(peaks))
     assert peaks[-1] < 1e-6
 
 

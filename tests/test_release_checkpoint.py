@@ -35,6 +35,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import torch
+from fixtures.backbones import randomize_norms, tiny_bert, tiny_signorm_spec
 from safetensors.torch import load_file
 from torch_uncertainty.models.classification import resnet
 
@@ -42,8 +43,6 @@ from torch_uncertainty_signorm import export, signorm_ensemble
 from torch_uncertainty_signorm.export.spec import build_model
 from torch_uncertainty_signorm.members.heads import upgrade_legacy_heads
 from torch_uncertainty_signorm.routines import SigmaNormClassificationRoutine
-
-from fixtures.backbones import randomize_norms, tiny_bert, tiny_signorm_spec
 
 DATA = Path(__file__).parent / "fixtures" / "data"
 

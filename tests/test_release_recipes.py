@@ -30,7 +30,8 @@ def _printed_config(recipe: Path) -> dict:
 
 @pytest.mark.parametrize("name", sorted(p.stem for p in RELEASE.glob("*.yaml")))
 def test_a_release_recipe_resolves_to_todays_recipe(name):
-    old, new = _printed_config(RELEASE / f"{name}.yaml"), _printed_config(EXPERIMENTS / f"{name}.yaml")
+    old = _printed_config(RELEASE / f"{name}.yaml")
+    new = _printed_config(EXPERIMENTS / f"{name}.yaml")
     # The recipes' own settings that changed since (controlled diversity) are named here.
     for config in (old, new):
         model = config["routine"]["init_args"]["model"]["init_args"]

@@ -31,9 +31,9 @@ def test_compiled_training_step_matches_eager_in_one_graph():
     expected.backward()
     actual.backward()
     torch.testing.assert_close(actual, expected, rtol=1e-5, atol=1e-5)
-    for (name, p), q in zip(eager.named_parameters(), compiled_model.parameters()):
+    for (name, p), q in zip(eager.named_parameters(), compiled_model.parameters(), strict=True):
         torch.testing.assert_close(q.grad, p.grad, rtol=1e-4, atol=1e-5, msg=name)
-    for (name, b), c in zip(eager.named_buffers(), compiled_model.buffers()):
+    for (name, b), c in zip(eager.named_buffers(), compiled_model.buffers(), strict=True):
         torch.testing.assert_close(c, b, msg=name)  # running statistics updated alike
 
 

@@ -71,7 +71,8 @@ def offline_files(tmp_path_factory):
 def _offline_recipe(recipe: Path, files: dict, directory: Path) -> Path:
     config = composed_recipe(recipe)  # self-contained: written elsewhere below
     for block in _blocks(config, FACTORIES + "timm_vit"):
-        block["init_args"].update(model_name="test_vit", img_size=32, pretrained_path=str(files["vit"]))
+        block["init_args"].update(model_name="test_vit", img_size=32,
+                                  pretrained_path=str(files["vit"]))
     for block in _blocks(config, FACTORIES + "bert_classifier"):
         block["init_args"]["pretrained_path"] = str(files["bert"])
     if recipe.stem.startswith("bert_"):
@@ -175,7 +176,8 @@ def test_transformer_recipe_follows_the_shared_recipe(recipe):
         assert "format_batch_fn" not in config["routine"]["init_args"]
     if method != "single":
         core = list(_values(config["routine"], "core_models"))
-        assert set(_values(config["routine"], "num_estimators")) | {len(c) for c in core} == {members}
+        estimators = set(_values(config["routine"], "num_estimators"))
+        assert estimators | {len(c) for c in core} == {members}
     if method == "signorm":
         ensemble = config["routine"]["init_args"]["model"]["init_args"]
         assert (ensemble["tau"], ensemble["diversity_strength"]) == (tau, 1e-3)

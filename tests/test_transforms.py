@@ -14,7 +14,7 @@ def test_cifar_images_are_resized_and_normalised_to_minus_one_one():
     for train in (True, False):
         out = vit_transform(train, size=64)(image)
         assert out.shape == (3, 64, 64) and out.dtype == torch.float32
-        assert -1.05 <= out.min() and out.max() <= 1.05  # (x - 0.5) / 0.5 of [0, 1] pixels
+        assert out.min() >= -1.05 and out.max() <= 1.05  # (x - 0.5) / 0.5 of [0, 1] pixels
     white = Image.fromarray(torch.full((32, 32, 3), 255, dtype=torch.uint8).numpy())
     assert torch.allclose(vit_transform(False, size=64)(white), torch.ones(3, 64, 64), atol=1e-5)
 

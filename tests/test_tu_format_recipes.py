@@ -5,7 +5,8 @@ The recipes of ``tests/fixtures/tu_format/`` are written as TorchUncertainty's C
 Deep Ensembles ``model:`` block). TorchUncertainty's own CIFAR recipes (removed upstream in
 February 2026) are each trained one step too, read from ``../shared/torch-uncertainty-recipes``
 beside the checkout (their repository's layout) or, with ``TORCH_UNCERTAINTY_REPO`` set, from a git
-clone of TorchUncertainty; with neither, those cases are skipped.
+clone of TorchUncertainty; with neither, those cases are skipped, or fail where
+``SIGNORM_REQUIRE_TU_RECIPES=1`` (``.ci/run`` sets it).
 """
 
 from __future__ import annotations
@@ -127,8 +128,12 @@ def _tu_recipe(path: str, tmp_path: Path) -> Path:
     elif (TU_RECIPES_COPY / path).is_file():
         text = (TU_RECIPES_COPY / path).read_text()
     else:
-        pytest.skip(f"neither TORCH_UNCERTAINTY_REPO (a git clone of TorchUncertainty) is set nor "
-                    f"{TU_RECIPES_COPY / path} exists")
+        missing = (f"neither TORCH_UNCERTAINTY_REPO (a git clone of TorchUncertainty) is set nor "
+                   f"{TU_RECIPES_COPY / path} exists")
+        if os.environ.get("SIGNORM_REQUIRE_TU_RECIPES") == "1":  # CI (.ci/run): a failure
+            pytest.fail(f"{missing}; CI needs TorchUncertainty's recipes at {TU_RECIPES_COPY}",
+                        pytrace=False)
+        pytest.skip(missing)
     recipe = tmp_path / Path(path).name
     recipe.write_text(text)
     return recipe

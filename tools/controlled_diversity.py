@@ -138,7 +138,7 @@ def _aggregate(rows: list[dict], keys: list[str], values: list[str]) -> list[dic
         groups.setdefault(tuple(row[k] for k in keys), []).append(row)
     summary = []
     for key, members in groups.items():
-        entry = dict(zip(keys, key)) | {"seeds": len(members)}
+        entry = dict(zip(keys, key, strict=True)) | {"seeds": len(members)}
         for value in values:
             numbers = [float(m[value]) for m in members]
             spread = statistics.stdev(numbers) if len(numbers) > 1 else 0.0
@@ -315,7 +315,7 @@ def _figure(trajectories: list[dict], path: Path) -> None:
 
     setups = sorted({t["setup"] for t in trajectories})
     fig, axes = plt.subplots(2, len(setups), figsize=(4.2 * len(setups), 6), squeeze=False)
-    colours = dict(zip(TARGETS, ("tab:red", "tab:green", "tab:blue")))
+    colours = dict(zip(TARGETS, ("tab:red", "tab:green", "tab:blue"), strict=True))
     for column, setup in enumerate(setups):
         for (target, seed) in sorted({(t["target"], t["seed"]) for t in trajectories
                                       if t["setup"] == setup}):

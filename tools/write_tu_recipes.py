@@ -4,8 +4,8 @@
 
 writes ``experiments/torch_uncertainty/classification/<dataset>/configs/<backbone>/<method>.yaml``
 (18 recipes, generated: edit the source recipe of ``experiments/``, then rerun), so that they sit
-next to TorchUncertainty's Packed-Ensembles recipes. Each is the source recipe, its base files merged in
-(:func:`torch_uncertainty_signorm.cli.recipe_bases.composed_recipe`), through
+next to TorchUncertainty's Packed-Ensembles recipes. Each is the source recipe, its base files
+merged in (:func:`torch_uncertainty_signorm.cli.recipe_bases.composed_recipe`), through
 :func:`torch_uncertainty_signorm.cli.tu_format.to_tu_format` under a header naming its source.
 ``tests/test_tu_format_recipes.py`` checks that the committed files are up to date.
 """

@@ -7,10 +7,10 @@ import math
 
 import pytest
 import torch
-from torch import nn
-
 from fixtures.backbones import randomize_norms, tiny_resnet, tiny_wideresnet
 from fixtures.members import member_rows
+from torch import nn
+
 from torch_uncertainty_signorm.baselines import FiLMBatchNorm, FiLMEnsemble, film_ensemble
 
 M = 4
@@ -140,7 +140,7 @@ def test_a_member_folds_back_into_the_batch_norm_it_replaced(plain, shape):
     for training in (False, True):
         x = torch.randn(M * 4, *shape) * 3 - 1
         out = member_rows(layer.train(training)(x), M)
-        for m, (bn, x_m) in enumerate(zip(folded, member_rows(x, M))):
+        for m, (bn, x_m) in enumerate(zip(folded, member_rows(x, M), strict=True)):
             torch.testing.assert_close(bn.train(training)(x_m), out[m], rtol=1e-5, atol=1e-5)
     assert type(FiLMBatchNorm(3, M).to_plain(0)) is nn.BatchNorm2d  # built directly
 

@@ -6,9 +6,9 @@ import copy
 
 import pytest
 import torch
+from fixtures.backbones import bert_inputs, tiny_bert, tiny_vit
 from torch import nn
 
-from fixtures.backbones import bert_inputs, tiny_bert, tiny_vit
 from torch_uncertainty_signorm.baselines import LoRAEnsemble, MemberLoRALinear, lora_ensemble
 
 M = 3
@@ -89,7 +89,8 @@ def test_fused_qkv_gets_one_adapter_per_slice_with_high_variance_down_projection
 
 
 def test_target_modules_use_the_layer_selection_grammar():
-    """Preset, regex and suffix list select as for regularized_layers; the head is never a target."""
+    """Preset, regex and suffix list select as for regularized_layers; the head is never a
+    target."""
     vit_qkv = [f"blocks.{i}.attn.qkv" for i in range(2)]
     assert lora_ensemble(tiny_vit(), M).adapted_layer_names == vit_qkv
     assert lora_ensemble(tiny_vit(), M, target_modules="attention").adapted_layer_names == vit_qkv
@@ -115,7 +116,7 @@ def test_bad_inputs():
         lora_ensemble(tiny_vit(), M, target_modules="head")  # the replaced classifier
     with pytest.raises(ValueError, match="expand_at='stem' is not a module of VisionTransformer"):
         LoRAEnsemble(tiny_vit(), M, expand_at="stem")
-    with pytest.raises(TypeError, match="adapts an nn.Linear, got Conv2d"):
+    with pytest.raises(TypeError, match=r"adapts an nn.Linear, got Conv2d"):
         MemberLoRALinear(nn.Conv2d(2, 2, 1), M)
     with pytest.raises(ValueError, match="num_slices=3 does not divide the 4 output features"):
         MemberLoRALinear(nn.Linear(2, 4), M, num_slices=3)

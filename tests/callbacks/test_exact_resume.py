@@ -7,7 +7,6 @@ import random
 import signal
 
 import numpy as np
-
 import pytest
 import torch
 from fixtures.backbones import tiny_resnet

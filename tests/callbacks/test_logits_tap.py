@@ -42,7 +42,7 @@ def test_tap_refuses_logits_that_do_not_split_into_members_and_non_tensor_output
     tap.attach(routine)
     with pytest.raises(TypeError, match="Writer expects the model to return logits, got tuple"):
         routine.model(torch.randn(2, 3))
-    with pytest.raises(TypeError, match="Writer reads the logits of `routine.model`; object"):
+    with pytest.raises(TypeError, match=r"Writer reads the logits of `routine.model`; object"):
         tap.attach(object())
 
 

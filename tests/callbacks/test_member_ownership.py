@@ -9,12 +9,12 @@ from types import SimpleNamespace
 import matplotlib.pyplot as plt
 import pytest
 import torch
+from fixtures.digits import cpu_trainer, digits_signorm_routine
 from lightning.pytorch import LightningModule
 from lightning.pytorch.loggers import CSVLogger, TensorBoardLogger
 from matplotlib.figure import Figure
 from torch import nn
 
-from fixtures.digits import cpu_trainer, digits_signorm_routine
 from torch_uncertainty_signorm import ownership_counts, pairwise_cosine
 from torch_uncertainty_signorm.callbacks import MemberOwnershipCallback
 from torch_uncertainty_signorm.callbacks.member_ownership import importance_embedding_figure
@@ -114,7 +114,7 @@ def test_training_logs_one_block_figures_and_scalars_per_validation_epoch(tmp_pa
             assert (step0, step1) == (0, 1)
             assert value == pytest.approx(count / totals[scope], abs=1e-6)
     for name, layer in model.signorm_layers().items():
-        steps, values = zip(*scalars[f"ownership/signorm_cos/{name}"])
+        steps, values = zip(*scalars[f"ownership/signorm_cos/{name}"], strict=True)
         assert steps == (0, 1)
         cosine = float(pairwise_cosine(layer.importance().detach()))
         assert values[1] == pytest.approx(cosine, abs=1e-5)

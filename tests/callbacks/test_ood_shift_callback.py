@@ -8,12 +8,6 @@ from pathlib import Path
 import pytest
 import torch
 import yaml
-from lightning.pytorch.loggers import CSVLogger
-from sklearn.metrics import roc_auc_score
-from torch import nn
-from torch_uncertainty.routines import ClassificationRoutine
-from torchvision.transforms import v2
-
 from fixtures.backbones import tiny_resnet
 from fixtures.benchmark_files import (
     IntensityClassifier,
@@ -26,6 +20,12 @@ from fixtures.benchmark_files import (
     write_inaturalist,
 )
 from fixtures.digits import cpu_trainer
+from lightning.pytorch.loggers import CSVLogger
+from sklearn.metrics import roc_auc_score
+from torch import nn
+from torch_uncertainty.routines import ClassificationRoutine
+from torchvision.transforms import v2
+
 from torch_uncertainty_signorm import signorm_ensemble
 from torch_uncertainty_signorm.callbacks import OODShiftEvaluation
 from torch_uncertainty_signorm.cli import cli_main
@@ -168,7 +168,8 @@ def test_misconfigurations_raise_before_testing(imagenet_root):
     routine = ClassificationRoutine(
         nn.Sequential(nn.Flatten(), nn.Linear(3072, 10)), num_classes=10
     )
-    with pytest.raises(TypeError, match="needs a datamodule with `eval_sets`.*SyntheticDataModule"):
+    with pytest.raises(TypeError,
+                       match=r"needs a datamodule with `eval_sets`.*SyntheticDataModule"):
         cpu_trainer(callbacks=[OODShiftEvaluation()]).test(
             routine, datamodule=SyntheticDataModule()
         )

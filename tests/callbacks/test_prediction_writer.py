@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import pytest
 import torch
+from fixtures.digits import cpu_trainer, digits_signorm_routine
 from lightning.pytorch.loggers import CSVLogger
 from safetensors.torch import load_file
 
-from fixtures.digits import cpu_trainer, digits_signorm_routine
-from torch_uncertainty_signorm.prediction import member_probabilities
 from torch_uncertainty_signorm.callbacks import TestPredictionWriter
 from torch_uncertainty_signorm.datamodules import DigitsDataModule
+from torch_uncertainty_signorm.prediction import member_probabilities
 
 M = 4  # members of the digits fixture
 
@@ -29,7 +29,7 @@ def test_saved_probabilities_match_the_model_on_every_test_loader(tmp_path):
     assert sorted(saved) == ["probs/0", "probs/1", "targets/0", "targets/1"]
     routine.model.eval()
     for index, loader in enumerate(datamodule.test_dataloader()):
-        inputs, targets = map(torch.cat, zip(*loader))
+        inputs, targets = map(torch.cat, zip(*loader, strict=True))
         with torch.no_grad():
             expected = member_probabilities(routine.model(inputs), M)
         assert saved[f"probs/{index}"].shape == (M, len(targets), 10)

@@ -4,14 +4,14 @@ raises a TypeError; bad input."""
 import numpy as np
 import pytest
 import torch
-from torch_uncertainty.datamodules.classification import ImageNetDataModule
-
 from fixtures.benchmark_files import (
     class_intensity,
     write_cifar_c,
     write_imagenet_c,
     write_imagenet_val,
 )
+from torch_uncertainty.datamodules.classification import ImageNetDataModule
+
 from torch_uncertainty_signorm.datamodules.corruptions import (
     BENCHMARK_CORRUPTIONS,
     CIFAR10CSeverity,

@@ -220,7 +220,7 @@ def test_corruptions_grow_with_severity_and_keep_the_labels() -> None:
     for name in ("gaussian_noise", "gaussian_blur", "translation"):
         distances = [(dm._corrupt(clean, name, s) - clean).abs().mean().item() for s in (1, 3, 5)]
         assert 0 < distances[0] < distances[1] < distances[2], name
-    for spec, loader in zip(dm.eval_sets[1:], loaders[1:]):
+    for spec, loader in zip(dm.eval_sets[1:], loaders[1:], strict=True):
         assert spec.kind == "shift"
         assert torch.equal(loader.dataset.tensors[1], dm.test.tensors[1])
 

@@ -2,7 +2,6 @@
 
 import pytest
 import torch
-
 from fixtures.benchmark_files import (
     write_dtd,
     write_image_folder,
@@ -10,6 +9,7 @@ from fixtures.benchmark_files import (
     write_mnist_test,
     write_tiny_imagenet_val,
 )
+
 from torch_uncertainty_signorm.datamodules.ood_datasets import (
     OOD_DATASETS,
     OPENOOD_SPLITS,

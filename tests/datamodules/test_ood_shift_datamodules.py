@@ -2,8 +2,6 @@
 
 import pytest
 import torch
-from torchvision.transforms import v2
-
 from fixtures.benchmark_files import (
     class_intensity,
     write_cifar_c,
@@ -15,6 +13,8 @@ from fixtures.benchmark_files import (
     write_mnist_test,
     write_tiny_imagenet_val,
 )
+from torchvision.transforms import v2
+
 from torch_uncertainty_signorm.datamodules import (
     CIFAR10OODShiftDataModule,
     CIFAR100OODShiftDataModule,

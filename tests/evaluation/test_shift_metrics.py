@@ -11,7 +11,7 @@ def _batch(n: int, accuracy: float, confidence: float, num_classes: int = 4):
     """Predictions of confidence ``confidence`` on the predicted class, right on ``accuracy``."""
     targets = torch.arange(n) % num_classes
     predicted = targets.clone()
-    wrong = int(round(n * (1 - accuracy)))
+    wrong = round(n * (1 - accuracy))
     predicted[:wrong] = (targets[:wrong] + 1) % num_classes
     probs = torch.full((n, num_classes), (1 - confidence) / (num_classes - 1))
     probs[torch.arange(n), predicted] = confidence

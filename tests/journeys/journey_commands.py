@@ -37,8 +37,8 @@ def tiny_args(data_root: Path, log_dir: Path, width: str = ENSEMBLE_WIDTH,
 
 def failure(done) -> str:
     """The command line and the end of its output, for assertion messages."""
-    return f"{' '.join(map(str, done.args))}\n--- stdout\n{done.stdout[-3000:]}\n" \
-           f"--- stderr\n{done.stderr[-6000:]}"
+    return (f"{' '.join(map(str, done.args))}\n--- stdout\n{done.stdout[-3000:]}\n"
+            f"--- stderr\n{done.stderr[-6000:]}")
 
 
 def only(paths, what: str) -> Path:

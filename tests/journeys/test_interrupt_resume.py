@@ -14,7 +14,6 @@ from pathlib import Path
 
 import pytest
 import torch
-
 from fixtures.cifar_files import run_command
 
 RECIPE = Path(__file__).resolve().parents[2] / "experiments" / "resnet18_c10_signorm.yaml"
@@ -123,7 +122,8 @@ def test_sigterm_during_the_sanity_check_exits_non_zero_and_writes_nothing(
     result = run_command([*_args(cifar_root), _interrupt("on_sanity_check_start")],
                          cwd=tmp_path, env=env)
     assert result.returncode == 143, result.stderr[-3000:]
-    assert "no checkpoint written" in result.stderr and "run the same command again" in result.stderr
+    assert "no checkpoint written" in result.stderr
+    assert "run the same command again" in result.stderr
     assert not list(tmp_path.rglob("*.ckpt"))
 
 

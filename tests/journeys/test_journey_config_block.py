@@ -47,8 +47,8 @@ def test_settings_in_a_config_block_train_test_and_export(cifar_root, command_en
 
     done = run_module("torch_uncertainty_signorm.export",
                       ["--config", recipe, "--ckpt_path", ckpt, "--output", tmp_path / "export",
-                       "--routine.init_args.model.init_args.model.init_args.width_multiplier"
-                       "=0.125"], cwd=tmp_path, env=command_env)
+                       ("--routine.init_args.model.init_args.model.init_args.width_multiplier"
+                        "=0.125")], cwd=tmp_path, env=command_env)
     assert done.returncode == 0, failure(done)
     exported = load_ensemble(tmp_path / "export").eval()
     assert exported.config.tau == 0.25 and exported.num_estimators == 4

@@ -1,4 +1,5 @@
-"""Journey 5: CIFAR-100, two-process DDP on CPU (gloo) with ``sync_batchnorm``: σBN statistics agree."""
+"""Journey 5: CIFAR-100, two-process DDP on CPU (gloo) with ``sync_batchnorm``: σBN statistics
+agree."""
 
 import json
 import os

@@ -23,8 +23,8 @@ def test_a_study_run_feeds_the_checks_and_the_ood_scores(command_env, tmp_path):
     assert command[0] == "torch-uncertainty" and "--routine.init_args.member_lr_multiplier=2" \
         in command
     done = run_command([*command[1:], *TINY,
-                        "--trainer.callbacks+=torch_uncertainty_signorm.callbacks."
-                        "TestPredictionWriter", "--trainer.callbacks.dataloaders=[0, 1]"],
+                        ("--trainer.callbacks+=torch_uncertainty_signorm.callbacks."
+                         "TestPredictionWriter"), "--trainer.callbacks.dataloaders=[0, 1]"],
                        cwd=tmp_path, env=command_env)
     assert done.returncode == 0, failure(done)
 

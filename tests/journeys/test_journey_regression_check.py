@@ -20,8 +20,9 @@ from torch_uncertainty_signorm.reproduction.regression import ReproductionError,
 
 REGRESSION = "torch_uncertainty_signorm.reproduction.regression"
 RESULTS_TABLE = "torch_uncertainty_signorm.reproduction.results_table"
+# The reference row holds the diversity too.
 PAPER_METRICS = {"Acc", "NLL", "ECE", "aECE", "Brier", "AUPR", "AUROC", "FPR95", "Params",
-                 "MAdds", "signorm_cos", "U_mod"}  # the reference row holds the diversity too
+                 "MAdds", "signorm_cos", "U_mod", "jensen_gap"}
 
 
 def _verdicts(report: str) -> dict[str, str]:
@@ -43,7 +44,7 @@ def test_regression_check_names_missing_and_nan_metrics_and_counts_training_runs
     reference = tmp_path / "ref" / "rows.csv"
     with reference.open() as file:
         (row,) = list(csv.DictReader(file))
-    assert PAPER_METRICS <= {k for k, v in row.items() if v}
+    assert {k for k, v in row.items() if v} >= PAPER_METRICS
     assert row["seeds"] == "0" and row["max_epochs"] == "1" and row["limit_train_batches"] == "2"
 
     # Item 3: `test` of the run's checkpoint, without OOD evaluation, logs a folder of its own
@@ -76,14 +77,14 @@ def test_regression_check_names_missing_and_nan_metrics_and_counts_training_runs
     assert set(verdicts) == PAPER_METRICS, done.stdout
     assert {m for m, v in verdicts.items() if v != "ok"} == {"AUPR", "AUROC", "FPR95"}
     assert verdicts["AUROC"] == "FAIL (missing from the run)"
-    assert done.stdout.splitlines()[-1].startswith("3 of 12 metrics failed: AUPR (missing")
+    assert done.stdout.splitlines()[-1].startswith("3 of 13 metrics failed: AUPR (missing")
     assert "smoke test" not in done.stdout  # the reference row had the same budget
     assert "1 training run (seed 0) from 2 results.csv" in done.stdout
     assert "budget: ours max_epochs=1, limit_train_batches=2, trained_steps=2" in done.stdout
     done = run_module(REGRESSION, [logs, "--reference", reference, "--exclude", "AUPR", "AUROC",
                                    "FPR95"], cwd=tmp_path, env=command_env)
     assert done.returncode == 0, failure(done)
-    assert done.stdout.splitlines()[-1] == "0 of 9 metrics failed; excluded: AUPR, AUROC, FPR95"
+    assert done.stdout.splitlines()[-1] == "0 of 10 metrics failed; excluded: AUPR, AUROC, FPR95"
 
     # Item 1: a NaN in the run fails, named, instead of leaving the comparison.
     broken = shutil.copytree(trained, tmp_path / "broken" / "version_0")
@@ -100,7 +101,7 @@ def test_regression_check_names_missing_and_nan_metrics_and_counts_training_runs
     assert done.returncode == 1, failure(done)
     verdicts = _verdicts(done.stdout)
     assert verdicts["Acc"] == verdicts["NLL"] == "FAIL (NaN in the run)"
-    assert done.stdout.splitlines()[-1] == ("2 of 12 metrics failed: Acc (NaN in the run), "
+    assert done.stdout.splitlines()[-1] == ("2 of 13 metrics failed: Acc (NaN in the run), "
                                             "NLL (NaN in the run)")
 
     # Item 4: seeds required, the published protocol's budget, the table's aliases; and the
@@ -116,4 +117,4 @@ def test_regression_check_names_missing_and_nan_metrics_and_counts_training_runs
     assert done.stdout.splitlines()[-1] == "FAIL: 1 distinct seed averaged, --min-seeds 3 required"
     with pytest.raises(ReproductionError, match="NaN in the run"):
         check_reproduction(broken, "--reference", reference)
-    assert "0 of 12 metrics failed" in check_reproduction(trained, "--reference", reference)
+    assert "0 of 13 metrics failed" in check_reproduction(trained, "--reference", reference)

@@ -1,6 +1,7 @@
 """A checkpoint that ``torch-uncertainty fit`` wrote before the member heads' norm had its own
 affine (commit d303e6e) tests, through today's command, to the metrics that commit's
-``test --ckpt_path`` printed for it (fixture: ``tests/fixtures/make_command_checkpoint_d303e6e.py``)."""
+``test --ckpt_path`` printed for it (fixture:
+``tests/fixtures/make_command_checkpoint_d303e6e.py``)."""
 
 import json
 from pathlib import Path

@@ -79,7 +79,7 @@ def test_every_member_folds_back_into_a_plain_layer_with_its_exact_output(kind, 
         x = _inputs(kind, 4 * M)
         with torch.no_grad():
             out = member_rows(layer.train(training)(x), M)
-            for m, (plain, x_m) in enumerate(zip(folded, member_rows(x, M))):
+            for m, (plain, x_m) in enumerate(zip(folded, member_rows(x, M), strict=True)):
                 torch.testing.assert_close(plain.train(training)(x_m), out[m], rtol=1e-5,
                                            atol=1e-5)
     if isinstance(layer, MemberBatchNorm):  # one training step moved every member alike
@@ -93,8 +93,8 @@ def test_folding_checks_the_member_and_a_shift_the_plain_layer_cannot_hold():
     with pytest.raises(ValueError, match=r"member must be an integer in 0\.\.2, got 3"):
         layer.to_plain(3)
     layer.load_pretrained_affine(torch.ones(4), torch.full((4,), 0.5))
-    with pytest.raises(ValueError, match="Member 1 of this SigmaRMSNorm has a nonzero shift β.*"
-                                         "RMSNorm cannot hold"):
+    with pytest.raises(ValueError, match=r"Member 1 of this SigmaRMSNorm has a nonzero shift β.*"
+                                          r"RMSNorm cannot hold"):
         layer.to_plain(1)
 
 
@@ -111,7 +111,7 @@ def test_timm_float32_norms_keep_computing_in_float32(kind):
     assert out.dtype == torch.bfloat16
     assert torch.equal(out, layer(x.float()).bfloat16())  # the float32 result, rounded once
     # Every member reproduces the pretrained layer (bfloat16 rounding of the output apart).
-    for member, expected in zip(member_rows(out, M), member_rows(plain(x), M)):
+    for member, expected in zip(member_rows(out, M), member_rows(plain(x), M), strict=True):
         torch.testing.assert_close(member, expected, rtol=1e-2, atol=1e-2)
     assert type(layer.to_plain(0)) is kind
 

@@ -87,11 +87,11 @@ def test_unreported_values_are_nan_and_printed_text_is_kept():
 
 
 def test_bad_names_and_ambiguous_rows_raise_clear_errors():
-    with pytest.raises(ValueError, match="unknown published table 'tab:main'.*available"):
+    with pytest.raises(ValueError, match=r"unknown published table 'tab:main'.*available"):
         load_table("tab:main")
     with pytest.raises(ValueError, match=r"\['model'\] are not columns of table 'main'"):
         load_table("main").select(model="x")
-    with pytest.raises(ValueError, match="4 rows of table 'main' match.*valid values"):
+    with pytest.raises(ValueError, match=r"4 rows of table 'main' match.*valid values"):
         load_table("main").row(method="σN-Ens")
 
 

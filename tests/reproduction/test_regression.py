@@ -15,7 +15,10 @@ from fixtures.results_files import tu_metrics, write_run
 from torch_uncertainty_signorm.reproduction import regression
 from torch_uncertainty_signorm.reproduction.published import load_table
 from torch_uncertainty_signorm.reproduction.regression import (
-    DEFAULT_TOLERANCES, ReproductionError, check_reproduction, compare_rows,
+    DEFAULT_TOLERANCES,
+    ReproductionError,
+    check_reproduction,
+    compare_rows,
 )
 from torch_uncertainty_signorm.reproduction.results_table import read_rows, write_rows
 
@@ -38,7 +41,7 @@ def test_committed_reference_is_reproduced_from_its_results_file(capsys):
                               "--tol", *zero, "Brier=0", "aECE=0"])
     report = capsys.readouterr().out
     assert status == 0, report
-    assert "0 of 10 metrics failed" in report  # Acc ... MAdds, all compared
+    assert "0 of 13 metrics failed" in report  # Acc ... MAdds and the diversity, all compared
     assert "1 training run (seed 0)" in report and "budget: ours max_epochs=5" in report
 
 
@@ -50,7 +53,7 @@ def test_perturbed_copy_fails_and_the_diff_names_the_metric(tmp_path, capsys):
     assert acc_line.endswith("FAIL") and "-0.8" in acc_line
     (nll_line,) = [line for line in report.splitlines() if line.startswith("NLL ")]
     assert nll_line.endswith("ok")  # 0.01 is within the default 0.02
-    assert report.splitlines()[-1] == "1 of 10 metrics failed: Acc (out of tolerance)"
+    assert report.splitlines()[-1] == "1 of 13 metrics failed: Acc (out of tolerance)"
 
 
 def test_tolerances_are_overridable_per_metric(tmp_path, capsys):
@@ -63,7 +66,7 @@ def test_tolerances_are_overridable_per_metric(tmp_path, capsys):
                             "--exclude", "Acc"]) == 0
     report = capsys.readouterr().out
     assert "excluded" in next(line for line in report.splitlines() if line.startswith("Acc "))
-    assert report.splitlines()[-1] == "0 of 9 metrics failed; excluded: Acc"
+    assert report.splitlines()[-1] == "0 of 12 metrics failed; excluded: Acc"
 
 
 def _copy_of_reference_run(tmp_path, drop=(), **values):
@@ -88,7 +91,7 @@ def test_a_nan_or_infinite_metric_fails_by_name(tmp_path, capsys):
     report = capsys.readouterr().out
     assert re.search(r"^Acc +nan +96.94 +-- +0.5 +FAIL \(NaN in the run\)$", report, re.M)
     assert re.search(r"^aECE +inf .* FAIL \(infinite in the run\)$", report, re.M)
-    assert report.splitlines()[-1] == ("3 of 10 metrics failed: Acc (NaN in the run), NLL (NaN in "
+    assert report.splitlines()[-1] == ("3 of 13 metrics failed: Acc (NaN in the run), NLL (NaN in "
                                        "the run), aECE (infinite in the run)")
 
 
@@ -97,12 +100,12 @@ def test_a_metric_missing_from_the_run_fails_unless_excluded(tmp_path, capsys):
     assert regression.main([str(run), "--reference", str(REFERENCE)]) == 1
     report = capsys.readouterr().out
     assert report.splitlines()[-1] == (
-        "3 of 10 metrics failed: AUPR (missing from the run), AUROC (missing from the run), "
+        "3 of 13 metrics failed: AUPR (missing from the run), AUROC (missing from the run), "
         "FPR95 (missing from the run)")
     assert regression.main([str(run), "--reference", str(REFERENCE),
                             "--exclude", "AUPR", "AUROC", "FPR95"]) == 0
     assert capsys.readouterr().out.splitlines()[-1] == (
-        "0 of 7 metrics failed; excluded: AUPR, AUROC, FPR95")
+        "0 of 10 metrics failed; excluded: AUPR, AUROC, FPR95")
 
 
 def test_min_seeds_counts_distinct_training_runs(tmp_path, capsys):
@@ -114,8 +117,8 @@ def test_min_seeds_counts_distinct_training_runs(tmp_path, capsys):
     assert regression.main([str(tmp_path), *where, "--min-seeds", "2"]) == 0
     report = capsys.readouterr().out
     assert "2 training runs (seeds 0, 1)" in report
-    assert "expected: published table 'main', row dataset=CIFAR-100, arch=ResNet-50, " \
-           "method=σN-Ens" in report
+    assert ("expected: published table 'main', row dataset=CIFAR-100, arch=ResNet-50, "
+            "method=σN-Ens") in report
     assert regression.main([str(tmp_path), *where, "--min-seeds", "3"]) == 1
     assert capsys.readouterr().out.splitlines()[-1] == (
         "FAIL: 2 distinct seeds averaged, --min-seeds 3 required")
@@ -134,10 +137,10 @@ def test_a_short_budget_is_called_a_smoke_test(tmp_path, capsys):
 
 
 def test_check_reproduction_raises_with_the_report_for_pytest(tmp_path):
-    assert "0 of 10 metrics failed" in check_reproduction(REFERENCE_RUN, "--reference",
+    assert "0 of 13 metrics failed" in check_reproduction(REFERENCE_RUN, "--reference",
                                                           REFERENCE)
     perturbed = _perturbed_copy(tmp_path, Acc=-0.8)
-    with pytest.raises(ReproductionError, match=r"(?s)Acc .*FAIL.*1 of 10 metrics failed"):
+    with pytest.raises(ReproductionError, match=r"(?s)Acc .*FAIL.*1 of 13 metrics failed"):
         check_reproduction(perturbed, "--reference", REFERENCE)
 
 
@@ -237,4 +240,4 @@ def test_an_empty_reference_cell_is_named_not_dropped_silently(tmp_path, capsys)
     assert regression.main([str(REFERENCE), "--reference", str(blank)]) == 0
     report = capsys.readouterr().out
     assert "not compared (empty in the reference row, present in ours): NLL;" in report, report
-    assert report.splitlines()[-1] == "0 of 9 metrics failed"
+    assert report.splitlines()[-1] == "0 of 12 metrics failed"

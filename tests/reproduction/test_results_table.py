@@ -6,10 +6,15 @@ import pytest
 from fixtures.results_files import tu_metrics, write_run
 
 from torch_uncertainty_signorm.reproduction import results_table
-from torch_uncertainty_signorm.reproduction.runs import find_runs
 from torch_uncertainty_signorm.reproduction.results_table import (
-    aggregate, madds_per_image, mean_std, missing_columns, read_rows, write_rows,
+    aggregate,
+    madds_per_image,
+    mean_std,
+    missing_columns,
+    read_rows,
+    write_rows,
 )
+from torch_uncertainty_signorm.reproduction.runs import find_runs
 
 SEEDS = [  # (Acc, NLL, ECE) of three seeds, fractions as TorchUncertainty logs them
     (0.90, 0.30, 0.010),
@@ -175,7 +180,7 @@ def test_command_errors_name_the_bad_input(tmp_path, capsys):
 
 
 def test_where_accepts_the_tables_aliases(three_seeds, tmp_path):
-    header, body = results_table.main([
+    _, body = results_table.main([
         "--run", f"ours={three_seeds}", "--published", "main", "--where", "dataset=C100",
         "arch=WRN-28-10", "--out", str(tmp_path / "t"),
     ])

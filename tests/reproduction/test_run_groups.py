@@ -1,4 +1,5 @@
-"""The regression check averages only runs that differ in their seed (``--select`` picks a group)."""
+"""The regression check averages only runs that differ in their seed (``--select`` picks a
+group)."""
 
 from __future__ import annotations
 
@@ -21,7 +22,8 @@ def _config(tau: float, seed: int, target: float | None = None, strength: float 
     routine = {"class_path": "torch_uncertainty_signorm.routines.SigmaNormClassificationRoutine",
                "init_args": {"model": model, "target_diversity": target}}
     return {"seed_everything": seed, "routine": routine,
-            "data": {"class_path": "D", "init_args": {"root": f"./data{seed}", "num_workers": seed}},
+            "data": {"class_path": "D",
+                     "init_args": {"root": f"./data{seed}", "num_workers": seed}},
             "trainer": {"max_epochs": 5, "devices": 1, "logger": {"save_dir": f"logs{seed}"}}}
 
 

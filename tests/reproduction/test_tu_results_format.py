@@ -4,7 +4,6 @@ the regression check, OOD columns included, with the published errata applied.""
 import csv
 
 import pytest
-
 from fixtures.tu_results import TU_HEADER
 
 from torch_uncertainty_signorm.reproduction import regression, results_table

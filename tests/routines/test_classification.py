@@ -6,15 +6,15 @@ import warnings
 import lightning
 import pytest
 import torch
+from fixtures.backbones import randomize_norms, tiny_resnet, tiny_signorm_spec
+from fixtures.digits import cpu_trainer, digits_signorm_routine
+from fixtures.marker_module import assert_not_imported, marker_module
 from lightning.pytorch.loggers import CSVLogger
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 from torch_uncertainty.routines import ClassificationRoutine
 from torch_uncertainty.transforms import RepeatTarget
 
-from fixtures.backbones import randomize_norms, tiny_resnet, tiny_signorm_spec
-from fixtures.digits import cpu_trainer, digits_signorm_routine
-from fixtures.marker_module import assert_not_imported, marker_module
 from torch_uncertainty_signorm import signorm_ensemble
 from torch_uncertainty_signorm.datamodules import DigitsDataModule
 from torch_uncertainty_signorm.signorm.optim import signorm_param_groups
@@ -101,7 +101,7 @@ def test_optimizer_without_groups_is_warned_about():
 
 
 def test_bad_routine_arguments_name_the_value():
-    with pytest.raises(TypeError, match="trains a SigmaNormEnsemble.*got _ResNet"):
+    with pytest.raises(TypeError, match=r"trains a SigmaNormEnsemble.*got _ResNet"):
         SigmaNormClassificationRoutine(tiny_resnet(), 10, nn.CrossEntropyLoss())
     model = signorm_ensemble(tiny_resnet(), 2)
     with pytest.raises(ValueError, match="scale_lr_multiplier must be a finite number > 0, got 0"):
@@ -215,10 +215,10 @@ def test_ensemble_arguments_are_derived_from_the_model():
 
 @pytest.mark.parametrize(("arguments", "message"), [
     ({"num_classes": 5}, r"num_classes=5, but the model's member heads predict 10 classes"),
-    ({"is_ensemble": False}, r"is_ensemble=False, but the model is an ensemble of "
-                             r"num_estimators=2"),
-    ({"format_batch_fn": RepeatTarget(3)}, r"repeats the targets 3 times, but the model has "
-                                           r"num_estimators=2"),
+    ({"is_ensemble": False}, (r"is_ensemble=False, but the model is an ensemble of "
+                              r"num_estimators=2")),
+    ({"format_batch_fn": RepeatTarget(3)}, (r"repeats the targets 3 times, but the model has "
+                                            r"num_estimators=2")),
 ], ids=["num_classes", "is_ensemble", "format_batch_fn"])
 def test_arguments_contradicting_the_model_fail_at_construction(arguments, message):
     model = signorm_ensemble(tiny_resnet(), 2)
@@ -250,8 +250,8 @@ def test_plain_routine_fit_fails_before_the_first_step():
     require_diversity_loss(model)  # idempotent; SigmaNormEnsemble should register it itself
     before = {k: v.clone() for k, v in model.state_dict().items() if v.is_floating_point()}
     trainer = cpu_trainer(max_epochs=1, limit_val_batches=0)
-    with pytest.raises(MissingRegularizerError, match="without its diversity regulariser.*"
-                                                      "SigmaNormClassificationRoutine"):
+    with pytest.raises(MissingRegularizerError, match=r"without its diversity regulariser.*"
+                                                       r"SigmaNormClassificationRoutine"):
         trainer.fit(_plain_routine(model), _loader())
     assert trainer.global_step == 0
     for name, value in model.state_dict().items():
@@ -334,7 +334,8 @@ def test_training_logs_diversity_and_tau_every_log_every_n_steps(tmp_path):
 def test_identical_members_are_warned_about_and_diverged_ones_are_not(tmp_path):
     train, val = _loaders()
     with pytest.warns(UserWarning, match=r"still one model at this validation: the regularised "
-                      r"layers' σNorm-cos is 0\.999\d+ \(>= 0\.999\) after 2 steps, at tau=0\.5 and "
+                      r"layers' σNorm-cos is 0\.999\d+ \(>= 0\.999\) after 2 steps, at "
+                      r"tau=0\.5 and "
                       r"diversity_strength \(lambda\)=0\.001.*member_spread.*target_diversity"):
         cpu_trainer(max_epochs=1, num_sanity_val_steps=0).fit(_converted_routine(), train, val)
     silent = _converted_routine(warn_identical_members=False)

@@ -1,5 +1,7 @@
 """The synthetic equilibrium (paper Figure 1 centre): τ moves it monotonically, M barely."""
 
+from itertools import pairwise
+
 import pytest
 
 from studies.simulation import equilibrium_grid, equilibrium_table, main
@@ -15,7 +17,7 @@ def grid():
 def test_equilibrium_cosine_is_monotone_in_tau(grid):
     for m in (2, 4, 8, 16):
         row = [grid[m, t] for t in TAUS]
-        assert all(b >= a - 1e-3 for a, b in zip(row, row[1:])), (m, row)
+        assert all(b >= a - 1e-3 for a, b in pairwise(row)), (m, row)
         assert row[0] < 0.05 and row[-1] > 0.8, (m, row)  # single owners ... no push
 
 

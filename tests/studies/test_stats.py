@@ -79,3 +79,51 @@ def test_spearman_p_is_exact_for_a_handful_of_points():
     assert tied > 0.05
     many = np.arange(20.0)
     assert stats.spearman_p(many, many) == pytest.approx(scipy_stats.spearmanr(many, many).pvalue)
+
+
+def test_spearman_with_ties_in_tau_is_below_one_and_its_p_is_exact():
+    """The tweets study's T3: 7 runs at τ = 0.04 (2), 0.08 (3), 0.16 (2) whose regularised
+    σNorm-cos is in perfect order. The ties cap ρ below 1, and the exact p counts the pairings."""
+    tau = [0.04, 0.04, 0.08, 0.08, 0.08, 0.16, 0.16]
+    cos = [0.10, 0.20, 0.30, 0.40, 0.50, 0.60, 0.70]
+    # Ranks of τ: 1.5 1.5 4 4 4 6.5 6.5 against 1..7: ρ = 42 / √(49.5 · 28) = 5 / (2√7).
+    rho = scipy_stats.spearmanr(tau, cos).statistic
+    assert rho == pytest.approx(5 / (2 * math.sqrt(7))) and rho == pytest.approx(0.945, abs=5e-4)
+    assert stats.spearman_interval(tau, cos, n_resamples=99)["rho"] == pytest.approx(rho)
+    # |ρ| is at its maximum for the 2!·3!·2! = 24 orders of σNorm-cos that keep each τ group
+    # below the next, and for the 24 reversed: 48 of the 7! = 5040 pairings, p = 1/105.
+    assert stats.spearman_p(tau, cos) == pytest.approx(48 / 5040, rel=1e-12)
+    assert stats.spearman_p(tau, cos) != pytest.approx(scipy_stats.spearmanr(tau, cos).pvalue)
+    # Reversing σNorm-cos flips the sign, not the p-value.
+    assert stats.spearman_p(tau, cos[::-1]) == pytest.approx(48 / 5040, rel=1e-12)
+
+
+def test_paired_difference_is_the_t_interval_of_the_per_seed_differences():
+    """Seeds 0-4 of two arms, paired by seed: the interval is the hand-computed t interval of the
+    five differences and scipy's paired test's own interval; pairing other seeds changes it."""
+    a = np.array([0.30, 0.28, 0.35, 0.31, 0.29])
+    b = np.array([0.31, 0.30, 0.34, 0.35, 0.30])
+    d = a - b  # -0.01 -0.02 +0.01 -0.04 -0.01
+    mean, sd = d.mean(), math.sqrt(((d - d.mean()) ** 2).sum() / 4)
+    assert mean == pytest.approx(-0.014) and sd == pytest.approx(math.sqrt(0.00132 / 4))
+    half = 2.7764451051977987 * sd / math.sqrt(5)  # t(0.975, 4)
+    row = stats.paired_difference(a, b)
+    assert row["mean"] == pytest.approx(mean) and row["n"] == 5
+    assert row["low"] == pytest.approx(mean - half) and row["high"] == pytest.approx(mean + half)
+    scipy_interval = scipy_stats.ttest_rel(a, b).confidence_interval(0.95)
+    assert (row["low"], row["high"]) == pytest.approx((scipy_interval.low, scipy_interval.high))
+    t = mean / (sd / math.sqrt(5))
+    assert row["p"] == pytest.approx(2 * scipy_stats.t.sf(abs(t), 4))
+    # A Holm level widens it by the t quantile alone.
+    wide = stats.paired_difference(a, b, 1 - 0.05 / 4)
+    assert wide["high"] - wide["mean"] == pytest.approx(
+        scipy_stats.t.ppf(1 - 0.05 / 8, 4) * sd / math.sqrt(5))
+    # The pairing matters: b in another seed order gives another interval.
+    shuffled = stats.paired_difference(a, b[[1, 2, 3, 4, 0]])
+    assert shuffled["mean"] == pytest.approx(mean)
+    assert shuffled["high"] - shuffled["low"] != pytest.approx(row["high"] - row["low"])
+    # Equal differences: no spread, a degenerate interval and p 0 (or 1 for no difference).
+    c = np.array([1.0, 2.0, 3.0, 4.0, 5.0])
+    constant = stats.paired_difference(c + 0.5, c)
+    assert constant["low"] == constant["high"] == 0.5
+    assert constant["p"] == 0.0 and stats.paired_difference(c, c)["p"] == 1.0

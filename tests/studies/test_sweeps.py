@@ -6,10 +6,10 @@ from pathlib import Path
 import pytest
 from safetensors import safe_open
 
-from torch_uncertainty_signorm.cli import cli_main
 from studies import sweeps
-from torch_uncertainty_signorm.reproduction.runs import find_runs
 from studies.sweeps import SweepPoint, recipe_command, sweep_points
+from torch_uncertainty_signorm.cli import cli_main
+from torch_uncertainty_signorm.reproduction.runs import find_runs
 
 EXPERIMENTS = Path(__file__).parents[2] / "experiments"
 

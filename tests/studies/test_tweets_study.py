@@ -63,7 +63,8 @@ def test_agreement_auroc_ranks_disagreeing_members_on_low_agreement_tweets(tmp_p
     assert row["tweets"] == 5 and row["low_agreement"] == 2  # the NaN tweet is left out
     assert row["AUROC_U_mod"] == 1.0
     _predictions(tmp_path / "single", probs[:1], targets)
-    assert math.isnan(study.agreement_aurocs(tmp_path / "single", confidence, targets)["AUROC_U_mod"])
+    aurocs = study.agreement_aurocs(tmp_path / "single", confidence, targets)
+    assert math.isnan(aurocs["AUROC_U_mod"])
 
 
 def test_predictions_of_other_tweets_are_refused(tmp_path):
@@ -106,4 +107,4 @@ def test_paired_tweet_difference_interval_covers_the_shift():
     base = rng.normal(size=1500)
     row = paired_tweet_difference(base + 0.1 + rng.normal(scale=0.05, size=1500), base)
     assert row["low"] < row["mean"] < row["high"] and abs(row["mean"] - 0.1) < 0.005
-    assert 0 < row["low"] and row["high"] - row["low"] < 0.01 and row["p"] < 1e-6
+    assert row["low"] > 0 and row["high"] - row["low"] < 0.01 and row["p"] < 1e-6

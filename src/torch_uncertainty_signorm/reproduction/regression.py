@@ -64,8 +64,9 @@ DEFAULT_TOLERANCES: dict[str, float] = {
     "FPR95_near": 2.0, "FPR95_far": 2.0,
     "Params": 0.01,
     # The ensemble's diversity (results_table.DIVERSITY_COLUMNS), checked when a reference row
-    # holds it: σNorm-cos (a cosine) and U_mod (nats).
-    "signorm_cos": 0.05, "U_mod": 0.02,
+    # holds it: σNorm-cos (a cosine), U_mod and the Jensen gap (nats). An ensemble whose members
+    # became one model has all three at their floor (1, 0, 0), far outside these.
+    "signorm_cos": 0.05, "U_mod": 0.02, "jensen_gap": 0.02,
 }
 #: Default relative tolerances (fractions of the expected value). MAdds spans 0.48 to 24 G per
 #: image: the paper's two decimals alone are off by up to 1.1% at 0.48 G, and PyTorch's flop

@@ -29,7 +29,10 @@ Columns (paper name ← TorchUncertainty 0.13 ``results.csv`` column, unit):
 * ``MAdds`` ← ``test/cplx/flops``, in G multiply-adds per image, see :func:`madds_per_image`;
 * the ensemble's diversity, in no paper table (printed after a published table's columns):
   ``signorm_cos`` ← ``test/div/signorm_cos`` (σNorm-cos over all σNorm layers, 1: identical
-  members), ``U_mod`` ← ``test/ens_MI`` (the mutual information I[Y; M | x] on the test set, nats).
+  members), ``U_mod`` ← ``test/ens_MI`` (the mutual information I[Y; M | x] on the test set, nats),
+  ``jensen_gap`` ← ``test/div/jensen_gap`` (the members' mean cross-entropy minus the ensemble's,
+  on the test set, nats; :func:`~torch_uncertainty_signorm.diversity.jensen_gap`). A run of a
+  single model logs none of them: its row leaves them out.
 """
 
 from __future__ import annotations
@@ -93,14 +96,16 @@ PAPER_COLUMNS: dict[str, PaperColumn] = {
     "Params": PaperColumn("test/cplx/params", 1e-6, ".2f"),
     "MAdds": PaperColumn("test/cplx/flops", math.nan, ".3g"),  # see madds_per_image
     # The ensemble's diversity (not in the paper's tables): σNorm-cos of the members'
-    # importances over all σNorm layers (1: identical members), and the mutual information
-    # U_mod = I[Y; M | x] on the test set, in nats (TorchUncertainty's test/ens_MI).
+    # importances over all σNorm layers (1: identical members), the mutual information
+    # U_mod = I[Y; M | x] on the test set, in nats (TorchUncertainty's test/ens_MI), and the
+    # Jensen gap on the test set, in nats (the routine's test/div/jensen_gap).
     "signorm_cos": PaperColumn("test/div/signorm_cos", 1, ".3f"),
     "U_mod": PaperColumn("test/ens_MI", 1, ".4f"),
+    "jensen_gap": PaperColumn("test/div/jensen_gap", 1, ".4f"),
 }
 #: The columns of :data:`PAPER_COLUMNS` that describe the ensemble's diversity: printed after a
 #: published table's own columns (which lack them) whenever our runs logged them.
-DIVERSITY_COLUMNS = ("signorm_cos", "U_mod")
+DIVERSITY_COLUMNS = ("signorm_cos", "U_mod", "jensen_gap")
 #: Per-severity shift columns: paper column -> (``shift/s{k}/<name>``, factor).
 SHIFT_COLUMNS = {"Acc": ("Acc", 100), "NLL": ("NLL", 1), "ECE": ("ECE", 100)}
 

@@ -1,0 +1,57 @@
+"""The suite's own rules: the tier rule names files that exist, CI does not skip the
+TorchUncertainty-recipe tests, and ruff's rule set (pyproject.toml) holds."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+from conftest import SECOND_TIER, TESTS, in_second_tier
+
+ROOT = TESTS.parent
+
+
+def test_every_second_tier_path_exists():
+    """A renamed file would silently join the fast tier."""
+    missing = [entry for entry in SECOND_TIER if not (TESTS / entry).exists()]
+    assert not missing
+    assert all((TESTS / entry).is_dir() == entry.endswith("/") for entry in SECOND_TIER)
+
+
+@pytest.mark.parametrize(("path", "second"), [
+    ("journeys/test_journey_ddp.py", True),
+    ("journeys/any_new_journey.py", True),
+    ("test_distributed.py", True),
+    ("reproduction/test_regression.py", True),
+    ("reproduction/test_published_tables.py", False),
+    ("test_config.py", False),
+    ("test_journeys.py", False),  # a prefix of a folder's name is not the folder
+])
+def test_the_tier_of_a_file_follows_its_path(path, second):
+    assert in_second_tier(TESTS / path) is second
+
+
+@pytest.mark.parametrize("required", [False, True], ids=["developer", "ci"])
+def test_a_missing_torch_uncertainty_recipe_folder_skips_only_outside_ci(
+        required, tmp_path, monkeypatch):
+    import test_tu_format_recipes as tu
+
+    absent = tmp_path / "no-recipes"
+    monkeypatch.setattr(tu, "TU_REPO", None)
+    monkeypatch.setattr(tu, "TU_RECIPES_COPY", absent)
+    monkeypatch.setenv("SIGNORM_REQUIRE_TU_RECIPES", "1" if required else "0")
+    outcome = pytest.fail.Exception if required else pytest.skip.Exception
+    with pytest.raises(outcome) as stop:
+        tu._tu_recipe(tu.TU_RECIPES[0], tmp_path)
+    assert str(absent / tu.TU_RECIPES[0]) in str(stop.value)
+    if required:
+        assert f"CI needs TorchUncertainty's recipes at {absent}" in str(stop.value)
+
+
+def test_ruff_finds_nothing_outside_src():
+    """``ruff check`` with pyproject.toml's rule set; src/ is left out until it is clean."""
+    done = subprocess.run([sys.executable, "-m", "ruff", "check", "--no-cache", "--quiet",
+                           "--extend-exclude", "src", "."], cwd=ROOT, capture_output=True,
+                          text=True, check=False)
+    assert done.returncode == 0, done.stdout + done.stderr
