@@ -33,11 +33,11 @@ from torch_uncertainty.transforms import RepeatTarget
 from torch_uncertainty.utils import TUTrainer
 
 from torch_uncertainty_signorm.datamodules import DigitsDataModule
+from torch_uncertainty_signorm.reproduction.tables import format_table
+from torch_uncertainty_signorm.routines import SigmaNormClassificationRoutine
 from torch_uncertainty_signorm.signorm.ensemble import signorm_ensemble
 from torch_uncertainty_signorm.signorm.optim import signorm_param_groups
 from torch_uncertainty_signorm.signorm.regularization import DEFAULT_DIVERSITY_STRENGTH, DEFAULT_TAU
-from torch_uncertainty_signorm.reproduction.tables import format_table
-from torch_uncertainty_signorm.routines import SigmaNormClassificationRoutine
 
 __all__ = [
     "baseline_routine", "check_num_estimators", "compare", "comparison_table", "main",

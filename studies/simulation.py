@@ -27,8 +27,8 @@ from collections.abc import Sequence
 import torch
 
 from torch_uncertainty_signorm.diversity import pairwise_cosine
-from torch_uncertainty_signorm.signorm.regularization import sharing_penalty
 from torch_uncertainty_signorm.reproduction.tables import format_table
+from torch_uncertainty_signorm.signorm.regularization import sharing_penalty
 
 __all__ = ["equilibrium_cosines", "equilibrium_grid", "equilibrium_table", "main"]
 

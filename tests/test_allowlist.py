@@ -6,12 +6,12 @@ import pytest
 from fixtures.marker_module import assert_not_imported, marker_module
 
 from torch_uncertainty_signorm import SigmaNormEnsemble
+from torch_uncertainty_signorm.cli.recipe_bases import composed_recipe
 from torch_uncertainty_signorm.safety.allowlist import (
     MODEL_CLASS_PATHS,
     check_class_paths,
     instantiate_spec,
 )
-from torch_uncertainty_signorm.cli.recipe_bases import composed_recipe
 
 EXPERIMENTS = Path(__file__).parents[1] / "experiments"
 SIGNORM_RECIPES = [p for p in sorted(EXPERIMENTS.glob("*.yaml"))
@@ -35,10 +35,12 @@ def test_names_outside_the_list_are_refused_before_import(tmp_path, monkeypatch)
                                          rf"'{name}.Evil' is not an allowed class path.*allowed: "):
         instantiate_spec(spec, SigmaNormEnsemble)
     with pytest.raises(ValueError, match=rf"losses\[1\].class_path='{name}.Evil'"):
-        check_class_paths([{"class_path": "torch.nn.CrossEntropyLoss"}, {"class_path": f"{name}.Evil"}],
-                   where="losses")
+        check_class_paths(
+            [{"class_path": "torch.nn.CrossEntropyLoss"}, {"class_path": f"{name}.Evil"}],
+            where="losses")
     assert_not_imported(name, marker)
-    check_class_paths({"regularized_layers": ["layer1.0.bn2", "encoder.layer"], "expand_at": "blocks"})
+    check_class_paths(
+        {"regularized_layers": ["layer1.0.bn2", "encoder.layer"], "expand_at": "blocks"})
 
 
 def test_allowed_spec_builds_the_ensemble():

@@ -161,8 +161,8 @@ def test_wideresnet28_is_torch_uncertaintys_at_widen_10_and_narrows_for_a_laptop
     from torch_uncertainty.models.classification import wideresnet28x10
     from torch_uncertainty.models.classification.resnet.utils import ResNetStyle
 
-    from torch_uncertainty_signorm.safety.allowlist import MODEL_CLASS_PATHS
     from torch_uncertainty_signorm.backbones import wideresnet28
+    from torch_uncertainty_signorm.safety.allowlist import MODEL_CLASS_PATHS
 
     wide = wideresnet28(3, 100, style="CIFAR", dropout_rate=0.0)
     theirs = wideresnet28x10(3, 100, style=ResNetStyle.CIFAR, dropout_rate=0.0)

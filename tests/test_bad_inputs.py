@@ -31,12 +31,12 @@ from torch_uncertainty_signorm import (
 )
 from torch_uncertainty_signorm.callbacks import ExactResumeCheckpoint
 from torch_uncertainty_signorm.cli import cli_main
-from torch_uncertainty_signorm.datamodules import DigitsDataModule
 from torch_uncertainty_signorm.cli.export import main
+from torch_uncertainty_signorm.datamodules import DigitsDataModule
 from torch_uncertainty_signorm.export import export_ensemble, load_ensemble, load_member
 from torch_uncertainty_signorm.members.statistics import member_batch_norm
-from torch_uncertainty_signorm.signorm.optim import signorm_param_groups
 from torch_uncertainty_signorm.routines import SigmaNormClassificationRoutine
+from torch_uncertainty_signorm.signorm.optim import signorm_param_groups
 
 M = 3
 DIGITS_RECIPE = Path(__file__).parents[1] / "experiments" / "digits_signorm.yaml"

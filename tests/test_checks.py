@@ -14,9 +14,9 @@ from torch_uncertainty_signorm.checks import (
     check_stage,
 )
 from torch_uncertainty_signorm.evaluation.eval_sets import check_eval_flags
-from torch_uncertainty_signorm.signorm.optim import signorm_param_groups
 from torch_uncertainty_signorm.prediction import member_probabilities
 from torch_uncertainty_signorm.routines import SigmaNormClassificationRoutine
+from torch_uncertainty_signorm.signorm.optim import signorm_param_groups
 
 
 def _resnet_ensemble(**kwargs):

@@ -74,8 +74,8 @@ def test_a_torchvision_built_for_another_torch_is_named(tmp_path):
 
 
 def test_a_missed_target_names_the_runs_own_member_spread():
-    from torch_uncertainty_signorm.signorm.diversity_target import DiversityTarget
     from torch_uncertainty_signorm.routines.classification import _missed_target_message
+    from torch_uncertainty_signorm.signorm.diversity_target import DiversityTarget
 
     upper = DiversityTarget(0.9, 10.0, 100)  # τ at its upper bound: members stay more diverse
     assert "member_spread" not in _missed_target_message(upper, 0.6, 90, 0.0)
@@ -96,8 +96,8 @@ def test_identical_members_are_warned_about_once_for_one_validation():
     from torch.utils.data import DataLoader, TensorDataset
 
     from torch_uncertainty_signorm import signorm_ensemble
-    from torch_uncertainty_signorm.signorm.optim import signorm_param_groups
     from torch_uncertainty_signorm.routines import SigmaNormClassificationRoutine
+    from torch_uncertainty_signorm.signorm.optim import signorm_param_groups
 
     torch.manual_seed(0)
     model = signorm_ensemble(randomize_norms(tiny_resnet()), 2, pretrained=True,

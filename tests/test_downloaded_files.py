@@ -673,8 +673,8 @@ def test_a_url_with_leading_blanks_is_a_url(url):
 def test_the_recipes_and_a_saved_config_pass_the_export_recipe_check(tmp_path):
     """Every σN-Ens recipe of experiments/ (each file of its chain) passes, and a run's saved
     config.yaml naming its checkpoint (a large binary file) too."""
-    from torch_uncertainty_signorm.safety.allowlist import check_recipe
     from torch_uncertainty_signorm.cli.recipe_bases import recipe_chain
+    from torch_uncertainty_signorm.safety.allowlist import check_recipe
 
     recipes = sorted((ROOT / "experiments").glob("*signorm*.yaml"))
     assert len(recipes) > 10

@@ -21,7 +21,7 @@ from lightning.pytorch import Trainer
 from torch import nn
 
 from torch_uncertainty_signorm import SigmaGroupNorm, SigmaRMSNorm, signorm_ensemble
-from torch_uncertainty_signorm.members import MemberModel
+from torch_uncertainty_signorm.cli.export import main
 from torch_uncertainty_signorm.export import (
     build_model,
     export_ensemble,
@@ -29,9 +29,9 @@ from torch_uncertainty_signorm.export import (
     load_member,
     member_model,
 )
-from torch_uncertainty_signorm.cli.export import main
-from torch_uncertainty_signorm.signorm.layers import SigmaNorm
+from torch_uncertainty_signorm.members import MemberModel
 from torch_uncertainty_signorm.routines import SigmaNormClassificationRoutine
+from torch_uncertainty_signorm.signorm.layers import SigmaNorm
 
 M = 3
 SPEC = tiny_signorm_spec(M, style="cifar", tau=0.5)

@@ -11,13 +11,13 @@ from pathlib import Path
 import pytest
 import torch
 
-from torch_uncertainty_signorm.export.spec import build
 from torch_uncertainty_signorm.export import (
     build_model,
     export_ensemble,
     load_ensemble,
     load_member,
 )
+from torch_uncertainty_signorm.export.spec import build
 
 SPEC = {
     "class_path": "torch_uncertainty_signorm.signorm_ensemble",

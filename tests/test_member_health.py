@@ -12,6 +12,7 @@ from torch.nn import functional as F
 from torch.utils.data import DataLoader, TensorDataset
 
 from torch_uncertainty_signorm import predict, signorm_ensemble
+from torch_uncertainty_signorm.routines import SigmaNormClassificationRoutine
 from torch_uncertainty_signorm.routines.member_health import (
     CONSTANT_OUTPUT_STD,
     WARNING_PREFIX,
@@ -21,7 +22,6 @@ from torch_uncertainty_signorm.routines.member_health import (
     health_counts,
     member_accuracy_nll,
 )
-from torch_uncertainty_signorm.routines import SigmaNormClassificationRoutine
 
 M, N, C = 3, 120, 4
 TARGETS = torch.arange(N) % C  # balanced labels

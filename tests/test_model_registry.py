@@ -6,10 +6,10 @@ from pathlib import Path
 import pytest
 from fixtures.imports import modules_imported_by
 
+from torch_uncertainty_signorm.export import EXPORTABLE_CLASS_PATHS
 from torch_uncertainty_signorm.safety import allowlist, model_registry
-from torch_uncertainty_signorm.safety.plain_data import is_data, with_plain_values
 from torch_uncertainty_signorm.safety.allowlist import import_object
-from torch_uncertainty_signorm.export import EXPORTABLE_CLASS_PATHS, check_ensemble_spec
+from torch_uncertainty_signorm.safety.plain_data import is_data, with_plain_values
 
 
 def test_every_registered_path_names_an_importable_model():
@@ -32,7 +32,8 @@ def test_the_registry_records_what_fetches_weights():
     bert = model_registry.model_entry("torch_uncertainty_signorm.backbones.bert_classifier")
     assert bert.weight_sources == {"pretrained": False, "pretrained_path": None}
     assert bert.stored_argument.name == "config"
-    ensemble = model_registry.model_entry("torch_uncertainty_signorm.signorm.ensemble.signorm_ensemble")
+    ensemble = model_registry.model_entry(
+        "torch_uncertainty_signorm.signorm.ensemble.signorm_ensemble")
     assert ensemble.role == "ensemble" and ensemble.layout_flags == ("pretrained",)
     assert "checkpoint" in ensemble.weight_sources
     assert model_registry.model_entry("os.system") is None

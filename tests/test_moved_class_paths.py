@@ -83,8 +83,10 @@ def test_a_checkpoint_naming_a_moved_path_loads(tmp_path):
     old = SigmaNormClassificationRoutine.load_from_checkpoint(tmp_path / "old.ckpt",
                                                               map_location="cpu")
     assert type(old.model) is type(today.model)
-    for (name, a), b in zip(today.model.state_dict().items(), old.model.state_dict().values()):
-        torch.testing.assert_close(a, b, msg=name)
+    old_state = old.model.state_dict()
+    assert old_state.keys() == today.model.state_dict().keys()
+    for name, tensor in today.model.state_dict().items():
+        torch.testing.assert_close(old_state[name], tensor, msg=name)
 
 
 def test_an_export_naming_a_moved_path_loads_and_predicts_what_it_predicted(tmp_path):

@@ -12,8 +12,8 @@ from lightning.pytorch import Trainer
 from torch import nn
 
 from torch_uncertainty_signorm import sharing_penalty, signorm_ensemble
-from torch_uncertainty_signorm.routines.numerics import check_finite_losses
 from torch_uncertainty_signorm.routines import SigmaNormClassificationRoutine
+from torch_uncertainty_signorm.routines.numerics import check_finite_losses
 
 M = 3
 TAUS = [1e-3, 1e-2, 1e-1, 1.0, 1e1, 1e2, 1e3]

@@ -64,8 +64,8 @@ def test_signorm_recipes_are_torch_uncertaintys_with_the_scale_logits_apart():
 
 
 def test_a_routine_takes_the_recipe_as_torch_uncertaintys_routines_do():
-    from torch_uncertainty_signorm.signorm.optim import signorm_optim_recipe
     from torch_uncertainty_signorm.routines import SigmaNormClassificationRoutine
+    from torch_uncertainty_signorm.signorm.optim import signorm_optim_recipe
 
     model = signorm_ensemble(tiny_resnet(), 2)
     routine = SigmaNormClassificationRoutine(model, optim_recipe=signorm_optim_recipe(

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from fixtures.cifar_files import run_command
 
-from torch_uncertainty_signorm.routines.member_health import WARNING_PREFIX
 from torch_uncertainty_signorm.reproduction import regression
+from torch_uncertainty_signorm.routines.member_health import WARNING_PREFIX
 
 RECIPE = Path(__file__).parents[1] / "experiments" / "digits_signorm.yaml"
 REFERENCE = Path(__file__).parents[1] / "docs" / "reference" / "digits_signorm.csv"

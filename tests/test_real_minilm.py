@@ -11,12 +11,12 @@ import torch
 
 from torch_uncertainty_signorm import signorm_ensemble
 from torch_uncertainty_signorm.datamodules import TweetsDataModule
+from torch_uncertainty_signorm.offline_assets import minilm_classifier
 from torch_uncertainty_signorm.signorm.layers import (
     MAX_CONVERTED_IMPORTANCE,
     MIN_CONVERTED_IMPORTANCE,
     SigmaNorm,
 )
-from torch_uncertainty_signorm.offline_assets import minilm_classifier
 
 M = 4
 

@@ -40,15 +40,23 @@ _EXPORTS = {
 }
 
 if TYPE_CHECKING:
+    from .diversity import (
+        geometric_ambiguity,
+        jensen_gap,
+        member_ownership,
+        mutual_information,
+        ownership_counts,
+        pairwise_cosine,
+        signorm_cosine,
+    )
+    from .evaluation.parameter_counts import parameter_counts
+    from .members.heads import MemberHeads
+    from .members.wrapper import MemberWrapper
+    from .prediction import EnsemblePrediction, ensemble_prediction, predict
     from .signorm.config import SigmaNormConfig
     from .signorm.conversion import convert_norm_layers, find_norm_layers
-    from .diversity import (
-        geometric_ambiguity, jensen_gap, member_ownership, mutual_information, ownership_counts,
-        pairwise_cosine, signorm_cosine,
-    )
     from .signorm.ensemble import SigmaNormEnsemble, signorm_ensemble
     from .signorm.layer_selection import REGULARIZED_LAYER_PRESETS, select_layers
-    from .members.heads import MemberHeads
     from .signorm.layers import (
         SigmaBatchNorm1d,
         SigmaBatchNorm2d,
@@ -59,9 +67,6 @@ if TYPE_CHECKING:
         SigmaRMSNorm,
         SigmaSyncBatchNorm,
     )
-    from .members.wrapper import MemberWrapper
-    from .evaluation.parameter_counts import parameter_counts
-    from .prediction import EnsemblePrediction, ensemble_prediction, predict
     from .signorm.regularization import ImportanceSharingPenalty, sharing_penalty
 
 
@@ -70,4 +75,35 @@ __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
 
 __version__ = "0.1.0"
 
-__all__ = sorted(_EXPORTS)
+__all__ = [
+    "REGULARIZED_LAYER_PRESETS",
+    "EnsemblePrediction",
+    "ImportanceSharingPenalty",
+    "MemberHeads",
+    "MemberWrapper",
+    "SigmaBatchNorm1d",
+    "SigmaBatchNorm2d",
+    "SigmaBatchNorm3d",
+    "SigmaGroupNorm",
+    "SigmaLayerNorm",
+    "SigmaLayerNorm2d",
+    "SigmaNormConfig",
+    "SigmaNormEnsemble",
+    "SigmaRMSNorm",
+    "SigmaSyncBatchNorm",
+    "convert_norm_layers",
+    "ensemble_prediction",
+    "find_norm_layers",
+    "geometric_ambiguity",
+    "jensen_gap",
+    "member_ownership",
+    "mutual_information",
+    "ownership_counts",
+    "pairwise_cosine",
+    "parameter_counts",
+    "predict",
+    "select_layers",
+    "sharing_penalty",
+    "signorm_cosine",
+    "signorm_ensemble",
+]

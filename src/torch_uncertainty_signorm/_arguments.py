@@ -10,7 +10,9 @@ from typing import Any
 __all__ = ["arguments_for"]
 
 
-def arguments_for(target: Callable, arguments: Mapping[str, Any], **overrides: Any) -> dict[str, Any]:
+def arguments_for(
+    target: Callable, arguments: Mapping[str, Any], **overrides: Any
+) -> dict[str, Any]:
     """The named parameters of ``target`` taken from ``arguments`` (a caller's ``locals()``),
     then ``overrides``.
 

@@ -281,7 +281,8 @@ def bert_config(
     check_integer("num_classes", num_classes)
     hf_config = _resolve_config(_config_source(model_name, pretrained_path), num_classes)
     data = json.loads(hf_config.to_json_string(use_diff=False))
-    data.pop(_compat.HF_CONFIG_SOURCE_KEY, None)  # where it was read from: not part of the architecture
+    # where it was read from: not part of the architecture
+    data.pop(_compat.HF_CONFIG_SOURCE_KEY, None)
     return data
 
 

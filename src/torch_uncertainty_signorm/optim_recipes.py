@@ -2,7 +2,8 @@
 
 Each function has the name and arguments of TorchUncertainty's and returns the same optimizer
 and scheduler, the σNorm scale logits in their own group at 100× the learning rate without
-weight decay (:func:`~torch_uncertainty_signorm.signorm.optim.signorm_optim_recipe`). Pass one as the
+weight decay (:func:`~torch_uncertainty_signorm.signorm.optim.signorm_optim_recipe`). Pass one as
+the
 routine's ``optim_recipe``, as with TorchUncertainty::
 
     from torch_uncertainty_signorm.optim_recipes import optim_cifar10_resnet18

@@ -37,8 +37,8 @@ import numpy as np
 
 __all__ = [
     "MANIFEST", "RUN_LABEL", "SMOKE_TEST_OVERRIDES", "accept_stand_in_files", "main",
-    "read_manifest", "stand_in_label", "use_stand_in_data", "write_cifar10", "write_cifar100", "write_stand_in",
-    "write_svhn_test",
+    "read_manifest", "stand_in_label", "use_stand_in_data", "write_cifar10", "write_cifar100",
+    "write_stand_in", "write_svhn_test",
 ]
 
 #: The manifest :func:`write_stand_in` writes at the data root: ``{"label", "files": {relative

@@ -1,4 +1,5 @@
-"""Image transforms that feed pretrained ViTs from TorchUncertainty's CIFAR and ImageNet datamodules.
+"""Image transforms that feed pretrained ViTs from TorchUncertainty's CIFAR and ImageNet
+datamodules.
 
 TorchUncertainty's ``CIFAR100DataModule`` and ``ImageNetDataModule`` take ``train_transform`` /
 ``test_transform`` modules; :func:`vit_transform` builds them for a ViT pretrained at

@@ -22,8 +22,8 @@ from torch_uncertainty_signorm.callbacks.exact_resume import (
     ExactResumeCheckpoint,
     _restore_rng_states,
 )
-from torch_uncertainty_signorm.signorm.optim import signorm_param_groups
 from torch_uncertainty_signorm.routines import SigmaNormClassificationRoutine
+from torch_uncertainty_signorm.signorm.optim import signorm_param_groups
 
 M, EPOCHS, BATCHES_PER_EPOCH = 2, 2, 5
 

@@ -9,8 +9,8 @@ from timm.layers import norm as timm_norm
 from torch import nn
 
 from torch_uncertainty_signorm import signorm_ensemble
-from torch_uncertainty_signorm.signorm.conversion import find_norm_layers
 from torch_uncertainty_signorm.members.norm import MemberBatchNorm
+from torch_uncertainty_signorm.signorm.conversion import find_norm_layers
 from torch_uncertainty_signorm.signorm.layers import (
     SigmaGroupNorm,
     SigmaLayerNorm,

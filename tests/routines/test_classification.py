@@ -17,12 +17,12 @@ from torch_uncertainty.transforms import RepeatTarget
 
 from torch_uncertainty_signorm import signorm_ensemble
 from torch_uncertainty_signorm.datamodules import DigitsDataModule
+from torch_uncertainty_signorm.routines import SigmaNormClassificationRoutine
 from torch_uncertainty_signorm.signorm.optim import signorm_param_groups
 from torch_uncertainty_signorm.signorm.regularization_guard import (
     MissingRegularizerError,
     require_diversity_loss,
 )
-from torch_uncertainty_signorm.routines import SigmaNormClassificationRoutine
 
 
 def test_scale_logits_get_their_own_group_at_100x_without_weight_decay():

@@ -31,4 +31,10 @@ if TYPE_CHECKING:
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
 
 
-__all__ = sorted(_EXPORTS)
+__all__ = [
+    "ExactResumeCheckpoint",
+    "MemberOwnershipCallback",
+    "OODShiftEvaluation",
+    "ParameterCountCallback",
+    "TestPredictionWriter",
+]

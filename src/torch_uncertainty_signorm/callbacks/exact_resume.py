@@ -64,12 +64,12 @@ class _EpochSeededOrder(Sampler):
         self.skip = 0
 
     def __iter__(self) -> Iterator[tuple[Any, int]]:
-        seed, epoch, rank = key = self.epoch_key()
+        seed, epoch, _rank = key = self.epoch_key()
         if isinstance(self.sampler, RandomSampler):
             self.sampler.generator = torch.Generator().manual_seed(seed + epoch)
         sample_seeds = np.random.SeedSequence(key).generate_state(len(self), np.uint64).tolist()
         skip, self.skip = self.skip, 0
-        return itertools.islice(zip(self.sampler, sample_seeds), skip, None)
+        return itertools.islice(zip(self.sampler, sample_seeds, strict=False), skip, None)
 
     def __len__(self) -> int:
         return len(self.sampler)
@@ -317,7 +317,7 @@ class ExactResumeCheckpoint(Callback):
         self._saving = True
         try:
             trainer.save_checkpoint(path, weights_only=False)
-        except Exception as error:  # noqa: BLE001 (the run's own exception must surface)
+        except Exception as error:
             if trainer.is_global_zero and not existed:
                 path.unlink(missing_ok=True)  # what a non-atomic write left
             rank_zero_warn(f"{type(exception).__name__}: the interruption checkpoint could not "

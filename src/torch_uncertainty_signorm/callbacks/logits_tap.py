@@ -49,7 +49,8 @@ class LogitsTap:
         self._logits = output.detach()
 
     def take(self, batch_size: int) -> tuple[Tensor, int]:
-        """This step's logits ``(M·B, C)`` for ``batch_size`` = B inputs, and M; then forgets them."""
+        """This step's logits ``(M·B, C)`` for ``batch_size`` = B inputs, and M; then forgets
+        them."""
         logits = self._logits
         if logits is None or logits.dim() == 0 or logits.shape[0] % batch_size:
             shape = None if logits is None else tuple(logits.shape)

@@ -155,7 +155,7 @@ def importance_embedding_figure(
     figure = Figure(figsize=(5, 4.5 * len(importances)))
     axes = figure.subplots(len(importances), 1, squeeze=False)
     colours = colormaps["viridis"].resampled(num_members + 1)
-    for ax, (scope, imps) in zip(axes[:, 0], importances.items()):
+    for ax, (scope, imps) in zip(axes[:, 0], importances.items(), strict=True):
         points = torch.cat(imps, dim=1).T.double().numpy()  # (F, M)
         owners = torch.cat([member_ownership(i, threshold) for i in imps]).numpy()
         embedding = _pca_2d(points)
@@ -196,7 +196,7 @@ def importance_histogram_figure(
     """Distribution of every σ(γ) value per scope (paper Figure 1, left), ``threshold`` marked."""
     figure = Figure(figsize=(5 * len(importances), 3.5))
     axes = figure.subplots(1, len(importances), squeeze=False)
-    for ax, (scope, imps) in zip(axes[0], importances.items()):
+    for ax, (scope, imps) in zip(axes[0], importances.items(), strict=True):
         values = torch.cat([i.flatten() for i in imps]).numpy()
         ax.hist(values, bins=np.linspace(0, 1, 51), color="tab:blue")
         ax.axvline(threshold, color="black", linestyle="--", linewidth=1)

@@ -21,7 +21,8 @@ class ParameterCountCallback(Callback):
     """Log ``params/trainable`` and ``params/total``, in millions, for any routine.
 
     The counted network is ``pl_module.model`` (TorchUncertainty routines) or the module
-    itself; counts follow :func:`~torch_uncertainty_signorm.evaluation.parameter_counts.parameter_counts`.
+    itself; counts follow
+    :func:`~torch_uncertainty_signorm.evaluation.parameter_counts.parameter_counts`.
     They are sent to every logger at the current step when ``fit``, ``validate`` or
     ``test`` starts and put in ``trainer.callback_metrics``; TorchUncertainty's own
     ``test/cplx/params`` is the unrounded total.

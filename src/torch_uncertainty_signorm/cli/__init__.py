@@ -1,4 +1,5 @@
-"""The ``torch-uncertainty`` command: TorchUncertainty's Lightning CLI for any routine and datamodule.
+"""The ``torch-uncertainty`` command: TorchUncertainty's Lightning CLI for any routine and
+datamodule.
 
 TorchUncertainty ships one entry script per dataset (``experiments/classification/cifar10/main.py``
 and siblings), each binding :class:`~torch_uncertainty.utils.cli.TULightningCLI` to one routine
@@ -22,7 +23,8 @@ On top of :class:`TULightningCLI`, with class_path blocks:
   ``TULightningCLI`` links ``data.eval_ood`` to ``routine.eval_ood``; with class_path blocks those
   keys are ``data.init_args.eval_ood`` and ``routine.init_args.eval_ood``, jsonargparse rejects the
   link with a ``ValueError``, and ``TULightningCLI`` suppresses that error, so nothing is linked.
-* ``--eval_after_fit`` tests the best checkpoint once ``fit`` ends (TorchUncertainty does this in its
+* ``--eval_after_fit`` tests the best checkpoint once ``fit`` ends (TorchUncertainty does this in
+  its
   entry scripts, outside the CLI); ``--eval_after_fit=false`` overrides a recipe's ``true``.
 * The resolved configuration is saved next to the logs: TorchUncertainty 0.13's ``TULightningCLI``
   defaults ``save_config_callback`` to ``None``, so its scripts save nothing; :class:`SaveRunConfig`

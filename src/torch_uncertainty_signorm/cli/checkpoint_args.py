@@ -13,15 +13,15 @@ from jsonargparse import Namespace
 from lightning.pytorch.cli import ArgsType, LightningArgumentParser
 
 from .. import _compat
+from ..callbacks.exact_resume import saved_on_interruption
 from ..safety.allowlist import (
     argument_type,
     check_class_paths,
     check_class_strings,
-    current_class_paths,
     check_parsed,
+    current_class_paths,
     import_object,
 )
-from ..callbacks.exact_resume import saved_on_interruption
 from ..safety.checkpoints import check_lightning_checkpoint, is_url, read_checkpoint
 from .forwarding import FORWARDED_DATA_ARGS
 
@@ -103,8 +103,8 @@ def _check_patterns(tree: Any, where: str) -> None:
     """Refuse a layer-selection regex of a checkpoint that could take exponential time to match
     (:func:`~torch_uncertainty_signorm.members.selection.check_pattern`), before anything is
     parsed or built."""
-    from ..signorm.layer_selection import REGULARIZED_LAYER_PRESETS
     from ..members.selection import check_pattern
+    from ..signorm.layer_selection import REGULARIZED_LAYER_PRESETS
 
     if isinstance(tree, dict):
         for key, value in tree.items():

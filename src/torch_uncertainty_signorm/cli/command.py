@@ -20,7 +20,11 @@ import torch
 from jsonargparse import Namespace
 from lightning.pytorch import LightningDataModule, LightningModule
 from lightning.pytorch.cli import (
-    ArgsType, LightningArgumentParser, LightningCLI, LRSchedulerCallable, OptimizerCallable,
+    ArgsType,
+    LightningArgumentParser,
+    LightningCLI,
+    LRSchedulerCallable,
+    OptimizerCallable,
 )
 from lightning.pytorch.plugins import CheckpointIO
 from lightning.pytorch.trainer.states import TrainerStatus
@@ -30,17 +34,20 @@ from torch_uncertainty.utils.cli import TULightningCLI, TUSaveConfigCallback
 
 from .. import _compat
 from ..safety.atomic_files import AtomicCheckpointIO
-from .recipe_bases import expand_recipe_bases
 from .checkpoint_args import reconcile_checkpoint_args
 from .console import one_line_parser_class, silence_library_noise
 from .datamodule_setup import wrap_setup
 from .forwarding import forward_datamodule_args
 from .hardware import NoAcceleratorError, missing_accelerator
 from .interruption import (
-    SIGINT_EXIT_CODE, SIGTERM_EXIT_CODE, RunInterrupted, interruption_checkpoint,
+    SIGINT_EXIT_CODE,
+    SIGTERM_EXIT_CODE,
+    RunInterrupted,
+    interruption_checkpoint,
     report_interruption,
 )
 from .optimizer import optim_recipe, routine_optim_recipe
+from .recipe_bases import expand_recipe_bases
 from .run_folders import SaveRunConfig, continue_logged_run, remove_unused_log_dirs
 from .tu_recipes import register_types, tu_format_args
 
@@ -60,7 +67,8 @@ def _monitored(checkpoint: Any) -> str:
 
 
 class TUSigmaNormCLI(TULightningCLI):
-    r"""TorchUncertainty's Lightning CLI with the routine and the datamodule chosen by ``class_path``.
+    r"""TorchUncertainty's Lightning CLI with the routine and the datamodule chosen by
+    ``class_path``.
 
     Subcommands ``fit``, ``validate``, ``test`` and ``predict`` as in Lightning; the recipe holds a
     ``routine:`` block (any :class:`~lightning.pytorch.LightningModule`, e.g.
@@ -203,8 +211,8 @@ class TUSigmaNormCLI(TULightningCLI):
         checkpoints are written whole or not at all
         (:class:`~torch_uncertainty_signorm.safety.atomic_files.AtomicCheckpointIO`, unless the
         configuration names a ``CheckpointIO`` plugin)."""
-        from ..members.distributed import signorm_sync_batchnorm_plugins
         from ..evaluation.printing import use_results_tables
+        from ..members.distributed import signorm_sync_batchnorm_plugins
 
         config = {**self._config_value(self.config_init, "trainer", default={}), **kwargs}
         if (plugins := signorm_sync_batchnorm_plugins(config)) is not None:

@@ -36,8 +36,8 @@ def _recipe_model_block(recipe: Path, overrides: Sequence[str], allowed: Sequenc
     if not recipe.is_file():
         raise FileNotFoundError(f"--config {str(recipe)!r} does not exist.")
     recipe_allowed = allowlist.RECIPE_CLASS_PATHS | frozenset(allowed)
-    for path, raw in recipe_chain(recipe):  # the recipe and each of its base files, whole,
-        raw = allowlist.current_class_paths(raw)
+    for path, read in recipe_chain(recipe):  # the recipe and each of its base files, whole,
+        raw = allowlist.current_class_paths(read)
         allowlist.check_recipe(raw, str(path), recipe_allowed, Path(path).parent)  # unparsed
         for key in ("routine", "init_args", "model"):
             raw = raw.get(key) if isinstance(raw, Mapping) else None
@@ -102,8 +102,9 @@ def _sigterm_as_exit() -> Iterator[None]:
 
 def _export(args: argparse.Namespace, overrides: Sequence[str]) -> Path:
     output_directory(args.output, args.overwrite)  # before any work
-    # A run's saved config.yaml spells out defaults such as `activation_fn: torch.nn.functional.relu`;
-    # they are accepted here and dropped from the export when they are the default (as_data).
+    # A run's saved config.yaml spells out defaults such as
+    # `activation_fn: torch.nn.functional.relu`; they are accepted here and dropped from the
+    # export when they are the default (as_data).
     block = _recipe_model_block(
         args.config, overrides, [*args.allow, *sorted(allowlist.ARGUMENT_CLASS_PATHS)]
     )

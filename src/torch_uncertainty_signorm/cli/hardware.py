@@ -67,7 +67,8 @@ def _backbone(block: Any, path: str) -> tuple[str, str] | None:
 
 def laptop_overrides(config: Mapping[str, Any]) -> list[str]:
     """The command-line options running ``config`` (a parsed recipe as a dict) on a CPU for about
-    a minute: CPU, float32, the reduced budget and, when its backbone has a width, a narrower one."""
+    a minute: CPU, float32, the reduced budget and, when its backbone has a width, a narrower
+    one."""
     trainer = config.get("trainer") or {}
     options = ["--trainer.accelerator=cpu"]
     if str(trainer.get("precision", "32")) not in ("32", "32-true", "64", "64-true"):

@@ -62,7 +62,8 @@ def parse_recipe(config: str | Path, overrides: Sequence[str] = ()) -> Namespace
     """
     if not Path(config).is_file():
         raise FileNotFoundError(f"config={str(config)!r} does not exist.")
-    # Parsed as `fit` reads it, so that a run's saved config.yaml (which holds `ckpt_path`) is read too.
+    # Parsed as `fit` reads it, so that a run's saved config.yaml (which holds `ckpt_path`) is
+    # read too.
     args: list[Any] = ["fit", "--config", str(config), *overrides]
     cli = _ParseOnlyCLI(args=args, save_config_callback=None)  # args are ours, never sys.argv
     return cli.config["fit"]

@@ -92,7 +92,8 @@ def normalize_recipe(config: dict) -> dict:
 
     The ``model:`` block of TorchUncertainty's Deep Ensembles recipes becomes ``routine:`` (the
     name its ``TULightningCLI`` reads) and moved class paths are updated
-    (:data:`~torch_uncertainty_signorm.safety.allowlist.MOVED_CLASS_PATHS`); BatchEnsemble and Masksembles models whose targets are
+    (:data:`~torch_uncertainty_signorm.safety.allowlist.MOVED_CLASS_PATHS`); BatchEnsemble and
+    Masksembles models whose targets are
     repeated (``RepeatTarget``) keep the ``repeat_strategy: legacy`` they were written for
     (:data:`LEGACY_REPEAT_MODELS`). Blocks without ``class_path`` are left to the command's
     defaults (``routine``: :data:`DEFAULT_ROUTINE`; ``data``: the ``--data`` class).

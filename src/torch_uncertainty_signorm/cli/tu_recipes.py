@@ -25,7 +25,8 @@ SUBCOMMANDS = ("fit", "validate", "test", "predict")
 
 def register_types() -> None:
     """Register the jsonargparse types the command's recipes use: TorchUncertainty's
-    ``style: cifar`` shorthand (:func:`~torch_uncertainty_signorm.cli.tu_format.register_shorthands`).
+    ``style: cifar`` shorthand
+    (:func:`~torch_uncertainty_signorm.cli.tu_format.register_shorthands`).
 
     Called by :class:`~torch_uncertainty_signorm.cli.TUSigmaNormCLI` before it builds its parser;
     idempotent.

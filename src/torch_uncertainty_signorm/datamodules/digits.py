@@ -1,4 +1,4 @@
-"""Quickstart datamodule on scikit-learn's bundled ``digits`` images.
+r"""Quickstart datamodule on scikit-learn's bundled ``digits`` images.
 
 The UCI optical-recognition ``digits`` set ships inside scikit-learn
 (:func:`sklearn.datasets.load_digits`): 1797 grayscale 8x8 images of the digits
@@ -91,7 +91,11 @@ from torch_uncertainty.datamodules import TUDataModule
 from .. import _compat
 from .._arguments import arguments_for
 from ..checks import (
-    check_choices, check_fraction, check_integer, check_positive_number, check_stage,
+    check_choices,
+    check_fraction,
+    check_integer,
+    check_positive_number,
+    check_stage,
 )
 from ..evaluation.eval_sets import SEVERITIES, EvalSet, check_eval_flags, check_severities
 

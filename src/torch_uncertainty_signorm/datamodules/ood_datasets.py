@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import ClassVar
 
 from torch.utils.data import ConcatDataset, Dataset
 from torch_uncertainty.datasets.classification import OpenImageO, TinyImageNet
@@ -67,7 +68,7 @@ class OpenOODImageFolder(ImageFolder):
     """
 
     #: OpenOOD's Google Drive file ids (``scripts/download/download.py`` of OpenOOD v1.5).
-    google_drive_ids = {
+    google_drive_ids: ClassVar[dict[str, str]] = {
         "ssb_hard": "1PzkA-WGG8Z18h0ooL_pDdz9cO-DCIouE",
         "ninco": "1Z82cmvIB0eghTehxOGP5VTdLt7OD3nk6",
     }
@@ -162,8 +163,8 @@ OOD_LAYOUTS: dict[str, tuple[str, str]] = {
     "SVHN": ("test_32x32.mat", "the SVHN cropped-digits test file"),
     "Textures": ("dtd/dtd", "images/<class>/<image>.jpg and labels/{train,val,test}1.txt"),
     "Places365": (
-        "val_256", "val_256/<image>.jpg, with places365_val.txt and categories_places365.txt "
-        "beside it in the root"
+        "val_256", ("val_256/<image>.jpg, with places365_val.txt and categories_places365.txt "
+                    "beside it in the root")
     ),
     "SSB-hard": ("ssb_hard", "<class>/<image> (OpenOOD's ssb_hard.zip)"),
     "NINCO": ("ninco", "<class>/<image> (OpenOOD's ninco.zip)"),

@@ -75,8 +75,14 @@ from ..evaluation.eval_sets import SEVERITIES, EvalSet, check_eval_flags, check_
 from ..offline_assets import minilm_dir, package_file, tweets_csv
 from .text_loading import TextDataModule
 
-__all__ = ["LABELS", "LabelledTexts", "TEXT_CORRUPTIONS", "TweetsDataModule", "corrupt_text",
-           "wordnet_glosses"]
+__all__ = [
+    "LABELS",
+    "TEXT_CORRUPTIONS",
+    "LabelledTexts",
+    "TweetsDataModule",
+    "corrupt_text",
+    "wordnet_glosses",
+]
 
 #: Class names by label.
 LABELS = ("negative", "neutral", "positive")

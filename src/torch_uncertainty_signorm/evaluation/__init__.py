@@ -24,7 +24,12 @@ _EXPORTS = {
 
 if TYPE_CHECKING:
     from .eval_sets import (
-        OOD_GROUPS, OOD_METRICS, SEVERITIES, SHIFT_METRICS, EvalSet, ood_metric_name,
+        OOD_GROUPS,
+        OOD_METRICS,
+        SEVERITIES,
+        SHIFT_METRICS,
+        EvalSet,
+        ood_metric_name,
         shift_metric_name,
     )
     from .ood import NearFarOODMetrics
@@ -36,4 +41,18 @@ if TYPE_CHECKING:
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
 
 
-__all__ = sorted(_EXPORTS)
+__all__ = [
+    "OOD_GROUPS",
+    "OOD_METRICS",
+    "SEVERITIES",
+    "SHIFT_METRICS",
+    "EvalSet",
+    "NearFarOODMetrics",
+    "SeverityShiftMetrics",
+    "SigmaNormEvaluationLoop",
+    "append_to_last_row",
+    "ood_metric_name",
+    "results_tables",
+    "shift_metric_name",
+    "use_results_tables",
+]

@@ -27,7 +27,9 @@ from rich import get_console
 from rich.console import Group
 from rich.table import Table
 from torch_uncertainty.utils.evaluation_loop import (
-    INT_METRICS, PERCENTAGE_METRICS, TUEvaluationLoop,
+    INT_METRICS,
+    PERCENTAGE_METRICS,
+    TUEvaluationLoop,
 )
 
 from .eval_sets import OOD_GROUPS, OOD_METRICS, SHIFT_METRICS
@@ -108,11 +110,12 @@ def results_tables(results: dict[str, Any], stage: str = "test",
     values = {key.split("/dataloader_idx_")[0]: float(value) for key, value in results.items()}
     first_column = f"{stage.capitalize()} metric"
     tables = []
-    for prefix, title in _CATEGORIES.items():
+    for prefix, category in _CATEGORIES.items():
         chosen = {key.removeprefix(prefix): value for key, value in values.items()
                   if key.startswith(prefix) and not _is_ours(key)}
+        title = category
         if prefix == "shift/" and "severity" in chosen:
-            title = f"{title} lvl{int(chosen.pop('severity'))}"
+            title = f"{category} lvl{int(chosen.pop('severity'))}"
         if chosen:
             tables.append(_table(first_column, title, [
                 (OOD_ENSEMBLE_NAMES.get(name, name) if prefix == "ood/" else name,

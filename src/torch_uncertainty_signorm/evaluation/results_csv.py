@@ -10,8 +10,8 @@ from pathlib import Path
 
 from torch import Tensor
 
-from ..safety.files import read_regular
 from ..safety.atomic_files import replaced_atomically
+from ..safety.files import read_regular
 
 __all__ = ["append_to_last_row"]
 
@@ -44,7 +44,7 @@ def append_to_last_row(path: Path, values: Mapping[str, Tensor | float],
     path = Path(path)
     if not path.exists() and not path.is_symlink():
         return
-    if run_dir is not None and not path.parent.resolve() == Path(run_dir).resolve():
+    if run_dir is not None and path.parent.resolve() != Path(run_dir).resolve():
         _not_updated(path, f"it is not in the run folder '{run_dir}'")
         return
     if path.is_symlink():

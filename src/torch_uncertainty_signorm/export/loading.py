@@ -15,10 +15,11 @@ import torch
 from safetensors.torch import load_file, load_model
 from torch import nn
 
-from ..signorm.ensemble import SigmaNormEnsemble
-from ..members.wrapper import check_member_count
 from ..members.heads import upgrade_legacy_heads
+from ..members.wrapper import MemberModel, check_member_count
 from ..safety.allowlist import current_class_paths
+from ..safety.export_spec import check_ensemble_spec
+from ..signorm.ensemble import SigmaNormEnsemble
 from .files import (
     CONFIG_NAME,
     FORMAT,
@@ -31,8 +32,6 @@ from .files import (
     safetensors_header,
 )
 from .spec import check_self_contained, ensemble_from_spec
-from ..safety.export_spec import check_ensemble_spec
-from ..members.wrapper import MemberModel
 from .writing import member_model
 
 __all__ = ["load_ensemble", "load_member"]

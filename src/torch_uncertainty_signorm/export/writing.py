@@ -10,14 +10,13 @@ from pathlib import Path
 
 from safetensors.torch import save_model
 
-from ..safety.files import follow_umask
-from ..safety.atomic_files import replaced_folder
-from ..signorm.ensemble import SigmaNormEnsemble
 from ..members.wrapper import MemberModel
+from ..safety.atomic_files import replaced_folder
+from ..safety.export_spec import ENSEMBLE_CLASS_PATHS, check_ensemble_spec
+from ..safety.files import follow_umask
+from ..signorm.ensemble import SigmaNormEnsemble
 from .files import CONFIG_NAME, FORMAT, MEMBER_FILE, WEIGHTS_NAME
-from ..safety.export_spec import ENSEMBLE_CLASS_PATHS
 from .spec import as_data, portable
-from ..safety.export_spec import check_ensemble_spec
 
 __all__ = ["export_ensemble", "member_model"]
 

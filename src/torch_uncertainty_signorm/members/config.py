@@ -19,7 +19,6 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
 
-
 __all__ = ["MethodConfig", "check_choice", "check_eval_chunk_size", "check_name"]
 
 

@@ -37,7 +37,7 @@ def _repeats(items: Any, inside: bool) -> int:
     count = 0
     for op, value in items:
         if op in _REPEATS:
-            low, high, body = value
+            _low, high, body = value
             many = high is _sre_constants.MAXREPEAT or high > 1
             if many and inside:
                 raise _Unbounded("a repeat inside a repeat")

@@ -42,7 +42,11 @@ from typing import Any
 
 from .published import load_table, same_key
 from .results_table import (
-    DIVERSITY_COLUMNS, aggregate, missing_columns, read_rows, run_summary,
+    DIVERSITY_COLUMNS,
+    aggregate,
+    missing_columns,
+    read_rows,
+    run_summary,
 )
 from .run_groups import select_runs
 from .runs import find_runs, merge_evaluations
@@ -256,8 +260,8 @@ def _load_ours(path: str, row_label: str | None, select: Sequence[str] = ()) -> 
         seeds = f" (seeds {row['seeds']})" if row.get("seeds") else ""
         count = "an unknown number of" if runs is None else f"{runs:g}"
         plural = "" if runs == 1 else "s"
-        return _Ours(row, [f"ours: row {row.get('method')!r} of {path}: {count} training "
-                           f"run{plural}{seeds}"], {})
+        return _Ours(row, [(f"ours: row {row.get('method')!r} of {path}: {count} training "
+                            f"run{plural}{seeds}")], {})
     runs = select_runs(find_runs([path]), select, path)
     merged = merge_evaluations(runs)
     problems = {column: f"missing from {len(lacking)} of {len(merged)} runs"

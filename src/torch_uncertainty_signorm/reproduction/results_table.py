@@ -59,8 +59,8 @@ __all__ = [
     "aggregate",
     "command",
     "madds_per_image",
-    "missing_columns",
     "mean_std",
+    "missing_columns",
     "paper_metrics",
     "read_rows",
     "run_summary",
@@ -213,8 +213,8 @@ def run_summary(runs: Sequence[Run], test_batch_size: int | None = None) -> list
     merged into one run, and the paper columns some runs lack."""
     merged = merge_evaluations(runs)
     seeds = [str(run.settings.get("seed", "?")) for run in merged]
-    lines = [f"{len(merged)} training run{'s' * (len(merged) != 1)} (seed"
-             f"{'s' * (len(merged) != 1)} {', '.join(seeds)}) from {len(runs)} results.csv"]
+    lines = [(f"{len(merged)} training run{'s' * (len(merged) != 1)} (seed"
+              f"{'s' * (len(merged) != 1)} {', '.join(seeds)}) from {len(runs)} results.csv")]
     if len(set(seeds) - {"?"}) < len([s for s in seeds if s != "?"]):
         lines.append("warning: training runs share a seed; they are not independent repeats")
     for run in merged:

@@ -79,7 +79,7 @@ def read_results(path: str | Path) -> dict[str, float]:
         if len(fields) != len(header):
             raise ValueError(f"{path}: line {number} has {len(fields)} fields but the header has "
                              f"{len(header)}; a results.csv row has one value per column.")
-        rows.append(dict(zip(header, fields)))
+        rows.append(dict(zip(header, fields, strict=True)))
     if not rows:
         raise ValueError(f"{path} holds no result row (only a header, or nothing).")
     return {key: float(value) if value not in ("", None) else math.nan

@@ -44,8 +44,9 @@ def format_table(header: Sequence[str], body: Sequence[Sequence[str]], *, markdo
         return "\n".join([lines[0], rule, *lines[1:]]) + "\n"
     widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
     lines = ["  ".join(cell.rjust(w) if a == "r" else cell.ljust(w)
-                       for cell, w, a in zip(row, widths, align)).rstrip() for row in rows]
-    return "\n".join([lines[0], "-" * sum(widths + [2 * (len(widths) - 1)]), *lines[1:]]) + "\n"
+                       for cell, w, a in zip(row, widths, align, strict=True)).rstrip()
+             for row in rows]
+    return "\n".join([lines[0], "-" * sum([*widths, 2 * (len(widths) - 1)]), *lines[1:]]) + "\n"
 
 
 def markdown_table(rows: Sequence[Mapping[str, Any]], columns: Sequence[str]) -> str:

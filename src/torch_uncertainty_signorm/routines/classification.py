@@ -17,18 +17,21 @@ from torch_uncertainty.utils import get_logger_dir
 from torchmetrics import MeanMetric, MetricCollection
 
 from .. import _compat
-from ..safety.files import check_file_name
-from ..safety.plain_data import is_data
-from ..safety.allowlist import instantiate_spec
 from ..callbacks.logits_tap import LogitsTap
+from ..checks import check_fraction, check_positive_number
+from ..diversity import geometric_ambiguity, jensen_gap, signorm_cosine
+from ..evaluation.printing import use_results_tables
+from ..evaluation.results_csv import append_to_last_row
+from ..prediction import EnsemblePrediction, ensemble_prediction, member_probabilities
+from ..safety.allowlist import instantiate_spec
 from ..safety.checkpoints import (
     CHECKPOINT_TAU,
     check_lightning_checkpoint,
     is_url,
     read_checkpoint,
 )
-from ..checks import check_fraction, check_positive_number
-from ..diversity import geometric_ambiguity, jensen_gap, signorm_cosine
+from ..safety.files import check_file_name
+from ..safety.plain_data import is_data
 from ..signorm.diversity_target import (
     ACCURACY_DROP,
     TARGET_TOLERANCE,
@@ -36,12 +39,9 @@ from ..signorm.diversity_target import (
     optimizer_lookahead,
 )
 from ..signorm.ensemble import SigmaNormEnsemble
-from ..evaluation.printing import use_results_tables
-from ..evaluation.results_csv import append_to_last_row
+from ..signorm.optim import signorm_param_groups
 from .member_health import MemberHealth, diagnose, health_counts, health_message
 from .numerics import check_finite_inputs, check_finite_losses
-from ..signorm.optim import signorm_param_groups
-from ..prediction import EnsemblePrediction, ensemble_prediction, member_probabilities
 
 __all__ = ["IDENTICAL_MEMBERS_COSINE", "SigmaNormClassificationRoutine"]
 
@@ -71,10 +71,13 @@ class SigmaNormClassificationRoutine(ClassificationRoutine):
       model), naming the value, τ, λ, the steps run and the remedies;
     - ``target_diversity``: τ adjusted every optimisation step so that the regularised
       layers' σNorm-cos settles at the target
-      (:class:`~torch_uncertainty_signorm.signorm.diversity_target.DiversityTarget`); its state is saved
+      (:class:`~torch_uncertainty_signorm.signorm.diversity_target.DiversityTarget`); its state is
+      saved
       in checkpoints, and a run ending away from the target says so. When the ensemble's
-      validation accuracy is :data:`~torch_uncertainty_signorm.signorm.diversity_target.ACCURACY_DROP`
-      below its best at two validations in a row, the controller stops strengthening the push and warns what the target
+      validation accuracy is
+      :data:`~torch_uncertainty_signorm.signorm.diversity_target.ACCURACY_DROP`
+      below its best at two validations in a row, the controller stops strengthening the push and
+      warns what the target
       costs at this budget, instead of trading the accuracy away silently;
     - validation and test: ``{val,test}/div/signorm_cos`` (all layers),
       ``.../signorm_cos_regularized``, ``.../jensen_gap`` and ``.../geometric_ambiguity``
@@ -110,7 +113,8 @@ class SigmaNormClassificationRoutine(ClassificationRoutine):
         loss: The task loss, e.g. :class:`torch.nn.CrossEntropyLoss`, or its mapping.
         scale_lr_multiplier: Learning-rate multiplier of the σNorm scale logits; ``None``
             (default): 100 (the paper's) under SGD-type optimisers, 3 under adaptive ones
-            (Adam, AdamW, RMSprop, ...; :func:`~torch_uncertainty_signorm.signorm.optim.scale_rate`).
+            (Adam, AdamW, RMSprop, ...;
+            :func:`~torch_uncertainty_signorm.signorm.optim.scale_rate`).
         member_lr_multiplier: Learning-rate multiplier of every per-member parameter (scale
             logits, member heads; the heads' weight decay is divided by it). The task loss
             averages over the M·B rows of the M members, so each member's own parameters get
@@ -123,7 +127,8 @@ class SigmaNormClassificationRoutine(ClassificationRoutine):
         warn_identical_members: Warn when the members are still one model (set ``False`` to
             silence, e.g. for a deliberate λ = 0 control).
         check_finite_loss: Stop at the first non-finite task or diversity loss with an error
-            naming the term (:func:`~torch_uncertainty_signorm.routines.numerics.check_finite_losses`).
+            naming the term
+            (:func:`~torch_uncertainty_signorm.routines.numerics.check_finite_losses`).
             It reads one boolean back from the device per training step; turn it off for the
             last bit of GPU throughput.
         is_ensemble: ``None`` (default) for ``True``, the model being an ensemble; ``False``
@@ -243,7 +248,8 @@ class SigmaNormClassificationRoutine(ClassificationRoutine):
     def optimizer_param_groups(self, lr: float, weight_decay: float | None = None,
                                adaptive: bool = False) -> list[dict]:
         """Every parameter at ``lr``; the σNorm scale logits at ``lr * scale_lr_multiplier``
-        (unset: :func:`~torch_uncertainty_signorm.signorm.optim.scale_rate`, lower for an ``adaptive``
+        (unset: :func:`~torch_uncertainty_signorm.signorm.optim.scale_rate`, lower for an
+        ``adaptive``
         optimiser such as Adam) without weight decay;
         per-member parameters at ``member_lr_multiplier`` × their rate, the heads with
         ``weight_decay / member_lr_multiplier`` (the optimizer's weight decay and kind, which
@@ -356,8 +362,9 @@ class SigmaNormClassificationRoutine(ClassificationRoutine):
             f"The σN-Ens members are still one model {when}: the regularised layers' "
             f"σNorm-cos is {cosine:.5f} (>= {IDENTICAL_MEMBERS_COSINE}) after "
             f"{self.global_step} steps, at tau={self.model.tau:.4g} and "
-            f"diversity_strength (lambda)={self.model.config.diversity_strength:g}. Members that start identical "
-            f"(an exact conversion) sit where the regulariser has no gradient, and its push "
+            f"diversity_strength (lambda)={self.model.config.diversity_strength:g}. Members "
+            f"that start identical (an exact conversion) sit where the regulariser has no "
+            f"gradient, and its push "
             f"grows about as lambda/tau^2 per step. Remedies: give the model "
             f"member_spread (e.g. 0.3) to leave the symmetric start, set the routine's "
             f"target_diversity (e.g. 0.9: lower targets cost accuracy at short budgets, "

@@ -33,10 +33,10 @@ from . import model_registry
 
 __all__ = [
     "ALLOWED_CLASS_PATHS",
-    "MOVED_CLASS_PATHS",
     "ARGUMENT_CLASS_PATHS",
     "COMPONENT_CLASS_PATHS",
     "MODEL_CLASS_PATHS",
+    "MOVED_CLASS_PATHS",
     "RECIPE_CLASS_PATHS",
     "argument_type",
     "check_class_paths",
@@ -239,7 +239,8 @@ def check_recipe(recipe: Any, where: str, allowed: frozenset[str] = RECIPE_CLASS
     def refuse(place: str, value: Any, why: str) -> ValueError:
         return ValueError(f"{where}: {place}={value!r:.200} {why}; a recipe given to the export "
                           f"command may name only allowed classes "
-                          f"(torch_uncertainty_signorm.safety.allowlist.RECIPE_CLASS_PATHS, or --allow).")
+                          f"(torch_uncertainty_signorm.safety.allowlist.RECIPE_CLASS_PATHS, or "
+                          f"--allow).")
 
     def visit(node: Any, place: str, depth: int) -> None:
         if depth > 64:
@@ -401,7 +402,8 @@ def check_class_strings(
     :func:`check_class_paths` must have accepted). Where an argument takes a class, a string is
     kept only when it is an allowed class path, or a plain word (``msp``, no file of that name)
     for an argument that also takes strings: a YAML ``"{class_path: ...}"``, the path of a YAML
-    file or a class name is refused. Where it takes anything (``Any``, the items of mappings and lists), a string
+    file or a class name is refused. Where it takes anything (``Any``, the items of mappings and
+    lists), a string
     that YAML reads as a mapping or a list is refused.
 
     Raises:

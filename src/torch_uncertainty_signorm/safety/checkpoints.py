@@ -50,7 +50,8 @@ def local_file(path: str | Path, argument: str = "checkpoint") -> Path:
     """``path`` if it names an existing, non-empty regular file on this machine.
 
     Raises:
-        ValueError: For a URL (``http://``, ``file://``, ``data:``...: download it and pass the file), a
+        ValueError: For a URL (``http://``, ``file://``, ``data:``...: download it and pass the
+        file), a
             directory, device or pipe, or an empty file (a write cut off).
         FileNotFoundError: If nothing is there.
     """

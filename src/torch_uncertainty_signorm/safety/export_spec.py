@@ -33,7 +33,8 @@ _ENSEMBLE_NAMES = f"{_ENSEMBLE_ENTRIES[0].class_path} (or {_ENSEMBLE_ENTRIES[1].
 
 
 def registry_value(class_path: str, attribute: str, default: Any) -> Any:
-    """The registry entry's ``attribute`` for ``class_path``; ``default`` for an unregistered class."""
+    """The registry entry's ``attribute`` for ``class_path``; ``default`` for an unregistered
+    class."""
     entry = model_registry.model_entry(class_path)
     return default if entry is None else getattr(entry, attribute)
 

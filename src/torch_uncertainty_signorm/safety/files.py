@@ -149,7 +149,7 @@ def load_yaml(text: str | bytes, where: str, limit: int = MAX_YAML_NODES) -> obj
         node = loader.get_single_node()
         if node is None:
             return None
-        if (size := _expanded_size(node, limit)) > limit:
+        if _expanded_size(node, limit) > limit:
             raise ValueError(
                 f"{where} expands to more than {limit} YAML nodes (its aliases nest copies of "
                 f"copies); a recipe or run configuration holds a few thousand: refused."

@@ -1,4 +1,5 @@
-"""The models an export or a checkpoint may name, recorded in one place (as timm's ``register_model``).
+"""The models an export or a checkpoint may name, recorded in one place (as timm's
+``register_model``).
 
 With them, the σN-Ens settings object a model block may hold under ``config``
 (:class:`~torch_uncertainty_signorm.SigmaNormConfig`: data only, role ``"config"``).
@@ -105,8 +106,9 @@ _BACKBONE_WEIGHTS = {"pretrained": False, "pretrained_path": None}
 
 # σNorm-Ensembles: the factory and the class, each also where it is defined.
 for _name in ("signorm_ensemble", "SigmaNormEnsemble"):
-    _register(ModelEntry(f"{_PACKAGE}.{_name}", "ensemble", (f"{_PACKAGE}.signorm.ensemble.{_name}",),
-                         allow_listed=True, exportable=True, weight_sources={"checkpoint": None},
+    _register(ModelEntry(f"{_PACKAGE}.{_name}", "ensemble",
+                         (f"{_PACKAGE}.signorm.ensemble.{_name}",), allow_listed=True,
+                         exportable=True, weight_sources={"checkpoint": None},
                          layout_flags=("pretrained",)))
 
 # Their settings, given as one object (``config:``); its ``checkpoint`` fetches weights too.

@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 
 import torch
 from torch import Tensor, nn
 
 from ..checks import check_positive_number
 from ..members.replace import replace_modules
-from .registry import check_norm_type, signorm_class_for
 from .layers import SigmaNorm
+from .registry import check_norm_type, signorm_class_for
 
 __all__ = [
     "SUPPORTED_NORMS",

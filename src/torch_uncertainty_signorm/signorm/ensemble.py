@@ -9,13 +9,13 @@ from typing import Any, Literal
 import torch
 from torch import Tensor, nn
 
+from ..members.heads import MemberHeads
+from ..members.wrapper import MemberWrapper, find_classifier, member_major, remove_classifier
 from ..safety.checkpoints import read_backbone_checkpoint
 from .config import SigmaNormConfig
 from .conversion import convert_norm_layers, find_norm_layers, norms_at_initial_state
 from .layer_selection import select_layers
-from ..members.heads import MemberHeads
 from .layers import SigmaBatchNorm, SigmaLayerNorm, SigmaNorm
-from ..members.wrapper import MemberWrapper, find_classifier, member_major, remove_classifier
 from .regularization import ImportanceSharingPenalty
 from .regularization_guard import require_diversity_loss
 
@@ -48,7 +48,7 @@ def _split_batch(inputs: Tensor | Mapping[str, Any], size: int, batch_size: int)
     parts = [dict(inputs) for _ in range(0, batch_size, size)]
     for key, value in inputs.items():
         if isinstance(value, Tensor) and value.dim() > 0 and value.shape[0] == batch_size:
-            for part, piece in zip(parts, value.split(size)):
+            for part, piece in zip(parts, value.split(size), strict=True):
                 part[key] = piece
     return parts
 
@@ -165,13 +165,14 @@ class SigmaNormEnsemble(MemberWrapper):
         expand_at: str = _DEFAULT.expand_at,
         eval_chunk_size: int | Literal["auto"] | None = _DEFAULT.eval_chunk_size,
     ) -> None:
-        config = SigmaNormConfig.resolve(config, dict(
-            num_classes=num_classes, pretrained=pretrained, checkpoint=checkpoint,
-            regularized_layers=regularized_layers, tau=tau, diversity_strength=diversity_strength,
-            scale_init_std=scale_init_std, member_spread=member_spread, head=head,
-            head_norm=head_norm, head_scale_init=head_scale_init, expand_at=expand_at,
-            eval_chunk_size=eval_chunk_size,
-        ))
+        config = SigmaNormConfig.resolve(config, {
+            "num_classes": num_classes, "pretrained": pretrained, "checkpoint": checkpoint,
+            "regularized_layers": regularized_layers, "tau": tau,
+            "diversity_strength": diversity_strength, "scale_init_std": scale_init_std,
+            "member_spread": member_spread, "head": head,
+            "head_norm": head_norm, "head_scale_init": head_scale_init, "expand_at": expand_at,
+            "eval_chunk_size": eval_chunk_size,
+        })
         super().__init__(num_estimators)
         self.config = config
         self.eval_chunk_size = config.eval_chunk_size

@@ -28,7 +28,8 @@ REGULARIZED_LAYER_PRESETS: dict[str, str | None] = {
 
 def check_regularized_layers(spec: Any) -> None:
     """Refuse a ``regularized_layers`` that is neither a preset, a bounded regex nor a
-    non-empty list of names (:func:`~torch_uncertainty_signorm.members.selection.check_selection`)."""
+    non-empty list of names
+    (:func:`~torch_uncertainty_signorm.members.selection.check_selection`)."""
     check_selection("regularized_layers", spec, REGULARIZED_LAYER_PRESETS)
 
 

@@ -349,7 +349,8 @@ class SigmaSyncBatchNorm(SigmaBatchNorm):
     """σBN over :class:`torch.nn.SyncBatchNorm` inputs of any rank ``(B·M, C, ...)``.
 
     Its members fold back into ``SyncBatchNorm`` on export; the layer synchronises across
-    processes like every σBN (:func:`~torch_uncertainty_signorm.members.distributed.convert_sync_signorm`).
+    processes like every σBN
+    (:func:`~torch_uncertainty_signorm.members.distributed.convert_sync_signorm`).
     """
 
     plain_type = nn.SyncBatchNorm

@@ -200,7 +200,8 @@ def signorm_optim_recipe(
             f"(adaptive optimisers)" if scale_lr_multiplier is None
             else f"{scale_lr_multiplier:g}x")
     recipe.__doc__ = (f"σN-Ens version of {getattr(optim_recipe, '__qualname__', 'a recipe')}"
-                      f" (:func:`~torch_uncertainty_signorm.signorm.optim.signorm_optim_recipe`): the "
+                      f" (:func:`~torch_uncertainty_signorm.signorm.optim.signorm_optim_recipe`): "
+                      f"the "
                       f"σNorm scale logits at {rate} its learning rate, "
                       f"without weight decay.\n\n" + (optim_recipe.__doc__ or ""))
     return recipe

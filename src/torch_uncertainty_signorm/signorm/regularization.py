@@ -78,7 +78,8 @@ def check_penalty_settings(tau: float, diversity_strength: float) -> tuple[float
     strength = check_positive_number("diversity_strength (lambda)", diversity_strength, True)
     if strength > MAX_DIVERSITY_STRENGTH:
         raise ValueError(
-            f"diversity_strength (lambda)={diversity_strength!r} is above {MAX_DIVERSITY_STRENGTH:g}: "
+            f"diversity_strength (lambda)={diversity_strength!r} is above "
+            f"{MAX_DIVERSITY_STRENGTH:g}: "
             f"the regulariser would swamp the task loss (the paper uses 1e-4 to 1e-1, "
             f"{DEFAULT_DIVERSITY_STRENGTH:g} by default)."
         )

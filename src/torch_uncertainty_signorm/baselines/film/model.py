@@ -24,22 +24,20 @@ diversity is whatever the initialisation seeded.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 
-import torch
 from torch import Tensor, nn
 
 from ... import _compat
-from ...checks import check_positive_number
-from .config import FiLMConfig, InitCenter
-from .layer import FiLMBatchNorm
 from ...members.replace import replace_modules
 from ...members.wrapper import MemberWrapper, find_classifier, member_major
+from .config import FiLMConfig, InitCenter
+from .layer import FiLMBatchNorm
 
 __all__ = ["FiLMEnsemble", "film_ensemble"]
 
-#: The settings' defaults, read from :class:`~torch_uncertainty_signorm.baselines.film.config.FiLMConfig`.
+#: The settings' defaults, read from
+#: :class:`~torch_uncertainty_signorm.baselines.film.config.FiLMConfig`.
 _DEFAULT = FiLMConfig
 
 
@@ -82,7 +80,8 @@ class FiLMEnsemble(MemberWrapper):
         model: A classifier with BatchNorm layers (TorchUncertainty ResNet/WideResNet,
             torchvision ResNet, timm CNN).
         num_estimators: Number of members M.
-        config: The settings below as one :class:`~torch_uncertainty_signorm.baselines.film.config.FiLMConfig`
+        config: The settings below as one
+        :class:`~torch_uncertainty_signorm.baselines.film.config.FiLMConfig`
             (or its ``to_dict()``), instead of keyword arguments; a keyword argument left at
             its default takes the config's value, and one differing from it is an error. The
             ensemble's settings are its :attr:`config` either way.
@@ -117,10 +116,10 @@ class FiLMEnsemble(MemberWrapper):
         head: str | None = _DEFAULT.head,
         expand_at: str = _DEFAULT.expand_at,
     ) -> None:
-        config = FiLMConfig.resolve(config, dict(
-            num_classes=num_classes, gain=gain, init_center=init_center, head=head,
-            expand_at=expand_at,
-        ))
+        config = FiLMConfig.resolve(config, {
+            "num_classes": num_classes, "gain": gain, "init_center": init_center, "head": head,
+            "expand_at": expand_at,
+        })
         super().__init__(num_estimators)
         self.config = config
         num_classes, gain, init_center = config.num_classes, config.gain, config.init_center

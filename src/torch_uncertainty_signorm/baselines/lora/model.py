@@ -26,19 +26,16 @@ M row blocks in one batched product.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 
-import torch
 from torch import Tensor, nn
 
-from ...checks import check_integer, check_positive_number
-from .config import LoRAEnsembleConfig
-from .layer import MemberLoRALinear
+from ...members.linear import MemberLinear
 from ...members.replace import replace_modules
 from ...members.selection import match_names
-from ...members.linear import MemberLinear
 from ...members.wrapper import MemberWrapper, find_classifier, member_major, remove_classifier
+from .config import LoRAEnsembleConfig
+from .layer import MemberLoRALinear
 
 __all__ = [
     "DEFAULT_TARGET_MODULES",
@@ -128,10 +125,11 @@ class LoRAEnsemble(MemberWrapper):
         head: str | None = _DEFAULT.head,
         expand_at: str = _DEFAULT.expand_at,
     ) -> None:
-        config = LoRAEnsembleConfig.resolve(config, dict(
-            num_classes=num_classes, rank=rank, alpha=alpha, target_modules=target_modules,
-            init_gain=init_gain, head=head, expand_at=expand_at,
-        ))
+        config = LoRAEnsembleConfig.resolve(config, {
+            "num_classes": num_classes, "rank": rank, "alpha": alpha,
+            "target_modules": target_modules, "init_gain": init_gain, "head": head,
+            "expand_at": expand_at,
+        })
         super().__init__(num_estimators)
         self.config = config
         num_classes, rank, alpha = config.num_classes, config.rank, config.alpha
