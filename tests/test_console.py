@@ -74,15 +74,17 @@ def test_a_torchvision_built_for_another_torch_is_named(tmp_path):
 
 
 def test_a_missed_target_names_the_runs_own_member_spread():
-    from torch_uncertainty_signorm.routines.classification import _missed_target_message
-    from torch_uncertainty_signorm.signorm.diversity_target import DiversityTarget
+    from torch_uncertainty_signorm.signorm.diversity_target import (
+        DiversityTarget,
+        missed_target_message,
+    )
 
     upper = DiversityTarget(0.9, 10.0, 100)  # τ at its upper bound: members stay more diverse
-    assert "member_spread" not in _missed_target_message(upper, 0.6, 90, 0.0)
-    assert "a lower member_spread (it is 0.3)" in _missed_target_message(upper, 0.6, 90, 0.3)
+    assert "member_spread" not in missed_target_message(upper, 0.6, 90, 0.0)
+    assert "a lower member_spread (it is 0.3)" in missed_target_message(upper, 0.6, 90, 0.3)
     lower = DiversityTarget(0.3, 0.001, 100)  # τ at its lower bound: members share too much
-    assert "Give the model member_spread (e.g. 0.3)" in _missed_target_message(lower, 0.6, 90)
-    assert "Raise member_spread (it is 0.3)" in _missed_target_message(lower, 0.6, 90, 0.3)
+    assert "Give the model member_spread (e.g. 0.3)" in missed_target_message(lower, 0.6, 90)
+    assert "Raise member_spread (it is 0.3)" in missed_target_message(lower, 0.6, 90, 0.3)
 
 
 def test_identical_members_are_warned_about_once_for_one_validation():

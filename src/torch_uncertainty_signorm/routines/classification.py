@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -33,20 +32,25 @@ from ..safety.checkpoints import (
 from ..safety.files import check_file_name
 from ..safety.plain_data import is_data
 from ..signorm.diversity_target import (
-    ACCURACY_DROP,
-    TARGET_TOLERANCE,
     DiversityTarget,
+    missed_target_message,
     optimizer_lookahead,
+    target_cost_message,
 )
 from ..signorm.ensemble import SigmaNormEnsemble
 from ..signorm.optim import signorm_param_groups
-from .member_health import MemberHealth, diagnose, health_counts, health_message
+from .member_health import (
+    IDENTICAL_MEMBERS_COSINE,
+    MemberHealth,
+    diagnose,
+    health_counts,
+    health_message,
+    identical_members_message,
+)
 from .numerics import check_finite_inputs, check_finite_losses
 
-__all__ = ["IDENTICAL_MEMBERS_COSINE", "SigmaNormClassificationRoutine"]
+__all__ = ["SigmaNormClassificationRoutine"]
 
-#: σNorm-cos of the regularised layers at and above which the members count as one model.
-IDENTICAL_MEMBERS_COSINE = 0.999
 _TARGET_STATE = "signorm_diversity_target"
 
 #: Per-input diversity of the members' outputs, logged as ``{val,test}/div/<name>``. The
@@ -342,8 +346,8 @@ class SigmaNormClassificationRoutine(ClassificationRoutine):
         self._warn_health(self._health_last)  # the state fit ends in, even if seen once
         cosine = self._regularized_cosine()
         if self.diversity_target is not None and not self.diversity_target.reached(cosine):
-            rank_zero_warn(_missed_target_message(self.diversity_target, cosine, self.global_step,
-                                                  getattr(self.model, "member_spread", 0.0)))
+            rank_zero_warn(missed_target_message(self.diversity_target, cosine, self.global_step,
+                                                 getattr(self.model, "member_spread", 0.0)))
         elif (self._members_identical(cosine)
               and getattr(self, "_identical_warned_at", None) != self.global_step):
             # (not again when a validation at this very step already said it)
@@ -358,19 +362,8 @@ class SigmaNormClassificationRoutine(ClassificationRoutine):
                 and cosine >= IDENTICAL_MEMBERS_COSINE)
 
     def _identical_members_message(self, cosine: float, when: str) -> str:
-        return (
-            f"The σN-Ens members are still one model {when}: the regularised layers' "
-            f"σNorm-cos is {cosine:.5f} (>= {IDENTICAL_MEMBERS_COSINE}) after "
-            f"{self.global_step} steps, at tau={self.model.tau:.4g} and "
-            f"diversity_strength (lambda)={self.model.config.diversity_strength:g}. Members "
-            f"that start identical (an exact conversion) sit where the regulariser has no "
-            f"gradient, and its push "
-            f"grows about as lambda/tau^2 per step. Remedies: give the model "
-            f"member_spread (e.g. 0.3) to leave the symmetric start, set the routine's "
-            f"target_diversity (e.g. 0.9: lower targets cost accuracy at short budgets, "
-            f"docs/controlled_diversity.md) to let tau follow a diversity target, or lower tau, "
-            f"raise lambda or train longer. Silence with warn_identical_members=False."
-        )
+        return identical_members_message(cosine, when, self.global_step, self.model.tau,
+                                         self.model.config.diversity_strength)
 
     def validation_step(self, batch: tuple[Tensor, Tensor], batch_idx: int = 0) -> None:
         check_finite_inputs(batch[0], f"validation batch {batch_idx}")
@@ -472,8 +465,8 @@ class SigmaNormClassificationRoutine(ClassificationRoutine):
         if fitting and target is not None and self._val_accuracy is not None:
             best = target.best_accuracy
             if target.validated(self._val_accuracy):
-                rank_zero_warn(_target_cost_message(target, best, self._val_accuracy, cosine,
-                                                    self.global_step))
+                rank_zero_warn(target_cost_message(target, best, self._val_accuracy, cosine,
+                                                   self.global_step))
         if fitting and not self._warned_identical and self._members_identical(cosine):
             self._warned_identical = True
             self._identical_warned_at = self.global_step
@@ -489,55 +482,6 @@ class SigmaNormClassificationRoutine(ClassificationRoutine):
             log_dir = get_logger_dir(self.logger)
             if log_dir is not None:
                 append_to_last_row(log_dir / self.csv_filename, results, run_dir=log_dir)
-
-
-def _target_cost_message(target: DiversityTarget, best: float, accuracy: float, cosine: float,
-                         step: int) -> str:
-    return (
-        f"target_diversity={target.target:g} costs accuracy at this budget: the ensemble's "
-        f"validation accuracy fell from {best:.1%} (its best) to {accuracy:.1%} at step {step} "
-        f"(and was as low at the validation before) "
-        f"while tau was pushed to {target.tau:.4g} and σNorm-cos reached {cosine:.4f}; the "
-        f"controller stops strengthening the push (tau stays >= {math.exp(target.floor):.4g}, its "
-        f"value at the first low validation). Choose a "
-        f"higher target, train longer, or lower the scale rate (scale_lr_multiplier)."
-    )
-
-
-def _missed_target_message(target: DiversityTarget, cosine: float, steps: int,
-                           member_spread: float = 0.0) -> str:
-    bound = target.at_bound()
-    spread = (f"raise member_spread (it is {member_spread:g})" if member_spread else
-              "give the model member_spread (e.g. 0.3)")
-    if bound == "lower" or (bound is None and cosine > target.target):
-        why = (
-            "tau reached its lower bound: the regulariser pushes as hard as it can and the "
-            f"members still share too much. {spread.capitalize()}, raise "
-            "diversity_strength (lambda), or train longer"
-            if bound == "lower" else
-            "the run ended before σNorm-cos came down to the target: train longer, "
-            f"{spread}, or raise diversity_strength (lambda)"
-        )
-    elif bound == "upper":
-        why = (
-            "tau reached its upper bound, where the regulariser stops pushing: nothing in "
-            "σN-Ens pulls members together but the task loss, so members more diverse than "
-            "the target stay so. Choose a lower target"
-            + (f", a lower member_spread (it is {member_spread:g})" if member_spread else "")
-            + ", or train longer"
-        )
-    else:
-        why = "the run ended before σNorm-cos settled: train longer"
-    if target.floor is not None:
-        why = (f"the controller stopped strengthening the push when the validation accuracy "
-               f"stayed {ACCURACY_DROP:.0%} below its best for two validations (tau held >= "
-               f"{math.exp(target.floor):.4g}): this target costs more accuracy than this "
-               f"budget affords")
-    return (
-        f"target_diversity={target.target:g} was not reached: the regularised layers' "
-        f"σNorm-cos is {cosine:.4f} after {steps} steps (tolerance ±{TARGET_TOLERANCE}), with "
-        f"tau at {target.tau:.4g}; {why}."
-    )
 
 
 def _built(value: Any, base: type, name: str) -> Any:

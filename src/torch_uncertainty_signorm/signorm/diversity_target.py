@@ -43,8 +43,15 @@ from torch.optim import Optimizer
 from ..checks import check_fraction, check_positive_number
 from .regularization import TAU_RANGE, check_tau
 
-__all__ = ["ACCURACY_DROP", "CONTROLLED_TAU_RANGE", "TARGET_TOLERANCE", "DiversityTarget",
-           "optimizer_lookahead"]
+__all__ = [
+    "ACCURACY_DROP",
+    "CONTROLLED_TAU_RANGE",
+    "TARGET_TOLERANCE",
+    "DiversityTarget",
+    "missed_target_message",
+    "optimizer_lookahead",
+    "target_cost_message",
+]
 
 #: Where the controller moves τ: TAU_RANGE's lower end, and 10, above which the push on
 #: importances in (0, 1) is under λ/200 per feature (off, for any budget); going higher only
@@ -245,3 +252,58 @@ def _check_state(state: dict[str, Any]) -> None:
                 f"{', or None' if optional else ''}): the checkpoint was altered; resume from "
                 f"another checkpoint of the run."
             )
+
+
+def target_cost_message(target: DiversityTarget, best: float, accuracy: float, cosine: float,
+                        step: int) -> str:
+    """The warning when ``target`` stops strengthening the push because the validation accuracy
+    fell from ``best`` to ``accuracy`` at two validations in a row
+    (:meth:`DiversityTarget.validated`)."""
+    return (
+        f"target_diversity={target.target:g} costs accuracy at this budget: the ensemble's "
+        f"validation accuracy fell from {best:.1%} (its best) to {accuracy:.1%} at step {step} "
+        f"(and was as low at the validation before) "
+        f"while tau was pushed to {target.tau:.4g} and σNorm-cos reached {cosine:.4f}; the "
+        f"controller stops strengthening the push (tau stays >= {math.exp(target.floor):.4g}, its "
+        f"value at the first low validation). Choose a "
+        f"higher target, train longer, or lower the scale rate (scale_lr_multiplier)."
+    )
+
+
+def missed_target_message(target: DiversityTarget, cosine: float, steps: int,
+                          member_spread: float = 0.0) -> str:
+    """The warning when a run ends with the regularised layers' σNorm-cos ``cosine`` away from
+    ``target``'s target, saying why (a bound reached, the budget, the accuracy floor) and what
+    to try."""
+    bound = target.at_bound()
+    spread = (f"raise member_spread (it is {member_spread:g})" if member_spread else
+              "give the model member_spread (e.g. 0.3)")
+    if bound == "lower" or (bound is None and cosine > target.target):
+        why = (
+            "tau reached its lower bound: the regulariser pushes as hard as it can and the "
+            f"members still share too much. {spread.capitalize()}, raise "
+            "diversity_strength (lambda), or train longer"
+            if bound == "lower" else
+            "the run ended before σNorm-cos came down to the target: train longer, "
+            f"{spread}, or raise diversity_strength (lambda)"
+        )
+    elif bound == "upper":
+        why = (
+            "tau reached its upper bound, where the regulariser stops pushing: nothing in "
+            "σN-Ens pulls members together but the task loss, so members more diverse than "
+            "the target stay so. Choose a lower target"
+            + (f", a lower member_spread (it is {member_spread:g})" if member_spread else "")
+            + ", or train longer"
+        )
+    else:
+        why = "the run ended before σNorm-cos settled: train longer"
+    if target.floor is not None:
+        why = (f"the controller stopped strengthening the push when the validation accuracy "
+               f"stayed {ACCURACY_DROP:.0%} below its best for two validations (tau held >= "
+               f"{math.exp(target.floor):.4g}): this target costs more accuracy than this "
+               f"budget affords")
+    return (
+        f"target_diversity={target.target:g} was not reached: the regularised layers' "
+        f"σNorm-cos is {cosine:.4f} after {steps} steps (tolerance ±{TARGET_TOLERANCE}), with "
+        f"tau at {target.tau:.4g}; {why}."
+    )
