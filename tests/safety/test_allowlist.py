@@ -13,7 +13,7 @@ from torch_uncertainty_signorm.safety.allowlist import (
     instantiate_spec,
 )
 
-EXPERIMENTS = Path(__file__).parents[1] / "experiments"
+EXPERIMENTS = Path(__file__).parents[2] / "experiments"
 SIGNORM_RECIPES = [p for p in sorted(EXPERIMENTS.glob("*.yaml"))
                    if "SigmaNormClassificationRoutine" in p.read_text()]
 

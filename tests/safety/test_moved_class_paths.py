@@ -24,7 +24,7 @@ from torch_uncertainty_signorm.safety.allowlist import (
     import_object,
 )
 
-ROOT = Path(__file__).parents[1]
+ROOT = Path(__file__).parents[2]
 DATA = ROOT / "tests" / "fixtures" / "data"
 OLD_ENSEMBLE = "torch_uncertainty_signorm.ensemble.signorm_ensemble"
 NEW_ENSEMBLE = "torch_uncertainty_signorm.signorm.ensemble.signorm_ensemble"
