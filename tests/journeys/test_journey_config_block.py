@@ -45,7 +45,7 @@ def test_settings_in_a_config_block_train_test_and_export(cifar_root, command_en
     assert done.returncode == 0, failure(done)
     assert 0 <= results_row(tmp_path / "test_logs")["test/cls/Acc"] <= 1
 
-    done = run_module("torch_uncertainty_signorm.export",
+    done = run_module("torch_uncertainty_signorm.cli.export",
                       ["--config", recipe, "--ckpt_path", ckpt, "--output", tmp_path / "export",
                        ("--routine.init_args.model.init_args.model.init_args.width_multiplier"
                         "=0.125")], cwd=tmp_path, env=command_env)

@@ -45,7 +45,7 @@ def test_export_reproduces_the_trained_logits_without_the_run(signorm_run, comma
                "saved_config": (config, [])}
     done = {
         name: run_module(
-            "torch_uncertainty_signorm.export",
+            "torch_uncertainty_signorm.cli.export",
             ["--config", source, "--ckpt_path", ckpt, "--output", tmp_path / name, "--members",
              *overrides],
             cwd=tmp_path, env=command_env,
