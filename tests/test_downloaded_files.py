@@ -504,7 +504,18 @@ def _infinite_target(tmp_path: Path, digits_checkpoint: Path) -> Path:
                     target_diversity=float("inf"))
 
 
+def _nan_optimizer_state(tmp_path: Path, digits_checkpoint: Path) -> Path:
+    saved = torch.load(digits_checkpoint, weights_only=True)
+    saved["optimizer_states"] = [{"state": {0: {"momentum_buffer": torch.full((3,), torch.nan)}},
+                                  "param_groups": [{"lr": 0.1, "params": [0]}]}]
+    torch.save(saved, tmp_path / "downloaded.ckpt")
+    return tmp_path / "downloaded.ckpt"
+
+
 CHECKPOINTS = {
+    "NaN optimizer state": (
+        _nan_optimizer_state, ("holds non-finite values (NaN or inf) in optimizer_states[0]"
+                               "['state'][0]['momentum_buffer']")),
     "a weights file chosen by the checkpoint": (
         _reading_a_user_file, (".bashrc', which the recipe leaves unset: an argument that "
                                "reads or fetches weights or files (torch_uncertainty_signorm."
