@@ -909,3 +909,21 @@ def test_a_results_folder_is_refused_on_one_line(case, command, tmp_path):
     assert last.startswith(f"{command}: error: ") and "usage:" not in done.stderr
     assert "Traceback" not in done.stderr and seconds < 30
     assert _digest(tmp_path) == before and not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("where", ["--config", "base:"])
+def test_a_recipe_that_is_a_pipe_is_named_as_such(where, tmp_path):
+    """The export command's recipe, or a base file it names, replaced by a named pipe: named as
+    one (not "does not exist"), on one line, without reading it."""
+    from torch_uncertainty_signorm.export.command import main
+
+    os.mkfifo(tmp_path / "pipe.yaml")
+    recipe = tmp_path / "pipe.yaml"
+    if where == "base:":
+        recipe = tmp_path / "recipe.yaml"
+        recipe.write_text(yaml.safe_dump({"base": "pipe.yaml", **_recipe()}))
+    with pytest.raises(ValueError, match=r"pipe.yaml.*is not a regular file \(a named pipe, a "
+                                         r"device, a folder\)") as error:
+        main(["--config", str(recipe), "--ckpt_path", "run.ckpt", "--output",
+              str(tmp_path / "out")])
+    assert "\n" not in str(error.value) and not (tmp_path / "out").exists()
