@@ -35,7 +35,7 @@ import numpy as np
 
 from ._command import train_runs
 
-OUT = Path(__file__).resolve().parents[1] / "docs" / "attribution_study"
+OUT = Path(__file__).resolve().parent / "results" / "attribution_study"
 SEEDS, PLACEMENT_SEEDS = (0, 1, 2, 3, 4), (0, 1, 2)
 PLACEMENT_TAUS = (0.01, 0.1, 1.0)
 PLACEMENTS = {"second": "resnet18", "first": r"(.*\.)?layer\d+\.\d+\.bn1"}

@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -99,6 +100,11 @@ def test_a_checkpoint_never_chooses_where_results_are_written(digits_checkpoint,
     profile.write_bytes(PROFILE)
     ckpt = _crafted(digits_checkpoint, tmp_path / "downloaded.ckpt",
                     csv_filename=str(profile), save_to_csv=True, log_plots=True)
+    older = tmp_path / "logs" / "digits" / "signorm" / "version_0" / "checkpoints"
+    older.mkdir(parents=True)  # an earlier run killed (SIGKILL) while writing a checkpoint
+    stale = older / ".epoch=0-step=3.ckpt.0123abcd.partial"
+    stale.write_bytes(b"x" * 2_000_000)
+    os.utime(stale, (time.time() - 3600, time.time() - 3600))
     status, _, seconds, done = _run(
         [str(BIN / "torch-uncertainty"), "test", "--config", str(DIGITS), *TINY,
          "--ckpt_path", str(ckpt), "--trainer.limit_test_batches=1",
@@ -106,10 +112,14 @@ def test_a_checkpoint_never_chooses_where_results_are_written(digits_checkpoint,
     assert status == 0, done.stderr[-3000:]
     assert profile.read_bytes() == PROFILE
     assert sorted(p.name for p in profile.parent.iterdir()) == [".bashrc"]
-    run = tmp_path / "logs" / "digits" / "signorm" / "version_0"
+    run = tmp_path / "logs" / "digits" / "signorm" / "version_1"
     assert (run / "results.csv").read_text().count("\n") == 2  # header and one row
     assert (run / "config.yaml").stat().st_size > 0
-    assert not list(run.rglob("*.png")) and not list(tmp_path.rglob(".*.partial"))
+    assert not list(run.rglob("*.png")) and list(tmp_path.rglob(".*.partial")) == [stale]
+    # another run's partial file: named on one line, left where it is
+    reported = [line for line in done.stderr.splitlines() if stale.name in line]
+    assert len(reported) == 1 and "other runs' folders" in reported[0], done.stderr[-3000:]
+    assert reported[0].startswith("torch-uncertainty: 1 partial file(s) (2.0 MB)")
     assert seconds < 240
 
 
@@ -197,6 +207,19 @@ RECIPES = {
     "a base file": ({"base": "base.yaml", **_recipe()}, "trainer.callbacks[0].class_path"),
     "a class as a dotted string": (_recipe(routine__init_args__loss=_EVIL),
                                    "routine.init_args.loss"),
+    # a string YAML reads as a block on one line, where the parser takes a class
+    "a one-line YAML block": (_recipe(routine__init_args__loss=f"class_path: {_EVIL}"),
+                              "routine.init_args.loss.class_path"),
+    "a one-line block inside init_args": (
+        _recipe(routine__init_args__loss={"class_path": "torch.nn.CrossEntropyLoss",
+                                          "init_args": {"weight": f"class_path: {_EVIL}"}}),
+        "routine.init_args.loss.init_args.weight.class_path"),
+    "a one-line block as format_batch_fn": (
+        _recipe(routine__init_args__format_batch_fn=f"class_path: {_EVIL}"),
+        "routine.init_args.format_batch_fn.class_path"),
+    # a value naming a named pipe, which the parser would open and block on
+    "a value naming a pipe": (_recipe(routine__init_args__loss="pipe.yaml"),
+                              "routine.init_args.loss='pipe.yaml' names"),
 }
 
 _DRIVER = """
@@ -223,6 +246,7 @@ def export_refusals(tmp_path_factory) -> tuple[dict[str, tuple[str, float]], Pat
     (root / "routine.yaml").write_text(yaml.safe_dump(
         {"class_path": ROUTINE, "init_args": {"model": _BLOCK}}))
     (root / "base.yaml").write_text(yaml.safe_dump({"trainer": {"callbacks": [_BLOCK]}}))
+    os.mkfifo(root / "pipe.yaml")
     recipes = {}
     for index, (name, (recipe, _)) in enumerate(RECIPES.items()):
         recipes[name] = f"recipe_{index}.yaml"
@@ -250,6 +274,8 @@ def test_the_export_command_checks_every_class_path_of_the_recipe(case, export_r
     assert "\n" not in message
     assert RECIPES[case][1] in message and "RECIPE_CLASS_PATHS" in message
     assert (recipes[case] in message or "routine.yaml" in message or "base.yaml" in message)
+    if case == "a value naming a pipe":
+        assert "is not a regular file (a named pipe" in message
     assert seconds < 30
     assert not (root / f"out_{case}").exists()
 
@@ -385,7 +411,21 @@ def _negative_running_var(config, folder):
         save_file(weights, folder / name)
 
 
+def _heads_of_1024_members(config, folder):
+    from safetensors.torch import load_file, save_file
+
+    config["num_estimators"] = config["model"]["init_args"]["num_estimators"] = 1024
+    weights = load_file(folder / "ensemble.safetensors")
+    heads = weights["heads.weight"]
+    weights["heads.weight"] = heads[:1].expand(1024, *heads.shape[1:]).contiguous()
+    save_file(weights, folder / "ensemble.safetensors")
+
+
 EXPORTS = {
+    "heads of 1024 members, σNorm layers of 2": (
+        _heads_of_1024_members, (r"num_estimators=1024, but '.*ensemble.safetensors' holds "
+                                 r"σNorm scale logits of another number of members "
+                                 r"\(backbone\..*scale_logits \(2, \d+\) and \d+ more\)")),
     "negative running_var": (_negative_running_var,
                              r"safetensors' holds negative values in .*running_var"),
     "unknown top-level key": (_unknown_key, r"config.json' has unknown keys 'trusted'"),
@@ -450,7 +490,41 @@ def _negative_variance(tmp_path: Path, digits_checkpoint: Path) -> Path:
     return tmp_path / "downloaded.ckpt"
 
 
+def _reading_a_user_file(tmp_path: Path, digits_checkpoint: Path) -> Path:
+    """A checkpoint choosing the file the model's weights are read from (the recipe leaves
+    `checkpoint` unset)."""
+    hyper = torch.load(digits_checkpoint, weights_only=True)["hyper_parameters"]
+    model = json.loads(json.dumps(hyper["model"]))
+    model["init_args"].update(checkpoint=str(tmp_path / ".bashrc"), pretrained=True)
+    return _crafted(digits_checkpoint, tmp_path / "downloaded.ckpt", model=model)
+
+
+def _infinite_target(tmp_path: Path, digits_checkpoint: Path) -> Path:
+    return _crafted(digits_checkpoint, tmp_path / "downloaded.ckpt",
+                    target_diversity=float("inf"))
+
+
+def _nan_optimizer_state(tmp_path: Path, digits_checkpoint: Path) -> Path:
+    saved = torch.load(digits_checkpoint, weights_only=True)
+    saved["optimizer_states"] = [{"state": {0: {"momentum_buffer": torch.full((3,), torch.nan)}},
+                                  "param_groups": [{"lr": 0.1, "params": [0]}]}]
+    torch.save(saved, tmp_path / "downloaded.ckpt")
+    return tmp_path / "downloaded.ckpt"
+
+
 CHECKPOINTS = {
+    "NaN optimizer state": (
+        _nan_optimizer_state, ("holds non-finite values (NaN or inf) in optimizer_states[0]"
+                               "['state'][0]['momentum_buffer']")),
+    "a weights file chosen by the checkpoint": (
+        _reading_a_user_file, (".bashrc', which the recipe leaves unset: an argument that "
+                               "reads or fetches weights or files (torch_uncertainty_signorm."
+                               "safety.model_registry.FETCHING_ARGUMENTS) is never taken from a "
+                               "checkpoint")),
+    "an infinite setting": (
+        _infinite_target, ("sets routine.init_args.target_diversity=inf, which the recipe "
+                           "leaves unset: a value taken from a checkpoint must be a finite "
+                           "number")),
     "negative running_var": (_negative_variance, "holds negative values in state_dict['model."),
     "regex in regularized_layers": (
         _regex_checkpoint, "regularized_layers='(a+)+$' holds a repeat inside a repeat"),
@@ -744,3 +818,112 @@ def test_a_config_block_naming_another_class_is_no_settings(export_dir, tmp_path
     spec = json.loads((folder / "config.json").read_text())["model"]
     with pytest.raises(ValueError, match=message):  # as the export command builds it
         signorm_from_spec(spec)
+
+
+# ------------------------------------------------------------------------ second-pass variants
+@pytest.mark.parametrize("name", ["ensemble.safetensors", "member_1.safetensors", "config.json"])
+def test_an_export_file_with_another_name_is_refused_as_a_link(name, export_dir, tmp_path):
+    """A hard link (to another export's weights, or within the folder) is refused like a
+    symbolic link leading out: where its other names are cannot be told."""
+    from torch_uncertainty_signorm.export import load_ensemble, load_member
+
+    other, folder = tmp_path / "other", tmp_path / "export"
+    shutil.copytree(export_dir, other)
+    shutil.copytree(export_dir, folder)
+    (folder / name).unlink()
+    os.link(other / name, folder / name)
+    before = _digest(tmp_path)
+    loads = [lambda: load_member(folder, 1)]
+    if not name.startswith("member_"):
+        loads.append(lambda: load_ensemble(folder))
+    for load in loads:
+        with pytest.raises(ValueError, match=rf"'.*{name}' is a hard link \(2 names share its "
+                                             rf"data.*copy the file into the folder") as error:
+            load()
+        assert "\n" not in str(error.value)
+    assert _digest(tmp_path) == before
+    (folder / name).unlink()
+    shutil.copy(other / name, folder / name)  # a copy loads
+    assert load_member(folder, 1).training is False
+
+
+def test_an_export_left_aside_by_a_kill_between_the_renames_is_put_back(export_dir, tmp_path):
+    """SIGKILL after the previous export was renamed aside, before the new one took its place:
+    the next export beside it puts the previous one back (then replaces it whole)."""
+    from torch_uncertainty_signorm.export import build_model, export_ensemble
+
+    aside = tmp_path / ".export.0123abcd.old"
+    shutil.copytree(export_dir, aside)
+    (aside / "notes.txt").write_text("the user's")
+    os.utime(aside, (time.time() - 3600, time.time() - 3600))
+    spec = json.loads((aside / "config.json").read_text())["model"]
+    spec["init_args"] = {k: spec["init_args"][k] for k in ("model", "num_estimators")}
+    with pytest.warns(UserWarning, match=r"export was missing: a replacement cut off .* had "
+                                         r"left it aside as \.export\.0123abcd\.old; put back"):
+        export_ensemble(build_model(spec).eval(), spec, tmp_path / "export", overwrite=True)
+    assert (tmp_path / "export" / "notes.txt").read_text() == "the user's"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["export"]
+    from torch_uncertainty_signorm.export import load_ensemble
+
+    assert load_ensemble(tmp_path / "export").training is False
+
+
+def _table_folder(tmp_path: Path, case: str) -> Path:
+    run = tmp_path / "runs" / "version_0"
+    run.mkdir(parents=True)
+    (run / "results.csv").write_text("test/cls/Acc\n0.9\n")
+    if case == "FIFO results.csv":
+        (run / "results.csv").unlink()
+        os.mkfifo(run / "results.csv")
+    elif case == "alias bomb config.yaml":
+        (run / "config.yaml").write_text(_alias_bomb())
+    elif case == "5,000-digit settings.json":
+        (run / "settings.json").write_text('{"tau": ' + "9" * 5000 + "}")
+    elif case == "settings.json nested 100,000 deep":
+        (run / "settings.json").write_text("[" * 100_000 + "]" * 100_000)
+    return tmp_path / "runs"
+
+
+TABLE_FOLDERS = {
+    "FIFO results.csv": r"results='.*results.csv' is a named pipe \(FIFO\)",
+    "alias bomb config.yaml": r"config='.*config.yaml' expands to more than 100000 YAML nodes",
+    "5,000-digit settings.json": r"settings.json is not valid JSON \(Exceeds the limit .*\); "
+                                 r"expected the object of settings",
+    "settings.json nested 100,000 deep": r"settings.json is not valid JSON \(maximum recursion",
+}
+
+
+@pytest.mark.parametrize("command", ["signorm-results-table", "signorm-regression"])
+@pytest.mark.parametrize("case", list(TABLE_FOLDERS))
+def test_a_results_folder_is_refused_on_one_line(case, command, tmp_path):
+    import re
+
+    runs = _table_folder(tmp_path, case)
+    (tmp_path / "reference.csv").write_text("method,Acc\nours,90.0\n")
+    args = (["--run", f"ours={runs}", "--out", str(tmp_path / "out")]
+            if command == "signorm-results-table" else
+            [str(runs), "--reference", str(tmp_path / "reference.csv")])
+    before = _digest(tmp_path)
+    status, last, seconds, done = _run([str(BIN / command), *args], tmp_path, timeout=60)
+    assert status == 2 and re.search(TABLE_FOLDERS[case], last), done.stderr[-2000:]
+    assert last.startswith(f"{command}: error: ") and "usage:" not in done.stderr
+    assert "Traceback" not in done.stderr and seconds < 30
+    assert _digest(tmp_path) == before and not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("where", ["--config", "base:"])
+def test_a_recipe_that_is_a_pipe_is_named_as_such(where, tmp_path):
+    """The export command's recipe, or a base file it names, replaced by a named pipe: named as
+    one (not "does not exist"), on one line, without reading it."""
+    from torch_uncertainty_signorm.cli.export import main
+
+    os.mkfifo(tmp_path / "pipe.yaml")
+    recipe = tmp_path / "pipe.yaml"
+    if where == "base:":
+        recipe = tmp_path / "recipe.yaml"
+        recipe.write_text(yaml.safe_dump({"base": "pipe.yaml", **_recipe()}))
+    with pytest.raises(ValueError, match=r"pipe.yaml.*is not a regular file \(a named pipe, a "
+                                         r"device, a folder\)") as error:
+        main(["--config", str(recipe), "--ckpt_path", "run.ckpt", "--output",
+              str(tmp_path / "out")])
+    assert "\n" not in str(error.value) and not (tmp_path / "out").exists()

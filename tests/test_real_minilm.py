@@ -35,6 +35,7 @@ def test_the_real_checkpoint_has_tiny_and_negative_layer_norm_scales(minilm_and_
     assert weight.abs().min() < 1e-30 and (weight < 0).sum() == 3
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("dtype", "tolerance"), [(torch.float64, 1e-6), (torch.float32, 1e-5)])
 def test_converted_members_reproduce_the_pretrained_features(minilm_and_tweets, dtype, tolerance):
     model, inputs = minilm_and_tweets

@@ -7,7 +7,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import SECOND_TIER, TESTS, in_second_tier
+from tiers import FAST_TIER_RECIPES, SECOND_TIER, TESTS, in_second_tier, second_tier_recipe
 
 ROOT = TESTS.parent
 
@@ -30,6 +30,19 @@ def test_every_second_tier_path_exists():
 ])
 def test_the_tier_of_a_file_follows_its_path(path, second):
     assert in_second_tier(TESTS / path) is second
+
+
+def test_per_recipe_tests_keep_a_representative_few_in_the_fast_tier():
+    experiments = ROOT / "experiments"
+    assert all((experiments / f"{name}.yaml").is_file() for name in FAST_TIER_RECIPES)
+    assert not second_tier_recipe("test_recipe_parses",
+                                  {"recipe": experiments / "digits_signorm.yaml"})
+    assert second_tier_recipe("test_recipe_parses",
+                              {"recipe": experiments / "wrn_c100_signorm.yaml"})
+    assert not second_tier_recipe("test_a_release_recipe_resolves_to_todays_recipe",
+                                  {"name": "resnet18_c10_signorm"})
+    assert not second_tier_recipe("test_recipe_is_consistent",
+                                  {"recipe": experiments / "wrn_c100_signorm.yaml"})
 
 
 @pytest.mark.parametrize("required", [False, True], ids=["developer", "ci"])

@@ -44,8 +44,8 @@ from torch_uncertainty.utils import TUTrainer
 from torch_uncertainty_signorm import ownership_counts, signorm_ensemble
 from torch_uncertainty_signorm.cli.console import silence_library_noise
 from torch_uncertainty_signorm.datamodules import DigitsDataModule
-from torch_uncertainty_signorm.signorm.optim import signorm_optim_recipe
 from torch_uncertainty_signorm.routines import SigmaNormClassificationRoutine
+from torch_uncertainty_signorm.signorm.optim import signorm_optim_recipe
 
 seed_everything(0)
 torch.set_num_threads(1)  # 8×8 images are too small to gain from more CPU threads

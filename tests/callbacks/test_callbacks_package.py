@@ -1,10 +1,12 @@
 """The callbacks package imports a callback's module when the callback is first used."""
 
+import pytest
 from fixtures.imports import modules_imported_by
 
 import torch_uncertainty_signorm.callbacks as callbacks
 
 
+@pytest.mark.slow
 def test_importing_the_resume_callback_leaves_the_metrics_libraries_unimported():
     """TorchUncertainty's metrics bring scikit-learn and seaborn; a run that only resumes needs
     neither (Lightning itself still imports matplotlib)."""

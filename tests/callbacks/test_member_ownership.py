@@ -74,6 +74,7 @@ def live_figures():
     return sum(type(obj) is Figure for obj in gc.get_objects())
 
 
+@pytest.mark.slow
 def test_training_logs_one_block_figures_and_scalars_per_validation_epoch(tmp_path):
     """TensorBoard when installed (read back with EventAccumulator), else the CSV/PNG path."""
     torch.manual_seed(0)

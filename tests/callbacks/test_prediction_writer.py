@@ -15,6 +15,7 @@ from torch_uncertainty_signorm.prediction import member_probabilities
 M = 4  # members of the digits fixture
 
 
+@pytest.mark.slow
 def test_saved_probabilities_match_the_model_on_every_test_loader(tmp_path):
     torch.manual_seed(0)
     routine = digits_signorm_routine(save_to_csv=True)

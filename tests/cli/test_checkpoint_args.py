@@ -98,6 +98,7 @@ def test_checkpoint_strings_read_as_classes_are_never_built(form, tmp_path, monk
     assert_not_imported(name, marker)
 
 
+@pytest.mark.slow
 def test_a_checkpoint_word_read_as_a_class_is_refused_after_parsing(tmp_path, monkeypatch):
     """``ood_criterion`` takes a criterion or a name: a checkpoint's plain word that the parser
     resolves to a class is refused before anything is built; a name is taken as before."""

@@ -117,6 +117,7 @@ def test_recipes_log_to_distinct_directories():
     assert all(len(files) == 1 for files in targets.values()), targets
 
 
+@pytest.mark.slow
 def test_eval_after_fit_can_be_switched_off(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     recipe = str(EXPERIMENTS / "resnet18_c10_single.yaml")

@@ -71,6 +71,7 @@ def test_low_temperature_lowers_signorm_cos_on_real_digits():
     assert cosines[0.1] < cosines[10.0] - 0.3, cosines
 
 
+@pytest.mark.slow
 def test_test_metrics_land_in_results_csv_next_to_torch_uncertainty_metrics(tmp_path):
     torch.manual_seed(0)
     routine = digits_signorm_routine(save_to_csv=True, eval_ood=True)

@@ -51,6 +51,7 @@ def test_one_rule_for_data():
     assert not is_data(with_plain_values(object()))
 
 
+@pytest.mark.slow
 def test_the_export_package_never_imports_the_command():
     imported = modules_imported_by(
         "import torch_uncertainty_signorm.export",

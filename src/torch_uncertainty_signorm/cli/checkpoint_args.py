@@ -3,6 +3,7 @@ recipe and the command line, never imported (:func:`reconcile_checkpoint_args`).
 
 from __future__ import annotations
 
+import math
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -118,6 +119,46 @@ def _check_patterns(tree: Any, where: str) -> None:
             _check_patterns(value, f"{where}[{index}]")
 
 
+#: ``pretrained`` of σN-Ens (its settings included) is a layout flag: the conversion of a
+#: pretrained backbone, which fetches nothing (``model_registry``'s ``layout_flags``).
+_LAYOUT_FLAGS = frozenset({"model.init_args.pretrained", "model.init_args.config.pretrained",
+                           "model.init_args.config.init_args.pretrained"})
+
+
+def _non_finite(value: Any) -> bool:
+    if isinstance(value, float):
+        return not math.isfinite(value)
+    if isinstance(value, dict):
+        return any(_non_finite(item) for item in value.values())
+    if isinstance(value, (list, tuple)):
+        return any(_non_finite(item) for item in value)
+    return False
+
+
+def _check_taken(ckpt_path: Any, where: str, saved: Any) -> None:
+    """Refuse a checkpoint value the recipe leaves unset that would fetch or read weights or
+    files (an argument of
+    :data:`~torch_uncertainty_signorm.safety.model_registry.FETCHING_ARGUMENTS` set to anything
+    but ``None``/``False``: a checkpoint never chooses what is read, fetched or where a download
+    cache is written) or that is not a finite number (NaN, inf)."""
+    from ..safety.model_registry import fetching_arguments
+
+    key = where.removeprefix("routine.init_args.")
+    if (key.rpartition(".")[2] in fetching_arguments() and key not in _LAYOUT_FLAGS
+            and saved not in (None, False)):
+        raise ValueError(
+            f"ckpt_path='{ckpt_path}' sets {where}={saved!r:.200}, which the recipe leaves "
+            f"unset: an argument that reads or fetches weights or files "
+            f"(torch_uncertainty_signorm.safety.model_registry.FETCHING_ARGUMENTS) is never taken "
+            f"from a checkpoint; set it in the recipe or on the command line if you mean it."
+        )
+    if _non_finite(saved):
+        raise ValueError(
+            f"ckpt_path='{ckpt_path}' sets {where}={saved!r:.200}, which the recipe leaves "
+            f"unset: a value taken from a checkpoint must be a finite number (no NaN or inf)."
+        )
+
+
 def reconcile_checkpoint_args(parser: LightningArgumentParser, config: Namespace,
                               args: ArgsType) -> tuple[Namespace, bool]:
     """Check a checkpoint's saved routine arguments against the recipe, never importing them.
@@ -129,7 +170,8 @@ def reconcile_checkpoint_args(parser: LightningArgumentParser, config: Namespace
     writes and where (:data:`OUTPUT_ARGS`) is never taken from the checkpoint; values left at
     their defaults are taken from the checkpoint, as Lightning does, but never a string where a
     class is expected, checked before and after parsing
-    (:func:`~torch_uncertainty_signorm.safety.allowlist.check_class_strings`). The checkpoint is a
+    (:func:`~torch_uncertainty_signorm.safety.allowlist.check_class_strings`), nor an argument that
+    reads or fetches weights or files, nor a number that is not finite. The checkpoint is a
     local file, whole, with finite weights
     (:func:`~torch_uncertainty_signorm.safety.checkpoints.check_lightning_checkpoint`), and every
     load (Lightning's too) uses ``weights_only=True``.
@@ -198,6 +240,7 @@ def reconcile_checkpoint_args(parser: LightningArgumentParser, config: Namespace
                 f"command line sets {current!r}: give the checkpoint's value or leave it "
                 f"unset (unset values are taken from the checkpoint)."
             )
+        _check_taken(ckpt_path, where, saved)
         taken[key] = saved
     if not taken:
         return config, resumes_interruption

@@ -48,7 +48,12 @@ from .interruption import (
 )
 from .optimizer import optim_recipe, routine_optim_recipe
 from .recipe_bases import expand_recipe_bases
-from .run_folders import SaveRunConfig, continue_logged_run, remove_unused_log_dirs
+from .run_folders import (
+    SaveRunConfig,
+    continue_logged_run,
+    remove_unused_log_dirs,
+    report_stale_partials,
+)
 from .tu_recipes import register_types, tu_format_args
 
 __all__ = ["TUSigmaNormCLI", "cli_main", "main"]
@@ -339,7 +344,12 @@ class TUSigmaNormCLI(TULightningCLI):
             self.save_config_kwargs = {**self.save_config_kwargs, "overwrite": True}
 
     def _run_subcommand(self, subcommand: str) -> None:
-        """As Lightning's, with a stop by SIGTERM or Ctrl-C raising :class:`RunInterrupted`."""
+        """As Lightning's, with a stop by SIGTERM or Ctrl-C raising :class:`RunInterrupted`;
+        first, the partial files a write cut off by SIGKILL left in the run's folder are removed
+        and those in other runs' folders named
+        (:func:`~torch_uncertainty_signorm.cli.run_folders.report_stale_partials`)."""
+        with contextlib.suppress(OSError):
+            report_stale_partials(self.trainer, self._started)
         try:
             super()._run_subcommand(subcommand)
         except SIGTERMException as stop:

@@ -34,6 +34,9 @@ def _recipe_model_block(recipe: Path, overrides: Sequence[str], allowed: Sequenc
     imports anything (:func:`~torch_uncertainty_signorm.safety.allowlist.check_recipe`), the model
     block again after."""
     if not recipe.is_file():
+        if recipe.exists():
+            raise ValueError(f"--config {str(recipe)!r} is not a regular file (a named pipe, a "
+                             f"device, a folder); expected a recipe (a YAML file).")
         raise FileNotFoundError(f"--config {str(recipe)!r} does not exist.")
     recipe_allowed = allowlist.RECIPE_CLASS_PATHS | frozenset(allowed)
     for path, read in recipe_chain(recipe):  # the recipe and each of its base files, whole,

@@ -83,7 +83,10 @@ def _base_paths(config: Mapping[str, Any], path: Path, root: Path) -> list[Path]
                 f"folder of the recipe given on the command line (or one below it)."
             )
         if not base.is_file():
-            raise RecipeBaseError(f"{path}: base file {name!r} ({base}) does not exist.")
+            what = ("is not a regular file (a named pipe, a device, a folder)"
+                    if base.exists() else "does not exist")
+            raise RecipeBaseError(f"{path}: base file {name!r} ({base}) {what}; a base is a "
+                                  f"YAML file.")
         bases.append(base)
     return bases
 

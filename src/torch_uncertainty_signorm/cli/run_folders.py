@@ -1,6 +1,7 @@
 """A run's logger folder: its saved configuration (:class:`SaveRunConfig`), the version an
-interrupted run continues (:func:`continue_logged_run`), and the folder of a run that wrote
-nothing, removed (:func:`remove_unused_log_dirs`)."""
+interrupted run continues (:func:`continue_logged_run`), the folder of a run that wrote
+nothing, removed (:func:`remove_unused_log_dirs`), and partial files that writes cut off by
+SIGKILL left (:func:`report_stale_partials`)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,8 @@ from lightning.pytorch import Trainer
 from lightning.pytorch.cli import SaveConfigCallback
 from torch_uncertainty.utils.cli import TUSaveConfigCallback
 
-__all__ = ["SaveRunConfig", "continue_logged_run", "remove_unused_log_dirs"]
+__all__ = ["SaveRunConfig", "continue_logged_run", "remove_unused_log_dirs",
+           "report_stale_partials"]
 
 
 class SaveRunConfig(TUSaveConfigCallback):
@@ -109,3 +111,44 @@ def remove_unused_log_dirs(trainer: Trainer | None, started: float) -> None:
             shutil.rmtree(folder, ignore_errors=True)
             print(f"torch-uncertainty: removed {folder}: the run failed before training or "
                   f"testing wrote anything to it.", file=sys.stderr)
+
+
+def report_stale_partials(trainer: Trainer | None, started: float) -> list[Path]:
+    """At a run's setup: remove the partial files (``.<name>.<hex>.partial``) that a write cut
+    off by SIGKILL or a power cut left in this run's own logger folder and its ``checkpoints/``
+    (a resumed run's version), with a warning naming them; name on one line of stderr, without
+    touching them, those left in the other runs' folders beside it (``version_*`` and their
+    ``checkpoints/``), which may belong to a run still writing. Only files older than
+    ``started`` (a ``time.time()``) count. Returns the files named."""
+    from ..safety.atomic_files import remove_stale_partials, stale_partials
+
+    if trainer is None or not trainer.is_global_zero:
+        return []
+    found: list[Path] = []
+    for run_logger in trainer.loggers:
+        try:
+            log_dir = getattr(run_logger, "log_dir", None)
+        except Exception:  # a logger computing its folder from a service
+            continue
+        if not log_dir:
+            continue
+        own = Path(log_dir)
+        for folder in (own, own / "checkpoints"):
+            remove_stale_partials(folder, started)
+        try:
+            siblings = sorted(entry for entry in own.parent.iterdir() if entry.is_dir()
+                              and entry.name.startswith("version_") and entry != own)
+        except OSError:
+            continue
+        for sibling in siblings:
+            for folder in (sibling, sibling / "checkpoints"):
+                found.extend(path for path in stale_partials(folder, started)
+                             if path not in found)
+    if found:
+        size = sum(path.lstat().st_size for path in found if path.exists())
+        shown = ", ".join(str(path) for path in found[:3]) + (", ..." if len(found) > 3 else "")
+        print(f"torch-uncertainty: {len(found)} partial file(s) ({size / 1e6:.1f} MB) left in "
+              f"other runs' folders by a write cut off (SIGKILL, a power cut), no checkpoint: "
+              f"{shown}; delete them when no run writes there (a run removes only its own).",
+              file=sys.stderr)
+    return found

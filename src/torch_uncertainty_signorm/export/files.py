@@ -39,8 +39,10 @@ _DTYPE_NAMES = {
 def export_file(directory: Path, name: str) -> Path:
     """``directory / name`` if it is a regular file inside ``directory``.
 
-    A symbolic link leading out of the folder (to another export's weights), a directory, a
-    device or a pipe (which would block the reader) is refused.
+    A symbolic link leading out of the folder (to another export's weights), a hard link (a
+    file with more than one name: where the others are cannot be told, so it is treated as a
+    link out of the folder), a directory, a device or a pipe (which would block the reader) is
+    refused.
 
     Raises:
         FileNotFoundError: If there is no such file.
@@ -54,9 +56,14 @@ def export_file(directory: Path, name: str) -> Path:
     if not resolved.is_relative_to(folder):
         raise ValueError(f"'{path}' leads out of the export folder (to '{resolved}'); an "
                          f"export is read from its own files only.")
-    if not stat.S_ISREG(resolved.stat().st_mode):
+    status = resolved.stat()
+    if not stat.S_ISREG(status.st_mode):
         raise ValueError(f"'{path}' is not a regular file (a directory, a device or a pipe); "
                          f"an export holds regular files written by export_ensemble.")
+    if status.st_nlink > 1:
+        raise ValueError(f"'{path}' is a hard link ({status.st_nlink} names share its data, "
+                         f"e.g. another export's file); an export is read from its own files "
+                         f"only: copy the file into the folder (cp, not ln).")
     return resolved
 
 

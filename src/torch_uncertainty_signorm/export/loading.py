@@ -87,7 +87,8 @@ def _class_blocks(node: object) -> int:
 def _check_sizes(spec: Mapping, header: Mapping[str, tuple], path: Path) -> None:
     """The sizes building would spend time on, against the weights, before building: the
     number of class blocks, the number of members (``heads.weight`` is ``(M, C, D)``, and must
-    be there) and a backbone config's numbers of layers (at most the layers the file holds)."""
+    be there, and every σNorm layer's ``scale_logits`` is ``(M, features)``) and a backbone
+    config's numbers of layers (at most the layers the file holds)."""
     if (blocks := _class_blocks(spec)) > MAX_CLASS_BLOCKS:
         raise ValueError(f"model nests {blocks} class blocks (at most {MAX_CLASS_BLOCKS}: the "
                          f"ensemble, its settings and its backbone); '{path}' is no export "
@@ -100,6 +101,13 @@ def _check_sizes(spec: Mapping, header: Mapping[str, tuple], path: Path) -> None
         raise ValueError(f"model.init_args.num_estimators={members!r}, but '{path}' holds the "
                          f"heads of {header['heads.weight'][1][0]} members (heads.weight "
                          f"{header['heads.weight'][1]}). Nothing was built.")
+    other = sorted(f"{key} {shape}" for key, (_, shape) in header.items()
+                   if key.endswith(".scale_logits") and shape[:1] != (members,))
+    if other:  # each σNorm layer holds (M, features) scale logits
+        raise ValueError(f"model.init_args.num_estimators={members!r}, but '{path}' holds σNorm "
+                         f"scale logits of another number of members ({other[0]}"
+                         f"{f' and {len(other) - 1} more' if len(other) > 1 else ''}). Nothing "
+                         f"was built.")
     backbone = spec["init_args"].get("model")
     config = backbone.get("init_args", {}).get("config") if isinstance(backbone, Mapping) else None
     if not isinstance(config, Mapping):

@@ -430,8 +430,9 @@ def main(argv: Sequence[str] | None = None) -> tuple[list[str], list[list[str]]]
                 raise ValueError(table.no_match_message(**where))
             where = table.resolve(**where)
         found = {label: find_runs(paths.split(",")) for label, paths in groups.items()}
-    except ValueError as error:
-        parser.error(str(error))
+    except (ValueError, OSError) as error:  # one line: no usage block above the reason
+        print(f"{parser.prog}: error: {' '.join(str(error).split())}", file=sys.stderr)
+        raise SystemExit(2) from None
     rows = []
     for label, runs in found.items():
         for line in run_summary(runs, args.test_batch_size):

@@ -76,7 +76,7 @@ def run_settings(run_dir: str | Path) -> dict[str, Any]:
         try:
             saved = json.loads(read_regular(run_dir / SETTINGS_FILENAME, "settings", 16 << 20,
                                             "a JSON file"))
-        except (UnicodeDecodeError, json.JSONDecodeError):
+        except (ValueError, RecursionError):  # not JSON or UTF-8, huge integers, deep nesting
             saved = None
         if isinstance(saved, Mapping):
             _flatten(dict(saved), "", flat, budget)

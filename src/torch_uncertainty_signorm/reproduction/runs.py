@@ -136,8 +136,10 @@ def read_settings(log_dir: str | Path) -> dict[str, Any]:
         path = log_dir / SETTINGS_FILENAME
         try:
             saved = json.loads(read_regular(path, "settings", MAX_RESULTS_BYTES, "a JSON file"))
-        except json.JSONDecodeError as error:
-            raise ValueError(f"{path} is not valid JSON ({error}).") from None
+        except (ValueError, RecursionError) as error:  # not JSON or UTF-8, a 5,000-digit
+            reason = " ".join(str(error).split())  # integer, nesting past the recursion limit
+            raise ValueError(f"{path} is not valid JSON ({reason}); expected the object of "
+                             f"settings a sweep writes.") from None
         if not isinstance(saved, dict):
             raise ValueError(f"{path} holds a JSON {type(saved).__name__}; expected an object "
                              f"of settings.")

@@ -9,6 +9,11 @@ For a class-typed argument jsonargparse also reads a *string* as a class block (
 ``"{class_path: ...}"``, the path of a YAML file, a short class name):
 :func:`check_class_strings` refuses such strings before parsing, and :func:`instantiate_spec`
 checks the parsed configuration again before building it.
+
+A recipe given to the export command is data too (the recipe given to ``torch-uncertainty``
+is the user's): :func:`check_recipe` walks it whole before its parser imports anything, every
+``class_path``, dotted string, string YAML reads as a block (one line included) and file a
+value names, and refuses a value naming a pipe, a device or a socket.
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ import importlib
 import importlib.util
 import inspect
 import re
+import stat
 import types
 import typing
 from collections.abc import Collection, Mapping
@@ -212,7 +218,8 @@ def check_recipe(recipe: Any, where: str, allowed: frozenset[str] = RECIPE_CLASS
     Every ``class_path`` at any depth, in either recipe format (``routine:`` or
     TorchUncertainty's ``model:``), must be allowed (:data:`RECIPE_CLASS_PATHS`); a dotted
     string naming an importable object must be allowed; a string that YAML reads as a mapping
-    or a list is checked as the block it would be; a string naming a file (beside ``folder`` or
+    or a list (a flow block, several lines, or one line such as ``"class_path: a.B"``) is
+    checked as the block it would be; a string naming a file (beside ``folder`` or
     the working directory) is read and checked as the block it would be; a top-level block
     (``routine``, ``data``, ``optimizer``, ...) must be written as a mapping.
 
@@ -224,16 +231,20 @@ def check_recipe(recipe: Any, where: str, allowed: frozenset[str] = RECIPE_CLASS
 
     seen_files: set[Path] = set()
 
-    def named_file(value: str) -> Path | None:
+    def named_file(value: str, place: str) -> Path | None:
         if len(value) > 4096 or "\0" in value or "\n" in value:
             return None
         for base in ([folder] if folder is not None else []) + [Path.cwd()]:
             try:
                 candidate = (base / value).resolve()
-                if candidate.is_file():
-                    return candidate
+                mode = candidate.stat().st_mode
             except (OSError, ValueError):
                 continue
+            if stat.S_ISREG(mode):
+                return candidate
+            if not stat.S_ISDIR(mode):  # the parser would open it, and block on a pipe
+                raise refuse(place, value, f"names '{candidate}', which is not a regular file "
+                             f"(a named pipe, a device or a socket)")
         return None
 
     def refuse(place: str, value: Any, why: str) -> ValueError:
@@ -267,7 +278,9 @@ def check_recipe(recipe: Any, where: str, allowed: frozenset[str] = RECIPE_CLASS
         elif isinstance(node, str) and not _allowed_name(node, allowed):
             if _importable(node):
                 raise refuse(place, node, "is not an allowed class path, so it is not imported")
-            if ("\n" in node or node.lstrip()[:1] in ("{", "[")) and len(node) < (1 << 20):
+            path = named_file(node, place)
+            if path is None:
+                # any string YAML reads as a block, on one line too ("class_path: a.B", "- x")
                 try:
                     parsed = load_yaml(node, f"{where}: {place}")
                 except ValueError as error:
@@ -276,7 +289,7 @@ def check_recipe(recipe: Any, where: str, allowed: frozenset[str] = RECIPE_CLASS
                     return
                 if isinstance(parsed, (Mapping, list)):
                     visit(parsed, place, depth + 1)
-            elif (path := named_file(node)) is not None and path not in seen_files:
+            elif path not in seen_files:
                 seen_files.add(path)
                 try:
                     data = read_regular(path, place, _MAX_NAMED_FILE_BYTES)

@@ -25,6 +25,7 @@ from lightning.fabric.plugins import TorchCheckpointIO
 
 __all__ = [
     "AtomicCheckpointIO", "remove_stale_partials", "replaced_atomically", "replaced_folder",
+    "stale_partials",
 ]
 
 #: The temporary names :func:`replaced_atomically` and :func:`replaced_folder` write under.
@@ -57,20 +58,33 @@ def replaced_atomically(path: str | Path) -> Iterator[Path]:
     _sync_directory(path.parent)
 
 
+def stale_partials(directory: str | Path, before: float | None = None) -> list[Path]:
+    """The temporary files and folders (``.<name>.<hex>.partial``) that a write cut off by
+    SIGKILL or a power cut left in ``directory`` before ``before`` (default: when this process
+    started); nothing is removed."""
+    directory, before = Path(directory), _STARTED if before is None else before
+    try:
+        entries = list(directory.iterdir())
+    except OSError:
+        return []
+    found = []
+    for entry in entries:
+        try:
+            if _PARTIAL.fullmatch(entry.name) and entry.lstat().st_mtime < before:
+                found.append(entry)
+        except OSError:
+            continue
+    return found
+
+
 def remove_stale_partials(directory: str | Path, before: float | None = None) -> list[Path]:
     """Remove the temporary files and folders (``.<name>.<hex>.partial``) that a write cut off
     by SIGKILL or a power cut left in ``directory`` before ``before`` (default: when this
     process started), and warn naming them; returns them."""
-    directory, before = Path(directory), _STARTED if before is None else before
+    directory = Path(directory)
     removed = []
-    try:
-        entries = list(directory.iterdir())
-    except OSError:
-        return removed
-    for entry in entries:
+    for entry in stale_partials(directory, before):
         try:
-            if not _PARTIAL.fullmatch(entry.name) or entry.lstat().st_mtime >= before:
-                continue
             if entry.is_dir() and not entry.is_symlink():
                 shutil.rmtree(entry)
             else:
@@ -93,9 +107,12 @@ def replaced_folder(path: str | Path) -> Iterator[Path]:
     to ``path``, then the previous one removed. A reader never sees the two mixed; on any error
     (SIGTERM included, where the command turns it into an exception) the new folder is removed
     and ``path`` is left as it was. Stale folders of writes cut off earlier are removed first
-    (:func:`remove_stale_partials`)."""
+    (:func:`remove_stale_partials`); a previous folder that such a write had renamed aside
+    without putting the new one in place (cut off between the two renames) is put back first.
+    """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
+    _restore_previous(path)
     remove_stale_partials(path.parent)
     token = secrets.token_hex(4)
     partial, old = (path.with_name(f".{path.name}.{token}.partial"),
@@ -121,6 +138,23 @@ def replaced_folder(path: str | Path) -> Iterator[Path]:
         raise
     _sync_directory(path.parent)
     shutil.rmtree(old, ignore_errors=True)
+
+
+def _restore_previous(path: Path) -> None:
+    """Put back the previous folder of a :func:`replaced_folder` cut off (SIGKILL, a power cut)
+    between its two renames: ``path`` is missing and its previous content lies aside as
+    ``.<name>.<hex>.old``; the newest such folder is renamed back to ``path``, with a warning."""
+    if os.path.lexists(path):
+        return
+    aside = re.compile(rf"\.{re.escape(path.name)}\.[0-9a-f]{{8}}\.old")
+    candidates = [entry for entry in stale_partials(path.parent) if aside.fullmatch(entry.name)
+                  and entry.is_dir() and not entry.is_symlink()]
+    if not candidates:
+        return
+    previous = max(candidates, key=lambda entry: entry.lstat().st_mtime)
+    os.rename(previous, path)
+    warnings.warn(f"{path} was missing: a replacement cut off (SIGKILL, a power cut) between "
+                  f"its two renames had left it aside as {previous.name}; put back.", stacklevel=3)
 
 
 def _sync_directory(directory: Path) -> None:

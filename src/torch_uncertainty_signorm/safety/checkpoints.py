@@ -3,6 +3,7 @@ model's checkpoint into its backbone before σNorm conversion (FineTune)."""
 
 from __future__ import annotations
 
+import math
 import re
 import stat
 import zipfile
@@ -144,8 +145,9 @@ def read_checkpoint(path: str | Path, argument: str = "checkpoint",
 def check_lightning_checkpoint(checkpoint: Any, path: str | Path,
                                argument: str = "ckpt_path") -> dict:
     """``checkpoint`` if it is a Lightning checkpoint worth loading: a dict whose
-    ``state_dict`` holds finite tensors, whose ``hyper_parameters`` is a mapping and whose
-    ``global_step`` and ``epoch`` are integers >= 0.
+    ``state_dict`` holds finite tensors, whose ``hyper_parameters`` is a mapping, whose
+    ``global_step`` and ``epoch`` are integers >= 0 and whose ``optimizer_states`` (if any) are
+    finite.
 
     Raises:
         ValueError: Naming the file, the entry and what is valid.
@@ -177,7 +179,37 @@ def check_lightning_checkpoint(checkpoint: Any, path: str | Path,
                 f"{where} holds negative values in state_dict['{key}'] (a normalisation "
                 f"layer's running variance, >= 0 in any trained model): refused."
             )
+    _check_optimizer_states(checkpoint.get("optimizer_states"), where)
     return checkpoint
+
+
+def _check_optimizer_states(states: Any, where: str) -> None:
+    """Refuse optimiser states (what ``fit --ckpt_path`` resumes) that are no list of state
+    dicts, or that hold a non-finite tensor (a momentum buffer) or setting (a learning rate):
+    resuming would train on NaN."""
+    if states is None:
+        return
+    if not isinstance(states, list) or not all(isinstance(state, Mapping) for state in states):
+        raise ValueError(f"{where} has optimizer_states of type {type(states).__name__} "
+                         f"({states!r:.100}); expected a list of optimizer state dicts.")
+    for index, state in enumerate(states):
+        entries = state.get("state") or {}
+        for parameter, values in (entries.items() if isinstance(entries, Mapping) else ()):
+            for name, value in (values.items() if isinstance(values, Mapping) else ()):
+                if isinstance(value, Tensor) and value.is_floating_point() and not bool(
+                        torch.isfinite(value).all()):
+                    raise ValueError(f"{where} holds non-finite values (NaN or inf) in "
+                                     f"optimizer_states[{index}]['state'][{parameter!r}]"
+                                     f"[{name!r}]: refused (resuming would train on them).")
+        groups = state.get("param_groups") or []
+        for group_index, group in enumerate(groups if isinstance(groups, list) else ()):
+            for name, value in (group.items() if isinstance(group, Mapping) else ()):
+                numbers = value if isinstance(value, (list, tuple)) else [value]
+                if any(isinstance(number, float) and not math.isfinite(number)
+                       for number in numbers):
+                    raise ValueError(f"{where} has optimizer_states[{index}]['param_groups']"
+                                     f"[{group_index}][{name!r}]={value!r:.100}; expected a "
+                                     f"finite number (resuming would train with it).")
 
 
 def _read_state_dict(path: Path) -> Mapping[str, Tensor]:

@@ -17,11 +17,20 @@ other paths of the same object), and what the safety checks need to know about i
   (:data:`torch_uncertainty_signorm.export.EXPORTABLE_CLASS_PATHS`);
 * ``weight_sources``: its arguments that fetch weights or remote code, each with the value that
   builds the architecture alone (``None``: the argument is left out), which an export writes
-  and loading requires;
+  and loading requires; a checkpoint given to ``--ckpt_path`` never sets one of them, nor of
+  :data:`FETCHING_ARGUMENTS`, where the recipe leaves it unset (only the recipe or the command
+  line choose what a run reads or fetches);
 * ``layout_flags``: arguments named like a weight source that only choose the parameter
   layout (σN-Ens's ``pretrained`` conversion flag);
 * ``stored_argument``: an argument an export must carry because the factory would otherwise
   read it from a directory or the hub (a ``bert_classifier``'s Hugging Face ``config``).
+
+The trust rule these entries serve: the recipe given to ``torch-uncertainty`` and the command
+line are the user's (trusted, as code); a checkpoint, an export's files and a recipe given to
+the export command are data, which may name only the classes listed here (and the recipe
+classes of :data:`torch_uncertainty_signorm.safety.allowlist.RECIPE_CLASS_PATHS`), checked before
+anything is imported, and are read only as regular files (no pipe, device, or link leading out
+of an export: a hard link is refused there too).
 
 The baselines' wrappers are recorded too (neither allow-listed nor exportable: they are no
 σNorm-Ensembles). Nothing here imports a model: the checks read class paths before anything

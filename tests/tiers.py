@@ -1,0 +1,61 @@
+"""The suite's two tiers, decided here and applied by tests/conftest.py.
+
+The fast tier (``python -m pytest -m "not slow"``) is what a change is checked with; the second
+tier (``-m slow``) holds the journeys, the recipe runs, DDP, the tests that start other
+processes, every recipe but a representative few where a test runs once per recipe, and every
+test marked ``slow`` where it stands (one that takes more than a few seconds).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+TESTS = Path(__file__).resolve().parent
+
+#: Second tier by path (relative to tests/): folders end with "/". A new test in one of them
+#: joins the second tier without a marker.
+SECOND_TIER = (
+    "journeys/",  # the user's journeys through the command, end to end
+    # recipe runs: recipes trained through the command
+    "test_recipes_run.py",
+    "test_transformer_recipes_run.py",
+    "test_real_minilm_recipes.py",
+    "test_quickstart.py",
+    "test_tu_format_recipes.py",
+    "cli/test_recipe_fits.py",
+    "test_distributed.py",  # DDP, in worker processes
+    # tests that start other processes (the command, scripts, vermin)
+    "test_console.py",
+    "test_head_scale.py",
+    "test_cpu_and_stand_in.py",
+    "test_python_range.py",
+    "test_downloaded_files.py",
+    "reproduction/test_regression.py",
+    "reproduction/test_run_groups.py",
+    "reproduction/test_old_paths.py",
+    "studies/test_simulation.py",  # the synthetic equilibrium, 28 simulated trainings
+)
+
+#: Tests that run once per recipe through the command's parser (several seconds each): the fast
+#: tier keeps the recipes below, the second tier the rest.
+PER_RECIPE_TESTS = (
+    "test_recipe_parses",
+    "test_experiments_print_config_equals_its_self_contained_form",
+    "test_a_release_recipe_resolves_to_todays_recipe",
+)
+FAST_TIER_RECIPES = ("digits_signorm", "resnet18_c10_signorm")
+
+
+def in_second_tier(path: Path) -> bool:
+    """Whether the test file at ``path`` belongs to the second tier by where it is."""
+    relative = Path(path).resolve().relative_to(TESTS).as_posix()
+    return any(relative.startswith(entry) if entry.endswith("/") else relative == entry
+               for entry in SECOND_TIER)
+
+
+def second_tier_recipe(test_name: str, params: dict) -> bool:
+    """Whether a per-recipe test's case, given its parameters, belongs to the second tier."""
+    if test_name not in PER_RECIPE_TESTS:
+        return False
+    (recipe,) = (value for key, value in params.items() if key in ("recipe", "name"))
+    return Path(str(recipe)).stem not in FAST_TIER_RECIPES
