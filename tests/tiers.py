@@ -32,7 +32,6 @@ SECOND_TIER = (
     "test_downloaded_files.py",
     "reproduction/test_regression.py",
     "reproduction/test_run_groups.py",
-    "reproduction/test_old_paths.py",
     "studies/test_simulation.py",  # the synthetic equilibrium, 28 simulated trainings
 )
 
