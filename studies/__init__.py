@@ -7,8 +7,9 @@ Not installed with the package: run from the root of a source checkout, one comm
 * :mod:`.sweeps`: τ, M and λ sweeps (digits on CPU, or any recipe);
 * :mod:`.figures`: the paper's sweep tables and figures from the runs' ``results.csv`` files;
 * :mod:`.digits_study` (read by :mod:`.digits_analysis`): the CPU study behind
-  ``docs/digits_study``;
-* :mod:`.tweets_study` and :mod:`.tweets_controlled`: the studies behind ``docs/tweets_study``;
+  ``studies/results/digits_study``;
+* :mod:`.tweets_study` and :mod:`.tweets_controlled`: the studies behind
+  ``studies/results/tweets_study``;
 * :mod:`.simulation`: the regulariser's equilibrium on simulated importances;
 * :mod:`.stats`: the intervals and tests behind every "better" in those studies.
 

@@ -1,7 +1,9 @@
-"""The attribution study on digits: where σN-Ens's gain comes from (``docs/attribution_study``).
+"""The attribution study on digits: where σN-Ens's gain comes from
+(``studies/results/attribution_study``).
 
 The design, arms, measures and decision rules are registered in
-``docs/attribution_study/DESIGN.md``; this module trains its runs and reads them by those rules.
+``studies/results/attribution_study/DESIGN.md``; this module trains its runs and reads them by
+those rules.
 Every run is the ``torch-uncertainty fit`` command on
 ``experiments/digits_study_{single,signorm}.yaml`` of a frozen checkout of the registered commit
 (``--code``: the command runs in that folder, with its ``src`` first on ``PYTHONPATH``), the arm's

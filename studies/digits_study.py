@@ -10,9 +10,10 @@ and, for the methods comparison, the test and near-OOD member probabilities. Run
 present are kept; the tables, figures and tests are drawn from the kept files alone
 (``--figures-only``)::
 
-    python -m studies.digits_study --out docs/digits_study
+    python -m studies.digits_study --out studies/results/digits_study
 
-The grid (:func:`study_runs`, design and pre-registered outcomes in ``docs/digits_study``):
+The grid (:func:`study_runs`, design and pre-registered outcomes in
+``studies/results/digits_study``):
 
 * ``tau``: σN-Ens, M = 4, λ = 10⁻², τ ∈ :data:`TAUS` × seeds 0-2 (τ = 0.1: 0-4), and
   λ = 0 × seeds 0-2;
@@ -204,7 +205,8 @@ def main(argv: Sequence[str] | None = None) -> str:
     return study_command(
         argv, prog="python -m studies.digits_study",
         description="Train the digits study's runs on CPU and write its tables, figures and tests.",
-        out="docs/digits_study", parts=PARTS, run_study=run_study, write_artefacts=write_artefacts,
+        out="studies/results/digits_study", parts=PARTS, run_study=run_study,
+        write_artefacts=write_artefacts,
     )
 
 

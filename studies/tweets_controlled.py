@@ -8,9 +8,10 @@ overrides, in ``runs/<run>/seed<S>/``. The seed also redraws the 960 training tw
 (``--data.init_args.subset_seed``); the test tweets are the same in every run. Runs already
 present are kept; ``--figures-only`` draws the tables from the kept files::
 
-    python -m studies.tweets_controlled --out docs/tweets_study/controlled
+    python -m studies.tweets_controlled --out studies/results/tweets_study/controlled
 
-The grid (:func:`study_runs`; design and pre-registered outcomes in ``docs/tweets_study``):
+The grid (:func:`study_runs`; design and pre-registered outcomes in
+``studies/results/tweets_study``):
 
 * ``methods``: Single, Deep Ensembles (M = 4, lr × M), σN-Ens at M = 1 (the control that has
   the recipe and no ensemble) and σN-Ens at M = 4 (τ = 0.08, ``member_lr_multiplier = M``),
@@ -187,7 +188,7 @@ def _per_tweet(run_dirs: Sequence[Path]) -> dict[str, np.ndarray]:
 
 
 def write_artefacts(runs_dir: Path, out: Path) -> str:
-    """The registered statistics of ``docs/tweets_study`` from the kept runs; returns
+    """The registered statistics of ``studies/results/tweets_study`` from the kept runs; returns
     ``summary.md``."""
     from torch_uncertainty_signorm.datamodules import TweetsDataModule
 
@@ -317,7 +318,7 @@ def main(argv: Sequence[str] | None = None) -> str:
     return study_command(
         argv, prog="python -m studies.tweets_controlled",
         description="Train the tweets study's runs on CPU and write its tables and tests.",
-        out="docs/tweets_study/controlled", parts=PARTS, run_study=run_study,
+        out="studies/results/tweets_study/controlled", parts=PARTS, run_study=run_study,
         write_artefacts=write_artefacts,
     )
 

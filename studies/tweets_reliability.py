@@ -10,7 +10,7 @@ A validation check "relapses" when one class takes at least 95 % of the predicti
 validation labels are not: 48 % negative). Usage::
 
     OMP_NUM_THREADS=1 python -m studies.tweets_reliability --variants legacy paper_head \
-        --seeds 0 2 --out docs/tweets_study/reliability/ablation.csv
+        --seeds 0 2 --out studies/results/reliability/ablation.csv
 """
 
 from __future__ import annotations

@@ -1,16 +1,18 @@
-"""The registered tweets study re-run at the training fix (design: docs/tweets_study/rerun).
+"""The registered tweets study re-run at the training fix (design:
+studies/results/tweets_study/rerun).
 
 The 16 registered runs of :mod:`studies.tweets_controlled` and its statistics unchanged, plus
 what the design adds before the runs: the seed-level reading (:mod:`studies.tweets_seed_level`),
 the collapse rule, each σN-Ens run's output diversity, and seeds 3-5 of the methods part as a
 declared extension read with the seed as the unit::
 
-    python -m studies.tweets_rerun --out docs/tweets_study/rerun --accelerator gpu --jobs 28
-    python -m studies.tweets_rerun --out docs/tweets_study/rerun --tables-only
+    python -m studies.tweets_rerun --out studies/results/tweets_study/rerun \
+        --accelerator gpu --jobs 28
+    python -m studies.tweets_rerun --out studies/results/tweets_study/rerun --tables-only
 
 ``--steps 480`` trains the methods part at seeds 0-5 with that budget instead (design:
-docs/tweets_study/rerun_long) and compares σN-Ens with the other three, paired by seed, Holm
-over the three (:func:`budget_tables`).
+studies/results/tweets_study/rerun_long) and compares σN-Ens with the other three, paired by seed,
+Holm over the three (:func:`budget_tables`).
 """
 
 from __future__ import annotations
@@ -286,7 +288,7 @@ def _result(folder: Path) -> dict[str, float]:
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m studies.tweets_rerun",
                                      description=__doc__.splitlines()[0])
-    parser.add_argument("--out", type=Path, default=Path("docs/tweets_study/rerun"))
+    parser.add_argument("--out", type=Path, default=Path("studies/results/tweets_study/rerun"))
     parser.add_argument("--accelerator", default="cpu", choices=["cpu", "gpu"])
     parser.add_argument("--jobs", type=int, default=2, help="runs trained at a time")
     parser.add_argument("--no-extension", action="store_true", help="only the registered runs")
@@ -294,7 +296,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--runs-only", action="store_true", help="only train the runs")
     parser.add_argument("--steps", type=int, default=None,
                         help="train the methods part at seeds 0-5 with this many steps instead")
-    parser.add_argument("--shorter", type=Path, default=Path("docs/tweets_study/rerun"),
+    parser.add_argument("--shorter", type=Path, default=Path("studies/results/tweets_study/rerun"),
                         help="the re-run at the registered budget, compared with --steps runs")
     args = parser.parse_args(argv)
     if args.jobs < 1:

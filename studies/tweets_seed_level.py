@@ -3,12 +3,12 @@
 ``studies.tweets_controlled`` averages each tweet's values over the seeds of a method and then
 bootstraps tweets: its intervals leave out the between-seed variance, which dominates here, and
 its near-OOD AUROCs are those of seed-averaged scores, which no trained model produces. This
-module reads the same kept runs (``docs/tweets_study/controlled/runs``) run by run: paired-by-seed
-t intervals of the test NLL and accuracy, per-run near-OOD AUROC (maximum softmax probability and
-mutual information), Spearman ρ(τ, regularised σNorm-cos) with its ties, the comparisons without
-the collapsed runs, and how long the seed-0 runs at the three τ stay one path::
+module reads the same kept runs (``studies/results/tweets_study/controlled/runs``) run by run:
+paired-by-seed t intervals of the test NLL and accuracy, per-run near-OOD AUROC (maximum softmax
+probability and mutual information), Spearman ρ(τ, regularised σNorm-cos) with its ties, the
+comparisons without the collapsed runs, and how long the seed-0 runs at the three τ stay one path::
 
-    python -m studies.tweets_seed_level --out docs/tweets_study/controlled
+    python -m studies.tweets_seed_level --out studies/results/tweets_study/controlled
 
 It writes ``seed_level.csv`` and prints it; nothing is trained.
 """
@@ -158,7 +158,7 @@ def seed_level(runs_dir: Path) -> list[dict]:
 
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", type=Path, default=Path("docs/tweets_study/controlled"))
+    parser.add_argument("--out", type=Path, default=Path("studies/results/tweets_study/controlled"))
     args = parser.parse_args(argv)
     rows = seed_level(args.out / "runs")
     with (args.out / "seed_level.csv").open("w", newline="") as file:

@@ -9,9 +9,9 @@ commit, the package versions). The table counts, per run, the validation checks 
 for runs made before that metric existed, an accuracy equal to a class prior of the
 validation set: 0.383 or 0.480)::
 
-    OMP_NUM_THREADS=1 python -m studies.tweets_seed_table --out docs/reliability/tweets
-    python -m studies.tweets_seed_table --out docs/reliability/tweets --table-only \
-        --earlier docs/tweets_study/controlled/runs
+    OMP_NUM_THREADS=1 python -m studies.tweets_seed_table --out studies/results/reliability/tweets
+    python -m studies.tweets_seed_table --out studies/results/reliability/tweets --table-only \
+        --earlier studies/results/tweets_study/controlled/runs
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ overrides, in its own folder ``runs/<run>/seed<S>/`` (TorchUncertainty's ``resul
 probabilities). Runs already present are kept; the tables and figures are drawn from the kept
 files alone (``--figures-only``)::
 
-    python -m studies.tweets_study --out docs/tweets_study
+    python -m studies.tweets_study --out studies/results/tweets_study
 
 The grid (:data:`GRID`): σN-Ens, the single model, Deep Ensembles and LoRA-Ensemble at M = 4
 (3 seeds); σN-Ens over τ ∈ {0.01, 0.1, 0.5, 2, 10} (3 seeds); σN-Ens over M ∈ {2, 3, 4, 8}
@@ -300,7 +300,7 @@ def main(argv: Sequence[str] | None = None) -> str:
     return study_command(
         argv, prog="python -m studies.tweets_study",
         description="Train the tweets study's runs on CPU and write its tables and figures.",
-        out="docs/tweets_study", parts=("methods", "sweeps"), run_study=run_study,
+        out="studies/results/tweets_study", parts=("methods", "sweeps"), run_study=run_study,
         write_artefacts=write_artefacts,
     )
 

@@ -1,8 +1,10 @@
 """Measure the three diversity controls (τ, member_spread, target_diversity) through the command.
 
-    python tools/controlled_diversity.py step0   --out docs/controlled_diversity
-    python tools/controlled_diversity.py spread  --out docs/controlled_diversity [--seeds 0 1 2]
-    python tools/controlled_diversity.py targets --out docs/controlled_diversity [--seeds 0 1 2]
+    python tools/controlled_diversity.py step0   --out studies/results/controlled_diversity
+    python tools/controlled_diversity.py spread  --out studies/results/controlled_diversity \
+        [--seeds 0 1 2]
+    python tools/controlled_diversity.py targets --out studies/results/controlled_diversity \
+        [--seeds 0 1 2]
 
 ``step0``: the change ``member_spread`` makes before any training, to the members' features and
 logits and to their means, on the packaged MiniLM converted to σN-Ens and on a ResNet-18 trained
@@ -342,7 +344,8 @@ def _figure(trajectories: list[dict], path: Path) -> None:
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("what", choices=("step0", "spread", "targets"))
-    parser.add_argument("--out", type=Path, default=REPO / "docs" / "controlled_diversity")
+    parser.add_argument("--out", type=Path,
+                        default=REPO / "studies" / "results" / "controlled_diversity")
     parser.add_argument("--work", type=Path, default=REPO / "logs" / "controlled_diversity",
                         help="runs and CIFAR stand-ins (re-used: finished runs are skipped)")
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])

@@ -56,7 +56,8 @@ def test_low_temperature_lowers_signorm_cos_on_real_digits():
 
     Only the members' parameters are compared. Their outputs' diversity (the Jensen gap) follows
     τ in some seeds and not in others at this budget (seeds 0 and 1 disagree, and seed 0 flips
-    between CPUs); the digits study leaves that link open too (claim C2, docs/digits_study).
+    between CPUs); the digits study leaves that link open too (claim C2,
+    studies/results/digits_study).
     """
     cosines = {}
     for tau in (0.1, 10.0):

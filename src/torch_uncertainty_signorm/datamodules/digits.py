@@ -53,7 +53,7 @@ if ``eval_shift``, matching the ``dataloader_idx`` convention of
 :class:`~torch_uncertainty.routines.ClassificationRoutine` (0: in-distribution,
 1: OOD, then shift).
 
-A harder, informative variant (the digits study, ``docs/digits_study``):
+A harder, informative variant (the digits study, ``studies/results/digits_study``):
     - ``held_out_classes`` (e.g. ``(8, 9)``) removes those digits from every split;
       the remaining classes are relabelled ``0..K-1`` in increasing order and
       :attr:`num_classes` becomes ``K``. All images of the held-out digits form a

@@ -41,7 +41,8 @@ Out-of-distribution set (``eval_ood=True``):
     conventions (mentions, hashtags, links). ``ood_size`` glosses (by default as many as test
     tweets) are drawn with ``seed``. Their labels are 0 and ignored by the routine.
 
-Held-out topic, training-subset seed and corruptions (the tweets study, ``docs/tweets_study``):
+Held-out topic, training-subset seed and corruptions (the tweets study,
+``studies/results/tweets_study``):
     - ``held_out_topic="coachella"`` removes the corpus's Coachella 2015 tweets (those given
       without annotator confidence) from every split; ``near_ood_size`` of them (drawn with
       ``seed``) form a *near*-OOD set: tweets with sentiment, like the training data, on a topic
