@@ -63,6 +63,7 @@ class OnDevice:
     accelerator: str
     runs_dir: Path
     steps: int | None = None
+    clip: float | None = None
 
     def log_dir(self, _runs_dir: Path | None = None) -> Path:
         return self.run.log_dir(self.runs_dir)
@@ -70,8 +71,9 @@ class OnDevice:
     def command(self, _runs_dir: Path | None = None) -> list[str]:
         budget = ([] if self.steps is None else [f"--trainer.max_steps={self.steps}",
                                                  f"--lr_scheduler.init_args.total_steps={self.steps}"])
+        clip = [] if self.clip is None else [f"--trainer.gradient_clip_val={self.clip:g}"]
         return [*self.run.command(self.runs_dir), f"--trainer.accelerator={self.accelerator}",
-                *budget]
+                *budget, *clip]
 
 
 def provenance(accelerator: str) -> dict:
@@ -97,8 +99,7 @@ def provenance(accelerator: str) -> dict:
             "accelerator": accelerator, "device": device}
 
 
-def train(runs: Sequence[tuple[StudyRun, Path]], accelerator: str, jobs: int,
-          steps: int | None = None) -> None:
+def train(runs: Sequence[tuple], accelerator: str, jobs: int, steps: int | None = None) -> None:
     """Train every ``(run, runs folder)`` not kept, ``jobs`` at a time (all in one pool, so
     the extension trains beside the registered runs), each recording its provenance."""
     record = provenance(accelerator)
@@ -107,7 +108,8 @@ def train(runs: Sequence[tuple[StudyRun, Path]], accelerator: str, jobs: int,
         record_run(on_device.run, log_dir, seconds)
         (log_dir / PROVENANCE).write_text(json.dumps(record, indent=1))
 
-    train_runs([OnDevice(r, accelerator, d, steps) for r, d in runs], Path(), jobs, record=finish,
+    train_runs([OnDevice(r, accelerator, d, steps, *clip) for r, d, *clip in runs], Path(), jobs,
+               record=finish,
                kept=lambda d: (d / "results.csv").is_file() and (d / PROVENANCE).is_file())
 
 
@@ -221,7 +223,7 @@ def budget_verdict(low: float, high: float, margin: float = MARGIN) -> str:
     return "open"
 
 
-def budget_tables(out: Path, shorter: Path) -> str:
+def budget_tables(out: Path, shorter: Path | None) -> str:
     """The follow-up's primary comparisons (Holm over the three), its secondary readings, and
     σN-Ens's diversity against the ``shorter`` budget's runs of the same seeds."""
 
@@ -262,10 +264,12 @@ def budget_tables(out: Path, shorter: Path) -> str:
                 values[run] = [scale * _result(runs_dir / run / f"seed{s}")[column] for s in pairs]
             secondary.append({"comparison": f"{metric} σN-Ens − {label}"}
                              | paired_difference(values[SIGNORM], values[other]))
-    shorter_rows = run_rows(shorter / "runs") + run_rows(shorter / "extension" / "runs")
+    shorter_rows = ([] if shorter is None else
+                    run_rows(shorter / "runs") + run_rows(shorter / "extension" / "runs"))
     short = {r["seed"]: r for r in shorter_rows if r["run"] == SIGNORM}
     pairs = [s for s in seeds if s in short]
-    for column in ("σNorm-cos reg", "Jensen gap", "mutual information", "test NLL"):
+    diversity = ("σNorm-cos reg", "Jensen gap", "mutual information", "test NLL")
+    for column in diversity if pairs else ():
         secondary.append({"comparison": f"σN-Ens {column}: 480 − 120 steps"} | paired_difference(
             [by[SIGNORM, s][column] for s in pairs], [short[s][column] for s in pairs]))
         secondary.append({"comparison": f"σN-Ens {column} at 480 steps"}
@@ -277,6 +281,60 @@ def budget_tables(out: Path, shorter: Path) -> str:
                                      list(dict.fromkeys(k for r in secondary for k in r))),
                       "## Runs\n", markdown_table(rows, list(rows[0]))])
     (out / "budget.md").write_text(text + "\n")
+    return text
+
+
+CLIP = 1.0
+CLIP_SEEDS, MORE_SEEDS = (0, 1, 2, 3, 4, 5), (6, 7, 8, 9, 10, 11)
+
+
+def clip_runs(out: Path) -> list[tuple]:
+    """The clipping study's 36 runs: ``(run, runs folder, clip)`` (its design:
+    studies/results/tweets_study/rerun_clip/DESIGN.md)."""
+    m1 = [StudyRun("signorm", s, num_estimators=1, tau=TAU) for s in MORE_SEEDS]
+    return ([(r, out / "runs", CLIP) for r in extension_runs(CLIP_SEEDS)]
+            + [(r, out / "runs", CLIP) for r in m1]
+            + [(r, out / "unclipped" / "runs", None) for r in m1])
+
+
+def clip_tables(out: Path, unclipped: Path) -> str:
+    """Relapse counts per method and arm (exact intervals), clipped − unclipped per method
+    (paired by seed), and the budget follow-up's primary comparisons under clipping."""
+    from scipy import stats
+
+    clipped = run_rows(out / "runs")
+    plain = run_rows(unclipped / "runs") + run_rows(out / "unclipped" / "runs")
+    counts = []
+    for arm, rows in (("clipped", clipped), ("unclipped", plain)):
+        for run in sorted({r["run"] for r in rows}):
+            group = [r for r in rows if r["run"] == run]
+            k = sum(bool(r["collapsed"]) for r in group)
+            ci = stats.binomtest(k, len(group)).proportion_ci(method="exact")
+            counts.append({"arm": arm, "run": run, "runs": len(group), "relapsed": k,
+                           "seeds relapsed": " ".join(str(r["seed"]) for r in group
+                                                      if r["collapsed"]),
+                           "rate low": ci.low, "rate high": ci.high})
+    write_rows(counts, out / "relapses.csv")
+    by_clip = {(r["run"], r["seed"]): r for r in clipped}
+    by_plain = {(r["run"], r["seed"]): r for r in plain}
+    cost = []
+    for run in sorted({r["run"] for r in clipped}):
+        seeds = [s for s in CLIP_SEEDS if (run, s) in by_clip and (run, s) in by_plain]
+        columns = ["test NLL", "test Acc %"] + (
+            ["σNorm-cos reg", "Jensen gap", "mutual information"] if run == SIGNORM else [])
+        for column in columns:
+            cost.append({"run": run, "measure": f"{column}: clipped − unclipped"}
+                        | paired_difference([by_clip[run, s][column] for s in seeds],
+                                            [by_plain[run, s][column] for s in seeds]))
+        shift = [[100 * _result(folder / run / f"seed{s}")["shift/mean/ECE"] for s in seeds]
+                 for folder in (out / "runs", unclipped / "runs")]
+        cost.append({"run": run, "measure": "shift ECE (points): clipped − unclipped"}
+                    | paired_difference(*shift))
+    write_rows(cost, out / "clip_cost.csv")
+    text = "\n".join(["# Gradient clipping at 480 steps\n", "## Relapses\n",
+                      markdown_table(counts, list(counts[0])), "## Clipped − unclipped\n",
+                      markdown_table(cost, list(cost[0])), budget_tables(out, None)])
+    (out / "clip.md").write_text(text + "\n")
     return text
 
 
@@ -296,11 +354,19 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--runs-only", action="store_true", help="only train the runs")
     parser.add_argument("--steps", type=int, default=None,
                         help="train the methods part at seeds 0-5 with this many steps instead")
+    parser.add_argument("--clip-study", action="store_true",
+                        help="train and tabulate the gradient-clipping study at 480 steps")
     parser.add_argument("--shorter", type=Path, default=Path("studies/results/tweets_study/rerun"),
                         help="the re-run at the registered budget, compared with --steps runs")
     args = parser.parse_args(argv)
     if args.jobs < 1:
         parser.error(f"--jobs must be >= 1, got {args.jobs}")
+    if args.clip_study:
+        if not args.tables_only:
+            train(clip_runs(args.out), args.accelerator, args.jobs, 480)
+        if not args.runs_only:
+            print(clip_tables(args.out, args.out.parent / "rerun_long"))
+        return
     if args.steps is not None:
         if args.steps < 1:
             parser.error(f"--steps must be >= 1, got {args.steps}")
