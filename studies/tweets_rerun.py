@@ -289,12 +289,13 @@ CLIP_SEEDS, MORE_SEEDS = (0, 1, 2, 3, 4, 5), (6, 7, 8, 9, 10, 11)
 
 
 def clip_runs(out: Path) -> list[tuple]:
-    """The clipping study's 36 runs: ``(run, runs folder, clip)`` (its design:
+    """The clipping study's 42 runs: ``(run, runs folder, clip)`` (its design:
     studies/results/tweets_study/rerun_clip/DESIGN.md)."""
     m1 = [StudyRun("signorm", s, num_estimators=1, tau=TAU) for s in MORE_SEEDS]
+    m1_all = [StudyRun("signorm", s, num_estimators=1, tau=TAU) for s in CLIP_SEEDS + MORE_SEEDS]
     return ([(r, out / "runs", CLIP) for r in extension_runs(CLIP_SEEDS)]
             + [(r, out / "runs", CLIP) for r in m1]
-            + [(r, out / "unclipped" / "runs", None) for r in m1])
+            + [(r, out / "unclipped" / "runs", None) for r in m1_all])
 
 
 def clip_tables(out: Path, unclipped: Path) -> str:
@@ -303,7 +304,17 @@ def clip_tables(out: Path, unclipped: Path) -> str:
     from scipy import stats
 
     clipped = run_rows(out / "runs")
-    plain = run_rows(unclipped / "runs") + run_rows(out / "unclipped" / "runs")
+    retrained = run_rows(out / "unclipped" / "runs")
+    plain = [r for r in run_rows(unclipped / "runs")
+             if r["run"] not in {t["run"] for t in retrained}] + retrained
+    earlier = {(r["run"], r["seed"]): r for r in run_rows(unclipped / "runs")}
+    agreement = [{"run": r["run"], "seed": r["seed"], "test NLL here": r["test NLL"],
+                  "test NLL earlier": earlier[r["run"], r["seed"]]["test NLL"],
+                  "collapsed here": r["collapsed"],
+                  "collapsed earlier": earlier[r["run"], r["seed"]]["collapsed"]}
+                 for r in retrained if (r["run"], r["seed"]) in earlier]
+    if agreement:
+        write_rows(agreement, out / "code_agreement.csv")
     counts = []
     for arm, rows in (("clipped", clipped), ("unclipped", plain)):
         for run in sorted({r["run"] for r in rows}):
@@ -326,14 +337,19 @@ def clip_tables(out: Path, unclipped: Path) -> str:
             cost.append({"run": run, "measure": f"{column}: clipped − unclipped"}
                         | paired_difference([by_clip[run, s][column] for s in seeds],
                                             [by_plain[run, s][column] for s in seeds]))
+        plain_dir = (out / "unclipped" / "runs" if (out / "unclipped" / "runs" / run).is_dir()
+                     else unclipped / "runs")
         shift = [[100 * _result(folder / run / f"seed{s}")["shift/mean/ECE"] for s in seeds]
-                 for folder in (out / "runs", unclipped / "runs")]
+                 for folder in (out / "runs", plain_dir)]
         cost.append({"run": run, "measure": "shift ECE (points): clipped − unclipped"}
                     | paired_difference(*shift))
     write_rows(cost, out / "clip_cost.csv")
     text = "\n".join(["# Gradient clipping at 480 steps\n", "## Relapses\n",
                       markdown_table(counts, list(counts[0])), "## Clipped − unclipped\n",
-                      markdown_table(cost, list(cost[0])), budget_tables(out, None)])
+                      markdown_table(cost, list(cost[0]))]
+                     + (["## The retrained unclipped runs against the earlier commit's\n",
+                         markdown_table(agreement, list(agreement[0]))] if agreement else [])
+                     + [budget_tables(out, None)])
     (out / "clip.md").write_text(text + "\n")
     return text
 
