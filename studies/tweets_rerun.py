@@ -40,7 +40,7 @@ from torch_uncertainty_signorm.reproduction.tables import markdown_table
 from ._command import train_runs
 from .stats import correlation_ratio, mean_interval, paired_difference, spearman_p
 from .tweets_controlled import PREDICTIONS, TAU, StudyRun, record_run, study_runs, write_artefacts
-from .tweets_seed_level import seed_level
+from .tweets_seed_level import _results, seed_level
 
 EXTENSION_SEEDS = (3, 4, 5)
 PACKAGES = ("torch", "lightning", "torch-uncertainty", "transformers", "timm", "jsonargparse",
@@ -261,7 +261,7 @@ def budget_tables(out: Path, shorter: Path | None) -> str:
             pairs = [s for s in seeds if (other, s) in by]
             values = {}
             for run in (SIGNORM, other):
-                values[run] = [scale * _result(runs_dir / run / f"seed{s}")[column] for s in pairs]
+                values[run] = [scale * _results(runs_dir / run / f"seed{s}")[column] for s in pairs]
             secondary.append({"comparison": f"{metric} σN-Ens − {label}"}
                              | paired_difference(values[SIGNORM], values[other]))
     shorter_rows = ([] if shorter is None else
@@ -339,7 +339,7 @@ def clip_tables(out: Path, unclipped: Path) -> str:
                                             [by_plain[run, s][column] for s in seeds]))
         plain_dir = (out / "unclipped" / "runs" if (out / "unclipped" / "runs" / run).is_dir()
                      else unclipped / "runs")
-        shift = [[100 * _result(folder / run / f"seed{s}")["shift/mean/ECE"] for s in seeds]
+        shift = [[100 * _results(folder / run / f"seed{s}")["shift/mean/ECE"] for s in seeds]
                  for folder in (out / "runs", plain_dir)]
         cost.append({"run": run, "measure": "shift ECE (points): clipped − unclipped"}
                     | paired_difference(*shift))
@@ -353,10 +353,6 @@ def clip_tables(out: Path, unclipped: Path) -> str:
     (out / "clip.md").write_text(text + "\n")
     return text
 
-
-def _result(folder: Path) -> dict[str, float]:
-    with (folder / "results.csv").open(newline="") as file:
-        return {k: float(v) for k, v in list(csv.DictReader(file))[-1].items() if v}
 
 
 def main(argv: Sequence[str] | None = None) -> None:
