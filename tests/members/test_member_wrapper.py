@@ -72,6 +72,19 @@ def test_member_model_is_plain_and_equals_the_members_rows(case):
         ensemble.member_model(M)
 
 
+@pytest.mark.parametrize("case", WRAPPERS)
+def test_member_layers_are_each_methods_per_member_layers_by_name(case):
+    ensemble = WRAPPERS[case][0]()
+    method = {"signorm": "signorm_layers", "film": "film_layers", "lora": "adapters"}
+    own = getattr(ensemble, method[case.split("-")[0]])()
+    layers = ensemble.member_layers()
+    assert list(layers) == list(own) == ensemble.member_layer_names
+    assert all(layers[name] is own[name] for name in own)
+    assert all(isinstance(layer, PER_MEMBER) for layer in layers.values())
+    first = ensemble.member_layer_names[:1]
+    assert list(ensemble.member_layers(first)) == first
+
+
 def test_a_norm_shared_under_two_names_folds_under_both():
     """A layer registered under two parents is replaced through each of them."""
     shared = nn.LayerNorm(8)

@@ -26,6 +26,7 @@ from torch import Tensor, nn
 
 from .. import _compat
 from ..checks import check_integer
+from .config import MethodConfig
 from .replace import replace_modules
 
 __all__ = [
@@ -33,6 +34,7 @@ __all__ = [
     "MemberWrapper",
     "auto_expansion_point",
     "batch_major_members",
+    "classifier_module",
     "find_classifier",
     "member_major",
     "pooled_output",
@@ -106,6 +108,11 @@ def find_classifier(model: nn.Module, head: str | None) -> tuple[str | None, int
         f"Cannot find the classifier of {type(model).__name__}: {tried} is not an nn.Linear "
         f"submodule. Pass head='<name of the final nn.Linear>'."
     )
+
+
+def classifier_module(model: nn.Module, name: str | None) -> nn.Module:
+    """The classifier that :func:`find_classifier` named (``None``: a timm model's own)."""
+    return model.get_classifier() if name is None else model.get_submodule(name)
 
 
 def remove_classifier(model: nn.Module, name: str | None) -> None:
@@ -183,22 +190,28 @@ class MemberModel(nn.Module):
 class MemberWrapper(nn.Module):
     """Base of the member wrappers: M members in one backbone pass over batch-major rows.
 
-    A subclass calls ``super().__init__(num_estimators)`` (validated here), resolves its
-    expansion point with :meth:`expansion_point` *before* modifying the model, then hands
-    the modified model to :meth:`set_backbone` with the names of its per-member layers.
+    A subclass calls ``super().__init__(num_estimators, config)`` (M validated here, the
+    method's settings kept as :attr:`config`), resolves its expansion point with
+    :meth:`expansion_point` *before* modifying the model, then hands the modified model to
+    :meth:`set_backbone` with the names of its per-member layers (:meth:`member_layers`).
     :meth:`backbone_rows` then returns the backbone's batch-major output, checked.
 
     The members' heads read the backbone's batch-major features: by default ``self.heads``
-    (σN-Ens, LoRA-Ensemble: per-member heads with ``to_plain``); a wrapper whose classifier
-    is elsewhere overrides :meth:`head_module`, :meth:`head_logits` and :meth:`plain_head`.
+    (σN-Ens, LoRA-Ensemble: per-member heads with ``to_plain``), which :meth:`forward` runs; a
+    wrapper whose classifier is elsewhere overrides :meth:`forward`, :meth:`head_module`,
+    :meth:`head_logits` and :meth:`plain_head`.
 
     Args:
         num_estimators: Number of members M, an integer >= 1.
+        config: The method's settings (its
+            :class:`~torch_uncertainty_signorm.members.config.MethodConfig`), which exports and
+            results tables read back.
     """
 
-    def __init__(self, num_estimators: int) -> None:
+    def __init__(self, num_estimators: int, config: MethodConfig | None = None) -> None:
         super().__init__()
         self.num_estimators = check_member_count("num_estimators", num_estimators)
+        self.config = config
 
     @staticmethod
     def expansion_point(model: nn.Module, expand_at: str, layer_names: Sequence[str]) -> str:
@@ -318,6 +331,16 @@ class MemberWrapper(nn.Module):
                 handle.remove()
         self._rows_checked = True
         return output
+
+    def member_layers(self, names: Sequence[str] | None = None) -> dict[str, nn.Module]:
+        """The backbone's per-member layers by name: those named ``names``, else all of them."""
+        names = self.member_layer_names if names is None else names
+        return {name: self.backbone.get_submodule(name) for name in names}
+
+    def forward(self, inputs: Tensor | Mapping[str, Tensor]) -> Tensor:
+        """Member-major logits ``(M·B, C)`` from ``(B, ...)`` inputs: the heads
+        (:meth:`head_logits`) read the backbone's batch-major features."""
+        return self.head_logits(self.backbone_rows(inputs))
 
     def head_module(self) -> nn.Module:
         """The module reading the members' batch-major features ``(B·M, D)``."""

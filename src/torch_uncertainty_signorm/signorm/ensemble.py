@@ -10,7 +10,13 @@ import torch
 from torch import Tensor, nn
 
 from ..members.heads import MemberHeads
-from ..members.wrapper import MemberWrapper, find_classifier, member_major, remove_classifier
+from ..members.wrapper import (
+    MemberWrapper,
+    classifier_module,
+    find_classifier,
+    member_major,
+    remove_classifier,
+)
 from ..safety.checkpoints import read_backbone_checkpoint
 from .config import SigmaNormConfig
 from .conversion import convert_norm_layers, find_norm_layers, norms_at_initial_state
@@ -33,8 +39,7 @@ CPU_EVAL_CHUNK_ROWS = 32
 
 def _placement(model: nn.Module, classifier: str | None) -> dict:
     """Device and dtype of the classifier being replaced (else the backbone's first weight)."""
-    head = model.get_classifier() if classifier is None else model.get_submodule(classifier)
-    weight = getattr(head, "weight", None)
+    weight = getattr(classifier_module(model, classifier), "weight", None)
     if not isinstance(weight, Tensor):
         weight = next(model.parameters(), None)
     return {} if weight is None else {"device": weight.device, "dtype": weight.dtype}
@@ -173,8 +178,7 @@ class SigmaNormEnsemble(MemberWrapper):
             "head_norm": head_norm, "head_scale_init": head_scale_init, "expand_at": expand_at,
             "eval_chunk_size": eval_chunk_size,
         })
-        super().__init__(num_estimators)
-        self.config = config
+        super().__init__(num_estimators, config)
         self.eval_chunk_size = config.eval_chunk_size
         self.member_spread = config.member_spread
         self.penalty = ImportanceSharingPenalty(config.tau, config.diversity_strength)
@@ -218,8 +222,9 @@ class SigmaNormEnsemble(MemberWrapper):
 
     def signorm_layers(self, regularized_only: bool = False) -> dict[str, SigmaNorm]:
         """The backbone's σNorm layers by name (member heads excluded)."""
-        names = self.regularized_layer_names if regularized_only else self.signorm_layer_names
-        return {name: self.backbone.get_submodule(name) for name in names}
+        return self.member_layers(
+            self.regularized_layer_names if regularized_only else self.signorm_layer_names
+        )
 
     def importances(self, regularized_only: bool = False) -> list[Tensor]:
         """Per-layer member importances σ(γ), each ``(M, F_ℓ)``."""
@@ -293,7 +298,7 @@ class SigmaNormEnsemble(MemberWrapper):
         The heads read the backbone's batch-major features and write member-major logits;
         in evaluation mode the batch may run in parts (``eval_chunk_size``).
         """
-        return self._member_major_passes(inputs, lambda part: self.heads(self.backbone_rows(part)))
+        return self._member_major_passes(inputs, super().forward)
 
 
 #: TorchUncertainty's lowercase name (as its ``packed_resnet``) for :class:`SigmaNormEnsemble`:

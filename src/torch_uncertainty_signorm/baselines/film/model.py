@@ -30,7 +30,7 @@ from torch import Tensor, nn
 
 from ... import _compat
 from ...members.replace import replace_modules
-from ...members.wrapper import MemberWrapper, find_classifier, member_major
+from ...members.wrapper import MemberWrapper, classifier_module, find_classifier, member_major
 from .config import FiLMConfig, InitCenter
 from .layer import FiLMBatchNorm
 
@@ -120,8 +120,7 @@ class FiLMEnsemble(MemberWrapper):
             "num_classes": num_classes, "gain": gain, "init_center": init_center, "head": head,
             "expand_at": expand_at,
         })
-        super().__init__(num_estimators)
-        self.config = config
+        super().__init__(num_estimators, config)
         num_classes, gain, init_center = config.num_classes, config.gain, config.init_center
         head = config.head
         names = _batch_norm_names(model)
@@ -146,7 +145,7 @@ class FiLMEnsemble(MemberWrapper):
 
     def film_layers(self) -> dict[str, FiLMBatchNorm]:
         """The backbone's FiLM layers by name."""
-        return {name: self.backbone.get_submodule(name) for name in self.film_layer_names}
+        return self.member_layers(self.film_layer_names)
 
     def forward(self, inputs: Tensor | Mapping[str, Tensor]) -> Tensor:
         """Member-major logits ``(M·B, C)`` from ``(B, ...)`` inputs (the shared classifier
@@ -157,7 +156,7 @@ class FiLMEnsemble(MemberWrapper):
         """The shared classifier, inside the backbone (``head``, or found as the wrapper
         finds classifiers)."""
         name, _, _ = find_classifier(self.backbone, self.head)
-        return self.backbone.get_classifier() if name is None else self.backbone.get_submodule(name)
+        return classifier_module(self.backbone, name)
 
     def head_logits(self, rows: Tensor) -> Tensor:
         return member_major(self.head_module()(rows), self.num_estimators)

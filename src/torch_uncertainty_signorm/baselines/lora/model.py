@@ -33,7 +33,13 @@ from torch import Tensor, nn
 from ...members.linear import MemberLinear
 from ...members.replace import replace_modules
 from ...members.selection import match_names
-from ...members.wrapper import MemberWrapper, find_classifier, member_major, remove_classifier
+from ...members.wrapper import (
+    MemberWrapper,
+    classifier_module,
+    find_classifier,
+    member_major,
+    remove_classifier,
+)
 from .config import LoRAEnsembleConfig
 from .layer import MemberLoRALinear
 
@@ -62,8 +68,7 @@ def _find_targets(
 ) -> list[str]:
     """Names of the ``nn.Linear`` layers to adapt, the classifier excluded, selected by
     :func:`~torch_uncertainty_signorm.members.selection.match_names` (``None``: ``"attention"``)."""
-    head = model.get_classifier() if classifier is None else model.get_submodule(classifier)
-    replaced = {id(m) for m in head.modules()}
+    replaced = {id(m) for m in classifier_module(model, classifier).modules()}
     linears = [n for n, m in model.named_modules()
                if n and isinstance(m, nn.Linear) and id(m) not in replaced]
     spec = "attention" if target_modules is None else target_modules
@@ -130,8 +135,7 @@ class LoRAEnsemble(MemberWrapper):
             "target_modules": target_modules, "init_gain": init_gain, "head": head,
             "expand_at": expand_at,
         })
-        super().__init__(num_estimators)
-        self.config = config
+        super().__init__(num_estimators, config)
         num_classes, rank, alpha = config.num_classes, config.rank, config.alpha
         init_gain, head = config.init_gain, config.head
         classifier, in_features, replaced_classes = find_classifier(model, head)
@@ -160,15 +164,11 @@ class LoRAEnsemble(MemberWrapper):
 
     def adapters(self) -> dict[str, MemberLoRALinear]:
         """The adapted projections by name."""
-        return {name: self.backbone.get_submodule(name) for name in self.adapted_layer_names}
+        return self.member_layers(self.adapted_layer_names)
 
     def forward_features(self, inputs: Tensor | Mapping[str, Tensor]) -> Tensor:
         """Members' pooled features ``(M·B, D)``, member-major, from ``(B, ...)`` inputs."""
         return member_major(self.backbone_rows(inputs), self.num_estimators)
-
-    def forward(self, inputs: Tensor | Mapping[str, Tensor]) -> Tensor:
-        """Member-major logits ``(M·B, C)`` from ``(B, ...)`` inputs."""
-        return self.heads(self.backbone_rows(inputs))
 
 
 #: TorchUncertainty's lowercase name (as its ``packed_resnet``) for :class:`LoRAEnsemble`: the same
