@@ -67,6 +67,18 @@ def test_every_method_exposes_its_config_and_round_trips_it(method):
         config_class.from_dict({"tau_": 1.0})
 
 
+@pytest.mark.parametrize("method", METHODS)
+@pytest.mark.parametrize(("settings", "message"), [
+    ({"num_classes": 0}, "num_classes must be an integer >= 1, got 0"),
+    ({"head": 3}, "head must be the name of the classifier or None, got 3"),
+    ({"expand_at": None}, "expand_at must be 'auto', 'input' or a module name, got None"),
+])
+def test_every_config_checks_the_settings_all_wrappers_share_alike(method, settings, message):
+    with pytest.raises(ValueError) as error:
+        METHODS[method][0](**settings)
+    assert message in str(error.value)
+
+
 @pytest.mark.parametrize(("config_class", "settings", "message"), [
     (FiLMConfig, {"gain": -1.0}, "gain must be a finite number >= 0"),
     (FiLMConfig, {"init_center": "one"}, "init_center must be 'affine' or 'zero', got 'one'"),

@@ -19,7 +19,15 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
 
-__all__ = ["MethodConfig", "check_choice", "check_eval_chunk_size", "check_name"]
+from ..checks import check_integer
+
+__all__ = [
+    "MethodConfig",
+    "check_choice",
+    "check_eval_chunk_size",
+    "check_name",
+    "check_wrapper_settings",
+]
 
 
 def _plain(value: Any) -> Any:
@@ -139,3 +147,12 @@ def check_name(name: str, value: Any, what: str, optional: bool = False) -> None
     if not (isinstance(value, str) or (optional and value is None)):
         raise ValueError(f"{name} must be {what}, got {value!r}.")
 
+
+
+def check_wrapper_settings(num_classes: Any, head: Any, expand_at: Any) -> None:
+    """Refuse invalid values of the settings every wrapper's config holds: ``num_classes`` (an
+    integer >= 1 or ``None``), ``head`` (a module name or ``None``), ``expand_at`` (a name)."""
+    if num_classes is not None:
+        check_integer("num_classes", num_classes)
+    check_name("head", head, "the name of the classifier or None", optional=True)
+    check_name("expand_at", expand_at, "'auto', 'input' or a module name")

@@ -14,8 +14,13 @@ import dataclasses
 from pathlib import Path
 from typing import Literal
 
-from ..checks import check_integer, check_positive_number
-from ..members.config import MethodConfig, check_choice, check_eval_chunk_size, check_name
+from ..checks import check_positive_number
+from ..members.config import (
+    MethodConfig,
+    check_choice,
+    check_eval_chunk_size,
+    check_wrapper_settings,
+)
 from .layer_selection import check_regularized_layers
 from .regularization import DEFAULT_DIVERSITY_STRENGTH, DEFAULT_TAU, check_penalty_settings
 
@@ -54,10 +59,7 @@ class SigmaNormConfig(MethodConfig):
         check_choice("head_scale_init", self.head_scale_init, ("auto", "unit", "features"))
         tau, strength = check_penalty_settings(self.tau, self.diversity_strength)
         check_regularized_layers(self.regularized_layers)
-        check_name("head", self.head, "the name of the classifier or None", optional=True)
-        check_name("expand_at", self.expand_at, "'auto', 'input' or a module name")
-        if self.num_classes is not None:
-            check_integer("num_classes", self.num_classes)
+        check_wrapper_settings(self.num_classes, self.head, self.expand_at)
         if not isinstance(self.pretrained, bool):
             raise ValueError(f"pretrained must be True or False, got {self.pretrained!r}.")
         if self.checkpoint is not None and not isinstance(self.checkpoint, (str, Path)):

@@ -5,8 +5,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Literal
 
-from ...checks import check_integer, check_positive_number
-from ...members.config import MethodConfig, check_choice, check_name
+from ...checks import check_positive_number
+from ...members.config import MethodConfig, check_choice, check_wrapper_settings
 
 __all__ = ["FiLMConfig", "InitCenter", "check_init_center"]
 
@@ -35,11 +35,8 @@ class FiLMConfig(MethodConfig):
     expand_at: str = "auto"
 
     def __post_init__(self) -> None:
-        if self.num_classes is not None:
-            check_integer("num_classes", self.num_classes)
+        check_wrapper_settings(self.num_classes, self.head, self.expand_at)
         gain = check_positive_number("gain", self.gain, allow_zero=True)
         check_init_center(self.init_center)
-        check_name("head", self.head, "the name of the classifier or None", optional=True)
-        check_name("expand_at", self.expand_at, "'auto', 'input' or a module name")
         object.__setattr__(self, "gain", gain)
 

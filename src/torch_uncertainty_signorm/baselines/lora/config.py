@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 
 from ...checks import check_integer, check_positive_number
-from ...members.config import MethodConfig, check_name
+from ...members.config import MethodConfig, check_wrapper_settings
 from ...members.selection import check_selection
 
 __all__ = ["LoRAEnsembleConfig"]
@@ -33,14 +33,11 @@ class LoRAEnsembleConfig(MethodConfig):
         rank = check_integer("rank", self.rank)
         alpha = check_positive_number("alpha", self.alpha)
         init_gain = check_positive_number("init_gain", self.init_gain, allow_zero=True)
-        if self.num_classes is not None:
-            check_integer("num_classes", self.num_classes)
+        check_wrapper_settings(self.num_classes, self.head, self.expand_at)
         targets = self.target_modules
         if targets is not None:
             check_selection("target_modules", targets)
             targets = targets if isinstance(targets, str) else tuple(targets)
-        check_name("head", self.head, "the name of the classifier or None", optional=True)
-        check_name("expand_at", self.expand_at, "'auto', 'input' or a module name")
         for name, value in (("rank", rank), ("alpha", alpha), ("init_gain", init_gain),
                             ("target_modules", targets)):
             object.__setattr__(self, name, value)
