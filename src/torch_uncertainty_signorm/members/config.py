@@ -148,7 +148,6 @@ def check_name(name: str, value: Any, what: str, optional: bool = False) -> None
         raise ValueError(f"{name} must be {what}, got {value!r}.")
 
 
-
 def check_wrapper_settings(num_classes: Any, head: Any, expand_at: Any) -> None:
     """Refuse invalid values of the settings every wrapper's config holds: ``num_classes`` (an
     integer >= 1 or ``None``), ``head`` (a module name or ``None``), ``expand_at`` (a name)."""

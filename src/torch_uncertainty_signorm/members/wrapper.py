@@ -204,8 +204,8 @@ class MemberWrapper(nn.Module):
     Args:
         num_estimators: Number of members M, an integer >= 1.
         config: The method's settings (its
-            :class:`~torch_uncertainty_signorm.members.config.MethodConfig`), which exports and
-            results tables read back.
+            :class:`~torch_uncertainty_signorm.members.config.MethodConfig`), which the routine
+            and exports read back.
     """
 
     def __init__(self, num_estimators: int, config: MethodConfig | None = None) -> None:
