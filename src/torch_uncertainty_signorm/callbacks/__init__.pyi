@@ -1,0 +1,5 @@
+from .exact_resume import ExactResumeCheckpoint as ExactResumeCheckpoint
+from .member_ownership import MemberOwnershipCallback as MemberOwnershipCallback
+from .ood_shift import OODShiftEvaluation as OODShiftEvaluation
+from .parameter_logging import ParameterCountCallback as ParameterCountCallback
+from .prediction_writer import TestPredictionWriter as TestPredictionWriter
