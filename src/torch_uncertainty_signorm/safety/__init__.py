@@ -8,7 +8,8 @@ libraries it depends on, not those files. Reading such a file must not
   safetensors and JSON), and no import of a class the file names unless an explicit list allows
   it (:mod:`.allowlist`, whose models are recorded in :mod:`.model_registry`; an export's model
   block is checked by :mod:`.export_spec`), checked *before* jsonargparse imports anything and
-  again on what it parsed;
+  again on what it parsed. A checkpoint's and an export's class blocks are built by one function,
+  :func:`.class_blocks.build_class_block`, which also types every argument as a recipe's;
 * fetch: an export is self-contained (no weights from the hub, a cache or a path);
 * escape its folder or read a special file (a FIFO, a device): inputs are opened as regular
   files, and file names given in a configuration stay in their folder (:mod:`.files`);
