@@ -15,6 +15,9 @@ libraries it depends on, not those files. Reading such a file must not
   files, and file names given in a configuration stay in their folder (:mod:`.files`);
 * exhaust memory or time: sizes, nesting depth and regex repeats are bounded before use, and a
   checkpoint's tensors are checked whole and finite (:mod:`.checkpoints`);
+* choose what a run reads or builds: the saved arguments ``--ckpt_path`` takes where a recipe
+  leaves one unset never fetch or read files, hold only finite numbers and allowed classes, and
+  no pattern that could match for ever (:mod:`.checkpoint_args`);
 * leave a half-written file behind when a run is cut off: outputs are written whole or not at
   all (:mod:`.atomic_files`).
 
