@@ -49,7 +49,7 @@ def test_a_wrong_typed_value_in_an_export_is_refused_naming_key_and_type(
 ):
     folder = _edited(export_dir, tmp_path / "export", lambda b: _backbone(b).update({key: value}))
     place = f"model.init_args.model.init_args.{key}={value!r}"
-    with pytest.raises(ValueError, match=rf"{re.escape(place)} is refused: Expected .*{expected}"):
+    with pytest.raises(ValueError, match=rf"{re.escape(place)} is refused: .*{expected}"):
         load_ensemble(folder)
 
 
