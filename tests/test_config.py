@@ -217,5 +217,6 @@ def test_an_export_with_an_unknown_setting_is_refused(tmp_path):
     config = json.loads(path.read_text())
     config["model"]["init_args"]["temperature"] = 0.5
     path.write_text(json.dumps(config))
-    with pytest.raises(ValueError, match="no setting 'temperature'; valid settings"):
+    with pytest.raises(ValueError, match=r"model\.init_args\.temperature=0\.5 is not an argument "
+                                         r"of .*signorm_ensemble; valid arguments: model, "):
         load_ensemble(tmp_path)

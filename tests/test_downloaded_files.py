@@ -766,7 +766,7 @@ def test_one_rule_for_a_setting_given_twice(tmp_path):
     from fixtures.backbones import tiny_resnet
 
     from torch_uncertainty_signorm import SigmaNormEnsemble
-    from torch_uncertainty_signorm.export.spec import signorm_from_spec
+    from torch_uncertainty_signorm.export.spec import ensemble_from_spec
     from torch_uncertainty_signorm.reproduction.runs import read_settings
 
     model = SigmaNormEnsemble(tiny_resnet(), 2, {"tau": 0.5}, diversity_strength=0.05)
@@ -782,7 +782,7 @@ def test_one_rule_for_a_setting_given_twice(tmp_path):
                            "num_estimators": 2, "tau": 0.1,
                            "config": {"class_path": "torch_uncertainty_signorm.SigmaNormConfig",
                                       "init_args": {"tau": 0.5}}}}
-    assert signorm_from_spec(block).config.tau == 0.5
+    assert ensemble_from_spec(block, ()).config.tau == 0.5
     (tmp_path / "config.yaml").write_text(yaml.safe_dump(
         {"routine": {"class_path": ROUTINE, "init_args": {"model": block}}}))
     assert read_settings(tmp_path)["tau"] == 0.5
@@ -803,7 +803,7 @@ def test_a_tampered_tau_controller_state_is_refused(key, value):
 
 def test_a_config_block_naming_another_class_is_no_settings(export_dir, tmp_path):
     from torch_uncertainty_signorm.export import load_ensemble
-    from torch_uncertainty_signorm.export.spec import signorm_from_spec
+    from torch_uncertainty_signorm.export.spec import ensemble_from_spec
 
     def other_class(config, folder):
         config["model"]["init_args"]["config"] = {
@@ -817,7 +817,7 @@ def test_a_config_block_naming_another_class_is_no_settings(export_dir, tmp_path
         load_ensemble(folder)
     spec = json.loads((folder / "config.json").read_text())["model"]
     with pytest.raises(ValueError, match=message):  # as the export command builds it
-        signorm_from_spec(spec)
+        ensemble_from_spec(spec, ())
 
 
 # ------------------------------------------------------------------------ second-pass variants

@@ -196,6 +196,35 @@ def test_command_exports_a_lightning_checkpoint(tmp_path, settings):
     assert reloaded.regularized_layer_names == routine.model.regularized_layer_names
 
 
+def test_the_command_reads_the_checkpoint_once(tmp_path, monkeypatch):
+    """One ``torch.load`` (``weights_only=True``) gives both the weights and the τ the run
+    ended with; the checks run on what it read."""
+    routine = SigmaNormClassificationRoutine(_trained_like(build_model(SPEC)), 10,
+                                             nn.CrossEntropyLoss())
+    torch.save({"state_dict": routine.state_dict(), "signorm_tau": 0.25}, tmp_path / "run.ckpt")
+    recipe_spec = copy.deepcopy(SPEC)
+    recipe_spec["init_args"]["model"]["init_args"]["style"] = "CIFAR"
+    (tmp_path / "recipe.yaml").write_text(yaml.safe_dump({"routine": {
+        "class_path": "torch_uncertainty_signorm.routines.SigmaNormClassificationRoutine",
+        "init_args": {"num_classes": 10, "model": recipe_spec,
+                      "loss": {"class_path": "torch.nn.CrossEntropyLoss"}}},
+        "data": {"class_path": "torch_uncertainty_signorm.datamodules.DigitsDataModule"}}))
+    loads, load = [], torch.load
+
+    def counted(*args, **kwargs):
+        loads.append(kwargs.get("weights_only"))
+        return load(*args, **kwargs)
+
+    monkeypatch.setattr(torch, "load", counted)
+    out = main(["--config", str(tmp_path / "recipe.yaml"), "--ckpt_path",
+                str(tmp_path / "run.ckpt"), "--output", str(tmp_path / "export")])
+    assert loads == [True]
+    reloaded = load_ensemble(out)
+    assert reloaded.tau == 0.25
+    inputs = torch.randn(2, 3, 32, 32)
+    assert torch.equal(reloaded(inputs), routine.model.eval()(inputs))
+
+
 def test_a_config_block_that_fetches_weights_is_refused_on_loading(tmp_path):
     """An export's ``config:`` block is held to the rules of the keyword arguments: a backbone
     ``checkpoint`` set in it would read weights from elsewhere, so loading refuses it."""

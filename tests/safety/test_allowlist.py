@@ -7,11 +7,8 @@ from fixtures.marker_module import assert_not_imported, marker_module
 
 from torch_uncertainty_signorm import SigmaNormEnsemble
 from torch_uncertainty_signorm.cli.recipe_bases import composed_recipe
-from torch_uncertainty_signorm.safety.allowlist import (
-    MODEL_CLASS_PATHS,
-    check_class_paths,
-    instantiate_spec,
-)
+from torch_uncertainty_signorm.safety.allowlist import MODEL_CLASS_PATHS, check_class_paths
+from torch_uncertainty_signorm.safety.class_blocks import build_class_block
 
 EXPERIMENTS = Path(__file__).parents[2] / "experiments"
 SIGNORM_RECIPES = [p for p in sorted(EXPERIMENTS.glob("*.yaml"))
@@ -33,7 +30,7 @@ def test_names_outside_the_list_are_refused_before_import(tmp_path, monkeypatch)
                                     "init_args": {"normalization_layer": f"{name}.Evil"}}}}
     with pytest.raises(ValueError, match=rf"model.init_args.model.init_args.normalization_layer="
                                          rf"'{name}.Evil' is not an allowed class path.*allowed: "):
-        instantiate_spec(spec, SigmaNormEnsemble)
+        build_class_block(spec, SigmaNormEnsemble)
     with pytest.raises(ValueError, match=rf"losses\[1\].class_path='{name}.Evil'"):
         check_class_paths(
             [{"class_path": "torch.nn.CrossEntropyLoss"}, {"class_path": f"{name}.Evil"}],
@@ -44,7 +41,7 @@ def test_names_outside_the_list_are_refused_before_import(tmp_path, monkeypatch)
 
 
 def test_allowed_spec_builds_the_ensemble():
-    model = instantiate_spec({
+    model = build_class_block({
         "class_path": "torch_uncertainty_signorm.signorm_ensemble",
         "init_args": {"model": {"class_path": "torch_uncertainty.models.classification.resnet",
                                 "init_args": {"in_channels": 3, "num_classes": 4, "arch": 18,
@@ -61,9 +58,9 @@ def test_settings_given_as_one_config_block_build_the_same_ensemble():
                 "init_args": {"in_channels": 3, "num_classes": 4, "arch": 18,
                               "width_multiplier": 0.125}}
     settings = {"tau": 0.5, "regularized_layers": "resnet18", "member_spread": 0.2}
-    as_keywords = instantiate_spec({**_ensemble_spec(backbone), "init_args": {
+    as_keywords = build_class_block({**_ensemble_spec(backbone), "init_args": {
         "model": backbone, "num_estimators": 2, **settings}}, SigmaNormEnsemble)
-    as_config = instantiate_spec({**_ensemble_spec(backbone), "init_args": {
+    as_config = build_class_block({**_ensemble_spec(backbone), "init_args": {
         "model": backbone, "num_estimators": 2,
         "config": {"class_path": "torch_uncertainty_signorm.SigmaNormConfig",
                    "init_args": settings}}}, SigmaNormEnsemble)
@@ -87,7 +84,7 @@ def test_a_string_read_as_a_class_is_refused_before_parsing(as_string, tmp_path,
              "class_name": "Linear"}[as_string]
     with pytest.raises(ValueError, match=rf"model\.init_args\.model={value!r} is a string where "
                                          rf"a class is expected"):
-        instantiate_spec(_ensemble_spec(value), SigmaNormEnsemble)
+        build_class_block(_ensemble_spec(value), SigmaNormEnsemble)
     assert_not_imported(name, marker)
 
 
@@ -97,5 +94,5 @@ def test_strings_that_are_data_are_kept():
     from fixtures.backbones import tiny_signorm_spec
 
     spec = tiny_signorm_spec(2, regularized_layers=r"(.*\.)?layer\d+\.\d+\.bn2")
-    model = instantiate_spec(spec, SigmaNormEnsemble)
+    model = build_class_block(spec, SigmaNormEnsemble)
     assert model.regularized_layer_names[0].endswith("layer1.0.bn2")

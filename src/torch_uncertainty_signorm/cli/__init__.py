@@ -51,7 +51,8 @@ The package holds one job per module; :class:`TUSigmaNormCLI` calls them from Li
   (:func:`~torch_uncertainty_signorm.cli.tu_recipes.register_types`, called by the command);
 * :mod:`~torch_uncertainty_signorm.cli.forwarding`: datamodule arguments copied to the routine
   (:func:`forward_datamodule_args`);
-* :mod:`~torch_uncertainty_signorm.cli.checkpoint_args`: what ``--ckpt_path`` may bring;
+* :mod:`~torch_uncertainty_signorm.cli.checkpoint_args`: what ``--ckpt_path`` may bring (the
+  values it takes checked by :mod:`~torch_uncertainty_signorm.safety.checkpoint_args`);
 * :mod:`~torch_uncertainty_signorm.cli.optimizer`: the ``optimizer:`` / ``lr_scheduler:``
   blocks built on the routine's parameter groups;
 * :mod:`~torch_uncertainty_signorm.cli.datamodule_setup`: the datamodule's ``setup`` wrapped

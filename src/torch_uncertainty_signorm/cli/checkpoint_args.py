@@ -1,9 +1,10 @@
 """What ``--ckpt_path`` may bring: a checkpoint's saved routine arguments, checked against the
-recipe and the command line, never imported (:func:`reconcile_checkpoint_args`)."""
+recipe and the command line, never imported (:func:`reconcile_checkpoint_args`). Which of the
+values taken are safe to take is checked by
+:mod:`~torch_uncertainty_signorm.safety.checkpoint_args`."""
 
 from __future__ import annotations
 
-import math
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,14 +16,8 @@ from lightning.pytorch.cli import ArgsType, LightningArgumentParser
 
 from .. import _compat
 from ..callbacks.exact_resume import saved_on_interruption
-from ..safety.allowlist import (
-    argument_type,
-    check_class_paths,
-    check_class_strings,
-    check_parsed,
-    current_class_paths,
-    import_object,
-)
+from ..safety.allowlist import current_class_paths, import_object
+from ..safety.checkpoint_args import check_parsed_arguments, check_taken_arguments
 from ..safety.checkpoints import check_lightning_checkpoint, is_url, read_checkpoint
 from .forwarding import FORWARDED_DATA_ARGS
 
@@ -53,25 +48,6 @@ def _differences(saved: Any, current: Any, key: str = "") -> Iterator[tuple[str,
         yield key, saved, current
 
 
-def _value_at(tree: dict[str, Any], key: str) -> Any:
-    """The value of the dotted ``key`` in ``tree``."""
-    for part in key.split("."):
-        tree = tree.get(part) if isinstance(tree, dict) else None
-    return tree
-
-
-def _nested(flat: dict[str, Any]) -> dict[str, Any]:
-    """``{"a.b": 1}`` -> ``{"a": {"b": 1}}``."""
-    tree: dict[str, Any] = {}
-    for key, value in flat.items():
-        *parents, leaf = key.split(".")
-        node = tree
-        for parent in parents:
-            node = node.setdefault(parent, {})
-        node[leaf] = value
-    return tree
-
-
 def _routine_names(class_path: str | None) -> set[str]:
     """The names of the recipe's routine class (as written, and where it is defined)."""
     if class_path is None:
@@ -100,65 +76,6 @@ def _routine_init_args(parser: LightningArgumentParser, config: Namespace,
     )[subcommand]["routine"]["init_args"]
 
 
-def _check_patterns(tree: Any, where: str) -> None:
-    """Refuse a layer-selection regex of a checkpoint that could take exponential time to match
-    (:func:`~torch_uncertainty_signorm.members.selection.check_pattern`), before anything is
-    parsed or built."""
-    from ..members.selection import check_pattern
-    from ..signorm.layer_selection import REGULARIZED_LAYER_PRESETS
-
-    if isinstance(tree, dict):
-        for key, value in tree.items():
-            if (key in ("regularized_layers", "target_modules") and isinstance(value, str)
-                    and value not in REGULARIZED_LAYER_PRESETS):
-                check_pattern(f"{where}.{key}", value)
-            else:
-                _check_patterns(value, f"{where}.{key}")
-    elif isinstance(tree, list):
-        for index, value in enumerate(tree):
-            _check_patterns(value, f"{where}[{index}]")
-
-
-#: ``pretrained`` of σN-Ens (its settings included) is a layout flag: the conversion of a
-#: pretrained backbone, which fetches nothing (``model_registry``'s ``layout_flags``).
-_LAYOUT_FLAGS = frozenset({"model.init_args.pretrained", "model.init_args.config.pretrained",
-                           "model.init_args.config.init_args.pretrained"})
-
-
-def _non_finite(value: Any) -> bool:
-    if isinstance(value, float):
-        return not math.isfinite(value)
-    if isinstance(value, dict):
-        return any(_non_finite(item) for item in value.values())
-    if isinstance(value, (list, tuple)):
-        return any(_non_finite(item) for item in value)
-    return False
-
-
-def _check_taken(ckpt_path: Any, where: str, saved: Any) -> None:
-    """Refuse a checkpoint value the recipe leaves unset that would fetch or read weights or
-    files (an argument of
-    :data:`~torch_uncertainty_signorm.safety.model_registry.FETCHING_ARGUMENTS` set to anything
-    but ``None``/``False``: a checkpoint never chooses what is read, fetched or where a download
-    cache is written) or that is not a finite number (NaN, inf)."""
-    from ..safety.model_registry import fetching_arguments
-
-    key = where.removeprefix("routine.init_args.")
-    if (key.rpartition(".")[2] in fetching_arguments() and key not in _LAYOUT_FLAGS
-            and saved not in (None, False)):
-        raise ValueError(
-            f"ckpt_path='{ckpt_path}' sets {where}={saved!r:.200}, which the recipe leaves "
-            f"unset: an argument that reads or fetches weights or files "
-            f"(torch_uncertainty_signorm.safety.model_registry.FETCHING_ARGUMENTS) is never taken "
-            f"from a checkpoint; set it in the recipe or on the command line if you mean it."
-        )
-    if _non_finite(saved):
-        raise ValueError(
-            f"ckpt_path='{ckpt_path}' sets {where}={saved!r:.200}, which the recipe leaves "
-            f"unset: a value taken from a checkpoint must be a finite number (no NaN or inf)."
-        )
-
-
 def reconcile_checkpoint_args(parser: LightningArgumentParser, config: Namespace,
                               args: ArgsType) -> tuple[Namespace, bool]:
     """Check a checkpoint's saved routine arguments against the recipe, never importing them.
@@ -169,9 +86,9 @@ def reconcile_checkpoint_args(parser: LightningArgumentParser, config: Namespace
     error (but for :data:`EVALUATION_ONLY_ARGS`, where the given value is used); what the run
     writes and where (:data:`OUTPUT_ARGS`) is never taken from the checkpoint; values left at
     their defaults are taken from the checkpoint, as Lightning does, but never a string where a
-    class is expected, checked before and after parsing
-    (:func:`~torch_uncertainty_signorm.safety.allowlist.check_class_strings`), nor an argument that
-    reads or fetches weights or files, nor a number that is not finite. The checkpoint is a
+    class is expected, nor an argument that reads or fetches weights or files, nor a number that
+    is not finite, checked before and after parsing
+    (:mod:`~torch_uncertainty_signorm.safety.checkpoint_args`). The checkpoint is a
     local file, whole, with finite weights
     (:func:`~torch_uncertainty_signorm.safety.checkpoints.check_lightning_checkpoint`), and every
     load (Lightning's too) uses ``weights_only=True``.
@@ -240,19 +157,12 @@ def reconcile_checkpoint_args(parser: LightningArgumentParser, config: Namespace
                 f"command line sets {current!r}: give the checkpoint's value or leave it "
                 f"unset (unset values are taken from the checkpoint)."
             )
-        _check_taken(ckpt_path, where, saved)
         taken[key] = saved
     if not taken:
         return config, resumes_interruption
-    where = f"ckpt_path='{ckpt_path}': routine.init_args"
-    check_class_paths(_nested(taken), where=where)
-    _check_patterns(_nested(taken), where)
-    for key, saved in taken.items():  # before parsing: jsonargparse imports what it reads
-        check_class_strings(saved, argument_type(recipe_class, key, current_args),
-                            f"{where}.{key}")
-    update = {"class_path": recipe_class, "init_args": _nested(taken)}
+    # before parsing: jsonargparse imports what it reads
+    init_args = check_taken_arguments(ckpt_path, taken, recipe_class, current_args)
+    update = {"class_path": recipe_class, "init_args": init_args}
     config = parser.parse_object({subcommand: {"routine": update}}, config)
-    parsed = _routine_init_args(parser, config, subcommand)
-    for key, saved in taken.items():  # after parsing, before building
-        check_parsed(saved, _value_at(parsed, key), f"{where}.{key}")
+    check_parsed_arguments(ckpt_path, taken, _routine_init_args(parser, config, subcommand))
     return config, resumes_interruption

@@ -18,7 +18,7 @@ from pathlib import Path
 from ..export.spec import as_data, ensemble_from_spec, portable
 from ..export.writing import export_ensemble, output_directory
 from ..safety import allowlist
-from ..safety.checkpoints import CHECKPOINT_TAU, load_backbone_checkpoint, read_checkpoint
+from ..safety.checkpoints import CHECKPOINT_TAU, backbone_state, local_file, read_state_file
 from ..safety.export_spec import check_ensemble_spec
 from .recipe_bases import recipe_chain
 from .recipe_parsing import parse_recipe
@@ -113,14 +113,14 @@ def _export(args: argparse.Namespace, overrides: Sequence[str]) -> Path:
     )
     spec = portable(as_data(block))
     model = ensemble_from_spec(spec, args.allow)
+    saved = read_state_file(local_file(args.ckpt_path, "ckpt_path"))  # once, weights_only=True
     try:
-        load_backbone_checkpoint(model, args.ckpt_path)
+        model.load_state_dict(backbone_state(model, saved, args.ckpt_path))
     except ValueError as error:
         raise ValueError(
             f"{error} For export, --ckpt_path must come from a run of --config "
             f"{str(args.config)!r} (same backbone and num_estimators)."
         ) from error
-    saved = read_checkpoint(args.ckpt_path, "ckpt_path")
     if isinstance(saved, dict) and isinstance(saved.get(CHECKPOINT_TAU), float):
         model.set_tau(saved[CHECKPOINT_TAU])  # the export records the τ the run ended with
     directory = export_ensemble(model.eval(), spec, args.output, members=args.members,

@@ -1,4 +1,5 @@
-"""An export's model block: checked against the registry, written as data, built.
+"""An export's model block: checked against the registry, written as data, built (through
+:func:`~torch_uncertainty_signorm.safety.class_blocks.build_class_block`, as a checkpoint's).
 
 What each class may be named, and which of its arguments fetch weights, is read from
 :mod:`torch_uncertainty_signorm.safety.model_registry`.
@@ -14,40 +15,32 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from torch import nn
+
 from ..safety import allowlist, model_registry
+from ..safety.class_blocks import build_class_block
 from ..safety.export_spec import (
     CONFIG_CLASS_PATHS,
     ENSEMBLE_CLASS_PATHS,
+    EXPORTABLE_CLASS_PATHS,
     check_ensemble_spec,
     registry_value,
 )
 from ..safety.plain_data import is_data, with_plain_values
-from ..signorm.config import SigmaNormConfig
 from ..signorm.ensemble import SigmaNormEnsemble
 from ..signorm.layer_selection import REGULARIZED_LAYER_PRESETS
 
 __all__ = [
-    "as_data", "build", "build_model", "check_self_contained", "ensemble_from_spec", "portable",
-    "signorm_from_spec",
+    "as_data", "build_model", "check_self_contained", "ensemble_from_spec", "portable",
 ]
-
-def build(node: Any) -> Any:
-    """Instantiate ``class_path`` blocks (nested blocks first); other values pass through."""
-    if isinstance(node, Mapping) and "class_path" in node:
-        init_args = {key: build(value) for key, value in (node.get("init_args") or {}).items()}
-        return allowlist.import_object(node["class_path"])(**init_args)
-    if isinstance(node, Mapping):
-        return {key: build(value) for key, value in node.items()}
-    if isinstance(node, list):
-        return [build(value) for value in node]
-    return node
-
 
 def build_model(spec: Any, extra_class_paths: Iterable[str] = ()) -> Any:
     """Instantiate a model block as a recipe does, after :func:`check_ensemble_spec` accepted
-    it."""
-    check_ensemble_spec(spec, extra_class_paths)
-    return build(spec)
+    it, through the one builder of blocks read from files
+    (:func:`~torch_uncertainty_signorm.safety.class_blocks.build_class_block`)."""
+    extra = tuple(extra_class_paths)
+    check_ensemble_spec(spec, extra)
+    return build_class_block(spec, nn.Module, EXPORTABLE_CLASS_PATHS | frozenset(extra))
 
 
 def as_data(node: Any, where: str = "model") -> Any:
@@ -193,49 +186,36 @@ def ensemble_from_spec(spec: Any, extra_class_paths: Iterable[str]) -> SigmaNorm
     magnitude, sign and shift buffers of the conversion: the conversion itself refuses an
     untrained backbone, and the values come from the export anyway.
     """
-    check_ensemble_spec(spec, extra_class_paths)
-    if spec["class_path"] in ENSEMBLE_CLASS_PATHS:
-        model = signorm_from_spec(spec)
-    else:
-        converted = spec["init_args"].get("pretrained", False)
-        model = build({**spec, "init_args": {**spec["init_args"], "pretrained": False}})
-        if not isinstance(model, SigmaNormEnsemble):
-            raise TypeError(
-                f"The model block builds a {type(model).__name__}, not a SigmaNormEnsemble; its "
-                f"class_path must be {ENSEMBLE_CLASS_PATHS[0]} (got "
-                f"{spec.get('class_path')!r})."
-            )
-        if converted:
-            for layer in model.signorm_layers().values():
-                layer.load_pretrained_affine(None, None)
-    return model
-
-
-def signorm_from_spec(spec: Mapping) -> SigmaNormEnsemble:
-    """A σN-Ens block built through its :class:`SigmaNormConfig`: the keyword arguments beside
-    ``model`` and ``num_estimators`` are read by :meth:`SigmaNormConfig.from_dict`, which
-    refuses any it does not know."""
-    settings = dict(spec.get("init_args") or {})
-    missing = [key for key in ("model", "num_estimators") if key not in settings]
-    if missing:
-        raise ValueError(f"model.init_args lacks {', '.join(missing)}; a σNorm-Ensemble's block "
-                         f"holds the backbone (model), num_estimators and its settings.")
-    backbone, num_estimators = settings.pop("model"), settings.pop("num_estimators")
-    try:
-        config = settings.pop("config", None)
-        if isinstance(config, Mapping) and "class_path" in config:  # a recipe's config: block
-            config = config_block_settings(config, "config")
-        config = SigmaNormConfig.resolve(config, settings)
-    except (TypeError, ValueError) as error:
-        raise ValueError(f"model.init_args: {error}") from None
-    model = SigmaNormEnsemble(
-        build(backbone), num_estimators, dataclasses.replace(config, pretrained=False)
-    )
-    if config.pretrained:
+    extra = tuple(extra_class_paths)
+    check_ensemble_spec(spec, extra)
+    unconverted, converted = _from_scratch(spec)
+    model = build_model(unconverted, extra)
+    if not isinstance(model, SigmaNormEnsemble):
+        raise TypeError(
+            f"The model block builds a {type(model).__name__}, not a SigmaNormEnsemble; its "
+            f"class_path must be {ENSEMBLE_CLASS_PATHS[0]} (got {spec.get('class_path')!r})."
+        )
+    if converted:
         for layer in model.signorm_layers().values():
             layer.load_pretrained_affine(None, None)
-    model.config = config
+        model.config = dataclasses.replace(model.config, pretrained=True)
     return model
+
+
+def _from_scratch(spec: Mapping) -> tuple[dict, bool]:
+    """``spec`` with ``pretrained`` false wherever it is set (the keywords, a ``config:``
+    block or mapping of settings), and whether it was true."""
+    init_args = {**(spec.get("init_args") or {}), "pretrained": False}
+    converted = (spec.get("init_args") or {}).get("pretrained") is True
+    config = init_args.get("config")
+    if isinstance(config, Mapping) and "class_path" in config:  # a recipe's config: block
+        settings = config_block_settings(config, "model.init_args.config")
+        converted |= settings.get("pretrained") is True
+        init_args["config"] = {**config, "init_args": {**settings, "pretrained": False}}
+    elif isinstance(config, Mapping):
+        converted |= config.get("pretrained") is True
+        init_args["config"] = {**config, "pretrained": False}
+    return {**spec, "init_args": init_args}, converted
 
 
 def config_block_settings(block: Mapping[str, Any], where: str) -> Mapping[str, Any]:

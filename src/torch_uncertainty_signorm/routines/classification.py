@@ -22,13 +22,13 @@ from ..diversity import geometric_ambiguity, jensen_gap, signorm_cosine
 from ..evaluation.printing import use_results_tables
 from ..evaluation.results_csv import append_to_last_row
 from ..prediction import EnsemblePrediction, ensemble_prediction, member_probabilities
-from ..safety.allowlist import instantiate_spec
 from ..safety.checkpoints import (
     CHECKPOINT_TAU,
     check_lightning_checkpoint,
     is_url,
     read_checkpoint,
 )
+from ..safety.class_blocks import build_class_block
 from ..safety.files import check_file_name
 from ..safety.plain_data import is_data
 from ..signorm.diversity_target import (
@@ -488,7 +488,7 @@ def _built(value: Any, base: type, name: str) -> Any:
     """``value``, built first when it is a ``class_path``/``init_args`` mapping; a value that is
     neither a module nor such a mapping (a string) is refused."""
     if isinstance(value, Mapping):
-        return instantiate_spec(value, base, name)
+        return build_class_block(value, base, where=name)
     if value is not None and not isinstance(value, nn.Module):
         raise TypeError(f"{name} must be a {base.__name__} or its class_path/init_args mapping, "
                         f"got {type(value).__name__} {value!r:.200}.")

@@ -7,8 +7,9 @@ string given to a class- or callable-typed argument (``normalization_layer: torc
 below (the models' list is read from :mod:`torch_uncertainty_signorm.safety.model_registry`).
 For a class-typed argument jsonargparse also reads a *string* as a class block (a YAML
 ``"{class_path: ...}"``, the path of a YAML file, a short class name):
-:func:`check_class_strings` refuses such strings before parsing, and :func:`instantiate_spec`
-checks the parsed configuration again before building it.
+:func:`check_class_strings` refuses such strings before parsing, and :func:`check_parsed` checks
+the parsed configuration again before it is built (both called by the one builder of such
+blocks, :func:`~torch_uncertainty_signorm.safety.class_blocks.build_class_block`).
 
 A recipe given to the export command is data too (the recipe given to ``torch-uncertainty``
 is the user's): :func:`check_recipe` walks it whole before its parser imports anything, every
@@ -33,7 +34,6 @@ from types import MappingProxyType
 from typing import Any
 
 import yaml
-from jsonargparse import ArgumentParser
 
 from . import model_registry
 
@@ -51,7 +51,8 @@ __all__ = [
     "check_recipe",
     "current_class_paths",
     "import_object",
-    "instantiate_spec",
+    "parameter_type",
+    "value_at",
 ]
 
 _PACKAGE = "torch_uncertainty_signorm"
@@ -338,7 +339,7 @@ _CONTAINERS = (collections.abc.Sequence, collections.abc.Mapping, collections.ab
 _PLAIN_WORD = re.compile(r"[\w-]+")
 
 
-def _parameter_type(owner: Any, name: str) -> Any:
+def parameter_type(owner: Any, name: str) -> Any:
     """The annotation of argument ``name`` of ``owner`` (a function, or a class whose
     ``**kwargs`` reach its bases' ``__init__``); ``Any`` when it cannot be told."""
     functions = [owner] if not isinstance(owner, type) else [
@@ -370,7 +371,7 @@ def argument_type(class_path: str, key: str, init_args: Mapping) -> Any:
             continue
         if owner is None:
             return Any
-        annotation = _parameter_type(owner, part)
+        annotation = parameter_type(owner, part)
         node = node.get(part) if isinstance(node, Mapping) else None
         owner = None
         if isinstance(node, Mapping) and isinstance(node.get("class_path"), str):
@@ -425,7 +426,7 @@ def check_class_strings(
     if isinstance(value, Mapping) and isinstance(value.get("class_path"), str):
         owner = import_object(value["class_path"], allowed)
         for key, item in (value.get("init_args") or {}).items():
-            check_class_strings(item, _parameter_type(owner, key), f"{where}.init_args.{key}",
+            check_class_strings(item, parameter_type(owner, key), f"{where}.init_args.{key}",
                                 allowed)
         return
     if isinstance(value, Mapping):
@@ -464,9 +465,10 @@ def _classes_built(tree: Any, where: str) -> dict[str, str]:
     return found
 
 
-def check_parsed(given: Any, parsed: Any, where: str) -> None:
+def check_parsed(given: Any, parsed: Any, where: str,
+                 allowed: frozenset[str] = ALLOWED_CLASS_PATHS) -> None:
     """After parsing, before building: every class block of ``parsed`` was a class block of
-    ``given`` (no string became one) and is allowed.
+    ``given`` (no string became one) and is in ``allowed``.
 
     Raises:
         ValueError: Naming the place, the class and the value given there.
@@ -475,14 +477,14 @@ def check_parsed(given: Any, parsed: Any, where: str) -> None:
     for place, class_path in _classes_built(parsed, where).items():
         if place not in before:
             raise ValueError(
-                f"{place} was given as {_at(given, place, where)!r:.200}, which the parser read "
-                f"as the class {class_path!r}: a class is built only from a class_path block "
+                f"{place} was given as {value_at(given, place, where)!r:.200}, which the parser "
+                f"read as the class {class_path!r}: a class is built only from a class_path block "
                 f"of an allowed class (torch_uncertainty_signorm.safety.allowlist)."
             )
-    check_class_paths(parsed, where=where)
+    check_class_paths(parsed, allowed, where)
 
 
-def _at(tree: Any, place: str, where: str) -> Any:
+def value_at(tree: Any, place: str, where: str) -> Any:
     """The value of ``tree`` at ``place`` (as :func:`_classes_built` names it), else its
     deepest given ancestor."""
     for part in re.findall(r"\.([^.\[]+)|\[(\d+)\]", place.removeprefix(where)):
@@ -492,29 +494,3 @@ def _at(tree: Any, place: str, where: str) -> Any:
         except (KeyError, IndexError, TypeError):
             break
     return tree
-
-
-def instantiate_spec(spec: Mapping, base: type, where: str = "model") -> Any:
-    """Build a checked ``class_path``/``init_args`` block with jsonargparse, as the command does.
-
-    The block is checked before parsing (:func:`check_class_paths`, :func:`check_class_strings`)
-    and the parsed configuration again before building (:func:`check_parsed`).
-
-    Args:
-        spec: The block (a recipe's, or a checkpoint's hyper-parameter); a moved class path in
-            it is read as its current one (:func:`current_class_paths`).
-        base: The type it must build (a class path may name a function returning one).
-        where: Its name, in error messages.
-
-    Returns:
-        The built object.
-    """
-    spec = current_class_paths(spec)
-    check_class_paths(spec, where=where)
-    check_class_strings(spec, base, where)
-    parser = ArgumentParser(exit_on_error=False)
-    parser.add_argument(f"--{where}", type=base, required=True)
-    config = parser.parse_object({where: dict(spec)})
-    parsed = yaml.safe_load(parser.dump(config, skip_none=False))[where]
-    check_parsed(spec, parsed, where)
-    return parser.instantiate_classes(config)[where]

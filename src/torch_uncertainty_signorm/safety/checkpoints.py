@@ -16,8 +16,9 @@ import torch
 from torch import Tensor, nn
 
 __all__ = [
-    "CHECKPOINT_TAU", "check_lightning_checkpoint", "is_url", "load_backbone_checkpoint",
-    "load_torch_file", "local_file", "read_backbone_checkpoint", "read_checkpoint",
+    "CHECKPOINT_TAU", "backbone_state", "check_lightning_checkpoint", "is_url",
+    "load_backbone_checkpoint", "load_torch_file", "local_file", "read_backbone_checkpoint",
+    "read_checkpoint", "read_state_file",
 ]
 
 #: The attribute under which TorchUncertainty's routines hold their network.
@@ -212,43 +213,40 @@ def _check_optimizer_states(states: Any, where: str) -> None:
                                      f"finite number (resuming would train with it).")
 
 
-def _read_state_dict(path: Path) -> Mapping[str, Tensor]:
-    """Tensors of a Lightning ``.ckpt``, a torch state dict or a ``.safetensors`` file."""
+def read_state_file(path: Path) -> Any:
+    """The content of a Lightning ``.ckpt``, a torch state dict or a ``.safetensors`` file (read
+    once, ``weights_only=True``), for :func:`backbone_state`."""
     if path.suffix != ".safetensors":
-        state = read_checkpoint(path, expected="a Lightning/TorchUncertainty .ckpt, a torch state "
-                                               "dict or a .safetensors file")
-    else:
-        path = local_file(path)
-        from safetensors.torch import load_file
+        return read_checkpoint(path, expected="a Lightning/TorchUncertainty .ckpt, a torch state "
+                                              "dict or a .safetensors file")
+    path = local_file(path)
+    from safetensors.torch import load_file
 
-        try:
-            state = load_file(path)
-        except Exception as error:
-            raise ValueError(
-                f"checkpoint='{path}' could not be read ({type(error).__name__}: "
-                f"{_first_line(error)}); expected a .safetensors file."
-            ) from error
+    try:
+        return load_file(path)
+    except Exception as error:
+        raise ValueError(
+            f"checkpoint='{path}' could not be read ({type(error).__name__}: "
+            f"{_first_line(error)}); expected a .safetensors file."
+        ) from error
+
+
+def backbone_state(model: nn.Module, content: Any, path: str | Path) -> dict[str, Tensor]:
+    """The state dict in ``content`` (a checkpoint file read by :func:`read_state_file` or
+    :func:`read_checkpoint`), checked to fit ``model`` strictly; ``model`` is untouched.
+
+    A routine's checkpoint (keys ``model.<name>``) loads into the bare network.
+
+    Raises:
+        ValueError: If it holds no state dict of tensors, or its keys or shapes do not fit
+            ``model``, naming the file ``path``.
+    """
+    state = content
     if isinstance(state, Mapping) and isinstance(state.get("state_dict"), Mapping):
         state = state["state_dict"]
     if not isinstance(state, Mapping) or not all(isinstance(v, Tensor) for v in state.values()):
         raise ValueError(f"checkpoint='{path}' holds no state dict of tensors.")
-    return state
-
-
-def read_backbone_checkpoint(model: nn.Module, checkpoint: str | Path) -> dict[str, Tensor]:
-    """The state dict of ``checkpoint``, checked to fit ``model`` strictly; ``model`` is untouched.
-
-    A routine's checkpoint (keys ``model.<name>``) loads into the bare network. Files load
-    with ``weights_only=True``: no code in a checkpoint runs.
-
-    Raises:
-        FileNotFoundError: If the file does not exist.
-        ValueError: If it is unreadable, or its keys or shapes do not fit ``model``.
-    """
-    if not is_url(checkpoint) and not Path(checkpoint).exists():
-        raise FileNotFoundError(f"checkpoint='{checkpoint}' does not exist or is not a file.")
-    path = local_file(checkpoint)  # a URL, a directory, a device or a pipe: one line naming it
-    state = dict(_read_state_dict(path))
+    state = dict(state)
     expected = model.state_dict()
     if not any(key in expected for key in state) and all(
         key.startswith(_ROUTINE_PREFIX) for key in state
@@ -276,6 +274,20 @@ def read_backbone_checkpoint(model: nn.Module, checkpoint: str | Path) -> dict[s
             + ". It must come from the same architecture (a single model of the recipe)."
         )
     return state
+
+
+def read_backbone_checkpoint(model: nn.Module, checkpoint: str | Path) -> dict[str, Tensor]:
+    """The state dict of ``checkpoint``, checked to fit ``model`` strictly (:func:`backbone_state`);
+    ``model`` is untouched. Files load with ``weights_only=True``: no code in a checkpoint runs.
+
+    Raises:
+        FileNotFoundError: If the file does not exist.
+        ValueError: If it is unreadable, or its keys or shapes do not fit ``model``.
+    """
+    if not is_url(checkpoint) and not Path(checkpoint).exists():
+        raise FileNotFoundError(f"checkpoint='{checkpoint}' does not exist or is not a file.")
+    path = local_file(checkpoint)  # a URL, a directory, a device or a pipe: one line naming it
+    return backbone_state(model, read_state_file(path), path)
 
 
 def load_backbone_checkpoint(model: nn.Module, checkpoint: str | Path) -> None:
