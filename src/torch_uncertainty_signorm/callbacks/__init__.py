@@ -13,7 +13,9 @@ from .._lazy import lazy_exports
 
 #: Public name -> the submodule defining it.
 _EXPORTS = {
+    "DiversityTargetCallback": "diversity_target",
     "ExactResumeCheckpoint": "exact_resume",
+    "IdenticalMembersWarning": "identical_members",
     "MemberOwnershipCallback": "member_ownership",
     "OODShiftEvaluation": "ood_shift",
     "ParameterCountCallback": "parameter_logging",
@@ -21,7 +23,9 @@ _EXPORTS = {
 }
 
 if TYPE_CHECKING:
+    from .diversity_target import DiversityTargetCallback
     from .exact_resume import ExactResumeCheckpoint
+    from .identical_members import IdenticalMembersWarning
     from .member_ownership import MemberOwnershipCallback
     from .ood_shift import OODShiftEvaluation
     from .parameter_logging import ParameterCountCallback
@@ -32,7 +36,9 @@ __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
 
 
 __all__ = [
+    "DiversityTargetCallback",
     "ExactResumeCheckpoint",
+    "IdenticalMembersWarning",
     "MemberOwnershipCallback",
     "OODShiftEvaluation",
     "ParameterCountCallback",
