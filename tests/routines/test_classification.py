@@ -407,7 +407,8 @@ def test_the_routine_hands_its_callbacks_to_any_trainer():
         DiversityTargetCallback, IdenticalMembersWarning]
     trainer = cpu_trainer(max_epochs=1, limit_val_batches=0)
     trainer.fit(routine, _loaders()[0])
-    assert routine.diversity_target is routine.configure_callbacks()[0].controller
+    assert routine.diversity_target is routine.target_callback.controller
+    assert routine.configure_callbacks() == []  # attached: a later test does not replace them
     assert routine.diversity_target.updates == trainer.global_step == 2
     assert _converted_routine(warn_identical_members=False).configure_callbacks() == []
 

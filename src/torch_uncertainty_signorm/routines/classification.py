@@ -214,8 +214,12 @@ class SigmaNormClassificationRoutine(ClassificationRoutine):
 
     def configure_callbacks(self) -> list[Callback]:
         """The τ controller (``target_diversity``) and the identical-members warning
-        (``warn_identical_members``), as callbacks: they act through Lightning's hooks."""
-        return [c for c in (self.target_callback, self.identical_members_callback) if c]
+        (``warn_identical_members``), as callbacks: they act through Lightning's hooks. Those
+        the trainer holds already (a ``test`` after ``fit``) are not returned again, which
+        Lightning would announce as overriding them."""
+        attached = self._trainer.callbacks if self._trainer is not None else []
+        return [c for c in (self.target_callback, self.identical_members_callback)
+                if c is not None and c not in attached]
 
     def optimizer_param_groups(self, lr: float, weight_decay: float | None = None,
                                adaptive: bool = False) -> list[dict]:
