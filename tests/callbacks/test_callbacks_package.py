@@ -23,3 +23,12 @@ def test_every_listed_callback_is_a_lightning_callback_of_its_module():
         value = getattr(callbacks, name)
         assert issubclass(value, Callback) and value.__name__ == name
     assert set(callbacks.__all__) <= set(dir(callbacks))
+
+
+@pytest.mark.slow
+def test_the_routines_callbacks_import_first_without_a_cycle():
+    """The routine imports its callbacks; they must not import the routines package back."""
+    for name in ("IdenticalMembersWarning", "DiversityTargetCallback"):
+        imported = modules_imported_by(f"from torch_uncertainty_signorm.callbacks import {name}",
+                                       ("torch_uncertainty_signorm.routines",))
+        assert imported == []

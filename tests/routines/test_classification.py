@@ -392,3 +392,41 @@ def test_grouping_loss_is_evaluated_for_the_ensemble_beside_its_output_diversity
     torch.testing.assert_close(routine.model.linear(routine.features), expected)
     assert len(routine.val_grouping_loss["cls/grouping_loss"].features) == 1
     assert routine.val_diversity["jensen_gap"].update_count == 1
+
+
+def test_the_routine_hands_its_callbacks_to_any_trainer():
+    """The τ controller and the identical-members warning come from configure_callbacks(), so a
+    Trainer built without them runs them; without a target or the warning there are none."""
+    from torch_uncertainty_signorm.callbacks import (
+        DiversityTargetCallback,
+        IdenticalMembersWarning,
+    )
+
+    routine = _converted_routine(member_spread=0.3, target_diversity=0.6)
+    assert [type(c) for c in routine.configure_callbacks()] == [
+        DiversityTargetCallback, IdenticalMembersWarning]
+    trainer = cpu_trainer(max_epochs=1, limit_val_batches=0)
+    trainer.fit(routine, _loaders()[0])
+    assert routine.diversity_target is routine.target_callback.controller
+    assert routine.configure_callbacks() == []  # attached: a later test does not replace them
+    assert routine.diversity_target.updates == trainer.global_step == 2
+    assert _converted_routine(warn_identical_members=False).configure_callbacks() == []
+
+
+def test_the_target_state_is_in_weights_only_checkpoints_and_load_from_checkpoint(tmp_path):
+    """The controller's state is written by the routine's own checkpoint hook, as before it
+    became a callback: weights-only checkpoints keep it, and a routine rebuilt by
+    load_from_checkpoint continues the controller where it stopped."""
+    routine = _converted_routine(member_spread=0.3, target_diversity=0.6)
+    trainer = cpu_trainer(max_epochs=1, limit_val_batches=0)
+    trainer.fit(routine, _loaders()[0])
+    path = tmp_path / "weights.ckpt"
+    trainer.save_checkpoint(path, weights_only=True)
+    saved = torch.load(path, weights_only=True)["signorm_diversity_target"]
+    assert saved == routine.diversity_target.state_dict() and saved["updates"] == 2
+
+    loaded = SigmaNormClassificationRoutine.load_from_checkpoint(
+        path, model=_converted_routine(member_spread=0.3).model, loss=nn.CrossEntropyLoss(),
+        optim_recipe=routine.optim_recipe, weights_only=False)
+    cpu_trainer(max_epochs=1, limit_val_batches=0).fit(loaded, _loaders()[0])
+    assert loaded.diversity_target.updates == 4  # 2 restored + 2 of this fit

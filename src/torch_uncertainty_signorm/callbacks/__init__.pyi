@@ -1,4 +1,6 @@
+from .diversity_target import DiversityTargetCallback as DiversityTargetCallback
 from .exact_resume import ExactResumeCheckpoint as ExactResumeCheckpoint
+from .identical_members import IdenticalMembersWarning as IdenticalMembersWarning
 from .member_ownership import MemberOwnershipCallback as MemberOwnershipCallback
 from .ood_shift import OODShiftEvaluation as OODShiftEvaluation
 from .parameter_logging import ParameterCountCallback as ParameterCountCallback

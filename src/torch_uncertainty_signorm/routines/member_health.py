@@ -17,6 +17,10 @@ import torch.nn.functional as F
 from torch import Tensor
 from torchmetrics import Metric
 
+from ..callbacks.identical_members import (  # re-exported: they were defined here
+    IDENTICAL_MEMBERS_COSINE,
+    identical_members_message,
+)
 from ..checks import check_integer
 
 __all__ = [
@@ -25,9 +29,6 @@ __all__ = [
     "diagnose", "health_conditions", "health_counts", "health_message", "identical_members_message",
     "member_accuracy_nll",
 ]
-
-#: σNorm-cos of the regularised layers at and above which the members count as one model.
-IDENTICAL_MEMBERS_COSINE = 0.999
 
 #: Share of inputs predicted as one class at and above which a predictor "predicts one class"
 #: (flagged only when the labels' most frequent class is below this share).
@@ -221,21 +222,3 @@ class MemberHealth(Metric):
 
     def compute(self) -> OutputStatistics:
         return OutputStatistics(*(getattr(self, name) for name in OutputStatistics._fields))
-
-
-def identical_members_message(cosine: float, when: str, steps: int, tau: float,
-                              diversity_strength: float) -> str:
-    """The warning when the members are still one model (σNorm-cos ``cosine`` of the
-    regularised layers >= :data:`IDENTICAL_MEMBERS_COSINE`) after ``steps`` steps, ``when``
-    (``"at this validation"``, ``"at the end of fit"``), with what to try."""
-    return (
-        f"The σN-Ens members are still one model {when}: the regularised layers' "
-        f"σNorm-cos is {cosine:.5f} (>= {IDENTICAL_MEMBERS_COSINE}) after "
-        f"{steps} steps, at tau={tau:.4g} and diversity_strength (lambda)="
-        f"{diversity_strength:g}. Members that start identical (an exact conversion) sit where "
-        f"the regulariser has no gradient, and its push grows about as lambda/tau^2 per step. "
-        f"Remedies: give the model member_spread (e.g. 0.3) to leave the symmetric start, set "
-        f"the routine's target_diversity (e.g. 0.9: lower targets cost accuracy at short "
-        f"budgets, docs/controlled_diversity.md) to let tau follow a diversity target, or lower "
-        f"tau, raise lambda or train longer. Silence with warn_identical_members=False."
-    )
