@@ -65,7 +65,7 @@ MAX_STEP_VS_DEEP, MAX_STEP_VS_M_SINGLE, MAX_PARAMS_VS_SINGLE, MIN_EVAL_VS_DEEP =
 )
 #: σNorm layer / plain layer, forward+backward on the same tensor.
 MAX_NORM_OVERHEAD = {"σBN2d": 1.10, "σLN": 1.50}
-#: aten ops counted as one normalisation kernel (torch's CPU ``rms_norm`` is a composite
+#: aten ops counted as one normalization kernel (torch's CPU ``rms_norm`` is a composite
 #: whose one ``rsqrt`` stands for it).
 _NORM_OPS = ("batch_norm", "layer_norm", "group_norm", "rms_norm")
 
@@ -426,13 +426,13 @@ class Report:
     num_estimators: int = 4
     #: σNorm layers under ``torch.compile`` (``--compile-norms``), timed beside the others.
     compiled_norm_ms: dict[str, float] = field(default_factory=dict)
-    #: Normalisation kernels one σN-Ens forward dispatches, and its σNorm layers (heads included).
+    #: Normalization kernels one σN-Ens forward dispatches, and its σNorm layers (heads included).
     norm_kernels: int | None = None
     signorm_layers: int | None = None
 
 
 class NormKernelCounter(TorchDispatchMode):
-    """Counts the forward normalisation kernels dispatched inside it (the launch count)."""
+    """Counts the forward normalization kernels dispatched inside it (the launch count)."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -462,7 +462,7 @@ def parts_row(rows: int) -> str:
 
 
 def count_norm_kernels(runner: Runner, method: Method, inputs: Tensor) -> int:
-    """Normalisation kernels of one evaluation pass of ``method`` over all B·M rows."""
+    """Normalization kernels of one evaluation pass of ``method`` over all B·M rows."""
     with rows_per_pass(method.model, None), NormKernelCounter() as counter:
         runner.eval_step(method, inputs)
     return counter.count
@@ -772,7 +772,7 @@ def format_table(report: Report) -> str:
     verdicts = [f"{'PASS' if ok else 'MISS'}  {text}" for ok, text in report.targets]
     if report.norm_kernels is not None:
         norms.append(
-            f"Normalisation kernels per σN-Ens pass over all B·M rows: {report.norm_kernels} for "
+            f"Normalization kernels per σN-Ens pass over all B·M rows: {report.norm_kernels} for "
             f"{report.signorm_layers} σNorm layers (heads included), M = {report.num_estimators}"
         )
     spreads = ", ".join(

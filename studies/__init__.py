@@ -10,7 +10,7 @@ Not installed with the package: run from the root of a source checkout, one comm
   ``studies/results/digits_study``;
 * :mod:`.tweets_study` and :mod:`.tweets_controlled`: the studies behind
   ``studies/results/tweets_study``;
-* :mod:`.simulation`: the regulariser's equilibrium on simulated importances;
+* :mod:`.simulation`: the regularizer's equilibrium on simulated importances;
 * :mod:`.stats`: the intervals and tests behind every "better" in those studies.
 
 They read runs and write tables through the installed

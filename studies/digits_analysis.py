@@ -57,7 +57,7 @@ METRICS = {
 }
 #: Convergence check: largest least-squares change over the last 20 % of steps.
 CONVERGENCE = {"val/cls/NLL": 0.02, "train/signorm_cos": 0.01}
-DIVERGED = 0.99  # regularised-layer σNorm-cos below this: the members are not one model
+DIVERGED = 0.99  # regularized-layer σNorm-cos below this: the members are not one model
 NLL_MARGIN, ACC_MARGIN, ECE_MARGIN = 0.02, 1.0, 1.0
 
 
@@ -98,7 +98,7 @@ def _require(groups: dict, minimum: int, claim: str) -> None:
 
 # ------------------------------------------------------------------ mechanism checks
 def checks(runs: Sequence[Run]) -> list[dict[str, Any]]:
-    """Per run: regularised σNorm-cos (σN-Ens), and the least-squares change of the
+    """Per run: regularized σNorm-cos (σN-Ens), and the least-squares change of the
     validation NLL and training σNorm-cos over the last 20 % of steps, with pass/fail."""
     rows = []
     for run in runs:
@@ -219,7 +219,7 @@ def claim_correlation(runs: Sequence[Run]) -> tuple[dict, list[dict], list[dict]
             x, y = _values(sweep, x_name), _values(sweep, y_name)
             rho = spearman_interval(x, y)
             within = within_group_spearman(x, y, taus)
-            rows.append({"σNorm-cos": "all layers" if x_name == "cos" else "regularised",
+            rows.append({"σNorm-cos": "all layers" if x_name == "cos" else "regularized",
                          "output diversity": "Jensen gap" if y_name == "JG" else "MI",
                          "n": rho["n"], "spearman": rho["rho"], "low": rho["low"],
                          "high": rho["high"], "p": rho["p"],
@@ -491,7 +491,7 @@ def _figure_frontier(table: Sequence[dict]) -> Figure:
 def _figure_correlation(points: Sequence[dict]) -> Figure:
     figure = Figure(figsize=(8, 3.4))
     axes = figure.subplots(1, 2)
-    for ax, x_name, label in ((axes[0], "cos", "all layers"), (axes[1], "cos_reg", "regularised")):
+    for ax, x_name, label in ((axes[0], "cos", "all layers"), (axes[1], "cos_reg", "regularized")):
         scatter = ax.scatter([p[x_name] for p in points], [p["JG"] for p in points],
                              c=np.log10([p["tau"] for p in points]), cmap="viridis")
         ax.set_xlabel(f"σNorm-cos ({label})")

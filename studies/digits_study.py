@@ -27,8 +27,8 @@ The grid (:func:`study_runs`, design and pre-registered outcomes in
 One learning-rate rule for every method: the loss averages over the M·B rows of M members, so
 each member's own parameters get 1/M of a single model's gradient; they train at M × the base
 rate (σN-Ens: ``member_lr_multiplier = M``; Deep Ensembles and Packed: ``lr × M``), with the
-weight decay divided by M. The regulariser's strength is not averaged over members, so the
-member sweep scales λ by 4/M: its task-to-regulariser balance per member is that of M = 4.
+weight decay divided by M. The regularizer's strength is not averaged over members, so the
+member sweep scales λ by 4/M: its task-to-regularizer balance per member is that of M = 4.
 """
 
 from __future__ import annotations

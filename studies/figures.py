@@ -190,7 +190,7 @@ def member_scaling(runs: Sequence[Run]) -> tuple[list[dict[str, Any]], Figure]:
 
 
 def lambda_table(runs: Sequence[Run]) -> tuple[list[dict[str, Any]], Figure]:
-    """Acc / NLL / ECE per regularisation strength λ (``diversity_strength``)."""
+    """Acc / NLL / ECE per regularization strength λ (``diversity_strength``)."""
     _require(runs, "diversity_strength", "the λ table")
     rows = [{"diversity_strength": lam, "tau": group[0].get("tau")}
             | mean_std(group, ["Acc", "NLL", "ECE"])
@@ -244,7 +244,7 @@ def ownership(run_dirs: Sequence[Path], out: Path, threshold: float = 0.5,
     """Importance histogram and ownership embedding of each run with ``importances.safetensors``.
 
     Uses :class:`~torch_uncertainty_signorm.callbacks.MemberOwnershipCallback`'s figures
-    (all layers and regularised layers); returns the ownership counts per run and scope.
+    (all layers and regularized layers); returns the ownership counts per run and scope.
     """
     from safetensors import safe_open
 

@@ -6,7 +6,7 @@ Member importance logits :math:`\gamma` start from :math:`\mathcal{N}(0, 1)` and
     J(\gamma) = \lambda \sum_i \sum_m \log[\mathrm{softmax}_\tau(\sigma(\gamma_{\cdot,i}))]_m
     + \frac{w}{2} \sum_{m,i} \big(\sigma(\gamma_{m,i}) - \sigma(\gamma^{(0)}_{m,i})\big)^2 .
 
-The first term is the paper's regulariser. The second stands in for the task loss, which
+The first term is the paper's regularizer. The second stands in for the task loss, which
 resists moving importances away from the features each member found useful (Appendix
 "Temperature limits": equilibria arise where the penalty's force balances the task loss).
 The mean pairwise cosine between members at convergence (σNorm-cos) is the diversity

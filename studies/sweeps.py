@@ -1,4 +1,4 @@
-"""Sweeps of the paper's ablations: temperature τ, member count M, regularisation strength λ.
+"""Sweeps of the paper's ablations: temperature τ, member count M, regularization strength λ.
 
 Each point of a sweep is one ordinary training run that leaves TorchUncertainty's
 ``results.csv`` in its own folder, ``OUT/<sweep>/signorm_M<M>_tau<τ>_lambda<λ>/seed<S>/``
@@ -117,7 +117,7 @@ def run_digits_point(point: SweepPoint, log_dir: str | Path,
 
     Writes ``results.csv`` (TorchUncertainty's, plus the ``test/div/*`` columns of
     σN-Ens), ``settings.json`` and, for σN-Ens, the final importances σ(γ) per layer in
-    ``importances.safetensors`` (metadata ``regularized``: the regularised layers).
+    ``importances.safetensors`` (metadata ``regularized``: the regularized layers).
     A point whose ``results.csv`` exists is not run again.
 
     Raises:

@@ -158,7 +158,7 @@ def run(variant: str, seed: int, members: int, scale_lr: float = 100.0,
         for inputs, labels in loader:
             logits = model(inputs)
             loss = nn.functional.cross_entropy(logits, labels.repeat(members))
-            if variant == "plain_backbone":  # no σNorm layer left to regularise
+            if variant == "plain_backbone":  # no σNorm layer left to regularize
                 model._diversity_loss_seen = True
             else:
                 loss = loss + model.diversity_loss()

@@ -5,7 +5,7 @@ bootstraps tweets: its intervals leave out the between-seed variance, which domi
 its near-OOD AUROCs are those of seed-averaged scores, which no trained model produces. This
 module reads the same kept runs (``studies/results/tweets_study/controlled/runs``) run by run:
 paired-by-seed t intervals of the test NLL and accuracy, per-run near-OOD AUROC (maximum softmax
-probability and mutual information), Spearman ρ(τ, regularised σNorm-cos) with its ties, the
+probability and mutual information), Spearman ρ(τ, regularized σNorm-cos) with its ties, the
 comparisons without the collapsed runs, and how long the seed-0 runs at the three τ stay one path::
 
     python -m studies.tweets_seed_level --out studies/results/tweets_study/controlled
@@ -141,7 +141,7 @@ def seed_level(runs_dir: Path) -> list[dict]:
     from scipy import stats
 
     rho = float(stats.spearmanr(taus, cos).statistic)
-    rows.append(_row("Spearman ρ(τ, regularised σNorm-cos), ties in τ kept",
+    rows.append(_row("Spearman ρ(τ, regularized σNorm-cos), ties in τ kept",
                      {"mean": rho, "low": math.nan, "high": math.nan,
                       "p": spearman_p(taus, cos)}, "rho", []))
     seed0 = [runs_dir / d / "seed0" for d in TAU_RUNS.values()]

@@ -211,7 +211,7 @@ def _methods_table(runs: Sequence[Run], agreement: dict[Path, dict]) -> list[dic
 
 
 def _scoped(runs: Sequence[Run], column: str) -> list[Run]:
-    """The runs with ``column`` (regularised-layer σNorm-cos) read as the σNorm-cos column."""
+    """The runs with ``column`` (regularized-layer σNorm-cos) read as the σNorm-cos column."""
     return [dataclasses.replace(r, metrics={**r.metrics, figures.SIGNORM_COS: r.metrics[column]})
             for r in runs]
 

@@ -172,7 +172,7 @@ def test_wideresnet28_is_torch_uncertaintys_at_widen_10_and_narrows_for_a_laptop
     def norms(model):
         return [name for name, m in model.named_modules() if isinstance(m, torch.nn.BatchNorm2d)]
 
-    assert norms(narrow) == norms(wide)  # the same normalisation layers, a tenth of the width
+    assert norms(narrow) == norms(wide)  # the same normalization layers, a tenth of the width
     assert sum(p.numel() for p in narrow.parameters()) < 0.4e6
     assert "torch_uncertainty_signorm.backbones.wideresnet28" in MODEL_CLASS_PATHS
     with pytest.raises(ValueError, match="widen_factor"):

@@ -1,7 +1,7 @@
 """A catalogue of bad inputs: each one fails with an error naming the value and what is valid.
 
 Config values, YAML typos through the ``torch-uncertainty`` command, wrong tensor shapes,
-batches not divisible by M, a backbone without normalisation layers, checkpoints of another
+batches not divisible by M, a backbone without normalization layers, checkpoints of another
 architecture or M, truncated checkpoint files and missing dataset directories. Every case also
 checks that no file on disk changed (hashes of the working directory before and after).
 """
@@ -193,7 +193,7 @@ CASES = [
     Case("head features of the wrong width", lambda d: MemberHeads(8, 10, M)(torch.randn(6, 5)),
          ValueError, r"MemberHeads expects features of shape \(B·M, 8\), got \(6, 5\)"),
     Case("σLN trailing shape", lambda d: SigmaLayerNorm(8, M)(torch.randn(6, 7)), ValueError,
-         r"SigmaLayerNorm normalises trailing shape \(8,\), got input shape \(6, 7\)"),
+         r"SigmaLayerNorm normalizes trailing shape \(8,\), got input shape \(6, 7\)"),
     Case("ensemble input as a list", lambda d: _ensemble()([torch.randn(2, 3, 32, 32)]),
          TypeError, r"takes a tensor or a mapping of tensors .*, got list"),
     Case("image without its batch dimension", lambda d: _ensemble()(torch.randn(3, 32, 32)),
@@ -215,9 +215,9 @@ CASES = [
          r"needs more than 1 value per channel and member when training, got input shape "
          r"\(3, 4, 1, 1\)"),
     # ---------------------------------------------------------------- backbones
-    Case("backbone without normalisation layers",
+    Case("backbone without normalization layers",
          lambda d: signorm_ensemble(nn.Sequential(nn.Flatten(), nn.Linear(4, 2)), M),
-         ValueError, r"Sequential has no normalisation layer to convert into σNorm; σNorm-"
+         ValueError, r"Sequential has no normalization layer to convert into σNorm; σNorm-"
                      r"Ensembles need at least one of: .*BatchNorm"),
     Case("σN-Ens wrapped again", lambda d: signorm_ensemble(_ensemble(), M), ValueError,
          r"SigmaNormEnsemble is already converted to σNorm \(σNorm layers: 'backbone.bn1'"),
@@ -227,7 +227,7 @@ CASES = [
          r"Sequential is already converted to σNorm \(σNorm layers: '1'\)"),
     # ---------------------------------------------------------------- pretrained weights
     Case("pretrained=True on an untrained backbone", lambda d: _ensemble(pretrained=True),
-         ValueError, r"pretrained=True but every normalisation layer of _?ResNet is at its "
+         ValueError, r"pretrained=True but every normalization layer of _?ResNet is at its "
                      r"initial state .*Pass checkpoint="),
     Case("checkpoint of an untrained model",
          lambda d: _ensemble(pretrained=True, checkpoint=str(d / "resnet18.pt")), ValueError,
@@ -302,7 +302,7 @@ CASES = [
          lambda d: _command("test", "--config", str(DIGITS_RECIPE), "--weights_only=false"),
          ValueError, r"--weights_only=false would let a checkpoint run code"),
     Case("lambda = 1e30", lambda d: _ensemble(diversity_strength=1e30), ValueError,
-         r"diversity_strength \(lambda\)=1e\+30 is above 1000: the regulariser would swamp"),
+         r"diversity_strength \(lambda\)=1e\+30 is above 1000: the regularizer would swamp"),
     Case("loading a directory that is no export", load_ensemble, FileNotFoundError,
          r"config.json' does not exist: .* is no σN-Ens export"),
     Case("exported member out of range", lambda d: load_member(d / "export", 7), ValueError,

@@ -118,7 +118,7 @@ def test_two_processes_match_one_process_on_the_concatenated_batch(tmp_path, kin
         )
     for name, param in reference.named_parameters():  # float32 round-off grows with depth
         assert relative_error(ranks[0]["grads"][name], param.grad) < 2e-3, name
-    # Without synchronisation each process normalises with its half only: the check has teeth.
+    # Without synchronisation each process normalizes with its half only: the check has teeth.
     alone = _ensemble(kind)
     _step(alone, inputs[:LOCAL_BATCH], targets[:LOCAL_BATCH])
     name = next(iter(expected_stats))

@@ -65,7 +65,7 @@ def test_mutual_information_is_mean_kl_to_the_mean_prediction():
 def test_geometric_ambiguity_is_the_cross_entropy_diversity_term_for_every_label():
     probs = _random_probs()
     log_geo = probs.log().mean(0)
-    centroid = torch.softmax(log_geo, dim=-1)  # normalised geometric mean
+    centroid = torch.softmax(log_geo, dim=-1)  # normalized geometric mean
     kl = (centroid * (centroid.log() - probs.log())).sum(-1).mean(0)
     torch.testing.assert_close(geometric_ambiguity(probs), kl)
     for label in range(5):  # mean member CE - CE of the centroid, whatever the label

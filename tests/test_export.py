@@ -276,7 +276,7 @@ def test_an_export_never_replaces_files_unless_asked(tmp_path):
     assert not list(out.glob("*.partial"))
 
 
-def test_exports_store_the_regularised_layer_names_not_the_pattern(tmp_path):
+def test_exports_store_the_regularized_layer_names_not_the_pattern(tmp_path):
     spec = tiny_signorm_spec(2, style="cifar", regularized_layers=r"(.*\.)?layer\d+\.\d+\.bn2")
     model = build_model(spec)
     export_ensemble(model, spec, tmp_path / "out")

@@ -77,7 +77,7 @@ def test_release_0_1_0_members_export_to_the_same_logits():
             torch.testing.assert_close(member(io["inputs"]), expected, rtol=1e-5, atol=1e-5)
 
 
-# Written by the package at commit d303e6e, whose member heads normalised with a from-scratch
+# Written by the package at commit d303e6e, whose member heads normalized with a from-scratch
 # σNorm (scale logits, no shift), by tests/fixtures/make_release_d303e6e.py (run from that
 # commit's checkout): a converted tiny BERT (LayerNorm heads) trained 3 steps, and a Lightning
 # checkpoint of the routine (tiny ResNet, BatchNorm heads) with its export.

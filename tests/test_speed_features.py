@@ -39,7 +39,7 @@ def test_compiled_training_step_matches_eager_in_one_graph():
 
 @pytest.mark.parametrize(
     ("dtype", "train", "tolerance"),
-    [  # training mode normalises each member over its own 6 rows, which amplifies rounding
+    [  # training mode normalizes each member over its own 6 rows, which amplifies rounding
         (torch.bfloat16, True, 8e-2),
         (torch.bfloat16, False, 1e-2),
         (torch.float16, True, 1.5e-2),
@@ -89,8 +89,8 @@ class RecordHostSyncs(TorchFunctionMode):
         return func(*args, **(kwargs or {}))
 
 
-def test_training_step_and_regulariser_read_no_tensor_value_on_the_host():
-    """Forward, task loss, regulariser, σNorm-cos, backward and SGD step: no host read."""
+def test_training_step_and_regularizer_read_no_tensor_value_on_the_host():
+    """Forward, task loss, regularizer, σNorm-cos, backward and SGD step: no host read."""
     model = signorm_ensemble(tiny_resnet(), M)
     optimizer = torch.optim.SGD(
         signorm_param_groups(model, 0.05), lr=0.05, momentum=0.9, weight_decay=5e-4

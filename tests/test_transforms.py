@@ -1,4 +1,4 @@
-"""vit_transform resizes CIFAR/ImageNet images to the ViT's resolution with its normalisation."""
+"""vit_transform resizes CIFAR/ImageNet images to the ViT's resolution with its normalization."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from PIL import Image
 from torch_uncertainty_signorm.transforms import vit_transform
 
 
-def test_cifar_images_are_resized_and_normalised_to_minus_one_one():
+def test_cifar_images_are_resized_and_normalized_to_minus_one_one():
     image = Image.fromarray(torch.randint(0, 256, (32, 32, 3), dtype=torch.uint8).numpy())
     for train in (True, False):
         out = vit_transform(train, size=64)(image)

@@ -95,7 +95,7 @@ def _fit(args: list[str], log_dir: Path, env: dict[str, str]) -> Path:
 
 
 def _per_step(run: Path) -> list[dict[str, float]]:
-    """τ, σNorm-cos (all and regularised layers) per training step of a CSVLogger run."""
+    """τ, σNorm-cos (all and regularized layers) per training step of a CSVLogger run."""
     rows = []
     with (run / "metrics.csv").open() as file:
         for row in csv.DictReader(file):
@@ -332,7 +332,7 @@ def _figure(trajectories: list[dict], path: Path) -> None:
         for target in TARGETS:
             axes[0][column].axhline(target, color=colours[target], ls=":", lw=0.8)
         axes[0][column].set_title(setup)
-        axes[0][column].set_ylabel("σNorm-cos (regularised)")
+        axes[0][column].set_ylabel("σNorm-cos (regularized)")
         axes[1][column].set_yscale("log")
         axes[1][column].set_ylabel("τ")
         axes[1][column].set_xlabel("step")

@@ -4,9 +4,9 @@ Training a σNorm-Ensemble of ResNet-18 on Digits
 
 In this tutorial, we turn a TorchUncertainty ResNet-18 into a σNorm-Ensemble (σN-Ens): an
 implicit ensemble of M members that share every backbone weight and differ only in their
-normalisation layers. Each normalisation layer of member :math:`m` scales its features by
+normalization layers. Each normalization layer of member :math:`m` scales its features by
 :math:`\sigma(\gamma_m)`, a learned *importance* in :math:`(0, 1)`, and a softmax-temperature
-regulariser with temperature :math:`\tau` decides how much the members share each feature:
+regularizer with temperature :math:`\tau` decides how much the members share each feature:
 a low :math:`\tau` pushes every feature towards a single owner, hence diverse members.
 
 We train on scikit-learn's bundled ``digits`` (1797 grayscale 8×8 images, nothing to
@@ -22,7 +22,7 @@ We need:
 - the datamodule: ``DigitsDataModule``, with pixel-permuted digits as out-of-distribution set,
 - the model: TorchUncertainty's ``resnet``, wrapped by ``signorm_ensemble``,
 - the routine: ``SigmaNormClassificationRoutine``, TorchUncertainty's classification routine
-  plus the diversity regulariser,
+  plus the diversity regularizer,
 - ``signorm_optim_recipe``, which turns an ``optim_recipe`` (TorchUncertainty's way of giving a
   routine its optimizer) into its σN-Ens version: the σNorm scale logits at 100× the learning
   rate without weight decay. ``torch_uncertainty_signorm.optim_recipes`` holds those of
@@ -63,8 +63,8 @@ silence_library_noise()
 # We build TorchUncertainty's CIFAR-style ResNet-18 at a quarter of its width (16 to 128
 # channels, enough for 8×8 images) and wrap it into a σN-Ens of M = 4 members. The wrapper
 # replaces every BatchNorm by a σBatchNorm holding the four members, and the classifier by
-# four member heads. ``regularized_layers="resnet18"`` applies the regulariser to the second
-# normalisation layer of each residual block, as in the paper.
+# four member heads. ``regularized_layers="resnet18"`` applies the regularizer to the second
+# normalization layer of each residual block, as in the paper.
 
 datamodule = DigitsDataModule(batch_size=64, eval_ood=True)
 
@@ -75,10 +75,10 @@ model = signorm_ensemble(
     num_estimators,
     regularized_layers="resnet18",
     tau=0.1,  # the diversity control
-    diversity_strength=1e-2,  # the regulariser's weight λ
+    diversity_strength=1e-2,  # the regularizer's weight λ
 )
 print(f"{len(model.signorm_layer_names)} σNorm layers, "
-      f"{len(model.regularized_layer_names)} of them regularised")
+      f"{len(model.regularized_layer_names)} of them regularized")
 
 # %%
 # The model takes a batch of B images and returns the member-major logits of shape
@@ -92,7 +92,7 @@ print(model(torch.randn(2, 1, 8, 8)).shape)
 #
 # ``SigmaNormClassificationRoutine`` keeps every argument and metric of TorchUncertainty's
 # ``ClassificationRoutine``; it sets ``is_ensemble=True`` and repeats the targets for the M
-# members, and adds the regulariser to the cross-entropy. The optimizer is SGD, with the
+# members, and adds the regularizer to the cross-entropy. The optimizer is SGD, with the
 # σNorm scale logits in their own parameter group.
 
 routine = SigmaNormClassificationRoutine(
@@ -128,15 +128,15 @@ for key in ("test/cls/Acc", "test/cls/NLL", "test/cal/ECE", "ood/AUROC",
 # ~~~~~~~~~~~~~~~~~~~~~~~~~~
 #
 # A member *owns* a feature when its importance :math:`\sigma(\gamma)` is above 0.5.
-# ``ownership_counts`` counts the features owned by k = 0, ..., M members. In the regularised
+# ``ownership_counts`` counts the features owned by k = 0, ..., M members. In the regularized
 # layers the low temperature drives each feature towards a single owner (k = 1) and the
-# importances to 0 or 1; over all layers, which include the unregularised ones, ownership
+# importances to 0 or 1; over all layers, which include the unregularized ones, ownership
 # and importances stay spread out. The figure is written to ``$SIGNORM_TUTORIAL_FIGURE``,
 # by default into the system's temporary directory.
 
 importances = {
     "all layers": model.importances(),
-    "regularised layers": model.importances(regularized_only=True),
+    "regularized layers": model.importances(regularized_only=True),
 }
 fig, (ax_own, ax_hist) = plt.subplots(1, 2, figsize=(10, 4))
 width = 0.4
@@ -161,6 +161,6 @@ fig.savefig(figure_path, dpi=100)
 print(f"Figure saved to {figure_path}")
 
 # %%
-# After only three epochs, the members already split the regularised features between them
+# After only three epochs, the members already split the regularized features between them
 # while sharing most of the others: the diversity is where, and as strong as, :math:`\tau`
 # asks for. Lower :math:`\tau` for more diverse members, raise it for members that share more.

@@ -58,7 +58,7 @@ def wideresnet28(
     σN-Ens of it trains at about 25 s per step of 8 images on 2 CPU cores). A recipe's backbone
     block switches to this factory by its ``class_path`` and keeps every other argument, so
     that the same recipe runs narrow on a laptop (``widen_factor=1``: same depth, blocks and
-    normalisation layers, 0.37 M parameters), see ``experiments/README.md``.
+    normalization layers, 0.37 M parameters), see ``experiments/README.md``.
 
     Args:
         in_channels: Number of input channels.

@@ -111,7 +111,7 @@ def mutual_information(probs: Tensor) -> Tensor:
 
 
 def geometric_ambiguity(probs: Tensor) -> Tensor:
-    r"""Ambiguity under the normalised geometric-mean combiner, per input.
+    r"""Ambiguity under the normalized geometric-mean combiner, per input.
 
     With :math:`q^* \propto \exp(\frac1M \sum_m \log q_m)`, this is
     :math:`\frac1M \sum_m \mathrm{KL}(q^* \,\|\, q_m) = -\log \sum_c \exp(\frac1M \sum_m

@@ -18,7 +18,7 @@ from .checks import check_integer
 
 __all__ = ["vit_transform"]
 
-#: Normalisation of timm's ImageNet-21k ViT-B/16 checkpoints (orig_in21k, augreg_in21k).
+#: Normalization of timm's ImageNet-21k ViT-B/16 checkpoints (orig_in21k, augreg_in21k).
 IN21K_MEAN = (0.5, 0.5, 0.5)
 IN21K_STD = (0.5, 0.5, 0.5)
 
@@ -32,7 +32,7 @@ def vit_transform(
     std: Sequence[float] = IN21K_STD,
     crop_pct: float = 0.9,
 ) -> v2.Compose:
-    """Resize (and augment) images to the ViT's resolution and normalise them as it was trained.
+    """Resize (and augment) images to the ViT's resolution and normalize them as it was trained.
 
     * ``cifar``: training keeps TorchUncertainty's CIFAR augmentation (random 32-px crop
       with 4-px padding, horizontal flip), then every split is resized to ``size`` (bicubic).
@@ -44,8 +44,8 @@ def vit_transform(
         train: Training (augmented) or evaluation transform.
         size: Input resolution of the backbone.
         dataset: ``"cifar"`` (32-px images) or ``"imagenet"``.
-        mean: Per-channel normalisation mean (the checkpoint's; 0.5 for in21k ViTs).
-        std: Per-channel normalisation standard deviation.
+        mean: Per-channel normalization mean (the checkpoint's; 0.5 for in21k ViTs).
+        std: Per-channel normalization standard deviation.
         crop_pct: Centre-crop fraction of the ImageNet evaluation transform.
 
     Raises:

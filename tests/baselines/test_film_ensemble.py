@@ -97,7 +97,7 @@ def test_every_parameter_trains_at_one_learning_rate():
     film = film_ensemble(tiny_resnet(), M, num_classes=7)
     assert film(torch.randn(2, 3, 32, 32)).shape == (M * 2, 7)
     assert all(p.requires_grad for p in film.parameters())
-    assert not hasattr(film, "diversity_loss")  # no regulariser: diversity is the init's
+    assert not hasattr(film, "diversity_loss")  # no regularizer: diversity is the init's
 
 
 def test_bad_inputs():

@@ -98,7 +98,7 @@ def test_bad_input_names_the_value(tmp_path):
 
 
 def test_cifar_c_tensor_pipeline(tmp_path):
-    """With TorchUncertainty's CIFAR test transform the samples are normalised tensors."""
+    """With TorchUncertainty's CIFAR test transform the samples are normalized tensors."""
     from torch_uncertainty.datamodules import CIFAR10DataModule
 
     write_cifar_c(tmp_path, ["fog"], LABELS, {})

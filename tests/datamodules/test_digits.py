@@ -54,7 +54,7 @@ def test_split_is_deterministic_in_seed() -> None:
     torch.testing.assert_close(a.test.tensors[0], b.test.tensors[0])
 
 
-def test_tensors_have_documented_shapes_dtypes_and_train_normalisation() -> None:
+def test_tensors_have_documented_shapes_dtypes_and_train_normalization() -> None:
     dm = _setup()
     assert dm.input_shape == (1, 8, 8)
     assert dm.num_channels == 1

@@ -41,7 +41,7 @@ def test_test_tables_show_whole_names_diversity_and_flops_per_input():
     }, inputs=64)
     assert "…" not in text  # TorchUncertainty cuts names at 12 characters: ens_Disagre…
     assert "ens_Disagreement" in text and "90.000%" in text and "80.000%" in text
-    for name in ("Ensemble diversity", "σNorm-cos (all layers)", "σNorm-cos (regularised layers)",
+    for name in ("Ensemble diversity", "σNorm-cos (all layers)", "σNorm-cos (regularized layers)",
                  "Jensen gap", "Mutual information U_mod (nats)", "Disagreement",
                  "some_new_measure"):
         assert name in text

@@ -8,7 +8,7 @@ from safetensors.torch import save_file
 
 
 class SaveRunningStatistics(Callback):
-    """After each training step, each process writes its normalisation layers' running statistics
+    """After each training step, each process writes its normalization layers' running statistics
     to ``<directory>/rank<r>.safetensors`` (the last step's remain), so a test can compare the
     processes' models before DDP broadcasts rank 0's buffers again at the next forward."""
 
@@ -25,7 +25,7 @@ class SaveRunningStatistics(Callback):
 
 
 class RecordTau(Callback):
-    """After each training step, each process appends the regulariser's τ to
+    """After each training step, each process appends the regularizer's τ to
     ``<directory>/tau_rank<r>.json``."""
 
     def __init__(self, directory: str) -> None:

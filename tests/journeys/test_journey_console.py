@@ -27,7 +27,7 @@ def test_a_run_prints_whole_tables_its_diversity_and_its_best_checkpoint(signorm
     assert best and Path(best.group(1)).is_file() and "-val_acc=" in best.group(1)
     tables = signorm_run.stdout[signorm_run.stdout.index("Test metric"):]
     assert "…" not in tables  # TorchUncertainty cuts names at 12 characters
-    for name in ("Ensemble diversity", "σNorm-cos (all layers)", "σNorm-cos (regularised layers)",
+    for name in ("Ensemble diversity", "σNorm-cos (all layers)", "σNorm-cos (regularized layers)",
                  "Jensen gap", "Mutual information U_mod (nats)", "ens_Disagreement",
                  "FLOPs (first test batch, 8 inputs)", "FLOPs per input"):
         assert name in tables, name
@@ -62,7 +62,7 @@ def test_help_lists_the_subcommands_without_importing_torch(tmp_path):
 @pytest.mark.slow
 def test_a_failed_first_run_leaves_no_version_folder_and_no_interruption_note(command_env,
                                                                               tmp_path):
-    # Batches of one image: σBatchNorm cannot normalise the 1x1 last stage, at the first step.
+    # Batches of one image: σBatchNorm cannot normalize the 1x1 last stage, at the first step.
     done = run_command(["fit", "--config", DIGITS, "--data.init_args.batch_size=1",
                         f"--trainer.logger.init_args.save_dir={tmp_path / 'logs'}",
                         "--trainer.enable_progress_bar=false"], cwd=tmp_path, env=command_env)

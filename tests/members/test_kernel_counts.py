@@ -1,8 +1,8 @@
-"""One normalisation kernel per σNorm layer, whatever the number of members M.
+"""One normalization kernel per σNorm layer, whatever the number of members M.
 
 Counted below autograd with a ``TorchDispatchMode``: the aten ops a forward (or backward)
 actually runs. torch's CPU ``rms_norm`` is a composite (``pow``, ``mean``, ``rsqrt``, ...),
-so an RMS normalisation is counted by its single ``rsqrt``.
+so an RMS normalization is counted by its single ``rsqrt``.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ NORMS = ("batch_norm", "layer_norm", "group_norm", "rms_norm")
 
 
 class NormKernelCounter(TorchDispatchMode):
-    """Counts the normalisation kernels (forward and backward) dispatched inside it."""
+    """Counts the normalization kernels (forward and backward) dispatched inside it."""
 
     def __init__(self) -> None:
         super().__init__()

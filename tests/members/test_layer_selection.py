@@ -1,4 +1,4 @@
-"""Regularised-layer presets of the paper and peft-style name patterns."""
+"""Regularized-layer presets of the paper and peft-style name patterns."""
 
 import pytest
 from fixtures.backbones import tiny_bert, tiny_resnet, tiny_vit, tiny_wideresnet

@@ -1,4 +1,4 @@
-"""SigmaNormClassificationRoutine on real digits: the regulariser, its logs, its groups."""
+"""SigmaNormClassificationRoutine on real digits: the regularizer, its logs, its groups."""
 
 import csv
 import warnings
@@ -252,7 +252,7 @@ def test_plain_routine_fit_fails_before_the_first_step():
     require_diversity_loss(model)  # idempotent; SigmaNormEnsemble should register it itself
     before = {k: v.clone() for k, v in model.state_dict().items() if v.is_floating_point()}
     trainer = cpu_trainer(max_epochs=1, limit_val_batches=0)
-    with pytest.raises(MissingRegularizerError, match=r"without its diversity regulariser.*"
+    with pytest.raises(MissingRegularizerError, match=r"without its diversity regularizer.*"
                                                        r"SigmaNormClassificationRoutine"):
         trainer.fit(_plain_routine(model), _loader())
     assert trainer.global_step == 0
@@ -272,7 +272,7 @@ def test_plain_routine_evaluates_a_signorm_ensemble():
     assert [x.shape for x in logits] == [(2 * 2, 10)] * 2  # (M B) member-major, per batch
 
 
-def test_regulariser_check_passes_signorm_routine_and_manual_loops():
+def test_regularization_guard_passes_signorm_routine_and_manual_loops():
     model = signorm_ensemble(tiny_resnet(), 2)
     require_diversity_loss(model)
     inputs, targets = torch.randn(2, 3, 32, 32), torch.arange(2)
@@ -335,7 +335,7 @@ def test_training_logs_diversity_and_tau_every_log_every_n_steps(tmp_path):
 
 def test_identical_members_are_warned_about_and_diverged_ones_are_not(tmp_path):
     train, val = _loaders()
-    with pytest.warns(UserWarning, match=r"still one model at this validation: the regularised "
+    with pytest.warns(UserWarning, match=r"still one model at this validation: the regularized "
                       r"layers' σNorm-cos is 0\.999\d+ \(>= 0\.999\) after 2 steps, at "
                       r"tau=0\.5 and "
                       r"diversity_strength \(lambda\)=0\.001.*member_spread.*target_diversity"):
@@ -361,7 +361,7 @@ def test_a_missed_target_is_warned_about_with_the_reason():
     routine = _converted_routine(member_spread=0.01, target_diversity=0.3)
     trainer = cpu_trainer(max_epochs=1, limit_val_batches=0)
     with pytest.warns(UserWarning, match=r"target_diversity=0\.3 was not reached: the "
-                      r"regularised layers' σNorm-cos is (0\.99\d+|1\.0000) after 2 steps"):
+                      r"regularized layers' σNorm-cos is (0\.99\d+|1\.0000) after 2 steps"):
         trainer.fit(routine, _loaders()[0])
     assert routine.model.tau < 0.5  # the controller strengthened the push
     assert "train/tau" in trainer.progress_bar_metrics  # τ moves: on the progress bar

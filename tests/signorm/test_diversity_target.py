@@ -59,7 +59,7 @@ def test_exact_conversion_is_the_symmetric_fixed_point_and_a_spread_leaves_it():
         assert grad.abs().max() > 1e-5
 
 
-def test_member_spread_is_zero_sum_per_feature_on_the_regularised_layers_only():
+def test_member_spread_is_zero_sum_per_feature_on_the_regularized_layers_only():
     plain, spread = _converted(0.0), _converted(0.2)
     regularized = set(plain.regularized_layer_names)
     assert regularized and set(plain.signorm_layer_names) - regularized

@@ -161,7 +161,7 @@ def test_diversity_loss_and_scale_logit_accessor():
     assert {id(p) for p in logits} == {id(p) for p in named}
     model.diversity_loss().backward()
     assert model.backbone.layer1[0].bn2.scale_logits.grad.abs().sum() > 0
-    assert model.backbone.layer1[0].bn1.scale_logits.grad is None  # not regularised
+    assert model.backbone.layer1[0].bn1.scale_logits.grad is None  # not regularized
 
 
 def test_state_dict_round_trip_keeps_every_member():

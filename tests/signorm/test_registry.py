@@ -45,7 +45,7 @@ def _plain(kind: type) -> nn.Module:
 
 
 def _inputs(kind: type, rows: int) -> torch.Tensor:
-    """Batch-major inputs of the rank ``kind`` normalises (channels last for LayerNorm/RMSNorm)."""
+    """Batch-major inputs of the rank ``kind`` normalizes (channels last for LayerNorm/RMSNorm)."""
     if kind is nn.BatchNorm1d:
         return torch.randn(rows, C) * 2 + 1
     if kind is nn.BatchNorm3d:
@@ -101,7 +101,7 @@ def test_folding_checks_the_member_and_a_shift_the_plain_layer_cannot_hold():
 @pytest.mark.parametrize("kind", [timm_norm.LayerNormFp32, timm_norm.LayerNorm2dFp32,
                                   timm_norm.RmsNormFp32], ids=lambda kind: kind.__name__)
 def test_timm_float32_norms_keep_computing_in_float32(kind):
-    """timm's ``*Fp32`` norms convert to σNorm classes of their own that normalise a bfloat16
+    """timm's ``*Fp32`` norms convert to σNorm classes of their own that normalize a bfloat16
     input in float32, as the plain layer does, instead of σLN/σRMSNorm in bfloat16."""
     plain = _plain(kind)
     layer = signorm_class_for(plain).from_module(plain, M, pretrained=True)

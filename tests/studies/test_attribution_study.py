@@ -28,7 +28,7 @@ def _difference(hypothesis: str, a: str, b: str, low: float, high: float,
 
 
 def _cos_runs(f_cos: list[float], e_cos: list[float]) -> dict:
-    """Arms F and E, per seed, with only their regularised σNorm-cos (H3's mechanism)."""
+    """Arms F and E, per seed, with only their regularized σNorm-cos (H3's mechanism)."""
     column = study.COLUMNS["cos_reg"]
     return {"F_M4_tau0.1_symmetric": {s: {"metrics": {column: c}} for s, c in enumerate(f_cos)},
             "E_M4_lambda0_nospread": {s: {"metrics": {column: c}} for s, c in enumerate(e_cos)}}

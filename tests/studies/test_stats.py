@@ -82,7 +82,7 @@ def test_spearman_p_is_exact_for_a_handful_of_points():
 
 
 def test_spearman_with_ties_in_tau_is_below_one_and_its_p_is_exact():
-    """The tweets study's T3: 7 runs at τ = 0.04 (2), 0.08 (3), 0.16 (2) whose regularised
+    """The tweets study's T3: 7 runs at τ = 0.04 (2), 0.08 (3), 0.16 (2) whose regularized
     σNorm-cos is in perfect order. The ties cap ρ below 1, and the exact p counts the pairings."""
     tau = [0.04, 0.04, 0.08, 0.08, 0.08, 0.16, 0.16]
     cos = [0.10, 0.20, 0.30, 0.40, 0.50, 0.60, 0.70]

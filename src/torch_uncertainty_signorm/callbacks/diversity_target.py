@@ -33,11 +33,11 @@ TARGET_STATE_KEY = "signorm_diversity_target"
 
 
 class DiversityTargetCallback(Callback):
-    """Adjusts τ every optimisation step so that the regularised layers' σNorm-cos settles at
+    """Adjusts τ every optimisation step so that the regularized layers' σNorm-cos settles at
     ``target``.
 
     Args:
-        target: σNorm-cos of the regularised layers to reach and hold, in (0, 1).
+        target: σNorm-cos of the regularized layers to reach and hold, in (0, 1).
         warn_identical_members: Warn when training starts from identical members, which the
             controller cannot steer (the routine's ``warn_identical_members``).
     """
@@ -75,7 +75,7 @@ class DiversityTargetCallback(Callback):
         ):
             rank_zero_warn(
                 f"target_diversity={self.target:g} starts from identical members "
-                f"(the regularised layers' σNorm-cos is {cosine:.5f}): the controller has "
+                f"(the regularized layers' σNorm-cos is {cosine:.5f}): the controller has "
                 f"nothing to steer until the heads' small asymmetry grows, so tau falls to "
                 f"its bound and the members may then overshoot the target. Give the model "
                 f"member_spread (e.g. 0.3) for a controlled approach."

@@ -1,4 +1,4 @@
-"""A warning while the σN-Ens members are still one model, so that a regulariser that does
+"""A warning while the σN-Ens members are still one model, so that a regularizer that does
 nothing (identical members sit where it has no gradient) is not trained through unnoticed.
 
 ``SigmaNormClassificationRoutine`` returns :class:`IdenticalMembersWarning` from
@@ -19,18 +19,18 @@ __all__ = [
     "members_identical", "regularized_cosine",
 ]
 
-#: σNorm-cos of the regularised layers at and above which the members count as one model.
+#: σNorm-cos of the regularized layers at and above which the members count as one model.
 IDENTICAL_MEMBERS_COSINE = 0.999
 
 
 def regularized_cosine(model: nn.Module) -> float:
-    """σNorm-cos of ``model``'s regularised layers, from the weights alone."""
+    """σNorm-cos of ``model``'s regularized layers, from the weights alone."""
     with torch.no_grad():
         return float(signorm_cosine(model.importances(regularized_only=True)))
 
 
 def members_identical(model: nn.Module, cosine: float) -> bool:
-    """Whether an ensemble of several members whose regularised layers' σNorm-cos is ``cosine``
+    """Whether an ensemble of several members whose regularized layers' σNorm-cos is ``cosine``
     counts as one model (>= :data:`IDENTICAL_MEMBERS_COSINE`)."""
     return model.num_estimators > 1 and cosine >= IDENTICAL_MEMBERS_COSINE
 
@@ -38,14 +38,14 @@ def members_identical(model: nn.Module, cosine: float) -> bool:
 def identical_members_message(cosine: float, when: str, steps: int, tau: float,
                               diversity_strength: float) -> str:
     """The warning when the members are still one model (σNorm-cos ``cosine`` of the
-    regularised layers >= :data:`IDENTICAL_MEMBERS_COSINE`) after ``steps`` steps, ``when``
+    regularized layers >= :data:`IDENTICAL_MEMBERS_COSINE`) after ``steps`` steps, ``when``
     (``"at this validation"``, ``"at the end of fit"``), with what to try."""
     return (
-        f"The σN-Ens members are still one model {when}: the regularised layers' "
+        f"The σN-Ens members are still one model {when}: the regularized layers' "
         f"σNorm-cos is {cosine:.5f} (>= {IDENTICAL_MEMBERS_COSINE}) after "
         f"{steps} steps, at tau={tau:.4g} and diversity_strength (lambda)="
         f"{diversity_strength:g}. Members that start identical (an exact conversion) sit where "
-        f"the regulariser has no gradient, and its push grows about as lambda/tau^2 per step. "
+        f"the regularizer has no gradient, and its push grows about as lambda/tau^2 per step. "
         f"Remedies: give the model member_spread (e.g. 0.3) to leave the symmetric start, set "
         f"the routine's target_diversity (e.g. 0.9: lower targets cost accuracy at short "
         f"budgets, docs/controlled_diversity.md) to let tau follow a diversity target, or lower "

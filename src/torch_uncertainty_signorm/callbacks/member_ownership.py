@@ -4,7 +4,7 @@ A member *owns* a feature (a channel of a σNorm layer) when its importance
 :math:`\sigma(\gamma)` exceeds a threshold (0.5 in the paper); the ownership ``k`` of the
 feature is the number of its owners, from ``0`` to ``M``. :class:`MemberOwnershipCallback`
 records how the features split over ``k`` (each feature of each layer counted once) for all
-σNorm layers and for the regularised ones, with the per-layer σNorm-cos, and draws the
+σNorm layers and for the regularized ones, with the per-layer σNorm-cos, and draws the
 paper's figures: the importance histograms (Figure 1, left), the importance embedding
 coloured by ``k`` (appendix) and the ownership bar chart.
 

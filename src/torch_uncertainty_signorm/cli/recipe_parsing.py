@@ -2,7 +2,7 @@
 
 Tools working from a recipe (the export command) must see the values the command trains
 with: :class:`~torch_uncertainty_signorm.cli.TUSigmaNormCLI`'s jsonargparse parser
-normalises them (``style: CIFAR`` becomes ``ResNetStyle.CIFAR``, defaults are filled in,
+normalizes them (``style: CIFAR`` becomes ``ResNetStyle.CIFAR``, defaults are filled in,
 command-line overrides apply), which reading the YAML file directly does not.
 """
 
@@ -45,7 +45,7 @@ class _ParseOnlyCLI(TUSigmaNormCLI):
 
 
 def parse_recipe(config: str | Path, overrides: Sequence[str] = ()) -> Namespace:
-    """The parsed, normalised configuration of ``config``, as the command would train it.
+    """The parsed, normalized configuration of ``config``, as the command would train it.
 
     Args:
         config: The recipe (or a run's saved ``config.yaml``).

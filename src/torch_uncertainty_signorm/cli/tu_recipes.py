@@ -80,8 +80,8 @@ def tu_format_args(args: Iterable[str]) -> list[str]:
         if not isinstance(recipe, dict):
             continue
         recipes.append(recipe)
-        if (normalised := normalize_recipe(recipe)) != recipe:
-            _set_value(args, at, "--config", yaml.safe_dump(normalised, sort_keys=False))
+        if (normalized := normalize_recipe(recipe)) != recipe:
+            _set_value(args, at, "--config", yaml.safe_dump(normalized, sort_keys=False))
     check_datamodule_named(recipes, datamodule)
     start = next((i + 1 for i, arg in enumerate(args) if arg in SUBCOMMANDS), 0)
     defaults = [f"--routine={DEFAULT_ROUTINE}"] + ([f"--data={datamodule}"] if datamodule else [])

@@ -350,8 +350,8 @@ class DigitsDataModule(TUDataModule):
 
     def _dataset(self, images: Tensor, idx: np.ndarray) -> TensorDataset:
         """Standardise ``[0, 1]`` images and pair them with the targets at ``idx``."""
-        normalised = (images - self.mean[0]) / self.std[0]
-        return TensorDataset(normalised, self._targets[torch.from_numpy(idx)])
+        normalized = (images - self.mean[0]) / self.std[0]
+        return TensorDataset(normalized, self._targets[torch.from_numpy(idx)])
 
     def _raw(self, split: str) -> Tensor:
         """Return the clean ``[0, 1]``-scaled images of ``split``."""

@@ -2,7 +2,7 @@
 
 The paper's Params column counts the learnable tensors of the deployed model, each shared
 tensor once: a Deep Ensemble counts its M copies, σN-Ens and FiLM-Ensemble count their
-per-member normalisation parameters and heads on top of the shared backbone, LoRA-Ensemble
+per-member normalization parameters and heads on top of the shared backbone, LoRA-Ensemble
 counts the frozen backbone plus every member's adapters and head. Running statistics are
 buffers, not parameters, and are not counted. ``trainable`` is the subset with
 ``requires_grad`` (for LoRA-Ensemble: adapters and heads only).

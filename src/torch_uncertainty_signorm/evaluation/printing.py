@@ -7,7 +7,7 @@ to 12 characters (``ens_Disagre…``), the in-distribution ensemble measures (``
 and every key starting with ``ood`` or ``shift`` filed by its last segment (``ood_near/SVHN/AUROC``
 and ``ood_far/AUROC`` would overwrite each other, and one ``shift/severity`` key is expected).
 :class:`SigmaNormEvaluationLoop` prints the same categories and units with whole names, an
-*Ensemble diversity* table (σNorm-cos over all layers and over the regularised ones, Jensen gap,
+*Ensemble diversity* table (σNorm-cos over all layers and over the regularized ones, Jensen gap,
 geometric ambiguity, the mutual information U_mod, disagreement), the FLOPs per input beside
 those of the first batch, the near/far OOD and per-severity shift keys in tables of their own,
 and each member's accuracy and NLL (``test/member_{m}/*``) beside the member health counts
@@ -52,7 +52,7 @@ _CATEGORIES = {
 #: their last segment). ``test/ens_*`` are TorchUncertainty's, ``test/div/*`` σN-Ens's.
 DIVERSITY_NAMES = {
     "test/div/signorm_cos": "σNorm-cos (all layers)",
-    "test/div/signorm_cos_regularized": "σNorm-cos (regularised layers)",
+    "test/div/signorm_cos_regularized": "σNorm-cos (regularized layers)",
     "test/div/jensen_gap": "Jensen gap",
     "test/div/geometric_ambiguity": "Geometric ambiguity",
     "test/ens_MI": "Mutual information U_mod (nats), test set",

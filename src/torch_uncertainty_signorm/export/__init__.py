@@ -23,14 +23,14 @@ imported or built.
 needs neither the FineTune ``checkpoint``, nor ``pretrained_path``, nor a download; the
 weights come from the safetensors files (a ``bert_classifier`` stores its Hugging Face
 configuration, see :func:`~torch_uncertainty_signorm.backbones.bert_config`), and the
-regularised layers are stored by name. Loading refuses a model block asking for weights
+regularized layers are stored by name. Loading refuses a model block asking for weights
 from elsewhere, and checks the architecture against the safetensors headers before
 allocating anything (:mod:`~torch_uncertainty_signorm.export.files`): an untrusted export can
 neither run code nor make the loader fetch, hang or exhaust memory.
 
 A *member model* (:func:`member_model`, i.e. :meth:`SigmaNormEnsemble.member_model
 <torch_uncertainty_signorm.members.wrapper.MemberWrapper.member_model>`) is member ``m``
-alone, built from ordinary layers: every σNorm layer is folded back into the normalisation
+alone, built from ordinary layers: every σNorm layer is folded back into the normalization
 layer it came from (its ``to_plain``), with member ``m``'s statistics and its effective
 affine,
 

@@ -157,5 +157,5 @@ def check_finite(state: Mapping[str, Tensor], path: Path) -> None:
             raise ValueError(f"'{path}' holds non-finite values (NaN or inf) in {key}; an "
                              f"exported model's weights are finite.")
         if key.endswith("running_var") and tensor.is_floating_point() and bool((tensor < 0).any()):
-            raise ValueError(f"'{path}' holds negative values in {key} (a normalisation "
+            raise ValueError(f"'{path}' holds negative values in {key} (a normalization "
                              f"layer's running variance, >= 0 in any trained model).")

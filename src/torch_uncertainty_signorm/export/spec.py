@@ -172,7 +172,7 @@ def check_self_contained(node: Any, where: str = "model") -> None:
         ):
             raise ValueError(
                 f"{place}.regularized_layers={layers!r:.200} is a pattern; an export holds the "
-                f"names of the regularised layers (a list) or a preset "
+                f"names of the regularized layers (a list) or a preset "
                 f"({', '.join(REGULARIZED_LAYER_PRESETS)})."
             )
     for key, item in init_args.items():

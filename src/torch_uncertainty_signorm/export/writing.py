@@ -45,7 +45,7 @@ def export_ensemble(
         spec: The ``class_path``/``init_args`` block that built it (a recipe's
             ``routine.init_args.model``); stored architecture-only (no ``checkpoint``,
             ``pretrained_path`` or download, see :mod:`torch_uncertainty_signorm.export`),
-            with the names of the regularised layers instead of the pattern that selected them.
+            with the names of the regularized layers instead of the pattern that selected them.
         directory: Output directory (created).
         members: Also write every member as a plain model (:func:`member_model`).
         extra_class_paths: Exact class paths trusted on top of

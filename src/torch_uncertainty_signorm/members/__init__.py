@@ -1,5 +1,5 @@
 """What every member wrapper is built on, knowing no method: the wrapper base that runs all
-members in one backbone pass (:mod:`.wrapper`), per-member normalisation (:mod:`.norm`,
+members in one backbone pass (:mod:`.wrapper`), per-member normalization (:mod:`.norm`,
 :mod:`.statistics`, :mod:`.distributed`), the members' heads (:mod:`.heads`, :mod:`.head_norm`,
 :mod:`.linear`), the module swap (:mod:`.replace`), layer selection by name (:mod:`.selection`)
 and the settings object's base (:mod:`.config`).

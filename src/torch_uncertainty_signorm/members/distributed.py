@@ -5,7 +5,7 @@ Lightning's ``sync_batchnorm=True`` installs :class:`~lightning.pytorch.plugins.
 which calls :meth:`torch.nn.SyncBatchNorm.convert_sync_batchnorm`. That function replaces every
 ``torch.nn.modules.batchnorm._BatchNorm``; σBN and FiLM's BatchNorm are not ``_BatchNorm``
 subclasses (they hold M sets of statistics), so it leaves them as they are and each process
-would normalise with its own share of the batch. :class:`SigmaNormSyncBatchNorm` converts plain
+would normalize with its own share of the batch. :class:`SigmaNormSyncBatchNorm` converts plain
 BatchNorm exactly as Lightning does and switches every per-member BatchNorm
 (:class:`~torch_uncertainty_signorm.members.norm.MemberBatchNorm`, the base of both) to synchronised
 statistics: the layer's batch-major ``(B, M·C, ...)`` view goes through torch's own

@@ -1,11 +1,11 @@
-r"""The member heads' normalisation: an ordinary BatchNorm or LayerNorm per member, free affine.
+r"""The member heads' normalization: an ordinary BatchNorm or LayerNorm per member, free affine.
 
-The paper's heads place "an additional normalisation layer (BN or LN) before [the]
+The paper's heads place "an additional normalization layer (BN or LN) before [the]
 randomly-initialised linear layer": member :math:`m` computes
 :math:`w_m \odot \mathrm{norm}_m(x) + b_m` with its own statistics and its own affine, trained at
 the base learning rate like any head weight (not in the σNorm scale-logit group).
 
-A normalisation divides its input by the input's scale, and its backward pass multiplies the
+A normalization divides its input by the input's scale, and its backward pass multiplies the
 gradient reaching the shared backbone by the same factor. A pretrained backbone's penultimate
 features can be small (the BERT pooler's tanh outputs have a per-input standard deviation of
 0.067 on the packaged MiniLM): a unit-scale norm then multiplies what the fresh linear layer reads,
@@ -45,7 +45,7 @@ def _mean_over_processes(value: Tensor) -> Tensor:
 
 
 class HeadNorm(MemberNorm):
-    """Per-member normalisation with a free affine ``weight``, ``bias`` ``(M, F)`` (ones and
+    """Per-member normalization with a free affine ``weight``, ``bias`` ``(M, F)`` (ones and
     zeros), optionally scaled to its input on the first training batch (:data:`HEAD_SCALE_INITS`).
 
     ``scale_initialised`` (a saved buffer) records that this happened, so a resumed or reloaded

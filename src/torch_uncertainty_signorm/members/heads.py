@@ -1,4 +1,4 @@
-"""Fresh per-member classifier heads: a normalisation layer, then a linear layer, batched over
+"""Fresh per-member classifier heads: a normalization layer, then a linear layer, batched over
 members (the paper's heads)."""
 
 from __future__ import annotations
@@ -20,10 +20,10 @@ __all__ = ["MemberHeads", "upgrade_legacy_heads"]
 class MemberHeads(nn.Module):
     """M independent heads applied to batch-major features ``(B·M, D)`` in one pass.
 
-    Each member's head normalises its features with an ordinary BatchNorm or LayerNorm of its
+    Each member's head normalizes its features with an ordinary BatchNorm or LayerNorm of its
     own (own statistics, own affine at the base learning rate:
     :mod:`~torch_uncertainty_signorm.members.head_norm`) and applies its own freshly initialised
-    linear layer; a shared head would be a symmetric fixed point where the diversity regulariser
+    linear layer; a shared head would be a symmetric fixed point where the diversity regularizer
     has no gradient.
 
     A state dict of the earlier heads, whose norm was a from-scratch σNorm (``norm.scale_logits``,

@@ -1,6 +1,6 @@
-r"""The bases of the per-member normalisation layers: M members in one layer, both directions.
+r"""The bases of the per-member normalization layers: M members in one layer, both directions.
 
-:class:`MemberNorm` is the root of every layer holding one normalisation per ensemble member
+:class:`MemberNorm` is the root of every layer holding one normalization per ensemble member
 (the σNorm layers, FiLM-Ensemble's BatchNorm). It checks the batch-major rows and folds a
 member back out: :meth:`MemberNorm.to_plain` returns the ordinary torch, timm or
 transformers layer that computes member :math:`m`'s output, from the subclass's per-member
@@ -26,14 +26,14 @@ __all__ = ["MemberBatchNorm", "MemberNorm"]
 
 
 class MemberNorm(nn.Module):
-    """Base of the layers holding one normalisation per member, on batch-major ``(B·M, ...)`` rows.
+    """Base of the layers holding one normalization per member, on batch-major ``(B·M, ...)`` rows.
 
     A subclass gives every member's affine (:meth:`affine`) and its plain counterpart
     (:meth:`empty_plain`); this class checks the rows and folds a member back out
     (:meth:`to_plain`).
 
     Args:
-        num_features: Number of normalised features (channels).
+        num_features: Number of normalized features (channels).
         num_estimators: Number of members M.
     """
 
@@ -70,7 +70,7 @@ class MemberNorm(nn.Module):
             )
 
     def to_plain(self, member: int) -> nn.Module:
-        r"""The plain normalisation layer computing member ``member``'s output of this layer.
+        r"""The plain normalization layer computing member ``member``'s output of this layer.
 
         Its affine is the member's effective one (σNorm: :math:`w = k\,s \odot
         \sigma(\gamma_m)`, :math:`b = \beta`, 0 from scratch; FiLM: :math:`\gamma_m,

@@ -1,5 +1,5 @@
 """Selecting layers by name, one grammar for every wrapper (as peft's ``target_modules``): a
-preset, a regex matching whole names, or a list of names or name suffixes. σN-Ens's regularised
+preset, a regex matching whole names, or a list of names or name suffixes. σN-Ens's regularized
 layers (:func:`~torch_uncertainty_signorm.signorm.layer_selection.select_layers`) and
 LoRA-Ensemble's adapted projections use it."""
 

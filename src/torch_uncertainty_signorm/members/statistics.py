@@ -5,7 +5,7 @@ base of σBN and FiLM-Ensemble's BatchNorm. Inside the backbone, row ``b·M + m`
 sample ``b`` of member ``m`` (batch-major), so the contiguous activations ``(B·M, C, ...)``
 are also a contiguous ``(B, M·C, ...)`` tensor whose channel ``m·C + c`` is channel ``c`` of
 member ``m``. BatchNorm of that view, with the ``(M, C)`` running statistics and affine
-flattened to ``(M·C,)``, computes every member's statistics, normalisation, affine and
+flattened to ``(M·C,)``, computes every member's statistics, normalization, affine and
 running-statistics update in one call of torch's fused kernel (and one in backward), for
 any M: no loop over members, no concatenation.
 
@@ -85,7 +85,7 @@ def member_batch_norm(
         bias: Members' shifts ``(M, C)``, one shift ``(C,)`` for all, or ``None``.
 
     Returns:
-        The normalised ``(B·M, C, ...)`` tensor; the ``(M, C)`` running statistics are
+        The normalized ``(B·M, C, ...)`` tensor; the ``(M, C)`` running statistics are
         updated in place (their flattened views are the kernel's buffers).
     """
     num_estimators = layer.num_estimators

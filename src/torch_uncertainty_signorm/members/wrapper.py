@@ -5,7 +5,7 @@ Members split off at ``expand_at``: a forward pre-hook repeats that module's inp
 the work before it runs once per input (``"input"`` repeats the inputs). From there to the
 member heads the rows are *batch-major*, row ``b·M + m`` being sample ``b`` of member ``m``:
 then the activations ``(B·M, C, ...)`` are a contiguous ``(B, M·C, ...)`` tensor, which lets
-every per-member normalisation run as one native kernel (``layers.member_statistics``). The
+every per-member normalization run as one native kernel (``layers.member_statistics``). The
 wrappers' ``forward`` still returns TorchUncertainty's member-major logits ``(M·B, C)``, and
 ``forward_features`` member-major ``(M·B, D)``: one reorder at the very end.
 

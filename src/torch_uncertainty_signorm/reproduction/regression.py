@@ -74,7 +74,7 @@ DEFAULT_TOLERANCES: dict[str, float] = {
 }
 #: Default relative tolerances (fractions of the expected value). MAdds spans 0.48 to 24 G per
 #: image: the paper's two decimals alone are off by up to 1.1% at 0.48 G, and PyTorch's flop
-#: counter omits the normalisation layers' few multiply-adds (0.7% for σN-Ens ResNet-18).
+#: counter omits the normalization layers' few multiply-adds (0.7% for σN-Ens ResNet-18).
 RELATIVE_TOLERANCES: dict[str, float] = {"MAdds": 0.02}
 #: Columns of a results row that describe the runs rather than measure them.
 _RUN_COLUMNS = frozenset({"runs", "seeds", "max_epochs", "max_steps", "limit_train_batches",

@@ -1,4 +1,4 @@
-"""TorchUncertainty's classification routine with the σNorm diversity regulariser."""
+"""TorchUncertainty's classification routine with the σNorm diversity regularizer."""
 
 from __future__ import annotations
 
@@ -46,18 +46,18 @@ class SigmaNormClassificationRoutine(ClassificationRoutine):
     :class:`~torch_uncertainty.routines.ClassificationRoutine` and adds:
 
     - training: ``train_loss`` stays the task loss; ``train/diversity_loss`` (the
-      regulariser :math:`\lambda \mathcal{L}_{div}`, with τ and λ set on the model),
+      regularizer :math:`\lambda \mathcal{L}_{div}`, with τ and λ set on the model),
       ``train/total_loss`` (what is optimised), ``train/signorm_cos`` (all layers),
       ``train/signorm_cos_regularized`` and ``train/tau``, every ``log_every_n_steps``
       (from the weights alone: no extra forward); σNorm-cos on the progress bar, and τ too
       with ``target_diversity``;
-    - a warning, at a validation during ``fit`` and when ``fit`` ends, while the regularised
+    - a warning, at a validation during ``fit`` and when ``fit`` ends, while the regularized
       layers' σNorm-cos is still >=
       :data:`~torch_uncertainty_signorm.callbacks.identical_members.IDENTICAL_MEMBERS_COSINE`
       (the members are one model), naming the value, τ, λ, the steps run and the remedies
       (:class:`~torch_uncertainty_signorm.callbacks.identical_members.IdenticalMembersWarning`,
       from :meth:`configure_callbacks`);
-    - ``target_diversity``: τ adjusted every optimisation step so that the regularised
+    - ``target_diversity``: τ adjusted every optimisation step so that the regularized
       layers' σNorm-cos settles at the target
       (:class:`~torch_uncertainty_signorm.signorm.diversity_target.DiversityTarget`, run by
       :class:`~torch_uncertainty_signorm.callbacks.diversity_target.DiversityTargetCallback`
@@ -110,7 +110,7 @@ class SigmaNormClassificationRoutine(ClassificationRoutine):
             1/M of a single model's gradient; ``num_estimators`` gives them a single model's
             step. ``1`` (default) leaves them at the shared rate (the paper's recipes). See
             :func:`~torch_uncertainty_signorm.signorm.optim.signorm_param_groups`.
-        target_diversity: σNorm-cos of the regularised layers to reach and hold by adjusting
+        target_diversity: σNorm-cos of the regularized layers to reach and hold by adjusting
             τ during training (in (0, 1); lower is more diverse). ``None`` (default) trains at
             the model's fixed τ.
         warn_identical_members: Warn when the members are still one model (set ``False`` to

@@ -1,8 +1,8 @@
 """Stop training at the first non-finite loss, naming the term that produced it.
 
-σN-Ens optimises the task loss plus the diversity regulariser :math:`\\lambda \\mathcal{L}_{div}`.
+σN-Ens optimises the task loss plus the diversity regularizer :math:`\\lambda \\mathcal{L}_{div}`.
 When their sum turns NaN or infinite, knowing which term did it decides the fix (learning
-rate, inputs, precision for the task loss; τ, λ or the scale logits for the regulariser), so
+rate, inputs, precision for the task loss; τ, λ or the scale logits for the regularizer), so
 :func:`check_finite_losses` raises a :class:`FloatingPointError` that names it, before the
 optimiser step would spread it into the weights.
 
@@ -24,7 +24,7 @@ _HINTS = {
     "task_loss": "check the inputs and labels for NaN/inf, lower the learning rate, or train "
     "with bf16-mixed or 32 instead of 16-mixed",
     "diversity_loss": "check the σNorm scale logits for NaN/inf (a too large scale learning "
-    "rate) and the regulariser's tau and diversity_strength",
+    "rate) and the regularizer's tau and diversity_strength",
 }
 
 

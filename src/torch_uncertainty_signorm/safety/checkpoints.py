@@ -177,7 +177,7 @@ def check_lightning_checkpoint(checkpoint: Any, path: str | Path,
         if (isinstance(tensor, Tensor) and str(key).endswith("running_var")
                 and tensor.is_floating_point() and bool((tensor < 0).any())):
             raise ValueError(
-                f"{where} holds negative values in state_dict['{key}'] (a normalisation "
+                f"{where} holds negative values in state_dict['{key}'] (a normalization "
                 f"layer's running variance, >= 0 in any trained model): refused."
             )
     _check_optimizer_states(checkpoint.get("optimizer_states"), where)

@@ -67,9 +67,9 @@ class SigmaNormConfig(MethodConfig):
         if self.checkpoint is not None and not self.pretrained:
             raise ValueError(
                 f"checkpoint={str(self.checkpoint)!r} needs pretrained=True: from-scratch σNorm "
-                f"would discard the checkpoint's normalisation layers."
+                f"would discard the checkpoint's normalization layers."
             )
-        normalised = {
+        normalized = {
             "tau": tau,
             "diversity_strength": strength,
             "scale_init_std": check_positive_number("scale_init_std", self.scale_init_std, True),
@@ -78,6 +78,6 @@ class SigmaNormConfig(MethodConfig):
             "regularized_layers": self.regularized_layers if isinstance(
                 self.regularized_layers, str) else tuple(self.regularized_layers),
         }
-        for name, value in normalised.items():
+        for name, value in normalized.items():
             object.__setattr__(self, name, value)
 

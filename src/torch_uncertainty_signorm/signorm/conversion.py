@@ -1,4 +1,4 @@
-"""The walk that swaps every normalisation layer of a backbone for its σNorm counterpart."""
+"""The walk that swaps every normalization layer of a backbone for its σNorm counterpart."""
 
 from __future__ import annotations
 
@@ -27,14 +27,14 @@ SUPPORTED_NORMS = (
     "timm LayerNorm2d, GroupNorm (torch, timm), RMSNorm (torch, timm), timm's LayerNormFp32/"
     "LayerNorm2dFp32/RmsNormFp32"
 )
-#: What a freshly built normalisation layer holds (torch, timm and transformers alike).
+#: What a freshly built normalization layer holds (torch, timm and transformers alike).
 _INITIAL_STATE = {
     "weight": 1.0, "bias": 0.0, "running_mean": 0.0, "running_var": 1.0, "num_batches_tracked": 0
 }
 
 
 def find_norm_layers(model: nn.Module) -> list[str]:
-    """Qualified names of the supported normalisation layers of ``model``, in module order.
+    """Qualified names of the supported normalization layers of ``model``, in module order.
 
     Raises:
         ValueError: If ``model`` holds none, or already holds σNorm layers.
@@ -56,14 +56,14 @@ def find_norm_layers(model: nn.Module) -> list[str]:
             names.append(name)
     if not names:
         raise ValueError(
-            f"{type(model).__name__} has no normalisation layer to convert into σNorm; "
+            f"{type(model).__name__} has no normalization layer to convert into σNorm; "
             f"σNorm-Ensembles need at least one of: {SUPPORTED_NORMS}."
         )
     return names
 
 
 def norms_at_initial_state(state: Mapping[str, Tensor], norm_names: Sequence[str]) -> bool:
-    """Whether every normalisation layer in ``state`` still holds a fresh layer's values.
+    """Whether every normalization layer in ``state`` still holds a fresh layer's values.
 
     Scale 1, shift 0 and untouched BatchNorm statistics everywhere mean that no trained
     weights were loaded. Layers without affine or statistics carry no evidence: ``False``
@@ -87,7 +87,7 @@ def convert_norm_layers(
     member_spread: float = 0.0,
     spread_layers: Collection[str] | None = None,
 ) -> dict[str, SigmaNorm]:
-    """Replace, in place, every supported normalisation layer of ``model`` by a σNorm layer.
+    """Replace, in place, every supported normalization layer of ``model`` by a σNorm layer.
 
     The targets are collected first and each is replaced through its parent, so nested
     modules, ``nn.Sequential``/``nn.ModuleList`` children and a layer registered under
@@ -100,7 +100,7 @@ def convert_norm_layers(
         scale_init_std: Standard deviation of the from-scratch scale logits.
         member_spread: Standard deviation of the zero-sum per-member offsets added to the
             scale logits of ``spread_layers`` (:meth:`SigmaNorm.spread_members`), so that a
-            converted model's identical members leave the point where the regulariser has no
+            converted model's identical members leave the point where the regularizer has no
             gradient. ``0`` (default) keeps the conversion exact.
         spread_layers: Names of the converted layers to spread; every converted layer when
             ``None``.
@@ -109,14 +109,14 @@ def convert_norm_layers(
         The new σNorm layers by their qualified name in ``model``.
 
     Raises:
-        ValueError: If ``model`` holds no supported normalisation layer, ``member_spread`` is
+        ValueError: If ``model`` holds no supported normalization layer, ``member_spread`` is
             no finite number >= 0, or ``spread_layers`` names a layer that was not converted.
     """
     names = find_norm_layers(model)
     unknown = sorted(set(spread_layers or ()) - set(names))
     if unknown:
         raise ValueError(
-            f"spread_layers names {unknown}, which are not normalisation layers of "
+            f"spread_layers names {unknown}, which are not normalization layers of "
             f"{type(model).__name__}; valid names: {names}."
         )
     check_positive_number("member_spread", member_spread, allow_zero=True)

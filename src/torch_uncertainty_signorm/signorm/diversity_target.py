@@ -1,10 +1,10 @@
 r"""Hold the members' σNorm-cos at a target by adjusting τ during training (beyond the paper).
 
-The regulariser's temperature sets how hard members are pushed apart, but which σNorm-cos a
+The regularizer's temperature sets how hard members are pushed apart, but which σNorm-cos a
 given τ reaches depends on the budget: from an exact conversion the members' spread grows by
 about :math:`\eta \lambda \sigma'^2 T / \tau^2` e-folds over T steps, so a τ that diversifies
 a 10,000-step run leaves a 100-step run's members identical. :class:`DiversityTarget` turns the
-question around: the user names the σNorm-cos of the regularised layers to reach, and τ follows.
+question around: the user names the σNorm-cos of the regularized layers to reach, and τ follows.
 
 The plant is one-sided and slow to stop: lowering τ makes σNorm-cos fall faster, nothing in
 σN-Ens pulls members back together but the task loss, and the optimiser's momentum carries the
@@ -89,10 +89,10 @@ def optimizer_lookahead(optimizer: Optimizer, params: list[Tensor]) -> float:
 
 
 class DiversityTarget:
-    """τ controller holding the regularised layers' σNorm-cos at ``target``.
+    """τ controller holding the regularized layers' σNorm-cos at ``target``.
 
     Args:
-        target: σNorm-cos of the regularised layers to reach and hold, in (0, 1).
+        target: σNorm-cos of the regularized layers to reach and hold, in (0, 1).
         tau: The starting temperature (the model's τ).
         total_steps: Optimisation steps of the run (Lightning's
             ``trainer.estimated_stepping_batches``).
@@ -176,7 +176,7 @@ class DiversityTarget:
         return True
 
     def update(self, cosine: float, step: int | None = None) -> float:
-        """Take σNorm-cos of the regularised layers at optimisation ``step``; return the τ to
+        """Take σNorm-cos of the regularized layers at optimisation ``step``; return the τ to
         train that step with."""
         self.step = step
         if self.previous is None:
@@ -272,7 +272,7 @@ def target_cost_message(target: DiversityTarget, best: float, accuracy: float, c
 
 def missed_target_message(target: DiversityTarget, cosine: float, steps: int,
                           member_spread: float = 0.0) -> str:
-    """The warning when a run ends with the regularised layers' σNorm-cos ``cosine`` away from
+    """The warning when a run ends with the regularized layers' σNorm-cos ``cosine`` away from
     ``target``'s target, saying why (a bound reached, the budget, the accuracy floor) and what
     to try."""
     bound = target.at_bound()
@@ -280,7 +280,7 @@ def missed_target_message(target: DiversityTarget, cosine: float, steps: int,
               "give the model member_spread (e.g. 0.3)")
     if bound == "lower" or (bound is None and cosine > target.target):
         why = (
-            "tau reached its lower bound: the regulariser pushes as hard as it can and the "
+            "tau reached its lower bound: the regularizer pushes as hard as it can and the "
             f"members still share too much. {spread.capitalize()}, raise "
             "diversity_strength (lambda), or train longer"
             if bound == "lower" else
@@ -289,7 +289,7 @@ def missed_target_message(target: DiversityTarget, cosine: float, steps: int,
         )
     elif bound == "upper":
         why = (
-            "tau reached its upper bound, where the regulariser stops pushing: nothing in "
+            "tau reached its upper bound, where the regularizer stops pushing: nothing in "
             "σN-Ens pulls members together but the task loss, so members more diverse than "
             "the target stay so. Choose a lower target"
             + (f", a lower member_spread (it is {member_spread:g})" if member_spread else "")
@@ -303,7 +303,7 @@ def missed_target_message(target: DiversityTarget, cosine: float, steps: int,
                f"{math.exp(target.floor):.4g}): this target costs more accuracy than this "
                f"budget affords")
     return (
-        f"target_diversity={target.target:g} was not reached: the regularised layers' "
+        f"target_diversity={target.target:g} was not reached: the regularized layers' "
         f"σNorm-cos is {cosine:.4f} after {steps} steps (tolerance ±{TARGET_TOLERANCE}), with "
         f"tau at {target.tau:.4g}; {why}."
     )

@@ -1,4 +1,4 @@
-"""σNorm-Ensemble: M members sharing every backbone weight but their normalisation layers."""
+"""σNorm-Ensemble: M members sharing every backbone weight but their normalization layers."""
 
 from __future__ import annotations
 
@@ -74,12 +74,12 @@ def _check_pretrained_state(
         return
     if checkpoint is not None:
         raise ValueError(
-            f"checkpoint='{checkpoint}' holds an untrained {name}: every normalisation layer is "
+            f"checkpoint='{checkpoint}' holds an untrained {name}: every normalization layer is "
             f"at its initial state (scale 1, shift 0, no BatchNorm statistics). Pass the "
             f"checkpoint of the trained single model."
         )
     raise ValueError(
-        f"pretrained=True but every normalisation layer of {name} is at its initial state "
+        f"pretrained=True but every normalization layer of {name} is at its initial state "
         f"(scale 1, shift 0, no BatchNorm statistics): no pretrained weights were loaded. Pass "
         f"checkpoint=<the single model's .ckpt, .pt or .safetensors> (in a recipe: "
         f"--routine.init_args.model.init_args.checkpoint=path/to/single.ckpt), load weights "
@@ -90,7 +90,7 @@ def _check_pretrained_state(
 class SigmaNormEnsemble(MemberWrapper):
     r"""Wrap a classifier into a σNorm-Ensemble of ``num_estimators`` members.
 
-    Every normalisation layer becomes a σNorm layer :math:`\sigma(\gamma_m) \odot
+    Every normalization layer becomes a σNorm layer :math:`\sigma(\gamma_m) \odot
     \mathrm{norm}_m(x)` (own statistics and scale logits per member); every other weight is
     shared. The classifier is replaced by fresh per-member heads (an ordinary BatchNorm or
     LayerNorm with its own affine, then a linear layer: the paper's heads).
@@ -113,17 +113,17 @@ class SigmaNormEnsemble(MemberWrapper):
         checkpoint: A single model's checkpoint (TorchUncertainty/Lightning ``.ckpt``, torch
             state dict or ``.safetensors``) loaded into ``model`` before the conversion;
             requires ``pretrained=True`` (the σN-Ens FineTune recipe).
-        regularized_layers: Layers the diversity regulariser acts on: a preset
+        regularized_layers: Layers the diversity regularizer acts on: a preset
             (``"all"``, ``"resnet18"``, ``"resnet50"``, ``"wideresnet28x10"``,
             ``"transformer"``), a regex matching whole layer names, or a list of names or
             name suffixes.
-        tau: Softmax temperature :math:`\tau` of the regulariser, the diversity control, in
+        tau: Softmax temperature :math:`\tau` of the regularizer, the diversity control, in
             :data:`~torch_uncertainty_signorm.signorm.regularization.TAU_RANGE`.
-        diversity_strength: Regularisation strength :math:`\lambda`.
+        diversity_strength: Regularization strength :math:`\lambda`.
         scale_init_std: Standard deviation of the from-scratch scale logits.
         member_spread: Standard deviation of zero-sum per-member offsets added to the scale
-            logits of the regularised layers (:meth:`SigmaNorm.spread_members`). An exact
-            conversion starts every member at the same importances, where the regulariser's
+            logits of the regularized layers (:meth:`SigmaNorm.spread_members`). An exact
+            conversion starts every member at the same importances, where the regularizer's
             gradient is exactly zero; a spread gives it a gradient at step 0 while keeping the
             members' mean logit. ``0`` (default) keeps the conversion exact.
         head: Name of the classifier to replace; found automatically when ``None``.
@@ -218,7 +218,7 @@ class SigmaNormEnsemble(MemberWrapper):
             in_features, config.num_classes or replaced_classes, num_estimators, norm=head_norm,
             scale_init=scale_init,
         ).to(**placement)
-        require_diversity_loss(self)  # never trains silently without its regulariser
+        require_diversity_loss(self)  # never trains silently without its regularizer
 
     def signorm_layers(self, regularized_only: bool = False) -> dict[str, SigmaNorm]:
         """The backbone's σNorm layers by name (member heads excluded)."""
@@ -237,11 +237,11 @@ class SigmaNormEnsemble(MemberWrapper):
         return self.penalty.tau
 
     def set_tau(self, tau: float) -> None:
-        """Set the regulariser's temperature (:meth:`ImportanceSharingPenalty.set_tau`)."""
+        """Set the regularizer's temperature (:meth:`ImportanceSharingPenalty.set_tau`)."""
         self.penalty.set_tau(tau)
 
     def diversity_loss(self) -> Tensor:
-        r"""The regulariser :math:`\lambda \mathcal{L}_{div}` over the regularised layers."""
+        r"""The regularizer :math:`\lambda \mathcal{L}_{div}` over the regularized layers."""
         return self.penalty(self.importances(regularized_only=True))
 
     def scale_logits(self) -> list[nn.Parameter]:

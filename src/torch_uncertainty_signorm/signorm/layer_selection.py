@@ -1,4 +1,4 @@
-"""The layers σN-Ens's regulariser acts on: the paper's presets, or any selection of
+"""The layers σN-Ens's regularizer acts on: the paper's presets, or any selection of
 :mod:`~torch_uncertainty_signorm.members.selection`'s grammar."""
 
 from __future__ import annotations
@@ -14,11 +14,11 @@ __all__ = ["REGULARIZED_LAYER_PRESETS", "check_regularized_layers", "select_laye
 REGULARIZED_LAYER_PRESETS: dict[str, str | None] = {
     # every σNorm layer of the backbone
     "all": None,
-    # ResNet-18: the second normalisation layer of each residual block
+    # ResNet-18: the second normalization layer of each residual block
     "resnet18": r"(.*\.)?layer\d+\.\d+\.bn2",
-    # ResNet-50: the first and the last normalisation layer of each bottleneck block
+    # ResNet-50: the first and the last normalization layer of each bottleneck block
     "resnet50": r"(.*\.)?layer\d+\.\d+\.bn[13]",
-    # WideResNet-28-10: the first normalisation layer of each residual block
+    # WideResNet-28-10: the first normalization layer of each residual block
     "wideresnet28x10": r"(.*\.)?layer\d+\.\d+\.bn1",
     # Transformers: the FFN-block norms (timm ViT pre-MLP norm2, BERT post-FFN LayerNorm)
     "transformer": r"(.*\.)?(blocks\.\d+\.norm2|layer\.\d+\.output\.LayerNorm)",
@@ -34,7 +34,7 @@ def check_regularized_layers(spec: Any) -> None:
 
 
 def select_layers(names: Sequence[str], spec: str | Sequence[str]) -> list[str]:
-    """The σNorm layers the regulariser acts on, by :func:`match_names` with the paper's presets.
+    """The σNorm layers the regularizer acts on, by :func:`match_names` with the paper's presets.
 
     Args:
         names: The σNorm layer names to choose from (qualified names in the backbone).

@@ -1,4 +1,4 @@
-r"""σNorm layers: one normalisation layer holding M ensemble members.
+r"""σNorm layers: one normalization layer holding M ensemble members.
 
 Every layer here computes, for member :math:`m` of a batch-major batch ``(B·M, ...)``,
 
@@ -20,7 +20,7 @@ channels are the members' channels side by side. σBN and σGN therefore run tor
 kernel once on that view, with the members' affines flattened as its per-channel affine
 (σBN also with the ``(M, C)`` running statistics flattened, updated in place): one kernel
 per layer for any M. LayerNorm and RMSNorm statistics are per row, so σLN and σRMSNorm
-normalise all rows in one call (no affine) and apply the members' affines in one fused
+normalize all rows in one call (no affine) and apply the members' affines in one fused
 elementwise pass (:class:`_MemberAffine`). No layer loops over members.
 """
 
@@ -84,7 +84,7 @@ def output_preserving_reparameterization(
     Args:
         weight: The pretrained scale (any shape with ``num_features`` elements) or ``None``.
         bias: The pretrained shift or ``None``.
-        num_features: Number of normalised features.
+        num_features: Number of normalized features.
 
     Returns:
         ``(magnitude, sign, logits, shift)``: a 0-d tensor :math:`k_\ell`, and three
@@ -200,7 +200,7 @@ class SigmaNorm(MemberNorm):
     def spread_members(self, spread: float) -> None:
         r"""Add zero-sum per-member offsets :math:`\varepsilon_m` to the scale logits.
 
-        Members that start identical (an exact conversion) sit where the regulariser's
+        Members that start identical (an exact conversion) sit where the regularizer's
         gradient :math:`(1 - M p_j)/\tau` is exactly zero. The offsets move them off that
         point: per feature, :math:`\varepsilon \sim \mathcal{N}(0, \mathrm{spread}^2 I_M)`
         projected onto :math:`\sum_m \varepsilon_m = 0` and rescaled so that each member's
@@ -246,7 +246,7 @@ class SigmaNorm(MemberNorm):
         """``k·s·σ(γ_m) ⊙ normed + β`` on batch-major rows whose last axis holds the features.
 
         Args:
-            normed: Normalised rows ``(B·M, ..., num_features)``.
+            normed: Normalized rows ``(B·M, ..., num_features)``.
         """
         shift = None if self.shift is None else self.shift.to(normed.dtype)
         return _MemberAffine.apply(normed, self.member_scale().to(normed.dtype), shift)
@@ -267,7 +267,7 @@ class SigmaNorm(MemberNorm):
         """Build the σNorm layer replacing ``module``.
 
         Args:
-            module: The normalisation layer to replace.
+            module: The normalization layer to replace.
             num_estimators: Number of members M.
             pretrained: ``True`` reproduces ``module``'s output in every member (frozen
                 magnitude, sign and shift, copied statistics); ``False`` draws the logits
@@ -404,7 +404,7 @@ class SigmaLayerNorm(SigmaNorm):
         n = len(self.normalized_shape)
         if tuple(x.shape[-n:]) != self.normalized_shape:
             raise ValueError(
-                f"{type(self).__name__} normalises trailing shape {self.normalized_shape}, "
+                f"{type(self).__name__} normalizes trailing shape {self.normalized_shape}, "
                 f"got input shape {tuple(x.shape)}."
             )
         self.check_rows(x)
@@ -432,7 +432,7 @@ class SigmaLayerNorm2d(SigmaLayerNorm):
 
 
 class _Float32Compute:
-    """Normalise and scale in float32, return the input's dtype: timm's ``*Fp32`` norms."""
+    """Normalize and scale in float32, return the input's dtype: timm's ``*Fp32`` norms."""
 
     def forward(self, x: Tensor) -> Tensor:
         return super().forward(x.float()).to(x.dtype)

@@ -39,7 +39,7 @@ DEFAULT_SCALE_LR_MULTIPLIER = 100.0
 #: alone, 10× cost 21 (docs/reliability.md).
 ADAPTIVE_SCALE_LR_MULTIPLIER = 3.0
 
-#: Optimisers that normalise each parameter's step by its own gradient statistics.
+#: Optimisers that normalize each parameter's step by its own gradient statistics.
 _ADAPTIVE = (torch.optim.Adagrad, torch.optim.Adadelta, torch.optim.RMSprop)
 
 

@@ -1,4 +1,4 @@
-"""The one registry of normalisation types: which σNorm layer replaces which plain layer.
+"""The one registry of normalization types: which σNorm layer replaces which plain layer.
 
 Conversion (:mod:`~torch_uncertainty_signorm.signorm.conversion`) reads :data:`NORM_REGISTRY`; the
 way back is each σNorm layer's own ``to_plain(member)``
@@ -62,7 +62,7 @@ def check_norm_type(name: str, module: nn.Module) -> None:
         kind = type(module)
         raise TypeError(
             f"Layer {name!r} is a {kind.__module__}.{kind.__qualname__}, a subclass of a "
-            f"normalisation layer that σNorm does not convert: it may compute more than the "
+            f"normalization layer that σNorm does not convert: it may compute more than the "
             f"norm (timm's BatchNormAct2d/GroupNormAct/LayerNormAct apply an activation, "
             f"which σNorm would drop). Build the backbone with plain norm layers (timm: "
             f"norm_layer=nn.BatchNorm2d and a separate activation)."

@@ -1,4 +1,4 @@
-r"""The softmax-temperature diversity regulariser on σNorm importances (paper §3.2)."""
+r"""The softmax-temperature diversity regularizer on σNorm importances (paper §3.2)."""
 
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ TAU_RANGE = (1e-3, 1e3)
 #: The paper's from-scratch CNN setting (τ = 0.1, λ = 10⁻²): every factory's default.
 DEFAULT_TAU, DEFAULT_DIVERSITY_STRENGTH = 0.1, 1e-2
 #: Largest λ accepted, four orders of magnitude above the paper's sweep (10⁻⁴ to 10⁻¹): beyond
-#: it the regulariser swamps the task loss, and towards 10³⁰ it overflows float32.
+#: it the regularizer swamps the task loss, and towards 10³⁰ it overflows float32.
 MAX_DIVERSITY_STRENGTH = 1e3
 
 
@@ -44,7 +44,7 @@ def sharing_penalty(importances: Tensor, tau: float | Tensor) -> Tensor:
 
     Args:
         importances: Importances :math:`s = \sigma(\gamma)`, shape ``(..., M, num_features)``
-            (the features of all regularised layers concatenated; leading dims are summed).
+            (the features of all regularized layers concatenated; leading dims are summed).
         tau: Softmax temperature :math:`\tau > 0`, or a tensor broadcasting against
             ``importances`` (one temperature per leading index).
 
@@ -67,7 +67,7 @@ def check_tau(tau: Any) -> float:
         f"tau={tau!r} is outside [{low:g}, {high:g}] (TAU_RANGE), where the diversity penalty "
         f"works (tau must be a finite number > 0, got {tau!r}, in that range): below, shares "
         f"are already one-hot and a lower tau only scales the gradient by 1/tau; above, the "
-        f"gradient vanishes in float32. To switch the regulariser off, set diversity_strength=0."
+        f"gradient vanishes in float32. To switch the regularizer off, set diversity_strength=0."
     )
 
 
@@ -80,7 +80,7 @@ def check_penalty_settings(tau: float, diversity_strength: float) -> tuple[float
         raise ValueError(
             f"diversity_strength (lambda)={diversity_strength!r} is above "
             f"{MAX_DIVERSITY_STRENGTH:g}: "
-            f"the regulariser would swamp the task loss (the paper uses 1e-4 to 1e-1, "
+            f"the regularizer would swamp the task loss (the paper uses 1e-4 to 1e-1, "
             f"{DEFAULT_DIVERSITY_STRENGTH:g} by default)."
         )
     return tau_value, strength
@@ -94,7 +94,7 @@ class ImportanceSharingPenalty(nn.Module):
         tau: Softmax temperature :math:`\tau` in ``TAU_RANGE``, the user's control of the
             diversity equilibrium: low τ drives features to single owners, high τ lets them
             be shared.
-        diversity_strength: Regularisation strength :math:`\lambda` in
+        diversity_strength: Regularization strength :math:`\lambda` in
             ``[0, MAX_DIVERSITY_STRENGTH]`` (0 switches it off), the name the wrapper, its config
             and the recipes give it.
 

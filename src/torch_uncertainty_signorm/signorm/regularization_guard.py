@@ -1,4 +1,4 @@
-"""Stop a σNorm-Ensemble from training silently without its diversity regulariser.
+"""Stop a σNorm-Ensemble from training silently without its diversity regularizer.
 
 TorchUncertainty's plain :class:`~torch_uncertainty.routines.ClassificationRoutine` (its
 ``main.py``, a notebook building ``ClassificationRoutine(model=signorm_ensemble(...))``) optimises
@@ -24,7 +24,7 @@ _SEEN = "_diversity_loss_seen"
 
 
 class MissingRegularizerError(RuntimeError):
-    """A σNorm-Ensemble was trained without its diversity regulariser."""
+    """A σNorm-Ensemble was trained without its diversity regularizer."""
 
 
 def require_diversity_loss(ensemble: nn.Module) -> None:
@@ -34,7 +34,7 @@ def require_diversity_loss(ensemble: nn.Module) -> None:
     done (one attribute read per forward afterwards).
 
     Args:
-        ensemble: A module with a ``penalty`` submodule (the regulariser ``diversity_loss()``
+        ensemble: A module with a ``penalty`` submodule (the regularizer ``diversity_loss()``
             calls), e.g. :class:`~torch_uncertainty_signorm.SigmaNormEnsemble`.
     """
     if hasattr(ensemble, _SEEN):
@@ -59,10 +59,10 @@ def _check_on_backward(ensemble: nn.Module, _args: Any, output: Any) -> None:
 def _fail_without_penalty(ensemble: nn.Module, grad: Tensor) -> None:
     if not getattr(ensemble, _SEEN):
         raise MissingRegularizerError(
-            f"{type(ensemble).__name__} is being trained without its diversity regulariser "
+            f"{type(ensemble).__name__} is being trained without its diversity regularizer "
             f"(model.diversity_loss() was never added to the loss), which is not σN-Ens: "
             f"train it with torch_uncertainty_signorm.routines.SigmaNormClassificationRoutine "
-            f"(it adds the regulariser and gives the σNorm scale logits their learning rate), "
+            f"(it adds the regularizer and gives the σNorm scale logits their learning rate), "
             f"or add model.diversity_loss() to the loss yourself. Evaluating (test, validate, "
             f"predict) with TorchUncertainty's ClassificationRoutine is fine."
         )

@@ -24,7 +24,7 @@ class FiLMBatchNorm(MemberBatchNorm):
     """BatchNorm of any rank over batch-major ``(B·M, C, ...)`` inputs, one free affine per member.
 
     A per-member BatchNorm (:class:`~torch_uncertainty_signorm.members.norm.MemberBatchNorm`): each
-    member's rows are normalised with its own batch statistics (in training) or running
+    member's rows are normalized with its own batch statistics (in training) or running
     statistics (in evaluation) and its own ``weight[m]``, ``bias[m]``, all members in one
     call of torch's fused BatchNorm kernel, which also updates row ``m`` of the running
     statistics exactly as :class:`torch.nn.BatchNorm2d` would. Synchronised across processes

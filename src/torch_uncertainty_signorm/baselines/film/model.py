@@ -18,7 +18,7 @@ the bound being Xavier-uniform's for an ``(M, F)`` tensor, the distribution of t
 implementation. The centre is the replaced layer's own affine (``init_center="affine"``,
 so ``gain=0`` gives M identical copies of the backbone) or zero (``init_center="zero"``,
 as the official code, where :math:`\gamma_m, \beta_m` are Xavier-uniform draws with gain
-:math:`g`). Training uses one learning rate for every parameter and no regulariser, so the
+:math:`g`). Training uses one learning rate for every parameter and no regularizer, so the
 diversity is whatever the initialisation seeded.
 """
 
