@@ -87,12 +87,21 @@ def test_a_nested_class_path_outside_the_list_is_refused_before_import(
     assert_not_imported(name, marker)
 
 
-def test_checkpoints_and_exports_build_through_it(monkeypatch):
-    """The routine's model block (a checkpoint's hyper-parameter) and an export's go through
-    the same function."""
-    from torch_uncertainty_signorm.export import spec as export_spec
-    from torch_uncertainty_signorm.routines import classification
+def test_checkpoints_and_exports_type_a_block_alike():
+    """The routine's model block (a checkpoint's hyper-parameter) and an export's model block go
+    through the one builder: the same coercion, and the same refusal naming key and type."""
+    from torch_uncertainty_signorm.export import build_model
+    from torch_uncertainty_signorm.routines.arguments import built
 
-    assert classification.build_class_block is build_class_block
-    assert export_spec.build_class_block is build_class_block
-    assert isinstance(classification._built(SPEC, SigmaNormEnsemble, "model"), SigmaNormEnsemble)
+    coerced = json.loads(json.dumps(SPEC))
+    _backbone(coerced)["in_channels"] = "3"
+    assert isinstance(built(coerced, SigmaNormEnsemble, "model"), SigmaNormEnsemble)
+    assert isinstance(build_model(coerced), SigmaNormEnsemble)
+    wrong = json.loads(json.dumps(SPEC))
+    _backbone(wrong)["in_channels"] = "three"
+    messages = []
+    for build in (lambda: built(wrong, SigmaNormEnsemble, "model"), lambda: build_model(wrong)):
+        with pytest.raises(ValueError, match=r"in_channels='three' is refused: .*int") as error:
+            build()
+        messages.append(str(error.value).split("in_channels=", 1)[1])
+    assert messages[0] == messages[1]
