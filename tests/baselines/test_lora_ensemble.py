@@ -122,3 +122,17 @@ def test_bad_inputs():
         MemberLoRALinear(nn.Linear(2, 4), M, num_slices=3)
     with pytest.raises(ValueError, match="num_estimators = 3, got 4 rows"):
         MemberLoRALinear(nn.Linear(2, 4), M)(torch.randn(4, 2))
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_heads_follow_the_backbone_dtype_and_device(case):
+    """The member heads replace the classifier where it was: a half-precision backbone gets
+    half-precision heads, and a meta one meta heads (as σN-Ens's)."""
+    model = CASES[case]()[0].to(torch.bfloat16)
+    lora = lora_ensemble(model, M, num_classes=4)
+    assert {p.dtype for p in lora.heads.parameters()} == {torch.bfloat16}
+    with torch.device("meta"):
+        meta = CASES[case]()[0]
+    assert {p.device.type for p in lora_ensemble(meta, M, num_classes=4).heads.parameters()} == {
+        "meta"
+    }

@@ -35,6 +35,7 @@ __all__ = [
     "auto_expansion_point",
     "batch_major_members",
     "classifier_module",
+    "classifier_placement",
     "find_classifier",
     "member_major",
     "pooled_output",
@@ -113,6 +114,15 @@ def find_classifier(model: nn.Module, head: str | None) -> tuple[str | None, int
 def classifier_module(model: nn.Module, name: str | None) -> nn.Module:
     """The classifier that :func:`find_classifier` named (``None``: a timm model's own)."""
     return model.get_classifier() if name is None else model.get_submodule(name)
+
+
+def classifier_placement(model: nn.Module, name: str | None) -> dict:
+    """Device and dtype of the classifier :func:`find_classifier` named (else the backbone's
+    first weight), for the member heads that replace it."""
+    weight = getattr(classifier_module(model, name), "weight", None)
+    if not isinstance(weight, Tensor):
+        weight = next(model.parameters(), None)
+    return {} if weight is None else {"device": weight.device, "dtype": weight.dtype}
 
 
 def remove_classifier(model: nn.Module, name: str | None) -> None:

@@ -12,7 +12,7 @@ from torch import Tensor, nn
 from ..members.heads import MemberHeads
 from ..members.wrapper import (
     MemberWrapper,
-    classifier_module,
+    classifier_placement,
     find_classifier,
     member_major,
     remove_classifier,
@@ -35,14 +35,6 @@ _DEFAULT = SigmaNormConfig
 #: glibc's allocator hands out as fresh pages on every pass once they exceed its mmap threshold;
 #: fewer rows per pass cost more passes (see BENCHMARKS.md for the measured trade-off).
 CPU_EVAL_CHUNK_ROWS = 32
-
-
-def _placement(model: nn.Module, classifier: str | None) -> dict:
-    """Device and dtype of the classifier being replaced (else the backbone's first weight)."""
-    weight = getattr(classifier_module(model, classifier), "weight", None)
-    if not isinstance(weight, Tensor):
-        weight = next(model.parameters(), None)
-    return {} if weight is None else {"device": weight.device, "dtype": weight.dtype}
 
 
 def _split_batch(inputs: Tensor | Mapping[str, Any], size: int, batch_size: int) -> list:
@@ -193,7 +185,7 @@ class SigmaNormEnsemble(MemberWrapper):
         if pretrained:
             current = model.state_dict() if state is None else state
             _check_pretrained_state(model, current, norm_names, checkpoint)
-        placement = _placement(model, classifier)
+        placement = classifier_placement(model, classifier)
 
         if state is not None:
             model.load_state_dict(state)

@@ -36,6 +36,7 @@ from ...members.selection import match_names
 from ...members.wrapper import (
     MemberWrapper,
     classifier_module,
+    classifier_placement,
     find_classifier,
     member_major,
     remove_classifier,
@@ -139,6 +140,7 @@ class LoRAEnsemble(MemberWrapper):
         num_classes, rank, alpha = config.num_classes, config.rank, config.alpha
         init_gain, head = config.init_gain, config.head
         classifier, in_features, replaced_classes = find_classifier(model, head)
+        placement = classifier_placement(model, classifier)
         targets = _find_targets(model, config.target_modules, classifier)
         expand_at = self.expansion_point(model, config.expand_at, targets)
         self.rank = rank
@@ -160,7 +162,9 @@ class LoRAEnsemble(MemberWrapper):
             ),
         )
         self.set_backbone(model, expand_at, targets)
-        self.heads = MemberLinear(in_features, num_classes or replaced_classes, num_estimators)
+        self.heads = MemberLinear(
+            in_features, num_classes or replaced_classes, num_estimators
+        ).to(**placement)
 
     def adapters(self) -> dict[str, MemberLoRALinear]:
         """The adapted projections by name."""
