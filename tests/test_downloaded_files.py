@@ -292,6 +292,21 @@ def test_python_m_imports_nothing_from_the_working_directory(tmp_path):
     assert status != 0 and "missing.ckpt" in last
 
 
+@pytest.mark.slow
+def test_the_export_script_runs_the_installed_package_not_a_folder_named_like_it(tmp_path):
+    """``signorm-export`` from a folder holding a ``torch_uncertainty_signorm/`` package of its
+    own: the installed package runs (``python -m`` would find the folder first)."""
+    package = tmp_path / "torch_uncertainty_signorm"
+    marker = _marker_module(package, "__init__")
+    (tmp_path / "recipe.yaml").write_text(yaml.safe_dump(_recipe()))
+    script = Path(sys.executable).parent / "signorm-export"
+    status, last, _, done = _run(
+        [str(script), "--config", "recipe.yaml", "--ckpt_path", "missing.ckpt", "--output", "out"],
+        tmp_path, timeout=180)
+    assert not marker.exists(), done.stderr[-2000:]
+    assert status != 0 and "missing.ckpt" in last
+
+
 # --------------------------------------------------------------------- 3. hangs and memory
 def _alias_bomb(levels: int = 9) -> str:
     lines = ["seed_everything: 0", "routine:", "  a0: &a0 [x, x, x, x, x, x, x, x, x]"]

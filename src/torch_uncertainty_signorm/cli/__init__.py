@@ -67,7 +67,7 @@ The package holds one job per module; :class:`TUSigmaNormCLI` calls them from Li
 * :mod:`~torch_uncertainty_signorm.cli.recipe_parsing`: a recipe read as the command reads it,
   without building anything;
 * :mod:`~torch_uncertainty_signorm.cli.export`: the export command
-  (``python -m torch_uncertainty_signorm.cli.export``), on the export library
+  (``signorm-export``), on the export library
   (:mod:`torch_uncertainty_signorm.export`, which never imports this package).
 """
 

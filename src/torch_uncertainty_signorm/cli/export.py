@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import signal
+import sys
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
@@ -62,10 +63,10 @@ def _recipe_model_block(recipe: Path, overrides: Sequence[str], allowed: Sequenc
 
 
 def main(argv: Sequence[str] | None = None) -> Path:
-    """``python -m torch_uncertainty_signorm.cli.export``: checkpoint + recipe → export
-    directory."""
+    """``signorm-export`` (or ``python -m torch_uncertainty_signorm.cli.export``): checkpoint +
+    recipe → export directory."""
     parser = argparse.ArgumentParser(
-        prog="python -m torch_uncertainty_signorm.cli.export", description=_DESCRIPTION,
+        prog="signorm-export", description=_DESCRIPTION,
         epilog="Other arguments override the recipe as on the torch-uncertainty command, e.g. "
                "--routine.init_args.model.init_args.num_estimators=2.", allow_abbrev=False,
     )
@@ -129,5 +130,13 @@ def _export(args: argparse.Namespace, overrides: Sequence[str]) -> Path:
     return directory
 
 
+def command(argv: Sequence[str] | None = None) -> int:
+    """The ``signorm-export`` console script: :func:`main`, exit status 0. Installed as a
+    script, it runs before anything in the working directory can be imported in the package's
+    place (``python -m`` looks the package up there first)."""
+    main(argv)
+    return 0
+
+
 if __name__ == "__main__":
-    main()
+    sys.exit(command())

@@ -4,7 +4,7 @@ An export directory holds ``ensemble.safetensors`` (every weight and buffer), ``
 (the number of members and the model block that rebuilds the architecture) and, with
 ``--members``, ``member_<m>.safetensors`` for each member ``m``::
 
-    python -m torch_uncertainty_signorm.cli.export --config recipe.yaml \
+    signorm-export --config recipe.yaml \
         --ckpt_path "logs/.../checkpoints/epoch=…-val_acc=….ckpt" --output exported/ [--members]
 
 The command reads the recipe with the ``torch-uncertainty`` command's own parser
