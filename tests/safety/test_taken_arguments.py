@@ -22,7 +22,7 @@ def test_safe_values_are_returned_as_the_tree_to_parse():
 
 
 @pytest.mark.parametrize(("key", "value", "message"), [
-    ("model.init_args.checkpoint", "/elsewhere/weights.pt", "reads or fetches weights or files"),
+    ("model.init_args.checkpoint", "weights/elsewhere.pt", "reads or fetches weights or files"),
     ("model.init_args.model.init_args.pretrained", True, "reads or fetches weights or files"),
     ("model.init_args.tau", float("nan"), "must be a finite number"),
     ("model.init_args.regularized_layers", "(a+)+$", "exponential time"),
