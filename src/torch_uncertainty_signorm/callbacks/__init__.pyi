@@ -5,3 +5,4 @@ from .member_ownership import MemberOwnershipCallback as MemberOwnershipCallback
 from .ood_shift import OODShiftEvaluation as OODShiftEvaluation
 from .parameter_logging import ParameterCountCallback as ParameterCountCallback
 from .prediction_writer import TestPredictionWriter as TestPredictionWriter
+from .run_record import RunRecordCallback as RunRecordCallback

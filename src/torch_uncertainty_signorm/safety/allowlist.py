@@ -139,7 +139,7 @@ RECIPE_CLASS_PATHS = frozenset(
     | _each("torch_uncertainty.callbacks", "TUClsCheckpoint")
     | _each("torch_uncertainty_signorm.callbacks",
             "ExactResumeCheckpoint MemberOwnershipCallback OODShiftEvaluation "
-            "ParameterCountCallback TestPredictionWriter")
+            "ParameterCountCallback RunRecordCallback TestPredictionWriter")
     | _each("torch_uncertainty.transforms", "MIMOBatchFormat RepeatTarget")
     | _each("torch_uncertainty_signorm.transforms", "vit_transform")
 )

@@ -1,0 +1,95 @@
+"""signorm-compare as a user runs it: every method trained through the command, one table.
+
+On digits at two seeds (intervals, cost ratios, the learned check, a rerun that reuses the runs)
+and on a TorchUncertainty recipe, unmodified, beside the σN-Ens row, on stand-in CIFAR files
+(rows present, marked stand-in).
+"""
+
+from __future__ import annotations
+
+import csv
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from test_tu_format_recipes import _tu_recipe
+
+from torch_uncertainty_signorm.stand_in_data import SMOKE_TEST_OVERRIDES
+
+ROOT = Path(__file__).resolve().parents[2]
+BIN = Path(sys.executable).parent
+#: Two seeds of σN-Ens and Single at a smoke budget (6 steps, one validation batch).
+SMOKE = ["--trainer.max_epochs=1", "--trainer.limit_train_batches=6",
+         "--trainer.limit_val_batches=1", "--trainer.log_every_n_steps=1"]
+
+
+def _compare(args: list[str], cwd: Path) -> subprocess.CompletedProcess:
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "CUDA_VISIBLE_DEVICES": "",
+           "PYTHONWARNINGS": "ignore::DeprecationWarning",
+           "PATH": os.pathsep.join([str(BIN), os.environ.get("PATH", "")])}
+    return subprocess.run([str(BIN / "signorm-compare"), *args], cwd=cwd, env=env,
+                          capture_output=True, text=True, timeout=900, check=False)
+
+
+@pytest.mark.slow
+def test_digits_comparison_at_two_seeds_writes_one_table_with_intervals_and_costs(tmp_path):
+    args = ["--config", str(ROOT / "experiments/compare/digits.yaml"), "--methods", "single",
+            "--seeds", "0", "1", "--out", "runs", "--", *SMOKE]
+    done = _compare(args, tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    out = done.stdout
+    assert "[compare 4/4] Single, seed 1" in out  # interleaved: both methods at seed 0 first
+    assert out.index("[compare 2/4] Single, seed 0") < out.index("[compare 3/4] σN-Ens, seed 1")
+    # The paired differences carry a t interval over the two seeds, each with its verdict.
+    rows = [line for line in out.splitlines() if line.startswith("Single  ") and "[" in line]
+    assert {row.split()[1] for row in rows} >= {"Acc", "NLL", "ECE", "Brier", "OOD"}
+    assert all(any(v in row for v in ("better", "WORSE", "no difference shown")) for row in rows)
+    assert "1.00×" in out  # σN-Ens against itself; Single's ratio is measured
+    assert "Did every run learn?" in out
+    with (tmp_path / "runs" / "comparison_runs.csv").open() as file:
+        runs = list(csv.DictReader(file))
+    assert [(r["method"], r["seed"]) for r in runs] == [
+        ("signorm", "0"), ("signorm", "1"), ("single", "0"), ("single", "1")]
+    assert all(int(r["optimizer_steps"]) == 6 for r in runs)
+    assert float(runs[0]["fit_seconds"]) > 0 and float(runs[2]["params_total"]) > 0
+    # Each run in the same logs tree, with TorchUncertainty's results.csv and its config.
+    for method in ("signorm", "single"):
+        for seed in (0, 1):
+            run = tmp_path / "runs" / method / f"seed_{seed}" / "version_0"
+            assert (run / "results.csv").is_file() and (run / "config.yaml").is_file()
+    # Run again: nothing is trained, the same table comes back.
+    again = _compare(args, tmp_path)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert again.stdout.count("finished earlier") == 4
+    assert (tmp_path / "runs" / "comparison.txt").read_text() in again.stdout
+
+
+@pytest.mark.slow
+def test_an_unmodified_torchuncertainty_recipe_is_a_row_beside_signorm_on_stand_in_data(tmp_path):
+    packed = _tu_recipe("experiments/classification/cifar10/configs/resnet18/packed.yaml",
+                        tmp_path)
+    subprocess.run([str(BIN / "signorm-standin-data"), "standin"], cwd=tmp_path, check=True,
+                   capture_output=True)
+    signorm = ROOT / "experiments/torch_uncertainty/classification/cifar10/configs/resnet18"
+    overrides = [*SMOKE_TEST_OVERRIDES, "--data.init_args.root=standin"]
+    (tmp_path / "cifar.yaml").write_text(
+        "reference: signorm\nseeds: [0]\nmethods:\n"
+        f"  signorm:\n    recipe: {signorm / 'signorm.yaml'}\n    label: σN-Ens\n"
+        "    args: [--data, CIFAR10DataModule,\n"
+        "           --routine.init_args.model.init_args.model.init_args.width_multiplier=0.25]\n"
+        f"  packed:\n    recipe: {packed}\n    label: Packed (TorchUncertainty's recipe)\n"
+        "    args: [--data, CIFAR10DataModule, --routine.init_args.save_to_csv=true,\n"
+        "           --routine.init_args.eval_ood=true,\n"
+        "           --routine.init_args.model.init_args.width_multiplier=0.25]\n")
+    before = packed.read_text()
+    done = _compare(["--config", "cifar.yaml", "--out", "runs", "--", *overrides], tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "STAND-IN DATA (random pixels) in the runs of σN-Ens, Packed" in done.stdout
+    assert any(line.startswith("Packed (TorchUncertainty's recipe)") and "OOD" in line
+               for line in done.stdout.splitlines())
+    (run,) = (tmp_path / "runs" / "packed" / "seed_0").glob("version_*")
+    with (run / "results.csv").open() as file:
+        assert "ood/AUROC" in next(csv.reader(file))  # the same metrics as the σN-Ens row
+    assert packed.read_text() == before

@@ -1,0 +1,131 @@
+"""signorm-compare's pieces: the comparison file, the class-frequency baseline, the learned check,
+the paired statistics and the verdict each table cell gives."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from torch_uncertainty_signorm.reproduction import comparison as cmp
+from torch_uncertainty_signorm.reproduction.paired import equivalence_test, mean_interval
+
+EXPERIMENTS = Path(__file__).parents[2] / "experiments"
+
+
+def _file(tmp_path: Path, text: str) -> Path:
+    (tmp_path / "a.yaml").write_text("trainer: {}\n")
+    path = tmp_path / "cmp.yaml"
+    path.write_text(text)
+    return path
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    ("reference: a\nseeds: [0]\nmethods: {a: a.yaml, b: a.yaml}\nextra: 1\n", "unknown key"),
+    ("reference: c\nseeds: [0]\nmethods: {a: a.yaml, b: a.yaml}\n", "'c' is not one of"),
+    ("reference: a\nseeds: [0, 0]\nmethods: {a: a.yaml, b: a.yaml}\n", "distinct integers"),
+    ("reference: a\nseeds: [-1]\nmethods: {a: a.yaml, b: a.yaml}\n", "distinct integers"),
+    ("reference: a\nseeds: [0]\nmethods: {a: a.yaml}\n", "at least two methods"),
+    ("reference: a\nseeds: [0]\nmethods: {a: a.yaml, b: missing.yaml}\n",
+     "'missing.yaml' is not a file"),
+    ("reference: a\nseeds: [0]\nmethods: {a: a.yaml, b: {recipe: a.yaml, args: x}}\n",
+     "list of strings"),
+])
+def test_a_bad_comparison_file_is_refused_naming_the_key_and_value(tmp_path, text, message):
+    with pytest.raises(ValueError, match=message):
+        cmp.read_comparison(_file(tmp_path, text))
+
+
+def test_the_packaged_comparisons_read_and_name_existing_recipes():
+    for path in sorted((EXPERIMENTS / "compare").glob("*.yaml")):
+        comparison = cmp.read_comparison(path)
+        assert comparison.reference == "signorm", path
+        assert all(spec["recipe"].is_file() for spec in comparison.methods.values())
+
+
+def test_class_frequency_baseline_is_the_majority_accuracy_and_prior_nll():
+    record = {"train_class_counts": {"0": 60, "1": 30, "2": 10},
+              "test_class_counts": {"0": 5, "1": 3, "2": 2}}
+    accuracy, nll = cmp.class_frequency_baseline(record)
+    assert accuracy == pytest.approx(0.5)
+    assert nll == pytest.approx(-(5 * math.log(0.6) + 3 * math.log(0.3) + 2 * math.log(0.1)) / 10)
+
+
+def test_a_run_at_the_class_frequencies_or_with_a_majority_member_has_not_learned():
+    record = {"train_class_counts": {"0": 50, "1": 50}, "test_class_counts": {"0": 50, "1": 50}}
+    prior = math.log(2)
+    trained = {"test/cls/Acc": 0.9, "test/cls/NLL": 0.3}
+    assert cmp.learned(trained, record)[0]
+    assert not cmp.learned({"test/cls/Acc": 0.53, "test/cls/NLL": 0.3}, record)[0]
+    assert not cmp.learned({"test/cls/Acc": 0.9, "test/cls/NLL": prior - 0.01}, record)[0]
+    one_dead = {**trained, "test/member_0/Acc": 0.9, "test/member_1/Acc": 0.5}
+    ok, text = cmp.learned(one_dead, record)
+    assert not ok and "worst member's acc +0.0 points" in text
+
+
+def test_mean_interval_is_students_t_and_tost_needs_the_interval_inside_the_margin():
+    d = [0.01, -0.02, 0.015, 0.0, -0.005]
+    row = mean_interval(d)
+    half = stats.t.ppf(0.975, 4) * np.std(d, ddof=1) / math.sqrt(5)
+    assert (row["low"], row["high"]) == pytest.approx((np.mean(d) - half, np.mean(d) + half))
+    assert equivalence_test(d, 0.05) < 0.05      # the 90 % interval lies inside ±0.05
+    assert equivalence_test(d, 0.01) > 0.05      # but not inside ±0.01
+    assert equivalence_test([x + 0.1 for x in d], 0.05) > 0.5  # clearly outside
+    with pytest.raises(ValueError, match="margin must be a positive"):
+        equivalence_test(d, 0)
+
+
+def _runs(values: dict[str, list[tuple[float, float]]]) -> dict[str, cmp.MethodRuns]:
+    """Methods with (accuracy, NLL) per seed and fit times 10 s (reference) and 5 s."""
+    runs = {}
+    for name, rows in values.items():
+        r = runs[name] = cmp.MethodRuns(name)
+        for seed, (acc, nll) in enumerate(rows):
+            r.metrics[seed] = {"test/cls/Acc": acc, "test/cls/NLL": nll, "test/cal/ECE": 0.02,
+                               "test/cls/Brier": 0.1}
+            r.records[seed] = {
+                "params_total": 4_000_000 if name == "ref" else 1_000_000,
+                "params_trainable": 1_000_000, "optimizer_steps": 90,
+                "fit_seconds": 10.0 if name == "ref" else 5.0, "test_seconds": 2.0,
+                "train_class_counts": {"0": 50, "1": 50}, "test_class_counts": {"0": 5, "1": 5},
+            }
+            r.folders[seed] = Path(f"{name}/seed_{seed}/version_0")
+    return runs
+
+
+def test_the_table_gives_each_difference_its_interval_verdict_and_cost_ratio():
+    comparison = cmp.Comparison(Path("c.yaml"), {}, "ref", (0, 1, 2))
+    runs = _runs({
+        "ref": [(0.90, 0.30), (0.91, 0.31), (0.92, 0.29)],
+        "better": [(0.95, 0.40), (0.96, 0.42), (0.97, 0.41)],   # σN-Ens: worse acc, better NLL
+        "noisy": [(0.85, 0.30), (0.95, 0.31), (0.90, 0.29)],
+    })
+    text = cmp.tables(comparison, runs, (0, 1, 2))
+    lines = {tuple(line.split()[:2]): line for line in text.splitlines() if line.strip()}
+    assert "σN-Ens WORSE" in lines[("better", "Acc")] and "-5.0" in lines[("better", "Acc")]
+    assert "σN-Ens better" in lines[("better", "NLL")]
+    low, high = mean_interval([-0.10, -0.11, -0.12])["low"], mean_interval([-0.10, -0.11,
+                                                                            -0.12])["high"]
+    assert f"[{low:+.3f}, {high:+.3f}]" in lines[("better", "NLL")]
+    assert "no difference shown" in lines[("noisy", "Acc")]
+    (cost,) = [line.split() for line in text.splitlines()
+               if line.startswith("better") and "×" in line]
+    assert cost == ["better", "1.000", "1.000", "90", "0.50×", "1.00×"]  # params, fit, test
+    assert "NOT LEARNED" not in text and "STAND-IN" not in text
+
+
+def test_one_seed_says_which_way_each_metric_went_without_an_interval():
+    comparison = cmp.Comparison(Path("c.yaml"), {}, "ref", (0,))
+    text = cmp.tables(comparison, _runs({"ref": [(0.90, 0.30)], "b": [(0.95, 0.40)]}), (0,))
+    assert "σN-Ens WORSE on this seed" in text and "σN-Ens better on this seed" in text
+    assert "(1 seed)" in text
+
+
+def test_an_untrained_run_is_named_under_the_tables():
+    comparison = cmp.Comparison(Path("c.yaml"), {}, "ref", (0,))
+    runs = _runs({"ref": [(0.90, 0.30)], "b": [(0.5, 0.69)]})
+    text = cmp.tables(comparison, runs, (0,))
+    assert "NOT LEARNED: b seed 0" in text
