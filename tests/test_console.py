@@ -116,3 +116,14 @@ def test_identical_members_are_warned_about_once_for_one_validation():
             routine, DataLoader(data, batch_size=4), DataLoader(data, batch_size=4))
     identical = [w for w in caught if "members are still one model" in str(w.message)]
     assert len(identical) == 1, [str(w.message) for w in identical]
+
+
+def test_a_wrapped_models_option_given_to_the_wrapper_names_the_spelling_that_works(tmp_path):
+    """``--routine.init_args.model.init_args.width_multiplier`` works for Packed (its model is the
+    ResNet) and is refused for σN-Ens, whose model wraps the ResNet: the refusal spells it out."""
+    result = _run(["fit", "--config", str(RECIPE),
+                   "--routine.init_args.model.init_args.width_multiplier=0.5"], tmp_path)
+    assert result.returncode == 2
+    (line,) = result.stderr.strip().splitlines()
+    assert ("signorm_ensemble wraps a model: its options are spelt --routine.init_args.model."
+            "init_args.model.init_args.width_multiplier") in line

@@ -237,11 +237,25 @@ def _cifar_args(root: Path, seed: int) -> list[str]:
             "--trainer.accelerator=cpu", "--trainer.devices=1", "--trainer.precision=32"]
 
 
+#: The tweets quickstart these measurements used (tweets_minilm_signorm.yaml before it took the
+#: tweets study's 120-step budget and settings): 24 steps of 8 tweets, tau 0.5, spread 0.3,
+#: target 0.9.
+TWEETS_24_STEPS = [
+    "--trainer.max_steps=24", "--trainer.enable_progress_bar=false",
+    "--lr_scheduler.init_args.total_steps=24", "--lr_scheduler.init_args.warmup_steps=0",
+    "--data.init_args.train_size=192", "--data.init_args.val_size=64",
+    "--data.init_args.test_size=192", "--data.init_args.ood_size=192",
+    "--routine.init_args.member_lr_multiplier=1.0", "--routine.init_args.target_diversity=0.9",
+    "--routine.init_args.model.init_args.tau=0.5",
+    "--routine.init_args.model.init_args.member_spread=0.3",
+]
+
+
 def _setups(work: Path, seed: int) -> dict[str, tuple[list[str], dict[str, str]]]:
     root, cifar_env = _cifar(work)
     single = _cifar_single(root, cifar_env, work, seed)
     return {
-        "tweets": (["--config", EXPERIMENTS / "tweets_minilm_signorm.yaml",
+        "tweets": (["--config", EXPERIMENTS / "tweets_minilm_signorm.yaml", *TWEETS_24_STEPS,
                     f"--seed_everything={seed}"], _command_env()),
         "cifar_finetune": (["--config", EXPERIMENTS / "resnet18_c10_signorm_finetune.yaml",
                             CIFAR_WIDTH, f"--routine.init_args.model.init_args.checkpoint={single}",

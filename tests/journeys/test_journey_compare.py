@@ -1,14 +1,16 @@
 """signorm-compare as a user runs it: every method trained through the command, one table.
 
-On digits at two seeds (intervals, cost ratios, the learned check, a rerun that reuses the runs)
-and on a TorchUncertainty recipe, unmodified, beside the σN-Ens row, on stand-in CIFAR files
-(rows present, marked stand-in).
+The README's two main jobs, as printed, at a reduced budget (the digits one at two seeds:
+intervals, cost ratios, the learned check, a rerun that reuses the runs), and a TorchUncertainty
+recipe, unmodified, beside the σN-Ens row on stand-in CIFAR files (rows present, marked
+stand-in).
 """
 
 from __future__ import annotations
 
 import csv
 import os
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -25,6 +27,15 @@ SMOKE = ["--trainer.max_epochs=1", "--trainer.limit_train_batches=6",
          "--trainer.limit_val_batches=1", "--trainer.log_every_n_steps=1"]
 
 
+def readme_job(comment: str) -> list[str]:
+    """The arguments of ``signorm-compare`` in the README's job under ``# <comment>``."""
+    lines = (ROOT / "README.md").read_text().splitlines()
+    (index,) = [i for i, line in enumerate(lines) if line.startswith(f"# {comment}:")]
+    command = shlex.split(lines[index + 1].rpartition("&& ")[2])
+    assert command[0] == "signorm-compare", command
+    return command[1:]
+
+
 def _compare(args: list[str], cwd: Path) -> subprocess.CompletedProcess:
     env = {**os.environ, "OMP_NUM_THREADS": "1", "CUDA_VISIBLE_DEVICES": "",
            "PYTHONWARNINGS": "ignore::DeprecationWarning",
@@ -34,9 +45,11 @@ def _compare(args: list[str], cwd: Path) -> subprocess.CompletedProcess:
 
 
 @pytest.mark.slow
-def test_digits_comparison_at_two_seeds_writes_one_table_with_intervals_and_costs(tmp_path):
-    args = ["--config", str(ROOT / "experiments/compare/digits.yaml"), "--methods", "single",
-            "--seeds", "0", "1", "--out", "runs", "--", *SMOKE]
+def test_the_digits_main_job_at_two_seeds_prints_one_table_with_intervals_and_costs(tmp_path):
+    job = readme_job("main job")
+    assert "--methods" in job and "single" in job  # the model σN-Ens wraps
+    args = [arg.replace("experiments/", f"{ROOT}/experiments/") for arg in job]
+    args += ["--seeds", "0", "1", "--out", "runs", "--", *SMOKE]
     done = _compare(args, tmp_path)
     assert done.returncode == 0, done.stderr[-3000:]
     out = done.stdout
@@ -67,6 +80,22 @@ def test_digits_comparison_at_two_seeds_writes_one_table_with_intervals_and_cost
 
 
 @pytest.mark.slow
+def test_the_tweets_main_job_prints_signorm_beside_the_minilm_it_wraps(tmp_path):
+    job = readme_job("second main job")
+    args = [arg.replace("experiments/", f"{ROOT}/experiments/") for arg in job]
+    args += ["--out", "runs", "--", "--trainer.max_steps=3", "--trainer.limit_val_batches=1",
+             "--data.init_args.val_size=8", "--data.init_args.test_size=24",
+             "--data.init_args.ood_size=24", "--trainer.enable_progress_bar=false"]
+    done = _compare(args, tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    rows = [line.split() for line in done.stdout.splitlines()]
+    assert ["Single", "NLL"] in [row[:2] for row in rows]  # the paired difference, with its sign
+    assert any(row[:2] == ["Single", "0"] and row[2] in ("yes", "NO") for row in rows)
+    for method in ("signorm", "single"):
+        assert list((tmp_path / "runs" / method / "seed_0").glob("version_0/results.csv"))
+
+
+@pytest.mark.slow
 def test_an_unmodified_torchuncertainty_recipe_is_a_row_beside_signorm_on_stand_in_data(tmp_path):
     packed = _tu_recipe("experiments/classification/cifar10/configs/resnet18/packed.yaml",
                         tmp_path)
@@ -87,8 +116,8 @@ def test_an_unmodified_torchuncertainty_recipe_is_a_row_beside_signorm_on_stand_
     done = _compare(["--config", "cifar.yaml", "--out", "runs", "--", *overrides], tmp_path)
     assert done.returncode == 0, done.stderr[-3000:]
     assert "STAND-IN DATA (random pixels) in the runs of σN-Ens, Packed" in done.stdout
-    assert any(line.startswith("Packed (TorchUncertainty's recipe)") and "OOD" in line
-               for line in done.stdout.splitlines())
+    assert any(line.startswith("Packed (TorchUncertainty's recipe)") and "OOD AUROC" in line
+               for line in done.stdout.splitlines()), done.stdout[-3000:]
     (run,) = (tmp_path / "runs" / "packed" / "seed_0").glob("version_*")
     with (run / "results.csv").open() as file:
         assert "ood/AUROC" in next(csv.reader(file))  # the same metrics as the σN-Ens row

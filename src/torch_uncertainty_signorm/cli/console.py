@@ -113,7 +113,13 @@ def summarise_parse_error(message: str, options: list[str] | None = None) -> str
             owner = classes[-1] if classes else ""
             text = (f"{where}: " if where else "") + found.group(0) + (
                 f" by {owner}" if owner else "")
-            return text + _did_you_mean(found.group(1), _parameters(owner) if owner else [])
+            parameters = _parameters(owner) if owner else []
+            hint = _did_you_mean(found.group(1), parameters)
+            if not hint and "model" in parameters and where:
+                # A wrapper (σN-Ens, FiLM, LoRA): the option is likely the wrapped model's.
+                hint = (f"; {owner.rpartition('.')[2]} wraps a model: its options are spelt "
+                        f"--{where}.init_args.model.init_args.{found.group(1)}")
+            return text + hint
     for line in lines:
         if (found := _UNRECOGNIZED.search(line)) is not None:
             first = found.group(1).split()[0]
