@@ -10,7 +10,8 @@ the routine's ``optim_recipe``, as with TorchUncertainty::
 
     routine = SigmaNormClassificationRoutine(model, optim_recipe=optim_cifar10_resnet18)
 
-:func:`get_procedure` is TorchUncertainty's lookup by architecture and data set.
+:func:`get_procedure` is TorchUncertainty's lookup by architecture and data set; its
+``scale_lr_multiplier`` defaults to 100 whatever the recipe's optimiser.
 """
 
 from __future__ import annotations
