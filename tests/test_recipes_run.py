@@ -20,6 +20,11 @@ from torch_uncertainty.models.classification.wideresnet import batched, masked, 
 
 from torch_uncertainty_signorm.cli import cli_main
 from torch_uncertainty_signorm.cli.recipe_bases import composed_recipe
+from torch_uncertainty_signorm.signorm.optim import (
+    ADAPTIVE_SCALE_LR_MULTIPLIER,
+    is_adaptive,
+    scale_rate,
+)
 
 EXPERIMENTS = Path(__file__).parents[1] / "experiments"
 # Transformer recipes (pretrained ViT / BERT) run in test_transformer_recipes_run.py, the text
@@ -97,7 +102,12 @@ def test_recipe_fast_dev_runs_on_cpu(recipe, tmp_path, monkeypatch, narrow_wider
         base, scales = groups[0], groups[-1]
         members = config["routine"]["init_args"].get("member_lr_multiplier", 1)
         assert len(groups) == (2 if members == 1 else 3)
-        assert scales["lr"] == pytest.approx(100 * members * base["lr"])
+        # Unset (the Adam FineTune recipes): 3x under Adam, 100x under SGD (docs/settings.md).
+        rate = scale_rate(config["routine"]["init_args"].get("scale_lr_multiplier"),
+                          is_adaptive(cli.trainer.optimizers[0]))
+        assert scales["lr"] == pytest.approx(rate * members * base["lr"])
+        if recipe.stem.endswith("finetune"):
+            assert rate == ADAPTIVE_SCALE_LR_MULTIPLIER
         assert scales["weight_decay"] == 0
 
 

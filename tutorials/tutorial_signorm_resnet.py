@@ -25,8 +25,9 @@ We need:
   plus the diversity regularizer,
 - ``signorm_optim_recipe``, which turns an ``optim_recipe`` (TorchUncertainty's way of giving a
   routine its optimizer) into its σN-Ens version: the σNorm scale logits at 100× the learning
-  rate without weight decay. ``torch_uncertainty_signorm.optim_recipes`` holds those of
-  TorchUncertainty's recipes (``optim_cifar10_resnet18`` ...).
+  rate under SGD (3× under Adam-type optimisers) without weight decay.
+  ``torch_uncertainty_signorm.optim_recipes`` holds those of TorchUncertainty's recipes
+  (``optim_cifar10_resnet18`` ...).
 """
 
 # %%

@@ -1,16 +1,17 @@
 """σN-Ens versions of TorchUncertainty's optimisation recipes (its ``optim_recipes`` module).
 
 Each function has the name and arguments of TorchUncertainty's and returns the same optimizer
-and scheduler, the σNorm scale logits in their own group at 100× the learning rate without
-weight decay (:func:`~torch_uncertainty_signorm.signorm.optim.signorm_optim_recipe`). Pass one as
-the
-routine's ``optim_recipe``, as with TorchUncertainty::
+and scheduler, the σNorm scale logits in their own group without weight decay, at 100× the
+learning rate under SGD and 3× under adaptive optimisers (TorchUncertainty's Adam and LAMB
+recipes; :func:`~torch_uncertainty_signorm.signorm.optim.signorm_optim_recipe`). Pass one as
+the routine's ``optim_recipe``, as with TorchUncertainty::
 
     from torch_uncertainty_signorm.optim_recipes import optim_cifar10_resnet18
 
     routine = SigmaNormClassificationRoutine(model, optim_recipe=optim_cifar10_resnet18)
 
-:func:`get_procedure` is TorchUncertainty's lookup by architecture and data set.
+:func:`get_procedure` is TorchUncertainty's lookup by architecture and data set; its
+``scale_lr_multiplier`` defaults to 100 whatever the recipe's optimiser.
 """
 
 from __future__ import annotations
