@@ -110,7 +110,7 @@ def test_an_unmodified_torchuncertainty_recipe_is_a_row_beside_signorm_on_stand_
         "           --routine.init_args.model.init_args.model.init_args.width_multiplier=0.25]\n"
         f"  packed:\n    recipe: {packed}\n    label: Packed (TorchUncertainty's recipe)\n"
         "    args: [--data, CIFAR10DataModule, --routine.init_args.save_to_csv=true,\n"
-        "           --routine.init_args.eval_ood=true,\n"
+        "           --data.init_args.eval_ood=true,\n"
         "           --routine.init_args.model.init_args.width_multiplier=0.25]\n")
     before = packed.read_text()
     done = _compare(["--config", "cifar.yaml", "--out", "runs", "--", *overrides], tmp_path)
