@@ -30,7 +30,7 @@ from .grouping_loss import evaluate_grouping_loss
 from .health_warnings import HealthWarnings
 from .member_health import MemberHealth, diagnose, health_counts
 from .numerics import check_finite_inputs, check_finite_losses
-from .optimizer_groups import warn_shared_scale_group
+from .optimizer_groups import routine_optimizer, warn_shared_scale_group
 
 __all__ = ["SigmaNormClassificationRoutine"]
 
@@ -82,10 +82,13 @@ class SigmaNormClassificationRoutine(ClassificationRoutine):
       printed in a *Members* table and appended to ``results.csv`` with the health counts;
     - :meth:`optimizer_param_groups`: the σNorm scale logits in their own group at
       ``scale_lr_multiplier`` × the learning rate with no weight decay, and every per-member
-      parameter at ``member_lr_multiplier`` × its rate. The ``torch-uncertainty`` command
-      builds the recipe's ``optimizer:`` from these groups; in Python, pass a σN-Ens
-      ``optim_recipe`` (:mod:`torch_uncertainty_signorm.optim_recipes`, or
-      :func:`~torch_uncertainty_signorm.signorm.optim.signorm_optim_recipe`).
+      parameter at ``member_lr_multiplier`` × its rate, whatever builds the optimizer: the
+      ``torch-uncertainty`` command builds the recipe's ``optimizer:`` from these groups, and
+      an ``optim_recipe`` given in Python (TorchUncertainty's, one of
+      :mod:`torch_uncertainty_signorm.optim_recipes`,
+      :func:`~torch_uncertainty_signorm.signorm.optim.signorm_optim_recipe`, a user's own) is
+      built on them; a recipe whose own rates disagree with multipliers given here is refused
+      (:func:`~torch_uncertainty_signorm.routines.optimizer_groups.routine_optimizer`).
 
     ``SigmaNormClassificationRoutine.load_from_checkpoint(path)`` rebuilds the routine from the
     hyper-parameters it saves: the command's ``routine:`` block, or, built in Python, the
@@ -171,11 +174,13 @@ class SigmaNormClassificationRoutine(ClassificationRoutine):
                 f"warn_identical_members must be True or False, got {warn_identical_members!r}."
             )
         num_classes = agree_with_model(model, num_classes, kwargs)
+        optim_recipe = kwargs.pop("optim_recipe", None)  # built below, with the multipliers
         super().__init__(model, num_classes, loss, **kwargs)
         self.save_hyperparameters(saved_hyperparameters(type(self), arguments))
         self.scale_lr_multiplier = (None if scale_lr_multiplier is None
                                     else float(scale_lr_multiplier))
         self.member_lr_multiplier = float(member_lr_multiplier)
+        self.optim_recipe = routine_optimizer(self, optim_recipe)
         self.check_finite_loss = bool(check_finite_loss)
         self.target_diversity = target_diversity
         self.warn_identical_members = warn_identical_members
