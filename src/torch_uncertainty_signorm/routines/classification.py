@@ -20,9 +20,9 @@ from ..diversity import geometric_ambiguity, jensen_gap, signorm_cosine
 from ..evaluation.printing import use_results_tables
 from ..evaluation.results_csv import append_to_last_row
 from ..prediction import EnsemblePrediction, ensemble_prediction, member_probabilities
-from ..safety.checkpoints import CHECKPOINT_TAU
+from ..safety.checkpoints import CHECKPOINT_TAU, checkpoint_tau
 from ..safety.files import check_file_name
-from ..signorm.diversity_target import DiversityTarget
+from ..signorm.diversity_target import DiversityTarget, check_controlled_tau
 from ..signorm.ensemble import SigmaNormEnsemble
 from ..signorm.optim import signorm_param_groups
 from .arguments import agree_with_model, built, load_checked, saved_hyperparameters
@@ -169,6 +169,7 @@ class SigmaNormClassificationRoutine(ClassificationRoutine):
         check_positive_number("member_lr_multiplier", member_lr_multiplier)
         if target_diversity is not None:
             check_fraction("target_diversity", target_diversity)
+            check_controlled_tau(model.tau)  # refused now, not clamped at the first step
         if not isinstance(warn_identical_members, bool):
             raise ValueError(
                 f"warn_identical_members must be True or False, got {warn_identical_members!r}."
@@ -262,22 +263,29 @@ class SigmaNormClassificationRoutine(ClassificationRoutine):
         self.log("train/diversity_loss", diversity_loss, logger=True)
         self.log("train/total_loss", loss, logger=True)
         self.log("train/signorm_cos", cosine, prog_bar=True)
-        self.log("train/signorm_cos_regularized", cosine_regularized)
+        self.log("train/signorm_cos_regularized", cosine_regularized,
+                 prog_bar=self.target_callback is not None)  # what the target is about
         self.log("train/tau", self.model.tau, prog_bar=self.target_callback is not None)
         return loss
 
     def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        """τ under one key, ``signorm_tau`` (the penalty's, wherever the controller moved it),
+        and the τ controller's other state (here, to be in weights-only checkpoints too)."""
         super().on_save_checkpoint(checkpoint)
-        if self.target_callback is not None:  # here, to be in weights-only checkpoints too
+        if self.target_callback is not None:
             self.target_callback.save_state(checkpoint)
         checkpoint[CHECKPOINT_TAU] = self.model.tau
 
     def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        """The checkpoint's τ back into the model (:func:`~torch_uncertainty_signorm.safety.
+        checkpoints.checkpoint_tau`): what ``fit --ckpt_path`` resumes from (the controller
+        reads it there), ``test`` evaluates and ``load_from_checkpoint`` returns."""
         super().on_load_checkpoint(checkpoint)
         if self.target_callback is not None:  # here, for load_from_checkpoint too
             self.target_callback.load_state(checkpoint)
-        if isinstance(checkpoint.get(CHECKPOINT_TAU), float):  # the τ the run had reached
-            self.model.set_tau(checkpoint[CHECKPOINT_TAU])
+        tau = checkpoint_tau(checkpoint)
+        if tau is not None:
+            self.model.set_tau(tau)
 
     def on_train_end(self) -> None:
         super().on_train_end()
