@@ -49,8 +49,9 @@ class SigmaNormClassificationRoutine(ClassificationRoutine):
       regularizer :math:`\lambda \mathcal{L}_{div}`, with τ and λ set on the model),
       ``train/total_loss`` (what is optimised), ``train/signorm_cos`` (all layers),
       ``train/signorm_cos_regularized`` and ``train/tau``, every ``log_every_n_steps``
-      (from the weights alone: no extra forward); σNorm-cos on the progress bar, and τ too
-      with ``target_diversity``;
+      (from the weights alone: no extra forward); σNorm-cos on the progress bar, and with
+      ``target_diversity`` τ and the regularized layers' σNorm-cos (the one the target is
+      about) too;
     - a warning, at a validation during ``fit`` and when ``fit`` ends, while the regularized
       layers' σNorm-cos is still >=
       :data:`~torch_uncertainty_signorm.callbacks.identical_members.IDENTICAL_MEMBERS_COSINE`
@@ -61,11 +62,16 @@ class SigmaNormClassificationRoutine(ClassificationRoutine):
       layers' σNorm-cos settles at the target
       (:class:`~torch_uncertainty_signorm.signorm.diversity_target.DiversityTarget`, run by
       :class:`~torch_uncertainty_signorm.callbacks.diversity_target.DiversityTargetCallback`
-      from :meth:`configure_callbacks`); its state is saved in checkpoints, and a run ending
-      away from the target says so. When the ensemble's validation accuracy is
+      from :meth:`configure_callbacks`); its state is saved in checkpoints (τ once, as
+      ``signorm_tau``), and a run ending away from the target says so, once, with the reason.
+      A ``test`` reads the checkpoint it is given: after ``fit``, the command's
+      ``eval_after_fit`` tests the one best by validation accuracy, which may be saved before
+      the target is reached; a test of weights away from the target warns, naming it. When the
+      ensemble's validation accuracy is
       :data:`~torch_uncertainty_signorm.signorm.diversity_target.ACCURACY_DROP` below its best
       at two validations in a row, the controller stops strengthening the push and warns what
-      the target costs at this budget, instead of trading the accuracy away silently;
+      the target costs at this budget, instead of trading the accuracy away silently (never
+      holding τ at its upper bound, where the push is off);
     - validation and test: ``{val,test}/div/signorm_cos`` (all layers),
       ``.../signorm_cos_regularized``, ``.../jensen_gap`` and ``.../geometric_ambiguity``
       on the in-distribution set (the mutual information, i.e. the modulation uncertainty,
