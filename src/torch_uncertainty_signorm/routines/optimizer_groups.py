@@ -123,9 +123,10 @@ def warn_shared_scale_group(model: SigmaNormEnsemble, optimizers: list[Optimizer
                 rank_zero_warn(
                     "The σNorm scale logits share an optimizer group with the other "
                     "parameters, so they train without their learning-rate multiplier. "
-                    "Pass a σN-Ens optim_recipe: one of torch_uncertainty_signorm."
-                    "optim_recipes (e.g. optim_cifar10_resnet18), or your own wrapped in "
-                    "torch_uncertainty_signorm.signorm.optim.signorm_optim_recipe (the "
-                    "torch-uncertainty command does this for the YAML `optimizer:`)."
+                    "Give the routine its optim_recipe when building it (a callable such as "
+                    "torch_uncertainty_signorm.optim_recipes.optim_cifar10_resnet18 or "
+                    "lambda m: torch.optim.SGD(m.parameters(), lr=0.05)): it builds the "
+                    "recipe on its groups, as the torch-uncertainty command does for the YAML "
+                    "`optimizer:`; an optimizer set afterwards keeps its own groups."
                 )
                 return
