@@ -109,7 +109,7 @@ def run(method: str, seed: int, steps: int, scale_lr: float | None, members: int
     optimizer = torch.optim.Adam(params, lr=lr)
     controller = None
     if target is not None:
-        controller = DiversityTarget(target, tau, steps,
+        controller = DiversityTarget(target, model, steps,  # sets the model's τ itself
                                      lookahead=optimizer_lookahead(optimizer, model.scale_logits()))
     floor_step = None
     generator = torch.Generator().manual_seed(seed)
@@ -123,7 +123,7 @@ def run(method: str, seed: int, steps: int, scale_lr: float | None, members: int
             if controller is not None:
                 with torch.no_grad():
                     cosine = float(signorm_cosine(model.importances(regularized_only=True)))
-                model.set_tau(controller.update(cosine, step))
+                controller.update(cosine, step)
             loss = loss + model.diversity_loss()
         optimizer.zero_grad()
         loss.backward()

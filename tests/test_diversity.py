@@ -95,3 +95,31 @@ def test_signorm_cosine_resolves_nearly_identical_members_under_mixed_precision(
         mixed = signorm_cosine([importance])
     assert mixed.dtype == torch.float32
     assert abs(mixed.item() - expected) < 1e-6
+
+
+def test_the_weight_measures_take_the_model_or_its_importances_and_return_no_graph():
+    """signorm_cosine(model) used to raise `object of type 'SigmaNormEnsemble' has no len()`,
+    and float(signorm_cosine(model.importances())) warned about requires_grad."""
+    import warnings
+
+    from fixtures.backbones import tiny_resnet
+
+    from torch_uncertainty_signorm import signorm_ensemble
+    from torch_uncertainty_signorm.diversity import ownership_fractions
+
+    torch.manual_seed(0)
+    model = signorm_ensemble(tiny_resnet(), 3)
+    importances = model.importances()
+    assert importances[0].requires_grad  # the weights' graph: what a measure must not keep
+    cosine = signorm_cosine(model)
+    assert cosine.item() == pytest.approx(signorm_cosine(importances).item())
+    assert not cosine.requires_grad and cosine.grad_fn is None
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert 0.0 < float(cosine) < 1.0
+    assert torch.equal(ownership_fractions(model), ownership_fractions(importances))
+    assert signorm_cosine(importances[0]).item() == pytest.approx(
+        signorm_cosine(importances[:1]).item())  # one layer's (M, F) tensor
+    with pytest.raises(TypeError, match=r"signorm_cosine takes a σN-Ens model \(anything with "
+                       r"importances\(\)\) or its importances .* got Linear"):
+        signorm_cosine(torch.nn.Linear(2, 2))

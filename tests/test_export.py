@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import json
+import math
 
 import pytest
 import torch
@@ -283,3 +284,22 @@ def test_exports_store_the_regularized_layer_names_not_the_pattern(tmp_path):
     stored = json.loads((tmp_path / "out" / "config.json").read_text())["model"]["init_args"]
     assert stored["regularized_layers"] == model.regularized_layer_names
     assert load_ensemble(tmp_path / "out").regularized_layer_names == model.regularized_layer_names
+
+
+def test_the_command_exports_the_tau_of_an_earlier_releases_target_checkpoint(tmp_path):
+    """A checkpoint written before τ had one key holds it in the τ controller's state alone;
+    the export reads it there (checkpoint_tau), as loading and resuming do."""
+    routine = SigmaNormClassificationRoutine(_trained_like(build_model(SPEC)), 10,
+                                             nn.CrossEntropyLoss())
+    torch.save({"state_dict": routine.state_dict(),
+                "signorm_diversity_target": {"log_tau": math.log(0.25)}}, tmp_path / "run.ckpt")
+    recipe_spec = copy.deepcopy(SPEC)
+    recipe_spec["init_args"]["model"]["init_args"]["style"] = "CIFAR"
+    (tmp_path / "recipe.yaml").write_text(yaml.safe_dump({"routine": {
+        "class_path": "torch_uncertainty_signorm.routines.SigmaNormClassificationRoutine",
+        "init_args": {"num_classes": 10, "model": recipe_spec,
+                      "loss": {"class_path": "torch.nn.CrossEntropyLoss"}}},
+        "data": {"class_path": "torch_uncertainty_signorm.datamodules.DigitsDataModule"}}))
+    out = main(["--config", str(tmp_path / "recipe.yaml"), "--ckpt_path",
+                str(tmp_path / "run.ckpt"), "--output", str(tmp_path / "export")])
+    assert load_ensemble(out).tau == pytest.approx(0.25)

@@ -1,5 +1,8 @@
 r"""Diversity measures: from the weights (σNorm-cos, ownership) and from member outputs.
 
+The weight-space measures (:func:`signorm_cosine`, :func:`ownership_counts`,
+:func:`ownership_fractions`) take the model itself (anything with ``importances()``) or its
+importances, and return values without a graph: ``float(signorm_cosine(model))`` just works.
 Output-space measures take member probabilities ``(M, B, C)``; from TorchUncertainty's
 member-major logits ``(M·B, C)`` use
 :func:`~torch_uncertainty_signorm.prediction.member_probabilities`.
@@ -8,6 +11,7 @@ member-major logits ``(M·B, C)`` use
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -16,6 +20,7 @@ from torch import Tensor
 __all__ = [
     "geometric_ambiguity",
     "jensen_gap",
+    "layer_importances",
     "member_ownership",
     "mutual_information",
     "ownership_counts",
@@ -43,14 +48,35 @@ def pairwise_cosine(importance: Tensor) -> Tensor:
     return cosines[..., i, j].mean(dim=-1)
 
 
-def signorm_cosine(importances: Sequence[Tensor]) -> Tensor:
-    r"""σNorm-cos: :math:`\operatorname{mean}_{\ell, i<j} \cos(\sigma(\gamma^\ell_i),
-    \sigma(\gamma^\ell_j))` over the given layers' ``(M, F_ℓ)`` importances.
-
-    Parameter-space diversity, from the weights alone: 1 means identical members.
-    """
+def layer_importances(source: Any, name: str = "signorm_cosine") -> list[Tensor]:
+    """The ``(M, F_ℓ)`` importances of each layer, detached: ``source.importances()`` for a
+    model (a ``SigmaNormEnsemble``, anything with ``importances()``), else ``source`` itself (a
+    sequence of such tensors, or one)."""
+    importances = source.importances() if callable(getattr(source, "importances", None)) else (
+        source)
+    if isinstance(importances, Tensor):
+        importances = [importances]
+    if not isinstance(importances, Sequence) or not all(
+            isinstance(imp, Tensor) and imp.dim() >= 2 for imp in importances):
+        raise TypeError(
+            f"{name} takes a σN-Ens model (anything with importances()) or its importances "
+            f"(a list of (M, F) tensors, model.importances()), got {type(source).__name__}."
+        )
     if len(importances) == 0:
-        raise ValueError("signorm_cosine needs at least one layer's importances, got none.")
+        raise ValueError(f"{name} needs at least one layer's importances, got none.")
+    return [imp.detach() for imp in importances]
+
+
+def signorm_cosine(model_or_importances: Any) -> Tensor:
+    r"""σNorm-cos: :math:`\operatorname{mean}_{\ell, i<j} \cos(\sigma(\gamma^\ell_i),
+    \sigma(\gamma^\ell_j))` over the layers' ``(M, F_ℓ)`` importances.
+
+    Parameter-space diversity, from the weights alone: 1 means identical members. Takes the
+    model (all its σNorm layers; ``model.importances(regularized_only=True)`` for the
+    regularized ones) or the importances; returns a 0-dim tensor without a graph (a measure,
+    not a loss: ``float()`` of it is the number).
+    """
+    importances = layer_importances(model_or_importances)
     return torch.stack([pairwise_cosine(imp) for imp in importances]).mean()
 
 
@@ -67,16 +93,19 @@ def member_ownership(importance: Tensor, threshold: float = 0.5) -> Tensor:
     return (importance > threshold).sum(dim=0)
 
 
-def ownership_counts(importances: Sequence[Tensor], threshold: float = 0.5) -> Tensor:
-    """Number of features owned by k = 0..M members, over all given layers, shape (M+1,)."""
+def ownership_counts(model_or_importances: Any, threshold: float = 0.5) -> Tensor:
+    """Number of features owned by k = 0..M members, over all layers of a model or of the given
+    importances, shape (M+1,)."""
+    importances = layer_importances(model_or_importances, "ownership_counts")
     num_members = importances[0].shape[0]
     owners = torch.cat([member_ownership(imp, threshold) for imp in importances])
     return torch.bincount(owners, minlength=num_members + 1)
 
 
-def ownership_fractions(importances: Sequence[Tensor], threshold: float = 0.5) -> Tensor:
-    """Fraction of features owned by k = 0..M members over the given layers, float64 (M+1,)."""
-    counts = ownership_counts(importances, threshold).double()
+def ownership_fractions(model_or_importances: Any, threshold: float = 0.5) -> Tensor:
+    """Fraction of features owned by k = 0..M members over a model's layers or the given
+    importances, float64 (M+1,)."""
+    counts = ownership_counts(model_or_importances, threshold).double()
     return counts / counts.sum()
 
 

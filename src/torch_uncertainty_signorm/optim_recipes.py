@@ -1,10 +1,11 @@
 """σN-Ens versions of TorchUncertainty's optimisation recipes (its ``optim_recipes`` module).
 
 Each function has the name and arguments of TorchUncertainty's and returns the same optimizer
-and scheduler, the σNorm scale logits in their own group without weight decay, at 100× the
-learning rate under SGD and 3× under adaptive optimisers (TorchUncertainty's Adam and LAMB
-recipes; :func:`~torch_uncertainty_signorm.signorm.optim.signorm_optim_recipe`). Pass one as
-the routine's ``optim_recipe``, as with TorchUncertainty::
+and scheduler, the σNorm scale logits in their own group at 100× the learning rate (3× under
+an adaptive optimiser) without weight decay
+(:func:`~torch_uncertainty_signorm.signorm.optim.signorm_optim_recipe`). Pass one as the
+routine's ``optim_recipe``, as with TorchUncertainty; the routine's ``scale_lr_multiplier`` and
+``member_lr_multiplier`` then set the groups' rates::
 
     from torch_uncertainty_signorm.optim_recipes import optim_cifar10_resnet18
 
@@ -20,7 +21,7 @@ from collections.abc import Callable
 
 from torch_uncertainty import optim_recipes as _tu
 
-from .signorm.optim import DEFAULT_SCALE_LR_MULTIPLIER, signorm_optim_recipe
+from .signorm.optim import signorm_optim_recipe
 
 __all__ = [
     "get_procedure",
@@ -60,11 +61,13 @@ def get_procedure(
     arch_name: str,
     ds_name: str,
     imagenet_recipe: str | None = None,
-    scale_lr_multiplier: float = DEFAULT_SCALE_LR_MULTIPLIER,
+    scale_lr_multiplier: float | None = None,
 ) -> Callable:
     """The σN-Ens version of TorchUncertainty's recipe for ``arch_name`` (``resnet18``,
     ``resnet50``, ``wideresnet28x10`` ...) on ``ds_name`` (``cifar10``, ``cifar100``,
-    ``tiny-imagenet``, ``imagenet``), as ``torch_uncertainty.optim_recipes.get_procedure``.
+    ``tiny-imagenet``, ``imagenet``), as ``torch_uncertainty.optim_recipes.get_procedure``;
+    ``scale_lr_multiplier`` ``None`` (default) leaves the rate to the routine's multiplier, else
+    :func:`~torch_uncertainty_signorm.signorm.optim.scale_rate`.
 
     Raises:
         NotImplementedError: If TorchUncertainty has no recipe for them (its message).

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import pytest
 import torch
-from command_args import class_path_of, routine_args
+from command_args import class_path_of, routine_args, signorm_args
 from torch_uncertainty.routines import ClassificationRoutine
 
+from torch_uncertainty_signorm import optim_recipes
 from torch_uncertainty_signorm.cli import cli_main
+from torch_uncertainty_signorm.routines import SigmaNormClassificationRoutine
 
 
 class GroupedRoutine(ClassificationRoutine):
@@ -79,3 +81,29 @@ def test_optimizer_param_groups_get_the_blocks_defaults_from_one_optimizer(tmp_p
     weights, biases = cli.routine.configure_optimizers().param_groups
     assert (weights["lr"], weights["weight_decay"]) == (0.02, 1e-3)
     assert (biases["lr"], biases["weight_decay"]) == (pytest.approx(2.0), 0.0)
+
+
+def test_the_commands_optimizer_trains_at_the_routines_multipliers(tmp_path, monkeypatch):
+    """The command's route: the `optimizer:` block (lr 0.05) built on the routine's groups."""
+    monkeypatch.chdir(tmp_path)
+    cli = cli_main(signorm_args("--routine.init_args.scale_lr_multiplier=7",
+                                "--routine.init_args.member_lr_multiplier=4"), run=False)
+    optimizers, schedulers = cli.routine.configure_optimizers()
+    assert [g["lr"] for g in optimizers[0].param_groups] == pytest.approx([0.05, 0.2, 1.4])
+    assert schedulers[0].base_lrs == pytest.approx([0.05, 0.2, 1.4])
+
+
+class RecipeRoutine(SigmaNormClassificationRoutine):
+    """A routine holding an optim_recipe of its own, as one built in Python does."""
+
+    def __init__(self, **kwargs) -> None:
+        super().__init__(**kwargs, optim_recipe=optim_recipes.optim_cifar10_resnet18)
+
+
+def test_an_optimizer_block_and_a_routines_own_recipe_are_refused_naming_both(
+        tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ValueError, match=r"The optimiser is given twice: the routine's "
+                       r"optim_recipe \(a SGD\) and the recipe's `optimizer:` block "
+                       r"\(torch.optim.SGD\): keep one"):
+        cli_main(signorm_args(f"--routine={class_path_of(RecipeRoutine)}"), run=False)

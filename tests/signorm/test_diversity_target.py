@@ -193,7 +193,8 @@ def test_controller_state_round_trips_and_continues_identically():
     for t, c in enumerate(cosines[:9]):
         first.update(c, t)
     saved = torch.load(_saved(first.state_dict()), weights_only=True)
-    resumed = DiversityTarget(0.6, 0.5, total_steps=40, lookahead=10)
+    assert "log_tau" not in saved  # τ is its owner's (the model's signorm_tau), saved once
+    resumed = DiversityTarget(0.6, first.tau, total_steps=40, lookahead=10)
     resumed.load_state_dict(saved)
     assert resumed.step == 8
     assert [resumed.update(c, t) for t, c in enumerate(cosines) if t >= 9] == expected[9:]
@@ -215,6 +216,7 @@ def _saved(state: dict):
     ({"target": 0}, r"target_diversity must be a number in \(0, 1\), got 0"),
     ({"target": True}, r"target_diversity must be a number in \(0, 1\), got True"),
     ({"tau": 1e4}, r"tau=10000.0 is outside \[0.001, 1000\] \(TAU_RANGE\)"),
+    ({"tau": 50.0}, r"tau=50.0 is outside \[0.001, 10\] \(CONTROLLED_TAU_RANGE\)"),
     ({"total_steps": 0}, r"total_steps must be a finite number > 0, got 0"),
     ({"smoothing": 1.0}, r"smoothing must be a number in \[0, 1\), got 1.0"),
 ])
@@ -277,3 +279,19 @@ def test_one_low_validation_between_good_ones_does_not_stop_the_push():
     for step in range(20):
         target.update(1.0 - 1e-4, step)
     assert target.at_bound() == "lower"  # nothing held it
+
+
+def test_the_accuracy_guard_never_pins_tau_at_its_upper_bound():
+    """At τ's upper bound the push is off, so an accuracy fall there is not the target's cost;
+    holding τ 'at or above' that value would end the push for the rest of the run."""
+    target = DiversityTarget(0.3, tau=10.0, total_steps=100, lookahead=1.0)
+    assert target.at_bound() == "upper"
+    assert not target.validated(0.9)
+    assert not target.validated(0.8) and not target.validated(0.8)  # low twice, at the bound
+    assert target.floor is None
+    for step in range(5):
+        target.update(1.0 - 1e-4, step)
+    assert target.tau < 10.0  # the push resumes
+    held = target.tau
+    assert not target.validated(0.8) and target.validated(0.8)  # now below the bound: held
+    assert math.exp(target.floor) == pytest.approx(held)

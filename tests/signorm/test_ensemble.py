@@ -299,3 +299,15 @@ def test_eval_chunk_size_must_be_auto_none_or_a_positive_integer(value):
     with pytest.raises(ValueError, match=f"eval_chunk_size must be 'auto', None or an integer "
                                          f">= 1.*got {value!r}"):
         signorm_ensemble(tiny_resnet(), M, eval_chunk_size=value)
+
+
+def test_the_factory_has_the_classs_arguments_and_a_short_help():
+    """help(signorm_ensemble) was 1,263 lines (the class with every nn.Module method): the
+    factory shows its signature and a few lines of what and why."""
+    import inspect
+    import pydoc
+
+    assert inspect.signature(signorm_ensemble).parameters == inspect.signature(
+        SigmaNormEnsemble).parameters
+    assert len(pydoc.render_doc(signorm_ensemble, renderer=pydoc.plaintext).splitlines()) < 40
+    assert type(signorm_ensemble(tiny_resnet(), 2, tau=0.5)) is SigmaNormEnsemble

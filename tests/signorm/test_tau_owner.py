@@ -4,13 +4,19 @@ started, and an export and a checkpoint record where it ended."""
 from __future__ import annotations
 
 import json
+import math
+from types import SimpleNamespace
 
 import pytest
+import torch
 from fixtures.backbones import tiny_resnet, tiny_signorm_spec
+from fixtures.digits import cpu_trainer
 from torch import nn
+from torch.utils.data import DataLoader, TensorDataset
 
 from torch_uncertainty_signorm import export, signorm_ensemble
 from torch_uncertainty_signorm.routines import SigmaNormClassificationRoutine
+from torch_uncertainty_signorm.safety.checkpoints import CHECKPOINT_TAU, checkpoint_tau
 
 
 def test_set_tau_moves_the_penalty_and_leaves_the_config_as_it_started():
@@ -43,3 +49,62 @@ def test_a_checkpoint_records_the_tau_the_run_ended_with():
         signorm_ensemble(tiny_resnet(), num_estimators=2, tau=0.5), 10, nn.CrossEntropyLoss())
     reloaded.on_load_checkpoint(checkpoint)
     assert reloaded.model.tau == 0.2
+
+
+def _target_routine(tau: float = 0.5) -> SigmaNormClassificationRoutine:
+    model = signorm_ensemble(tiny_resnet(), num_estimators=2, tau=tau, member_spread=0.3,
+                             regularized_layers="resnet18")
+    return SigmaNormClassificationRoutine(
+        model, 10, nn.CrossEntropyLoss(), target_diversity=0.6,
+        optim_recipe=lambda m: torch.optim.SGD(m.parameters(), lr=0.01, momentum=0.9))
+
+
+def _loader():
+    data = TensorDataset(torch.randn(8, 3, 32, 32), torch.randint(0, 10, (8,)))
+    return DataLoader(data, batch_size=4)
+
+
+def test_a_checkpoint_holds_the_live_tau_once_and_test_resume_and_load_read_it(tmp_path):
+    """Under target_diversity the controller moves τ; the checkpoint records it under
+    signorm_tau alone (the controller's state holds no copy), and each reader takes that key."""
+    routine = _target_routine()
+    trainer = cpu_trainer(max_epochs=1, limit_val_batches=0)
+    trainer.fit(routine, _loader())
+    path = tmp_path / "run.ckpt"
+    trainer.save_checkpoint(path)
+    saved = torch.load(path, weights_only=True)
+    live = routine.model.tau
+    assert live != 0.5 and saved[CHECKPOINT_TAU] == live
+    assert "log_tau" not in saved["signorm_diversity_target"]
+    saved[CHECKPOINT_TAU] = 0.3  # whatever this key says is what every reader takes
+    torch.save(saved, path)
+
+    assert SigmaNormClassificationRoutine.load_from_checkpoint(
+        path, model=_target_routine().model, loss=nn.CrossEntropyLoss(),
+        weights_only=False).model.tau == 0.3
+    tested = _target_routine()
+    cpu_trainer().test(tested, _loader(), ckpt_path=path, weights_only=False, verbose=False)
+    assert tested.model.tau == 0.3
+    resumed = _target_routine()
+    resumed.on_load_checkpoint(torch.load(path, weights_only=True))  # as fit --ckpt_path does
+    fake = SimpleNamespace(optimizers=[resumed.configure_optimizers()],
+                           estimated_stepping_batches=4)
+    resumed.target_callback.on_train_start(fake, resumed)
+    assert resumed.diversity_target.tau == resumed.model.tau == 0.3
+    resumed.target_callback.on_train_batch_start(SimpleNamespace(global_step=2), resumed, None, 0)
+    assert resumed.diversity_target.tau == resumed.model.tau != 0.3  # one value, moved once
+
+
+def test_a_checkpoint_of_an_earlier_release_gives_its_controllers_tau():
+    assert checkpoint_tau({"signorm_diversity_target": {"log_tau": math.log(0.3)}}) == (
+        pytest.approx(0.3))
+    assert checkpoint_tau({CHECKPOINT_TAU: 0.2,
+                           "signorm_diversity_target": {"log_tau": math.log(0.3)}}) == 0.2
+    assert checkpoint_tau({"state_dict": {}}) is None
+
+
+def test_a_recipe_tau_outside_the_controllers_range_is_refused_not_clamped():
+    with pytest.raises(ValueError, match=r"tau=50.0 is outside \[0.001, 10\] "
+                       r"\(CONTROLLED_TAU_RANGE\), where target_diversity moves tau"):
+        _target_routine(tau=50.0)
+    assert _target_routine(tau=10.0).model.tau == 10.0  # the bound itself is kept

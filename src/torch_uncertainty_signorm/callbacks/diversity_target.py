@@ -8,7 +8,8 @@ says when the target costs accuracy or was missed. ``SigmaNormClassificationRout
 from ``configure_callbacks()`` when ``target_diversity`` is set, and hands it the checkpoint's
 ``signorm_diversity_target`` entry (:meth:`~DiversityTargetCallback.save_state`,
 :meth:`~DiversityTargetCallback.load_state`) so that every checkpoint, weights-only ones and
-``load_from_checkpoint`` included, keeps it as before.
+``load_from_checkpoint`` included, keeps it as before. τ itself is not in that entry: the
+controller reads and sets the model's, which the checkpoint holds once, under ``signorm_tau``.
 """
 
 from __future__ import annotations
@@ -19,10 +20,12 @@ from lightning.pytorch import Callback, LightningModule, Trainer
 from lightning.pytorch.utilities import rank_zero_warn
 
 from ..signorm.diversity_target import (
+    TARGET_TOLERANCE,
     DiversityTarget,
     missed_target_message,
     optimizer_lookahead,
     target_cost_message,
+    tested_off_target_message,
 )
 from .identical_members import members_identical, regularized_cosine
 
@@ -48,6 +51,9 @@ class DiversityTargetCallback(Callback):
         #: The controller of the current ``fit`` (``None`` before training starts).
         self.controller: DiversityTarget | None = None
         self._loaded_state: dict | None = None
+        #: ``(steps, σNorm-cos)`` where this process's last ``fit`` ended, and whether it missed.
+        self.fit_end: tuple[int, float] | None = None
+        self._fit_missed = False
 
     def save_state(self, checkpoint: dict[str, Any]) -> None:
         """Write the controller's state to ``checkpoint`` (nothing before training starts)."""
@@ -64,8 +70,8 @@ class DiversityTargetCallback(Callback):
         lookahead = 1.0 if optimizer is None else optimizer_lookahead(
             optimizer, model.scale_logits()
         )
-        self.controller = DiversityTarget(
-            self.target, model.tau, trainer.estimated_stepping_batches, lookahead=lookahead
+        self.controller = DiversityTarget(  # τ stays the model's: the controller sets it there
+            self.target, model, trainer.estimated_stepping_batches, lookahead=lookahead
         )
         if self._loaded_state is not None:
             self.controller.load_state_dict(self._loaded_state)
@@ -80,7 +86,6 @@ class DiversityTargetCallback(Callback):
                 f"its bound and the members may then overshoot the target. Give the model "
                 f"member_spread (e.g. 0.3) for a controlled approach."
             )
-        model.set_tau(self.controller.tau)
 
     def on_train_batch_start(
         self, trainer: Trainer, pl_module: LightningModule, batch: Any, batch_idx: int
@@ -89,8 +94,7 @@ class DiversityTargetCallback(Callback):
         once per optimisation step under gradient accumulation."""
         controller = self.controller
         if controller is not None and controller.step != trainer.global_step:
-            cosine = regularized_cosine(pl_module.model)
-            pl_module.model.set_tau(controller.update(cosine, trainer.global_step))
+            controller.update(regularized_cosine(pl_module.model), trainer.global_step)
 
     def on_validation_epoch_end(self, trainer: Trainer, pl_module: LightningModule) -> None:
         """Feed the ensemble's validation accuracy (the routine's member-health sums) to the
@@ -108,11 +112,22 @@ class DiversityTargetCallback(Callback):
 
     def on_train_end(self, trainer: Trainer, pl_module: LightningModule) -> None:
         cosine = regularized_cosine(pl_module.model)
-        if self.missed(cosine):
+        self.fit_end, self._fit_missed = (trainer.global_step, cosine), self.missed(cosine)
+        if self._fit_missed:
             rank_zero_warn(missed_target_message(
                 self.controller, cosine, trainer.global_step,
                 getattr(pl_module.model, "member_spread", 0.0),
             ))
+
+    def on_test_end(self, trainer: Trainer, pl_module: LightningModule) -> None:
+        """Warn, once per test, when the tested weights are away from the target: ``test``
+        after ``fit`` reads the best checkpoint by validation accuracy, which may predate the
+        target (weights the end of ``fit`` warned about already are not warned again)."""
+        checkpoint = getattr(trainer, "ckpt_path", None)
+        cosine = regularized_cosine(pl_module.model)
+        if abs(cosine - self.target) <= TARGET_TOLERANCE or (self._fit_missed and not checkpoint):
+            return
+        rank_zero_warn(tested_off_target_message(self.target, cosine, checkpoint, self.fit_end))
 
     def missed(self, cosine: float) -> bool:
         """Whether a run ending at σNorm-cos ``cosine`` misses the target (and is warned so)."""

@@ -290,11 +290,21 @@ class TUSigmaNormCLI(TULightningCLI):
         :class:`~torch_uncertainty_signorm.routines.SigmaNormClassificationRoutine` puts the σNorm
         scale logits at their learning-rate multiplier without weight decay this way. The result
         goes to TorchUncertainty's ``optim_recipe`` (what its routines' ``configure_optimizers``
-        returns), so no method of the routine is replaced.
+        returns), so no method of the routine is replaced. A routine given an ``optim_recipe``
+        of its own as well is refused, naming both.
         """
         optimizer = self._config_value(self.config_init, "optimizer")
         if optimizer is None:
             return
+        given = getattr(self.routine, "optim_recipe", None)
+        if given is not None:  # the block would replace it silently
+            given = given.get("optimizer") if isinstance(given, dict) else given
+            raise ValueError(
+                f"The optimiser is given twice: the routine's optim_recipe (a "
+                f"{type(given).__name__}) and "
+                f"the recipe's `optimizer:` block "
+                f"({self._config_value(self.config, 'optimizer').get('class_path')}): keep one."
+            )
         self.routine.optim_recipe = routine_optim_recipe(
             self.routine, optimizer, self._config_value(self.config_init, "lr_scheduler"),
             block=self._config_value(self.config, "optimizer"),

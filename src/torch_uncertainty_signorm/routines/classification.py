@@ -20,9 +20,9 @@ from ..diversity import geometric_ambiguity, jensen_gap, signorm_cosine
 from ..evaluation.printing import use_results_tables
 from ..evaluation.results_csv import append_to_last_row
 from ..prediction import EnsemblePrediction, ensemble_prediction, member_probabilities
-from ..safety.checkpoints import CHECKPOINT_TAU
+from ..safety.checkpoints import CHECKPOINT_TAU, checkpoint_tau
 from ..safety.files import check_file_name
-from ..signorm.diversity_target import DiversityTarget
+from ..signorm.diversity_target import DiversityTarget, check_controlled_tau
 from ..signorm.ensemble import SigmaNormEnsemble
 from ..signorm.optim import signorm_param_groups
 from .arguments import agree_with_model, built, load_checked, saved_hyperparameters
@@ -30,7 +30,7 @@ from .grouping_loss import evaluate_grouping_loss
 from .health_warnings import HealthWarnings
 from .member_health import MemberHealth, diagnose, health_counts
 from .numerics import check_finite_inputs, check_finite_losses
-from .optimizer_groups import warn_shared_scale_group
+from .optimizer_groups import routine_optimizer, warn_shared_scale_group
 
 __all__ = ["SigmaNormClassificationRoutine"]
 
@@ -49,8 +49,9 @@ class SigmaNormClassificationRoutine(ClassificationRoutine):
       regularizer :math:`\lambda \mathcal{L}_{div}`, with τ and λ set on the model),
       ``train/total_loss`` (what is optimised), ``train/signorm_cos`` (all layers),
       ``train/signorm_cos_regularized`` and ``train/tau``, every ``log_every_n_steps``
-      (from the weights alone: no extra forward); σNorm-cos on the progress bar, and τ too
-      with ``target_diversity``;
+      (from the weights alone: no extra forward); σNorm-cos on the progress bar, and with
+      ``target_diversity`` τ and the regularized layers' σNorm-cos (the one the target is
+      about) too;
     - a warning, at a validation during ``fit`` and when ``fit`` ends, while the regularized
       layers' σNorm-cos is still >=
       :data:`~torch_uncertainty_signorm.callbacks.identical_members.IDENTICAL_MEMBERS_COSINE`
@@ -61,11 +62,16 @@ class SigmaNormClassificationRoutine(ClassificationRoutine):
       layers' σNorm-cos settles at the target
       (:class:`~torch_uncertainty_signorm.signorm.diversity_target.DiversityTarget`, run by
       :class:`~torch_uncertainty_signorm.callbacks.diversity_target.DiversityTargetCallback`
-      from :meth:`configure_callbacks`); its state is saved in checkpoints, and a run ending
-      away from the target says so. When the ensemble's validation accuracy is
+      from :meth:`configure_callbacks`); its state is saved in checkpoints (τ once, as
+      ``signorm_tau``), and a run ending away from the target says so, once, with the reason.
+      A ``test`` reads the checkpoint it is given: after ``fit``, the command's
+      ``eval_after_fit`` tests the one best by validation accuracy, which may be saved before
+      the target is reached; a test of weights away from the target warns, naming it. When the
+      ensemble's validation accuracy is
       :data:`~torch_uncertainty_signorm.signorm.diversity_target.ACCURACY_DROP` below its best
       at two validations in a row, the controller stops strengthening the push and warns what
-      the target costs at this budget, instead of trading the accuracy away silently;
+      the target costs at this budget, instead of trading the accuracy away silently (never
+      holding τ at its upper bound, where the push is off);
     - validation and test: ``{val,test}/div/signorm_cos`` (all layers),
       ``.../signorm_cos_regularized``, ``.../jensen_gap`` and ``.../geometric_ambiguity``
       on the in-distribution set (the mutual information, i.e. the modulation uncertainty,
@@ -82,10 +88,13 @@ class SigmaNormClassificationRoutine(ClassificationRoutine):
       printed in a *Members* table and appended to ``results.csv`` with the health counts;
     - :meth:`optimizer_param_groups`: the σNorm scale logits in their own group at
       ``scale_lr_multiplier`` × the learning rate with no weight decay, and every per-member
-      parameter at ``member_lr_multiplier`` × its rate. The ``torch-uncertainty`` command
-      builds the recipe's ``optimizer:`` from these groups; in Python, pass a σN-Ens
-      ``optim_recipe`` (:mod:`torch_uncertainty_signorm.optim_recipes`, or
-      :func:`~torch_uncertainty_signorm.signorm.optim.signorm_optim_recipe`).
+      parameter at ``member_lr_multiplier`` × its rate, whatever builds the optimizer: the
+      ``torch-uncertainty`` command builds the recipe's ``optimizer:`` from these groups, and
+      an ``optim_recipe`` given in Python (TorchUncertainty's, one of
+      :mod:`torch_uncertainty_signorm.optim_recipes`,
+      :func:`~torch_uncertainty_signorm.signorm.optim.signorm_optim_recipe`, a user's own) is
+      built on them; a recipe whose own rates disagree with multipliers given here is refused
+      (:func:`~torch_uncertainty_signorm.routines.optimizer_groups.routine_optimizer`).
 
     ``SigmaNormClassificationRoutine.load_from_checkpoint(path)`` rebuilds the routine from the
     hyper-parameters it saves: the command's ``routine:`` block, or, built in Python, the
@@ -166,16 +175,19 @@ class SigmaNormClassificationRoutine(ClassificationRoutine):
         check_positive_number("member_lr_multiplier", member_lr_multiplier)
         if target_diversity is not None:
             check_fraction("target_diversity", target_diversity)
+            check_controlled_tau(model.tau)  # refused now, not clamped at the first step
         if not isinstance(warn_identical_members, bool):
             raise ValueError(
                 f"warn_identical_members must be True or False, got {warn_identical_members!r}."
             )
         num_classes = agree_with_model(model, num_classes, kwargs)
+        optim_recipe = kwargs.pop("optim_recipe", None)  # built below, with the multipliers
         super().__init__(model, num_classes, loss, **kwargs)
         self.save_hyperparameters(saved_hyperparameters(type(self), arguments))
         self.scale_lr_multiplier = (None if scale_lr_multiplier is None
                                     else float(scale_lr_multiplier))
         self.member_lr_multiplier = float(member_lr_multiplier)
+        self.optim_recipe = routine_optimizer(self, optim_recipe)
         self.check_finite_loss = bool(check_finite_loss)
         self.target_diversity = target_diversity
         self.warn_identical_members = warn_identical_members
@@ -257,22 +269,29 @@ class SigmaNormClassificationRoutine(ClassificationRoutine):
         self.log("train/diversity_loss", diversity_loss, logger=True)
         self.log("train/total_loss", loss, logger=True)
         self.log("train/signorm_cos", cosine, prog_bar=True)
-        self.log("train/signorm_cos_regularized", cosine_regularized)
+        self.log("train/signorm_cos_regularized", cosine_regularized,
+                 prog_bar=self.target_callback is not None)  # what the target is about
         self.log("train/tau", self.model.tau, prog_bar=self.target_callback is not None)
         return loss
 
     def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        """τ under one key, ``signorm_tau`` (the penalty's, wherever the controller moved it),
+        and the τ controller's other state (here, to be in weights-only checkpoints too)."""
         super().on_save_checkpoint(checkpoint)
-        if self.target_callback is not None:  # here, to be in weights-only checkpoints too
+        if self.target_callback is not None:
             self.target_callback.save_state(checkpoint)
         checkpoint[CHECKPOINT_TAU] = self.model.tau
 
     def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        """The checkpoint's τ back into the model (:func:`~torch_uncertainty_signorm.safety.
+        checkpoints.checkpoint_tau`): what ``fit --ckpt_path`` resumes from (the controller
+        reads it there), ``test`` evaluates and ``load_from_checkpoint`` returns."""
         super().on_load_checkpoint(checkpoint)
         if self.target_callback is not None:  # here, for load_from_checkpoint too
             self.target_callback.load_state(checkpoint)
-        if isinstance(checkpoint.get(CHECKPOINT_TAU), float):  # the τ the run had reached
-            self.model.set_tau(checkpoint[CHECKPOINT_TAU])
+        tau = checkpoint_tau(checkpoint)
+        if tau is not None:
+            self.model.set_tau(tau)
 
     def on_train_end(self) -> None:
         super().on_train_end()

@@ -16,7 +16,7 @@ import torch
 from torch import Tensor, nn
 
 __all__ = [
-    "CHECKPOINT_TAU", "backbone_state", "check_lightning_checkpoint", "is_url",
+    "CHECKPOINT_TAU", "backbone_state", "check_lightning_checkpoint", "checkpoint_tau", "is_url",
     "load_backbone_checkpoint", "load_torch_file", "local_file", "read_backbone_checkpoint",
     "read_checkpoint", "read_state_file",
 ]
@@ -31,8 +31,27 @@ _SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]+:")
 
 
 #: The key under which the σN-Ens routine stores its model's τ when the checkpoint is saved
-#: (the τ controller may have moved it from the recipe's).
+#: (the τ controller may have moved it from the recipe's): the one key loading, resuming,
+#: testing and exporting read it from (:func:`checkpoint_tau`).
 CHECKPOINT_TAU = "signorm_tau"
+#: Where checkpoints of earlier releases kept the τ controller's copy of τ (read, not written).
+_LEGACY_TARGET_STATE = "signorm_diversity_target"
+
+
+def checkpoint_tau(checkpoint: Any) -> float | None:
+    """The τ a σN-Ens run had reached when ``checkpoint`` (a loaded mapping) was saved: its
+    :data:`CHECKPOINT_TAU`, else, in a checkpoint of an earlier release, the τ controller's
+    ``log_tau``; ``None`` when it holds neither (the model's configured τ then stands)."""
+    if not isinstance(checkpoint, dict):
+        return None
+    tau = checkpoint.get(CHECKPOINT_TAU)
+    if isinstance(tau, float):
+        return tau
+    legacy = checkpoint.get(_LEGACY_TARGET_STATE)
+    log_tau = legacy.get("log_tau") if isinstance(legacy, dict) else None
+    if isinstance(log_tau, float) and math.isfinite(log_tau):
+        return math.exp(log_tau)
+    return None
 
 
 def is_url(path: str | Path) -> bool:

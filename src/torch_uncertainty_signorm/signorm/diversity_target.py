@@ -35,7 +35,7 @@ every rank, so every rank computes the same τ.
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, Protocol
 
 from torch import Tensor
 from torch.optim import Optimizer
@@ -48,9 +48,11 @@ __all__ = [
     "CONTROLLED_TAU_RANGE",
     "TARGET_TOLERANCE",
     "DiversityTarget",
+    "check_controlled_tau",
     "missed_target_message",
     "optimizer_lookahead",
     "target_cost_message",
+    "tested_off_target_message",
 ]
 
 #: Where the controller moves τ: TAU_RANGE's lower end, and 10, above which the push on
@@ -69,6 +71,40 @@ _MIN_DIVERGENCE = 1e-6
 #: Largest change of log τ per step: down by a factor 2 (the push grows up to 4x a step),
 #: up by a factor 10 (the push stops at once when σNorm-cos would overshoot).
 _MAX_FALL, _MAX_RISE = math.log(2.0), math.log(10.0)
+
+
+class TemperatureOwner(Protocol):
+    """What holds τ: the model (``SigmaNormEnsemble``) or its penalty."""
+
+    @property
+    def tau(self) -> float: ...
+
+    def set_tau(self, tau: float) -> None: ...
+
+
+class _Temperature:
+    """τ alone, for a controller run without a model (tests, studies of the arithmetic)."""
+
+    def __init__(self, tau: float) -> None:
+        self.tau = tau
+
+    def set_tau(self, tau: float) -> None:
+        self.tau = check_tau(tau)
+
+
+def check_controlled_tau(tau: Any) -> float:
+    """``tau`` as a float if it lies in :data:`CONTROLLED_TAU_RANGE`, where the controller
+    moves it, else a ValueError naming it and the range (a τ above it would be lowered to the
+    bound at the first step, silently)."""
+    tau = check_tau(tau)
+    low, high = CONTROLLED_TAU_RANGE
+    if not low <= tau <= high * (1 + 1e-12):
+        raise ValueError(
+            f"tau={tau!r} is outside [{low:g}, {high:g}] (CONTROLLED_TAU_RANGE), where "
+            f"target_diversity moves tau: start the model at a tau in that range, or train at "
+            f"the fixed tau={tau!r} without target_diversity."
+        )
+    return tau
 
 
 def _log_divergence(cosine: float) -> float:
@@ -91,9 +127,14 @@ def optimizer_lookahead(optimizer: Optimizer, params: list[Tensor]) -> float:
 class DiversityTarget:
     """τ controller holding the regularized layers' σNorm-cos at ``target``.
 
+    τ itself is not kept here: the controller reads and sets it on ``tau``'s owner (the model,
+    whose penalty is the one place τ lives during a run and whose checkpoint key records it), so
+    loading, resuming and exporting read one value.
+
     Args:
         target: σNorm-cos of the regularized layers to reach and hold, in (0, 1).
-        tau: The starting temperature (the model's τ).
+        tau: The owner of τ (the model: anything with ``tau`` and ``set_tau``), or a starting
+            temperature for a controller run alone; in :data:`CONTROLLED_TAU_RANGE`.
         total_steps: Optimisation steps of the run (Lightning's
             ``trainer.estimated_stepping_batches``).
         lookahead: Steps over which the optimiser keeps moving after the push stops:
@@ -110,7 +151,7 @@ class DiversityTarget:
     def __init__(
         self,
         target: float,
-        tau: float,
+        tau: float | TemperatureOwner,
         total_steps: float,
         *,
         lookahead: float = 10.0,
@@ -119,9 +160,9 @@ class DiversityTarget:
         smoothing: float = 0.5,
     ) -> None:
         self.target = check_fraction("target_diversity", target)
-        tau = check_tau(tau)
-        low, high = CONTROLLED_TAU_RANGE
-        tau = min(max(tau, low), high)
+        owner = tau if hasattr(tau, "set_tau") else _Temperature(check_tau(tau))
+        check_controlled_tau(owner.tau)
+        self.owner: TemperatureOwner = owner
         total_steps = check_positive_number("total_steps", total_steps)
         fraction = check_fraction("settle_fraction", settle_fraction)
         self.settle_steps = max(1.0, fraction * min(total_steps, 1e9) / 3)
@@ -130,7 +171,6 @@ class DiversityTarget:
         self.smoothing = float(smoothing)
         if not 0 <= self.smoothing < 1:
             raise ValueError(f"smoothing must be a number in [0, 1), got {smoothing!r}.")
-        self.log_tau = math.log(tau)
         self.previous: float | None = None  # σNorm-cos at the last update
         self.rate = 0.0  # its smoothed change per step
         self.start = 0.0  # log(1 - σNorm-cos) at the first update
@@ -142,8 +182,18 @@ class DiversityTarget:
 
     @property
     def tau(self) -> float:
-        """The current temperature."""
-        return math.exp(self.log_tau)
+        """The current temperature (its owner's)."""
+        return float(self.owner.tau)
+
+    @property
+    def log_tau(self) -> float:
+        """log τ, read from and written to τ's owner."""
+        return math.log(self.owner.tau)
+
+    @log_tau.setter
+    def log_tau(self, value: float) -> None:
+        low, high = CONTROLLED_TAU_RANGE
+        self.owner.set_tau(min(max(math.exp(value), low), high))  # exp(log 10) may be 10 + ε
 
     def at_bound(self) -> str | None:
         """``"lower"``/``"upper"`` when τ sits at that end of :data:`CONTROLLED_TAU_RANGE`."""
@@ -158,7 +208,8 @@ class DiversityTarget:
         """Take the ensemble's validation ``accuracy`` (a fraction); ``True`` when it has been
         :data:`ACCURACY_DROP` below the run's best at this validation and the one before: from
         then on τ never goes lower than it was at the first of the two (the push stops growing),
-        so the target's cost stops growing with it."""
+        so the target's cost stops growing with it. A first low validation at τ's upper bound
+        (no push) does not count, so the hold never pins τ at the bound."""
         accuracy = float(accuracy)
         if not math.isfinite(accuracy):
             return False
@@ -169,7 +220,9 @@ class DiversityTarget:
         if best is None or accuracy > best - ACCURACY_DROP:
             self.falling = None
             return False
-        if self.falling is None:
+        if self.falling is None or self.falling >= math.log(CONTROLLED_TAU_RANGE[1]) - 1e-9:
+            # The first low validation; or τ was at its upper bound then, where the push is off:
+            # the fall was not its cost, and holding τ there would end the push for good.
             self.falling = self.log_tau
             return False
         self.floor, self.falling = self.falling, None
@@ -205,21 +258,23 @@ class DiversityTarget:
         return abs(cosine - self.target) <= TARGET_TOLERANCE
 
     def state_dict(self) -> dict[str, Any]:
-        """Everything :meth:`update` depends on, as plain floats (for the checkpoint)."""
-        return {"log_tau": self.log_tau, "previous": self.previous, "rate": self.rate,
+        """Everything :meth:`update` depends on but τ, as plain floats (for the checkpoint; τ
+        is its owner's, saved once under the routine's ``signorm_tau``)."""
+        return {"previous": self.previous, "rate": self.rate,
                 "start": self.start, "updates": self.updates, "step": self.step,
                 "target": self.target, "best_accuracy": self.best_accuracy, "floor": self.floor,
                 "falling": self.falling}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Restore :meth:`state_dict`; a target other than this one's is an error."""
+        """Restore :meth:`state_dict`; a target other than this one's is an error. τ is not
+        restored here: its owner was (an earlier release's ``log_tau`` is checked, not read;
+        :func:`~torch_uncertainty_signorm.safety.checkpoints.checkpoint_tau` reads it)."""
         if state.get("target") != self.target:
             raise ValueError(
                 f"The checkpoint's τ controller held target_diversity={state.get('target')!r}, "
                 f"this run's is {self.target!r}: resume with the same target."
             )
         _check_state(state)
-        self.log_tau = float(state["log_tau"])
         self.previous = None if state["previous"] is None else float(state["previous"])
         self.rate = float(state["rate"])
         self.start = float(state["start"])
@@ -234,14 +289,14 @@ def _check_state(state: dict[str, Any]) -> None:
     finite and in its range (log τ within :data:`CONTROLLED_TAU_RANGE`, σNorm-cos in [-1, 1],
     accuracy in [0, 1], counts >= 0)."""
     low, high = (math.log(bound) for bound in CONTROLLED_TAU_RANGE)
-    ranges = {"log_tau": (low, high, False), "previous": (-1.0, 1.0, True),
+    ranges = {"log_tau": (low, high, True), "previous": (-1.0, 1.0, True),
               "rate": (-2.0, 2.0, False), "start": (-math.inf, math.log(2.0), False),
               "updates": (0, math.inf, False), "step": (0, math.inf, True),
               "best_accuracy": (0.0, 1.0, True), "floor": (low, high, True),
               "falling": (low, high, True)}
     for key, (lowest, highest, optional) in ranges.items():
         value = state.get(key)
-        if value is None and (optional or key not in ("log_tau", "rate", "start", "updates")):
+        if value is None and (optional or key not in ("rate", "start", "updates")):
             continue
         valid = isinstance(value, (int, float)) and not isinstance(value, bool) and (
             math.isfinite(value) and lowest - 1e-9 <= value <= highest + 1e-9)
@@ -306,4 +361,25 @@ def missed_target_message(target: DiversityTarget, cosine: float, steps: int,
         f"target_diversity={target.target:g} was not reached: the regularized layers' "
         f"σNorm-cos is {cosine:.4f} after {steps} steps (tolerance ±{TARGET_TOLERANCE}), with "
         f"tau at {target.tau:.4g}; {why}."
+    )
+
+
+def tested_off_target_message(target: float, cosine: float, checkpoint: str | None,
+                              fit_end: tuple[int, float] | None) -> str:
+    """The warning when the model a ``test`` evaluated (``checkpoint``, else the weights in
+    memory) has the regularized layers' σNorm-cos ``cosine`` away from ``target``; ``fit_end``
+    is ``(steps, σNorm-cos)`` where this process's ``fit`` ended, if it ran one."""
+    tested = f"the checkpoint {checkpoint}" if checkpoint else "the weights in memory"
+    ended = ""
+    if fit_end is not None:
+        steps, end = fit_end
+        verdict = "within" if abs(end - target) <= TARGET_TOLERANCE else "also outside"
+        ended = f"; the fit ended at {end:.4f} after {steps} steps ({verdict} the tolerance)"
+    return (
+        f"target_diversity={target:g} does not hold for the tested model: {tested} has the "
+        f"regularized layers' σNorm-cos {cosine:.4f} (tolerance ±{TARGET_TOLERANCE}){ended}. "
+        f"eval_after_fit and `test --ckpt_path best` evaluate the checkpoint best by "
+        f"validation accuracy, which may be saved before the push reached the target: test "
+        f"the last weights (ckpt_path='last' with ModelCheckpoint(save_last=True)), or train "
+        f"longer so that the target is reached earlier in the run."
     )

@@ -293,7 +293,35 @@ class SigmaNormEnsemble(MemberWrapper):
         return self._member_major_passes(inputs, super().forward)
 
 
-#: TorchUncertainty's lowercase name (as its ``packed_resnet``) for :class:`SigmaNormEnsemble`:
-#: the same class, so ``signorm_ensemble(model, 4, tau=0.5)`` and a recipe's
-#: ``class_path: torch_uncertainty_signorm.signorm_ensemble`` build it with its arguments.
-signorm_ensemble = SigmaNormEnsemble
+def signorm_ensemble(
+    model: nn.Module,
+    num_estimators: int,
+    config: SigmaNormConfig | None = None,
+    *,
+    num_classes: int | None = _DEFAULT.num_classes,
+    pretrained: bool = _DEFAULT.pretrained,
+    checkpoint: str | Path | None = _DEFAULT.checkpoint,
+    regularized_layers: str | Sequence[str] = _DEFAULT.regularized_layers,
+    tau: float = _DEFAULT.tau,
+    diversity_strength: float = _DEFAULT.diversity_strength,
+    scale_init_std: float = _DEFAULT.scale_init_std,
+    member_spread: float = _DEFAULT.member_spread,
+    head: str | None = _DEFAULT.head,
+    head_norm: Literal["auto", "batch", "layer"] = _DEFAULT.head_norm,
+    head_scale_init: Literal["auto", "unit", "features"] = _DEFAULT.head_scale_init,
+    expand_at: str = _DEFAULT.expand_at,
+    eval_chunk_size: int | Literal["auto"] | None = _DEFAULT.eval_chunk_size,
+) -> SigmaNormEnsemble:
+    """Turn ``model`` (a classifier, modified in place) into a σNorm-Ensemble of
+    ``num_estimators`` members: implicit members that share every weight but their norm
+    layers' scales, pushed apart by a regularizer of temperature ``tau`` and strength
+    ``diversity_strength``.
+
+    TorchUncertainty's lowercase factory name (as its ``packed_resnet``), usable as a recipe's
+    ``class_path``; the arguments are :class:`SigmaNormEnsemble`'s, documented there.
+
+    Example:
+        >>> from torch_uncertainty.models.classification import resnet
+        >>> model = signorm_ensemble(resnet(3, 10, 18, style="cifar"), 4, tau=0.5)
+    """
+    return SigmaNormEnsemble(**locals())  # every argument, by name

@@ -23,11 +23,19 @@ from .layers import SigmaNorm
 __all__ = [
     "ADAPTIVE_SCALE_LR_MULTIPLIER",
     "DEFAULT_SCALE_LR_MULTIPLIER",
+    "build_on_groups",
     "is_adaptive",
+    "recipe_optimizer",
     "scale_rate",
     "signorm_optim_recipe",
     "signorm_param_groups",
+    "unwrap_signorm_recipe",
 ]
+
+#: The attribute of a :func:`signorm_optim_recipe` holding ``(recipe, scale_lr_multiplier)``,
+#: the recipe it wraps and the multiplier it was given, so that a routine can apply its own
+#: multipliers to the wrapped recipe (or refuse a conflict) instead of inheriting them.
+_WRAPPED = "signorm_wrapped_recipe"
 
 #: Learning-rate multiplier of the σNorm scales under SGD-type optimisers (paper Appendix
 #: "Implementation details"): it makes up for the scale logits' small gradients.
@@ -138,7 +146,7 @@ class _ParamGroups:
         return iter(self.groups)
 
 
-def _optimizer(procedure: Any, recipe: Callable) -> Optimizer:
+def recipe_optimizer(procedure: Any, recipe: Callable) -> Optimizer:
     """The optimizer an ``optim_recipe`` returned (alone, or under ``"optimizer"``)."""
     optimizer = procedure.get("optimizer") if isinstance(procedure, dict) else procedure
     if not isinstance(optimizer, Optimizer):
@@ -148,6 +156,30 @@ def _optimizer(procedure: Any, recipe: Callable) -> Optimizer:
             f"'optimizer', as TorchUncertainty's routines take."
         )
     return optimizer
+
+
+def build_on_groups(optim_recipe: Callable[..., Any], model: nn.Module,
+                    groups_for: Callable[[float, float | None, bool], list[dict]],
+                    *args: Any, **kwargs: Any) -> Any:
+    """What ``optim_recipe(model)`` returns, its optimizer built on ``groups_for(lr,
+    weight_decay, adaptive)`` instead of ``model.parameters()``.
+
+    The recipe is called twice: on ``model`` to read its learning rate, weight decay and kind
+    (:func:`is_adaptive`), then on the groups, so that its scheduler scales every group.
+    """
+    optimizer = recipe_optimizer(optim_recipe(model, *args, **kwargs), optim_recipe)
+    groups = groups_for(optimizer.defaults["lr"], optimizer.defaults.get("weight_decay"),
+                        is_adaptive(optimizer))
+    procedure = optim_recipe(_ParamGroups(groups), *args, **kwargs)
+    recipe_optimizer(procedure, optim_recipe)
+    return procedure
+
+
+def unwrap_signorm_recipe(optim_recipe: Callable[..., Any]) -> tuple[Callable[..., Any],
+                                                                      float | None]:
+    """``(the recipe a signorm_optim_recipe wraps, the multiplier it was given)``; any other
+    recipe comes back as it is, with ``None``."""
+    return getattr(optim_recipe, _WRAPPED, (optim_recipe, None))
 
 
 def signorm_optim_recipe(
@@ -162,6 +194,11 @@ def signorm_optim_recipe(
     optimizer, so it scales both groups. The recipe is called twice (the first time to read its
     learning rate); it must build its optimizer from ``model.parameters()``, as
     TorchUncertainty's recipes do.
+
+    Given to :class:`~torch_uncertainty_signorm.routines.SigmaNormClassificationRoutine`, the
+    wrapped recipe is built on the routine's groups, so the routine's ``scale_lr_multiplier``
+    and ``member_lr_multiplier`` act; a ``scale_lr_multiplier`` given here and a different one
+    given to the routine is refused.
 
     Args:
         optim_recipe: A callable ``(model, ...) -> optimizer or {"optimizer": ...,
@@ -189,12 +226,14 @@ def signorm_optim_recipe(
 
     @functools.wraps(optim_recipe)
     def recipe(model: nn.Module, *args: Any, **kwargs: Any) -> Any:
-        optimizer = _optimizer(optim_recipe(model, *args, **kwargs), optim_recipe)
-        groups = signorm_param_groups(model, optimizer.defaults["lr"], scale_lr_multiplier,
-                                      adaptive=is_adaptive(optimizer))
-        procedure = optim_recipe(_ParamGroups(groups), *args, **kwargs)
-        _optimizer(procedure, optim_recipe)
-        return procedure
+        return build_on_groups(
+            optim_recipe, model,
+            lambda lr, _decay, adaptive: signorm_param_groups(model, lr, scale_lr_multiplier,
+                                                              adaptive=adaptive),
+            *args, **kwargs,
+        )
+
+    setattr(recipe, _WRAPPED, (optim_recipe, scale_lr_multiplier))
 
     rate = (f"{DEFAULT_SCALE_LR_MULTIPLIER:g}x (SGD-type) or {ADAPTIVE_SCALE_LR_MULTIPLIER:g}x "
             f"(adaptive optimisers)" if scale_lr_multiplier is None
