@@ -35,6 +35,7 @@ every rank, so every rank computes the same τ.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from typing import Any
 
 from torch import Tensor
@@ -213,6 +214,12 @@ class DiversityTarget:
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Restore :meth:`state_dict`; a target other than this one's is an error."""
+        if not isinstance(state, Mapping):
+            raise ValueError(
+                f"The checkpoint's τ controller state is {type(state).__name__} "
+                f"{state!r:.80}, not a mapping of its values (log_tau, target, ...) as a run "
+                f"saves it: the checkpoint was not written by a run of this package."
+            )
         if state.get("target") != self.target:
             raise ValueError(
                 f"The checkpoint's τ controller held target_diversity={state.get('target')!r}, "
