@@ -14,7 +14,11 @@ blocks, :func:`~torch_uncertainty_signorm.safety.class_blocks.build_class_block`
 A recipe given to the export command is data too (the recipe given to ``torch-uncertainty``
 is the user's): :func:`check_recipe` walks it whole before its parser imports anything, every
 ``class_path``, dotted string, string YAML reads as a block (one line included) and file a
-value names, and refuses a value naming a pipe, a device or a socket.
+value names, and refuses a value naming a pipe, a device or a socket. The check and the parser
+agree on what a class path is (:func:`is_class_path`: identifiers in any script) and which file
+a value names (:func:`named_file`: relative to the file naming it, ``~`` expanded; URLs
+refused); the export command also checks every file as its parser reads it
+(:mod:`~torch_uncertainty_signorm.safety.parser_reads`).
 """
 
 from __future__ import annotations
