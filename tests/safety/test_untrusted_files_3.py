@@ -147,6 +147,34 @@ def test_every_file_the_parser_reads_is_checked_as_it_is_read(tmp_path):
     assert ParserPath.read_text.__module__.startswith("jsonargparse")
 
 
+@pytest.mark.slow
+@pytest.mark.timeout(120)
+def test_a_block_file_swapped_for_a_pipe_after_the_check_is_refused(tmp_path, monkeypatch):
+    """The export command checks the recipe, then its parser opens the files it names: a block
+    file replaced by a named pipe in between is refused, never waited on."""
+    from torch_uncertainty_signorm.cli.export import main
+
+    block = tmp_path / "model.yaml"
+    _write(block, _recipe(_backbone())["routine"]["init_args"]["model"])
+    recipe = _recipe(None)
+    recipe["routine"]["init_args"]["model"] = "model.yaml"
+    _write(tmp_path / "recipe.yaml", recipe)
+    check = allowlist.check_recipe
+
+    def check_then_swap(*args, **kwargs):
+        check(*args, **kwargs)
+        if block.is_file():  # checked: now a pipe takes its place
+            block.unlink()
+            os.mkfifo(block)
+
+    monkeypatch.setattr(allowlist, "check_recipe", check_then_swap)
+    monkeypatch.chdir(tmp_path)
+    start = time.perf_counter()
+    with pytest.raises(ValueError, match=r"model.yaml.* named pipe"):
+        main(["--config", "recipe.yaml", "--ckpt_path", "run.ckpt", "--output", "out"])
+    assert time.perf_counter() - start < 60 and not (tmp_path / "out").exists()
+
+
 # ----------------------------------------------------------------- 3. bounded reading
 @pytest.mark.timeout(10)
 @pytest.mark.parametrize("text", ["a: &r [*r]", "a: &r {b: *r}", "a: &r [[1, *r]]",

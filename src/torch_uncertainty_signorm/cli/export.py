@@ -60,9 +60,12 @@ def _recipe_model_block(recipe: Path, overrides: Sequence[str], allowed: Sequenc
     with checked_parser_reads(recipe_allowed) as refusals:
         try:
             parsed = parse_recipe(recipe, overrides, raising=True)
-        except (Exception, SystemExit):
+        except (Exception, SystemExit) as error:
             if refusals:  # the parser may bury the refusal in a longer error of its own
                 raise refusals[0] from None
+            if type(error) is ValueError:  # the parser's own one line: say which recipe
+                raise ValueError(f"--config {str(recipe)!r} is not a valid recipe for the "
+                                 f"torch-uncertainty command: {error}") from None
             raise
     if refusals:
         raise refusals[0]
@@ -81,7 +84,7 @@ def _recipe_model_block(recipe: Path, overrides: Sequence[str], allowed: Sequenc
 def main(argv: Sequence[str] | None = None) -> Path:
     """``signorm-export`` (or ``python -m torch_uncertainty_signorm.cli.export``): checkpoint +
     recipe → export directory."""
-    parser = argparse.ArgumentParser(
+    parser = _OneLineParser(
         prog="signorm-export", description=_DESCRIPTION,
         epilog="Other arguments override the recipe as on the torch-uncertainty command, e.g. "
                "--routine.init_args.model.init_args.num_estimators=2.", allow_abbrev=False,
@@ -100,6 +103,14 @@ def main(argv: Sequence[str] | None = None) -> Path:
     args, overrides = parser.parse_known_args(argv)
     with _sigterm_as_exit():  # SIGTERM unwinds: a partial export folder is removed
         return _export(args, overrides)
+
+
+class _OneLineParser(argparse.ArgumentParser):
+    """argparse's parser whose errors are one line, as the command's other refusals."""
+
+    def error(self, message: str):
+        self.exit(2, f"{self.prog}: error: {message} ({self.prog} --help lists the "
+                     f"arguments)\n")
 
 
 @contextlib.contextmanager
