@@ -200,6 +200,17 @@ def test_atomic_groups_and_possessive_repeats_are_walked(pattern):
         check_pattern("regularized_layers", pattern)
 
 
+@pytest.mark.timeout(10)
+def test_a_checkpoints_atomic_group_is_refused_before_test_ckpt_path_matches_it():
+    """The route of ``test --ckpt_path``: the values a checkpoint brings are checked first."""
+    from torch_uncertainty_signorm.safety.checkpoint_args import check_taken_arguments
+
+    with pytest.raises(ValueError, match=r"ckpt_path='run.ckpt': routine.init_args.model."
+                                         r"init_args.regularized_layers='\(\?>"):
+        check_taken_arguments("run.ckpt", {"model.init_args.regularized_layers": r"(?>((.*)*)*X)"},
+                              ROUTINE, {})
+
+
 @pytest.mark.parametrize("pattern", [r"(?>layer1)\.bn\d", r"layer[34]\.\d++\.bn2"])
 def test_simple_atomic_and_possessive_patterns_are_kept(pattern):
     assert check_pattern("regularized_layers", pattern) == pattern
