@@ -30,7 +30,7 @@ ROOT = Path(__file__).parents[1]
 PAGE = ROOT / "docs" / "settings.md"
 TEXT = PAGE.read_text()
 
-MODEL = inspect.signature(signorm_ensemble.__init__).parameters
+MODEL = inspect.signature(signorm_ensemble).parameters
 ROUTINE = inspect.signature(SigmaNormClassificationRoutine.__init__).parameters
 TRAINER = inspect.signature(Trainer.__init__).parameters
 CONFIG = {field.name: field.default for field in dataclasses.fields(SigmaNormConfig)}

@@ -35,7 +35,7 @@ from torch_uncertainty.utils.cli import TULightningCLI, TUSaveConfigCallback
 from .. import _compat
 from ..safety.atomic_files import AtomicCheckpointIO
 from .checkpoint_args import reconcile_checkpoint_args
-from .console import one_line_parser_class, silence_library_noise
+from .console import debugging, one_line_parser_class, silence_library_noise
 from .datamodule_setup import wrap_setup
 from .forwarding import forward_datamodule_args
 from .hardware import NoAcceleratorError, missing_accelerator
@@ -427,7 +427,7 @@ def main(args: ArgsType = None, started: float | None = None) -> None:
             print(f"torch-uncertainty: invalid configuration: {type(cause).__name__}: {cause}",
                   file=sys.stderr)
             raise SystemExit(1) from None
-        if _raised_here(error):  # a refusal of this package's checks: its one line
+        if _raised_here(error) and not debugging():  # a refusal of this package's checks
             print(f"torch-uncertainty: {type(error).__name__}: {error}", file=sys.stderr)
             raise SystemExit(1) from None
         raise

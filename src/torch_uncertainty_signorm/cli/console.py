@@ -31,12 +31,13 @@ import difflib
 import importlib
 import inspect
 import logging
+import os
 import re
 import sys
 import warnings
 
-__all__ = ["NOISE_MESSAGES", "one_line_parser_class", "silence_library_noise",
-           "summarise_parse_error"]
+__all__ = ["DEBUG_VARIABLE", "NOISE_MESSAGES", "debugging", "one_line_parser_class",
+           "silence_library_noise", "summarise_parse_error"]
 
 #: Regular expressions (``warnings.filterwarnings``' ``message``) of the warnings dropped.
 NOISE_MESSAGES = (
@@ -131,11 +132,21 @@ def summarise_parse_error(message: str, options: list[str] | None = None) -> str
     return " ".join(kept)
 
 
-def one_line_parser_class() -> type:
+#: Set to ``1`` to have the commands print the whole traceback of a refusal, not its one line.
+DEBUG_VARIABLE = "SIGNORM_DEBUG"
+
+
+def debugging() -> bool:
+    """Whether :data:`DEBUG_VARIABLE` asks for whole tracebacks (any value but ``""``/``0``)."""
+    return os.environ.get(DEBUG_VARIABLE, "") not in ("", "0")
+
+
+def one_line_parser_class(raising: bool = False) -> type:
     """Lightning's argument parser whose errors are one line (:func:`summarise_parse_error`)
     under the ``torch-uncertainty: invalid configuration:`` prefix, instead of the usage block,
     the nested report and the whole given value; with ``exit_on_error=False`` (or jsonargparse's
-    debug mode) it raises as Lightning's does."""
+    debug mode) it raises as Lightning's does. ``raising``: the one line is raised as a
+    ``ValueError`` instead (for a command reporting it with its own name)."""
     from jsonargparse._common import debug_mode_active
     from lightning.pytorch.cli import LightningArgumentParser
 
@@ -145,6 +156,8 @@ def one_line_parser_class() -> type:
                 return super().error(message, ex)
             parser = getattr(ex, "subcommand_parser", None) or self
             options = [s for action in parser._actions for s in action.option_strings]
+            if raising:
+                raise ValueError(summarise_parse_error(message, options))
             sys.stderr.write("torch-uncertainty: invalid configuration: "
                              f"{summarise_parse_error(message, options)} "
                              f"({parser.prog.replace(' [options]', '')} --help lists the "

@@ -11,16 +11,21 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import shutil
 import signal
 import sys
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
+
+import torch
 
 from ..export.spec import as_data, ensemble_from_spec, portable
 from ..export.writing import export_ensemble, output_directory
 from ..safety import allowlist
 from ..safety.checkpoints import backbone_state, checkpoint_tau, local_file, read_state_file
 from ..safety.export_spec import check_ensemble_spec
+from ..safety.parser_reads import checked_parser_reads
+from .console import debugging
 from .recipe_bases import recipe_chain
 from .recipe_parsing import parse_recipe
 
@@ -50,7 +55,21 @@ def _recipe_model_block(recipe: Path, overrides: Sequence[str], allowed: Sequenc
                 check_ensemble_spec(raw, allowed)
             except ValueError as error:
                 raise ValueError(f"{path}: {error}") from None
-    routine = parse_recipe(recipe, overrides).get("routine")
+    # every file the parser opens (the recipe, its bases, the files its values name at any
+    # depth, from the folder of the file naming them) is read here and checked as it is read
+    with checked_parser_reads(recipe_allowed) as refusals:
+        try:
+            parsed = parse_recipe(recipe, overrides, raising=True)
+        except (Exception, SystemExit) as error:
+            if refusals:  # the parser may bury the refusal in a longer error of its own
+                raise refusals[0] from None
+            if type(error) is ValueError:  # the parser's own one line: say which recipe
+                raise ValueError(f"--config {str(recipe)!r} is not a valid recipe for the "
+                                 f"torch-uncertainty command: {error}") from None
+            raise
+    if refusals:
+        raise refusals[0]
+    routine = parsed.get("routine")
     block = routine.get("init_args", {}).get("model") if routine is not None else None
     if block is None or "class_path" not in block:
         raise ValueError(
@@ -65,7 +84,7 @@ def _recipe_model_block(recipe: Path, overrides: Sequence[str], allowed: Sequenc
 def main(argv: Sequence[str] | None = None) -> Path:
     """``signorm-export`` (or ``python -m torch_uncertainty_signorm.cli.export``): checkpoint +
     recipe → export directory."""
-    parser = argparse.ArgumentParser(
+    parser = _OneLineParser(
         prog="signorm-export", description=_DESCRIPTION,
         epilog="Other arguments override the recipe as on the torch-uncertainty command, e.g. "
                "--routine.init_args.model.init_args.num_estimators=2.", allow_abbrev=False,
@@ -84,6 +103,14 @@ def main(argv: Sequence[str] | None = None) -> Path:
     args, overrides = parser.parse_known_args(argv)
     with _sigterm_as_exit():  # SIGTERM unwinds: a partial export folder is removed
         return _export(args, overrides)
+
+
+class _OneLineParser(argparse.ArgumentParser):
+    """argparse's parser whose errors are one line, as the command's other refusals."""
+
+    def error(self, message: str):
+        self.exit(2, f"{self.prog}: error: {message} ({self.prog} --help lists the "
+                     f"arguments)\n")
 
 
 @contextlib.contextmanager
@@ -113,15 +140,22 @@ def _export(args: argparse.Namespace, overrides: Sequence[str]) -> Path:
         args.config, overrides, [*args.allow, *sorted(allowlist.ARGUMENT_CLASS_PATHS)]
     )
     spec = portable(as_data(block))
-    model = ensemble_from_spec(spec, args.allow)
     saved = read_state_file(local_file(args.ckpt_path, "ckpt_path"))  # once, weights_only=True
+    # The model's size is bounded before it is built: its layer counts
+    # (check_ensemble_spec), then its tensors, allocated on the meta device (no memory, no
+    # initialisation), which must be the checkpoint's, key for key and shape for shape.
+    with torch.device("meta"):
+        planned = ensemble_from_spec(spec, args.allow)
     try:
-        model.load_state_dict(backbone_state(model, saved, args.ckpt_path))
+        state = backbone_state(planned, saved, args.ckpt_path)
     except ValueError as error:
         raise ValueError(
             f"{error} For export, --ckpt_path must come from a run of --config "
-            f"{str(args.config)!r} (same backbone and num_estimators)."
-        ) from error
+            f"{str(args.config)!r} (same backbone and num_estimators); nothing was built."
+        ) from None
+    del planned
+    model = ensemble_from_spec(spec, args.allow)
+    model.load_state_dict(state)
     tau = checkpoint_tau(saved)
     if tau is not None:
         model.set_tau(tau)  # the export records the τ the run ended with
@@ -134,9 +168,30 @@ def _export(args: argparse.Namespace, overrides: Sequence[str]) -> Path:
 def command(argv: Sequence[str] | None = None) -> int:
     """The ``signorm-export`` console script: :func:`main`, exit status 0. Installed as a
     script, it runs before anything in the working directory can be imported in the package's
-    place (``python -m`` looks the package up there first)."""
-    main(argv)
+    place (``python -m`` looks the package up there first).
+
+    A refusal (an invalid or unsafe recipe, checkpoint or ``--output``) is one line on standard
+    error, ``signorm-export: <what was given and what is valid>``, exit status 1; the whole
+    traceback only with ``SIGNORM_DEBUG=1``
+    (:data:`~torch_uncertainty_signorm.cli.console.DEBUG_VARIABLE`).
+    """
+    try:
+        main(argv)
+    except (ValueError, TypeError, OSError, shutil.Error, argparse.ArgumentError) as error:
+        if debugging():
+            raise
+        print(f"signorm-export: {_one_line(error)}", file=sys.stderr)
+        return 1
     return 0
+
+
+def _one_line(error: BaseException) -> str:
+    """``error``'s message on one line (an OS error's own words with the path it names)."""
+    if isinstance(error, OSError) and error.strerror and error.filename is not None:
+        text = f"'{error.filename}': {error.strerror}"
+    else:
+        text = str(error) or type(error).__name__
+    return " ".join(text.split())
 
 
 if __name__ == "__main__":

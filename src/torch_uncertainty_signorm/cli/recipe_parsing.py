@@ -17,6 +17,7 @@ from jsonargparse import Namespace
 from lightning.pytorch.cli import ArgsType, LightningArgumentParser
 
 from . import TUSigmaNormCLI
+from .console import one_line_parser_class
 
 __all__ = ["parse_recipe"]
 
@@ -44,13 +45,16 @@ class _ParseOnlyCLI(TUSigmaNormCLI):
         """Run nothing: the recipe is only read."""
 
 
-def parse_recipe(config: str | Path, overrides: Sequence[str] = ()) -> Namespace:
+def parse_recipe(config: str | Path, overrides: Sequence[str] = (), raising: bool = False
+                 ) -> Namespace:
     """The parsed, normalized configuration of ``config``, as the command would train it.
 
     Args:
         config: The recipe (or a run's saved ``config.yaml``).
         overrides: Command-line style overrides, e.g.
             ``["--routine.init_args.model.init_args.num_estimators=2"]``.
+        raising: Raise an invalid recipe's error as a one-line ``ValueError`` instead of
+            printing it and exiting.
 
     Returns:
         The jsonargparse namespace (``routine``, ``data``, ``trainer``, ...); class paths are
@@ -59,11 +63,13 @@ def parse_recipe(config: str | Path, overrides: Sequence[str] = ()) -> Namespace
     Raises:
         FileNotFoundError: If ``config`` does not exist.
         SystemExit: If the recipe is invalid (the command's error message is printed).
+        ValueError: Instead, with ``raising``.
     """
     if not Path(config).is_file():
         raise FileNotFoundError(f"config={str(config)!r} does not exist.")
     # Parsed as `fit` reads it, so that a run's saved config.yaml (which holds `ckpt_path`) is
     # read too.
     args: list[Any] = ["fit", "--config", str(config), *overrides]
-    cli = _ParseOnlyCLI(args=args, save_config_callback=None)  # args are ours, never sys.argv
+    kwargs = {"parser_class": one_line_parser_class(raising=True)} if raising else {}
+    cli = _ParseOnlyCLI(args=args, save_config_callback=None, **kwargs)  # args: never sys.argv
     return cli.config["fit"]

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import yaml
 
+from ..safety.files import read_yaml
 from .tu_format import (
     DEFAULT_ROUTINE,
     check_datamodule_named,
@@ -76,7 +77,8 @@ def tu_format_args(args: Iterable[str]) -> list[str]:
     for index in range(len(args)):
         at = _option_value(args, index, "--config")
         path = None if at is None else Path(_value(args, at, "--config"))
-        recipe = yaml.safe_load(path.read_text()) if path and path.is_file() else None
+        # bounded: a cyclic alias or a "billion laughs" is refused on one line, never walked
+        recipe = read_yaml(path, "--config") if path and path.is_file() else None
         if not isinstance(recipe, dict):
             continue
         recipes.append(recipe)

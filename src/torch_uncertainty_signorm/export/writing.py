@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import stat
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
@@ -13,7 +14,7 @@ from safetensors.torch import save_model
 from ..members.wrapper import MemberModel
 from ..safety.atomic_files import replaced_folder
 from ..safety.export_spec import ENSEMBLE_CLASS_PATHS, check_ensemble_spec
-from ..safety.files import follow_umask
+from ..safety.files import file_kind, follow_umask
 from ..signorm.ensemble import SigmaNormEnsemble
 from .files import CONFIG_NAME, FORMAT, MEMBER_FILE, WEIGHTS_NAME
 from .spec import as_data, portable
@@ -92,15 +93,46 @@ def _with_settings(spec: dict, model: SigmaNormEnsemble) -> dict:
 
 
 def output_directory(directory: str | Path, overwrite: bool) -> Path:
-    """``directory``, refused when it holds anything and ``overwrite`` is false."""
+    """``directory``, refused when it cannot take an export whole: the working directory or a
+    parent (``.``, ``..``: an export replaces its folder), a symbolic link, something else than
+    a folder, a folder holding a file the export could not carry over (a named pipe, a
+    device), or, unless ``overwrite``, a folder holding anything.
+
+    Raises:
+        ValueError: Naming ``directory``, what it is, and what is valid.
+        FileExistsError: If it holds files and ``overwrite`` is false.
+    """
     directory = Path(directory)
-    present = sorted(path.name for path in directory.iterdir()) if directory.is_dir() else []
+    valid = ("give the path of a new folder (e.g. 'export/'), or of an earlier export with "
+             "--overwrite")
+    if directory.name in ("", ".", ".."):
+        raise ValueError(f"'{directory}' is the working directory or a parent of it; an export "
+                         f"replaces its folder whole: {valid}.")
+    if directory.is_symlink():
+        raise ValueError(f"'{directory}' is a symbolic link; an export replaces its folder "
+                         f"whole, never a link's target: {valid}.")
+    try:
+        mode = directory.stat().st_mode
+    except FileNotFoundError:
+        return directory
+    if not stat.S_ISDIR(mode):
+        what = "a regular file" if stat.S_ISREG(mode) else file_kind(mode)
+        raise ValueError(f"'{directory}' is {what}, not a folder; {valid}.")
+    present = sorted(path.name for path in directory.iterdir())
     if not overwrite and present:
         raise FileExistsError(
             f"'{directory}' is not empty ({', '.join(present[:5])}"
             f"{', ...' if len(present) > 5 else ''}): nothing was written. Choose a new "
             f"directory, or pass overwrite=True (--overwrite) to replace its export."
         )
+    for folder, _, names in os.walk(directory):  # kept files are carried into the new export
+        for name in names:
+            kept = Path(folder, name)
+            mode = kept.lstat().st_mode
+            if not (stat.S_ISREG(mode) or stat.S_ISLNK(mode)):
+                raise ValueError(f"'{directory}' holds '{kept}', {file_kind(mode)}, which an "
+                                 f"export cannot carry over into the folder replacing it; "
+                                 f"remove it, or give the path of a new folder.")
     return directory
 
 

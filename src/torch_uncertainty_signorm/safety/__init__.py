@@ -8,12 +8,17 @@ libraries it depends on, not those files. Reading such a file must not
   safetensors and JSON), and no import of a class the file names unless an explicit list allows
   it (:mod:`.allowlist`, whose models are recorded in :mod:`.model_registry`; an export's model
   block is checked by :mod:`.export_spec`), checked *before* jsonargparse imports anything and
-  again on what it parsed. A checkpoint's and an export's class blocks are built by one function,
+  again on what it parsed; a class path is any dotted name jsonargparse would import
+  (:func:`.allowlist.is_class_path`), and every file the export command's parser reads is read
+  and checked as it reads it (:mod:`.parser_reads`). A checkpoint's and an export's class blocks
+  are built by one function,
   :func:`.class_blocks.build_class_block`, which also types every argument as a recipe's;
 * fetch: an export is self-contained (no weights from the hub, a cache or a path);
 * escape its folder or read a special file (a FIFO, a device): inputs are opened as regular
   files, and file names given in a configuration stay in their folder (:mod:`.files`);
-* exhaust memory or time: sizes, nesting depth and regex repeats are bounded before use, and a
+* exhaust memory or time: sizes, nesting depth, YAML aliases (cyclic ones refused), regex
+  repeats (atomic groups and possessive repeats walked too) and a model's layer counts
+  (:func:`.export_spec.check_layer_counts`) are bounded before use, and a
   checkpoint's tensors are checked whole and finite (:mod:`.checkpoints`);
 * choose what a run reads or builds: the saved arguments ``--ckpt_path`` takes where a recipe
   leaves one unset never fetch or read files, hold only finite numbers and allowed classes, and

@@ -14,7 +14,11 @@ blocks, :func:`~torch_uncertainty_signorm.safety.class_blocks.build_class_block`
 A recipe given to the export command is data too (the recipe given to ``torch-uncertainty``
 is the user's): :func:`check_recipe` walks it whole before its parser imports anything, every
 ``class_path``, dotted string, string YAML reads as a block (one line included) and file a
-value names, and refuses a value naming a pipe, a device or a socket.
+value names, and refuses a value naming a pipe, a device or a socket. The check and the parser
+agree on what a class path is (:func:`is_class_path`: identifiers in any script) and which file
+a value names (:func:`named_file`: relative to the file naming it, ``~`` expanded; URLs
+refused); the export command also checks every file as its parser reads it
+(:mod:`~torch_uncertainty_signorm.safety.parser_reads`).
 """
 
 from __future__ import annotations
@@ -24,11 +28,14 @@ import enum
 import importlib
 import importlib.util
 import inspect
+import os
 import re
 import stat
+import sys
 import types
 import typing
 from collections.abc import Collection, Mapping
+from importlib.machinery import PathFinder
 from pathlib import Path, PurePath
 from types import MappingProxyType
 from typing import Any
@@ -51,6 +58,8 @@ __all__ = [
     "check_recipe",
     "current_class_paths",
     "import_object",
+    "is_class_path",
+    "named_file",
     "parameter_type",
     "value_at",
 ]
@@ -149,17 +158,46 @@ _RECIPE_BLOCKS = frozenset({"routine", "model", "data", "optimizer", "lr_schedul
 #: A file named in a recipe that is read to check it: a recipe-sized YAML file.
 _MAX_NAMED_FILE_BYTES = 1 << 20
 
-_DOTTED_NAME = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)+")
+def is_class_path(value: Any) -> bool:
+    """Whether jsonargparse may import ``value``: a string of two or more dot-separated parts,
+    each a Python identifier in any script (``str.isidentifier``, the test of jsonargparse's
+    ``import_object``: ``advcanary.é`` is one, and importing it runs ``advcanary``)."""
+    return (isinstance(value, str) and "." in value
+            and all(part.isidentifier() for part in value.split(".")))
 
 
-def _importable(name: str) -> bool:
-    """Whether ``name`` reads as ``package.attribute`` of an installed package (nothing is run)."""
-    if not _DOTTED_NAME.fullmatch(name):
+def _importable(name: str, folders: Collection[Path] = ()) -> bool:
+    """Whether the class path ``name`` names a module that could be imported: its first part
+    found on ``sys.path``, already imported, or lying in one of ``folders`` (the working
+    directories a parser may change to: a relative ``sys.path`` entry such as ``''`` or
+    ``PYTHONPATH=.`` then reaches them). Nothing is run; when the search fails, yes."""
+    if not is_class_path(name):
         return False
+    top = name.partition(".")[0]
+    if top in sys.modules:
+        return True
     try:
-        return importlib.util.find_spec(name.partition(".")[0]) is not None
-    except (ImportError, ValueError):
-        return False
+        return (importlib.util.find_spec(top) is not None
+                or PathFinder.find_spec(top, [str(folder) for folder in folders]) is not None)
+    except (ImportError, ValueError, OSError):
+        return True
+
+
+#: A string jsonargparse reads as a URL or an fsspec path (``http://``, ``s3://``), or as the
+#: local file ``file:///...`` names: never a file the check reads, so refused.
+_URL = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*:(//|:).*|file:.*", re.DOTALL)
+
+
+def named_file(value: str, folder: Path) -> Path | None:
+    """The file path ``value`` names when a file of ``folder`` holds it, as jsonargparse
+    resolves it (``~`` expanded, relative to ``folder``); ``None`` when ``value`` cannot be a
+    path (a URL is refused by :func:`check_recipe`, see :data:`_URL`)."""
+    if len(value) > 4096 or not value or "\0" in value or "\n" in value:
+        return None
+    try:
+        return (folder / os.path.expanduser(value)).resolve()
+    except (OSError, ValueError, RuntimeError):
+        return None
 
 
 def _refuse(where: str, name: Any, allowed: frozenset[str]) -> ValueError:
@@ -217,36 +255,24 @@ def check_recipe(recipe: Any, where: str, allowed: frozenset[str] = RECIPE_CLASS
     import a class outside ``allowed``; nothing is imported.
 
     Every ``class_path`` at any depth, in either recipe format (``routine:`` or
-    TorchUncertainty's ``model:``), must be allowed (:data:`RECIPE_CLASS_PATHS`); a dotted
-    string naming an importable object must be allowed; a string that YAML reads as a mapping
-    or a list (a flow block, several lines, or one line such as ``"class_path: a.B"``) is
-    checked as the block it would be; a string naming a file (beside ``folder`` or
-    the working directory) is read and checked as the block it would be; a top-level block
-    (``routine``, ``data``, ``optimizer``, ...) must be written as a mapping.
+    TorchUncertainty's ``model:``), must be allowed (:data:`RECIPE_CLASS_PATHS`); a class path
+    (:func:`is_class_path`) naming an importable module, from ``sys.path`` or from a folder the
+    parser may work in, must be allowed; a string that YAML reads as a mapping or a list (a flow
+    block, several lines, or one line such as ``"class_path: a.B"``) is checked as the block it
+    would be; a string naming a file (:func:`named_file`: relative to the file holding it, which
+    is ``folder`` for the recipe, or to the working directory) is read and checked as the block
+    it would be, and a URL or ``file:`` path refused; a top-level block (``routine``, ``data``,
+    ``optimizer``, ...) must be written as a mapping.
 
     Raises:
         ValueError: On one line, naming ``where`` (the file), the key, the value and what is
             valid.
     """
-    from .files import load_yaml, read_regular
+    from .files import UnboundedYAML, load_yaml, read_regular
 
     seen_files: set[Path] = set()
-
-    def named_file(value: str, place: str) -> Path | None:
-        if len(value) > 4096 or "\0" in value or "\n" in value:
-            return None
-        for base in ([folder] if folder is not None else []) + [Path.cwd()]:
-            try:
-                candidate = (base / value).resolve()
-                mode = candidate.stat().st_mode
-            except (OSError, ValueError):
-                continue
-            if stat.S_ISREG(mode):
-                return candidate
-            if not stat.S_ISDIR(mode):  # the parser would open it, and block on a pipe
-                raise refuse(place, value, f"names '{candidate}', which is not a regular file "
-                             f"(a named pipe, a device or a socket)")
-        return None
+    cwd = Path.cwd()
+    folder = cwd if folder is None else Path(folder).resolve()
 
     def refuse(place: str, value: Any, why: str) -> ValueError:
         return ValueError(f"{where}: {place}={value!r:.200} {why}; a recipe given to the export "
@@ -254,7 +280,25 @@ def check_recipe(recipe: Any, where: str, allowed: frozenset[str] = RECIPE_CLASS
                           f"(torch_uncertainty_signorm.safety.allowlist.RECIPE_CLASS_PATHS, or "
                           f"--allow).")
 
-    def visit(node: Any, place: str, depth: int) -> None:
+    def files_named(value: str, place: str, base: Path) -> list[Path]:
+        """The regular files ``value`` may name: beside the file holding it (as the parser
+        resolves it), or in the working directory (a command-line override)."""
+        found = []
+        for root in dict.fromkeys((base, cwd)):
+            candidate = named_file(value, root)
+            try:
+                mode = candidate.stat().st_mode if candidate is not None else None
+            except (OSError, ValueError):
+                continue
+            if mode is None or stat.S_ISDIR(mode):
+                continue
+            if not stat.S_ISREG(mode):  # the parser would open it, and block on a pipe
+                raise refuse(place, value, f"names '{candidate}', which is not a regular file "
+                             f"(a named pipe, a device or a socket)")
+            found.append(candidate)
+        return found
+
+    def visit(node: Any, place: str, depth: int, folders: tuple[Path, ...]) -> None:
         if depth > 64:
             raise refuse(place, "...", "is nested more than 64 levels deep")
         if isinstance(node, Mapping):
@@ -272,43 +316,49 @@ def check_recipe(recipe: Any, where: str, allowed: frozenset[str] = RECIPE_CLASS
                     raise refuse(child, value, "is a string where a block is expected (the "
                                  "parser would read it as a file or a YAML block, unchecked); "
                                  "write the block in the recipe")
-                visit(value, child, depth + 1)
+                visit(value, child, depth + 1, folders)
         elif isinstance(node, (list, tuple)):
             for index, value in enumerate(node):
-                visit(value, f"{place}[{index}]", depth + 1)
+                visit(value, f"{place}[{index}]", depth + 1, folders)
         elif isinstance(node, str) and not _allowed_name(node, allowed):
-            if _importable(node):
+            if _URL.fullmatch(node.strip()):
+                raise refuse(place, node, "names a URL or a file: path, which the parser would "
+                             "read unchecked; name a file by its path, relative to the file "
+                             "naming it")
+            if _importable(node, (*folders, cwd)):
                 raise refuse(place, node, "is not an allowed class path, so it is not imported")
-            path = named_file(node, place)
-            if path is None:
+            paths = files_named(node, place, folders[-1])
+            if not paths:
                 # any string YAML reads as a block, on one line too ("class_path: a.B", "- x")
                 try:
                     parsed = load_yaml(node, f"{where}: {place}")
-                except ValueError as error:
-                    if "YAML nodes" in str(error) or "nested too deeply" in str(error):
-                        raise
+                except UnboundedYAML:
+                    raise
+                except ValueError:
                     return
                 if isinstance(parsed, (Mapping, list)):
-                    visit(parsed, place, depth + 1)
-            elif path not in seen_files:
+                    visit(parsed, place, depth + 1, folders)
+            for path in paths:
+                if path in seen_files:
+                    continue
                 seen_files.add(path)
                 try:
                     data = read_regular(path, place, _MAX_NAMED_FILE_BYTES)
                 except ValueError:
                     if path.suffix.lower() not in (".yaml", ".yml", ".json"):
-                        return  # a data file or a checkpoint (a saved config's ckpt_path)
+                        continue  # a data file or a checkpoint (a saved config's ckpt_path)
                     raise refuse(place, node, f"names the file '{path}', larger than a recipe "
                                  f"block ({_MAX_NAMED_FILE_BYTES} bytes)") from None
                 try:
                     parsed = load_yaml(data, f"{where}: {place} ('{path}')")
-                except ValueError as error:
-                    if "YAML nodes" in str(error) or "nested too deeply" in str(error):
-                        raise
-                    return  # not YAML: a data file, which the parser does not read
-                if isinstance(parsed, (Mapping, list)):
-                    visit(parsed, place, depth + 1)
+                except UnboundedYAML:
+                    raise
+                except ValueError:
+                    continue  # not YAML: a data file, which the parser does not read
+                if isinstance(parsed, (Mapping, list)):  # its own names: from its folder
+                    visit(parsed, place, depth + 1, (*folders, path.parent))
 
-    visit(recipe, "", 0)
+    visit(recipe, "", 0, (folder,))
 
 
 def import_object(path: str, allowed: Collection[str] | None = None) -> Any:

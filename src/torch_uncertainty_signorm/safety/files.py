@@ -10,8 +10,8 @@ from pathlib import Path
 from typing import BinaryIO
 
 __all__ = [
-    "MAX_YAML_NODES", "check_file_name", "follow_umask", "load_yaml", "open_regular",
-    "read_regular", "read_yaml",
+    "MAX_YAML_NODES", "UnboundedYAML", "check_file_name", "file_kind", "follow_umask",
+    "load_yaml", "open_regular", "read_regular", "read_yaml",
 ]
 
 
@@ -48,7 +48,8 @@ def check_file_name(name: object, where: str, example: str = "results.csv") -> s
     return name
 
 
-def _kind(mode: int) -> str:
+def file_kind(mode: int) -> str:
+    """What a file of ``mode`` that is not a regular file is, in words ('a named pipe')."""
     if stat.S_ISDIR(mode):
         return "a directory"
     if stat.S_ISFIFO(mode):
@@ -79,7 +80,7 @@ def open_regular(path: str | Path, where: str, expected: str = "a regular file")
     try:
         mode = os.fstat(descriptor).st_mode
         if not stat.S_ISREG(mode):
-            raise ValueError(f"{where}='{path}' is {_kind(mode)}; expected {expected}.")
+            raise ValueError(f"{where}='{path}' is {file_kind(mode)}; expected {expected}.")
         if hasattr(os, "set_blocking"):
             os.set_blocking(descriptor, True)
         return os.fdopen(descriptor, "rb")
@@ -107,16 +108,23 @@ def read_regular(path: str | Path, where: str, limit: int | None = None,
 MAX_YAML_NODES = 100_000
 
 
-def _expanded_size(node: object, limit: int) -> int:
+class UnboundedYAML(ValueError):
+    """A YAML document refused for its size once aliases are expanded, a cycle of aliases, or
+    its nesting: reading it whole would not end, or not fit in memory."""
+
+
+def _expanded_size(node: object, limit: int) -> int | None:
     """The number of nodes of a composed YAML ``node`` with every alias expanded, counted in
-    time linear in the distinct nodes; stops past ``limit``."""
+    time linear in the distinct nodes; stops past ``limit``. ``None`` when an alias names a
+    node holding it (``a: &r [*r]``): the expansion never ends."""
     import yaml
 
     sizes: dict[int, int] = {}
+    open_nodes: set[int] = set()  # nodes whose children are being counted: a path from the root
     stack: list[tuple[object, bool]] = [(node, False)]
     while stack:
         current, children_done = stack.pop()
-        if id(current) in sizes:
+        if id(current) in sizes and not children_done:
             continue
         if isinstance(current, yaml.SequenceNode):
             children = current.value
@@ -126,9 +134,17 @@ def _expanded_size(node: object, limit: int) -> int:
             sizes[id(current)] = 1
             continue
         if not children_done:
+            if id(current) in open_nodes:
+                return None
+            open_nodes.add(id(current))
             stack.append((current, True))
-            stack.extend((child, False) for child in children if id(child) not in sizes)
+            for child in children:
+                if id(child) in open_nodes:
+                    return None
+                if id(child) not in sizes:
+                    stack.append((child, False))
             continue
+        open_nodes.discard(id(current))
         total = 1 + sum(sizes.get(id(child), limit + 1) for child in children)
         sizes[id(current)] = min(total, limit + 1)
     return sizes[id(node)]
@@ -140,7 +156,9 @@ def load_yaml(text: str | bytes, where: str, limit: int = MAX_YAML_NODES) -> obj
     every walk of the loaded data meets them).
 
     Raises:
-        ValueError: Naming ``where``, the size and the limit; or YAML's error, on one line.
+        UnboundedYAML: Naming ``where``, the size and the limit, or the cyclic alias (a
+            ``ValueError``).
+        ValueError: YAML's error, on one line.
     """
     import yaml
 
@@ -149,8 +167,15 @@ def load_yaml(text: str | bytes, where: str, limit: int = MAX_YAML_NODES) -> obj
         node = loader.get_single_node()
         if node is None:
             return None
-        if _expanded_size(node, limit) > limit:
-            raise ValueError(
+        size = _expanded_size(node, limit)
+        if size is None:
+            raise UnboundedYAML(
+                f"{where} holds a cyclic YAML alias (an alias naming a node that holds it), "
+                f"which expands for ever: refused; write the value out, or alias only nodes "
+                f"that do not hold the alias."
+            )
+        if size > limit:
+            raise UnboundedYAML(
                 f"{where} expands to more than {limit} YAML nodes (its aliases nest copies of "
                 f"copies); a recipe or run configuration holds a few thousand: refused."
             )
@@ -158,7 +183,7 @@ def load_yaml(text: str | bytes, where: str, limit: int = MAX_YAML_NODES) -> obj
     except yaml.YAMLError as error:
         raise ValueError(f"{where} is not valid YAML ({' '.join(str(error).split())}).") from None
     except RecursionError:
-        raise ValueError(f"{where} is nested too deeply to be read as YAML.") from None
+        raise UnboundedYAML(f"{where} is nested too deeply to be read as YAML.") from None
     finally:
         loader.dispose()
 

@@ -23,6 +23,7 @@ except ImportError:  # pragma: no cover
 
 _REPEATS = {_sre_constants.MAX_REPEAT, _sre_constants.MIN_REPEAT,
             getattr(_sre_constants, "POSSESSIVE_REPEAT", None)} - {None}
+_ATOMIC_GROUP = getattr(_sre_constants, "ATOMIC_GROUP", object())
 
 
 class _Unbounded(Exception):
@@ -50,9 +51,20 @@ def _repeats(items: Any, inside: bool) -> int:
             count += _repeats(value[1], inside)
         elif op is _sre_constants.GROUPREF_EXISTS:
             count += sum(_repeats(part, inside) for part in value[1:] if part is not None)
+        elif op is _ATOMIC_GROUP:  # (?>...): walked as a group (Python >= 3.11)
+            count += _repeats(value, inside)
         elif op is _sre_constants.GROUPREF:
             raise _Unbounded("a back-reference")
+        elif _holds_pattern(value):  # a construct with a body this walk does not know
+            raise _Unbounded(f"a construct ({op}) the check does not walk")
     return count
+
+
+def _holds_pattern(value: Any) -> bool:
+    """Whether a parsed item's ``value`` holds a sub-pattern (a body that may repeat)."""
+    if isinstance(value, _sre_parser.SubPattern):
+        return True
+    return isinstance(value, (list, tuple)) and any(_holds_pattern(item) for item in value)
 
 
 def check_pattern(argument: str, pattern: str) -> str:

@@ -35,6 +35,7 @@ every rank, so every rank computes the same τ.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from typing import Any, Protocol
 
 from torch import Tensor
@@ -269,6 +270,12 @@ class DiversityTarget:
         """Restore :meth:`state_dict`; a target other than this one's is an error. τ is not
         restored here: its owner was (an earlier release's ``log_tau`` is checked, not read;
         :func:`~torch_uncertainty_signorm.safety.checkpoints.checkpoint_tau` reads it)."""
+        if not isinstance(state, Mapping):
+            raise ValueError(
+                f"The checkpoint's τ controller state is {type(state).__name__} "
+                f"{state!r:.80}, not a mapping of its values (target, previous, ...) as a run "
+                f"saves it: the checkpoint was not written by a run of this package."
+            )
         if state.get("target") != self.target:
             raise ValueError(
                 f"The checkpoint's τ controller held target_diversity={state.get('target')!r}, "
