@@ -16,8 +16,10 @@ torchvision checks every file against the md5 of the released data set. When the
 makes that check accept the files the manifest lists, each only while its content still has the
 md5 recorded when it was written (any other file, real CIFAR included, is checked as usual), and
 labels the run: a console line when it starts and ends, and :data:`RUN_LABEL` in its run folder,
-which ``signorm-regression`` refuses to compare with a published or reference row. The real data
-path is untouched: a root without the manifest is downloaded and checked as always.
+which ``signorm-regression`` refuses to compare with a published or reference row. The routine's
+member health warnings are off on them (every member is at chance on random pixels, and the
+advice does not apply), which one line says (:data:`HEALTH_CHECKS_OFF`). The real data path is
+untouched: a root without the manifest is downloaded and checked as always.
 """
 
 from __future__ import annotations
