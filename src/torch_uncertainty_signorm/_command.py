@@ -8,25 +8,16 @@ to :func:`torch_uncertainty_signorm.cli.main`.
 
 from __future__ import annotations
 
-import os
 import sys
 import time
 
-
-def _process_age() -> float:
-    """Seconds since this process started (Linux's ``/proc``; 0 where unavailable)."""
-    try:
-        with open("/proc/self/stat") as stat, open("/proc/uptime") as uptime:
-            started = int(stat.read().rpartition(")")[2].split()[19])  # clock ticks after boot
-            return max(0.0, float(uptime.read().split()[0])
-                       - started / os.sysconf("SC_CLK_TCK"))
-    except (OSError, ValueError, IndexError, AttributeError):
-        return 0.0
-
-
-#: ``time.perf_counter()`` when the process started (before Python's own start-up and the imports
-#: of torch, Lightning and TorchUncertainty): the wall time the command prints includes them.
-STARTED = time.perf_counter() - _process_age()
+#: ``time.perf_counter()`` when this module was imported: the first line of the package the console
+#: script runs, before the imports of torch, Lightning and TorchUncertainty, which the printed wall
+#: time includes. Not the process's start (``/proc/self/stat``): a shell ``exec``-ing the command
+#: (``bash -c 'pip install ... && torch-uncertainty fit ...'`` does for its last command) hands it
+#: a process whose clock started with whatever ran before. Python's own start-up before this
+#: import (a few hundredths of a second) is not counted.
+STARTED = time.perf_counter()
 
 #: The subcommands and what they do (Lightning's ``Trainer`` methods).
 SUBCOMMANDS = {

@@ -16,8 +16,10 @@ torchvision checks every file against the md5 of the released data set. When the
 makes that check accept the files the manifest lists, each only while its content still has the
 md5 recorded when it was written (any other file, real CIFAR included, is checked as usual), and
 labels the run: a console line when it starts and ends, and :data:`RUN_LABEL` in its run folder,
-which ``signorm-regression`` refuses to compare with a published or reference row. The real data
-path is untouched: a root without the manifest is downloaded and checked as always.
+which ``signorm-regression`` refuses to compare with a published or reference row. The routine's
+member health warnings are off on them (every member is at chance on random pixels, and the
+advice does not apply), which one line says (:data:`HEALTH_CHECKS_OFF`). The real data path is
+untouched: a root without the manifest is downloaded and checked as always.
 """
 
 from __future__ import annotations
@@ -36,9 +38,9 @@ from typing import Any, ClassVar
 import numpy as np
 
 __all__ = [
-    "MANIFEST", "RUN_LABEL", "SMOKE_TEST_OVERRIDES", "accept_stand_in_files", "main",
-    "read_manifest", "stand_in_label", "use_stand_in_data", "write_cifar10", "write_cifar100",
-    "write_stand_in", "write_svhn_test",
+    "HEALTH_CHECKS_OFF", "MANIFEST", "RUN_LABEL", "SMOKE_TEST_OVERRIDES", "accept_stand_in_files",
+    "main", "read_manifest", "stand_in_label", "use_stand_in_data", "write_cifar10",
+    "write_cifar100", "write_stand_in", "write_svhn_test",
 ]
 
 #: The manifest :func:`write_stand_in` writes at the data root: ``{"label", "files": {relative
@@ -54,6 +56,11 @@ SMOKE_TEST_OVERRIDES = (
     "--trainer.limit_test_batches=1", "--data.init_args.batch_size=16",
     "--data.init_args.num_workers=0", "--data.init_args.persistent_workers=false",
 )
+#: Why a run on stand-in data warns about no member's health (the routine's
+#: :class:`~torch_uncertainty_signorm.routines.health_warnings.HealthWarnings`), said once.
+HEALTH_CHECKS_OFF = ("member health warnings are off: on random pixels every member is at "
+                     "chance and predicts about one class, and the advice those warnings give "
+                     "(learning rates, σNorm scales, the head) does not apply")
 _LABEL = ("stand-in data written by signorm-standin-data: random pixels in the on-disk format of "
           "torchvision's CIFAR-10, CIFAR-100 and SVHN test set, NOT the real data sets; results "
           "on them test that a recipe runs, they measure nothing")
@@ -226,10 +233,19 @@ def accept_stand_in_files(root: str | Path) -> dict[str, str]:
 def stand_in_label(root: str | Path) -> Any:
     """A Lightning callback labelling a run on the stand-ins under ``root``: :data:`RUN_LABEL`
     in its run folder (when the run has one: not under ``fast_dev_run``, which logs nothing) and
-    a console line after the test results."""
+    a console line after the test results. It also turns the routine's member health warnings
+    off (its ``health_warnings``, when it has them), saying so in one line
+    (:data:`HEALTH_CHECKS_OFF`)."""
     from lightning.pytorch import Callback
 
     class StandInDataLabel(Callback):
+        def setup(self, trainer, pl_module, stage: str) -> None:
+            health = getattr(pl_module, "health_warnings", None)
+            if health is not None and health.off_because is None:
+                health.turn_off(HEALTH_CHECKS_OFF)
+                if trainer.is_global_zero:
+                    print(f"STAND-IN DATA: {HEALTH_CHECKS_OFF}.", file=sys.stderr)
+
         def _write(self, trainer) -> None:
             folder = trainer.log_dir if trainer.logger is not None else None
             if (trainer.is_global_zero and not trainer.fast_dev_run and folder

@@ -57,6 +57,8 @@ The package holds one job per module; :class:`TUSigmaNormCLI` calls them from Li
   blocks built on the routine's parameter groups;
 * :mod:`~torch_uncertainty_signorm.cli.datamodule_setup`: the datamodule's ``setup`` wrapped
   for ``validate`` and ``fit``;
+* :mod:`~torch_uncertainty_signorm.cli.trainer`: TorchUncertainty's trainer, reading an ``int``
+  batch limit (``--trainer.limit_val_batches=1``) as batches, not as a fraction;
 * :mod:`~torch_uncertainty_signorm.cli.run_folders`: the run's logger folder (saved
   configuration, the version a resumed run continues, the folder of a run that wrote nothing);
 * :mod:`~torch_uncertainty_signorm.cli.interruption`: SIGTERM / Ctrl-C exit codes

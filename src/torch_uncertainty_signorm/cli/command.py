@@ -54,6 +54,7 @@ from .run_folders import (
     remove_unused_log_dirs,
     report_stale_partials,
 )
+from .trainer import TUSigmaNormTrainer
 from .tu_recipes import register_types, tu_format_args
 
 __all__ = ["TUSigmaNormCLI", "cli_main", "main"]
@@ -101,6 +102,9 @@ class TUSigmaNormCLI(TULightningCLI):
         datamodule_class: Base class of the datamodule. Defaults to ``LightningDataModule``.
         save_config_callback: Callback saving the resolved config. Defaults to
             :class:`SaveRunConfig`.
+        trainer_class: The trainer. Defaults to
+            :class:`~torch_uncertainty_signorm.cli.trainer.TUSigmaNormTrainer` (TorchUncertainty's,
+            reading ``--trainer.limit_val_batches=1`` as one batch, as Lightning does).
         subclass_mode_model: Choose the routine by ``class_path``. Defaults to ``True``.
         subclass_mode_data: Choose the datamodule by ``class_path``. Defaults to ``True``.
         **kwargs: Passed to :class:`~torch_uncertainty.utils.cli.TULightningCLI`.
@@ -111,6 +115,7 @@ class TUSigmaNormCLI(TULightningCLI):
         model_class: type[LightningModule] | None = None,
         datamodule_class: type[LightningDataModule] | None = None,
         save_config_callback: type[TUSaveConfigCallback] | None = SaveRunConfig,
+        trainer_class: type = TUSigmaNormTrainer,
         subclass_mode_model: bool = True,
         subclass_mode_data: bool = True,
         **kwargs: Any,
@@ -125,6 +130,7 @@ class TUSigmaNormCLI(TULightningCLI):
                 model_class=model_class or LightningModule,
                 datamodule_class=datamodule_class or LightningDataModule,
                 save_config_callback=save_config_callback,
+                trainer_class=trainer_class,
                 subclass_mode_model=subclass_mode_model,
                 subclass_mode_data=subclass_mode_data,
                 auto_configure_optimizers=False,  # see configure_routine_optimizer
@@ -401,8 +407,9 @@ def main(args: ArgsType = None, started: float | None = None) -> None:
 
     Args:
         args: Command-line style arguments; ``sys.argv[1:]`` when ``None``.
-        started: ``time.perf_counter()`` when the process started (the console script's), so
-            the printed wall time includes the imports; now when ``None``.
+        started: ``time.perf_counter()`` when the console script started
+            (:data:`torch_uncertainty_signorm._command.STARTED`), so the printed wall time
+            includes the imports; now when ``None``.
     """
     # As TorchUncertainty's entry scripts: TF32 matmuls on GPUs that support them. Not on CPU,
     # where recent torch would run float32 matmuls in bfloat16.

@@ -255,10 +255,12 @@ def aggregate(runs: Sequence[Run], label: str,
     runs = merge_evaluations(runs)
     row: dict[str, Any] = {"method": label, "runs": len(runs),
                            "seeds": " ".join(str(run.settings.get("seed", "?")) for run in runs)}
-    unbounded = {"max_steps": -1, "limit_train_batches": 1.0}  # Lightning's defaults
+    # Lightning's defaults; by type too: an int limit_train_batches of 1 is one batch, not 1.0.
+    unbounded = {"max_steps": -1, "limit_train_batches": 1.0}
     for key in ("max_epochs", "max_steps", "limit_train_batches"):
         value = _shared([run.settings.get(key) for run in runs])
-        if value is not None and value != unbounded.get(key):
+        default = unbounded.get(key)
+        if value is not None and (value != default or type(value) is not type(default)):
             row[key] = value
     if _shared([bool(run.settings.get("fast_dev_run")) for run in runs]):
         row["max_steps"] = int(runs[0].settings["fast_dev_run"])  # fast_dev_run: N batches

@@ -25,12 +25,20 @@ class HealthWarnings:
 
     During ``fit``, a condition is warned about when found at two validations in a row, so that
     the first epoch's transients (BatchNorm running statistics still catching up) stay silent,
-    or at the last validation, when ``fit`` ends; after testing, at once.
+    or at the last validation, when ``fit`` ends; after testing, at once. :meth:`turn_off`
+    silences them for the rest of the run (the routine still logs the health metrics).
     """
 
     def __init__(self) -> None:
         self._warned: set[_Key] = set()
         self._last: dict[_Key, str] = {}  # the last validation's conditions, said
+        #: Why the warnings are off (:meth:`turn_off`); ``None`` while they are on.
+        self.off_because: str | None = None
+
+    def turn_off(self, reason: str) -> None:
+        """Warn about nothing from now on, for ``reason``: data on which the advice does not
+        apply, such as stand-in data of random pixels, where every member is at chance."""
+        self.off_because = reason
 
     def start_fit(self) -> None:
         """Forget the previous run: warn again in a new one."""
@@ -54,6 +62,8 @@ class HealthWarnings:
         self._warn(self._last)
 
     def _warn(self, messages: dict[_Key, str]) -> None:
+        if self.off_because is not None:
+            return
         for key, message in messages.items():
             if key not in self._warned:
                 self._warned.add(key)
