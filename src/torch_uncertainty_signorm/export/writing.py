@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import stat
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
@@ -71,6 +72,7 @@ def export_ensemble(
     config = {"format": FORMAT, "version": 2, "num_estimators": model.num_estimators,
               "model": spec, "members": sorted(set(models) - {WEIGHTS_NAME}, key=_member_index)}
     with replaced_folder(directory) as staging:  # the whole export replaced in one swap
+        output_directory(directory, overwrite)  # still nothing special in it
         _keep_other_files(directory, staging)
         for name, module in models.items():
             save_model(module, str(staging / name))
@@ -92,7 +94,8 @@ def _with_settings(spec: dict, model: SigmaNormEnsemble) -> dict:
 
 
 def output_directory(directory: str | Path, overwrite: bool) -> Path:
-    """``directory``, refused when it holds anything and ``overwrite`` is false."""
+    """``directory``, refused when it holds anything and ``overwrite`` is false, or when it
+    holds a named pipe, a socket or a device (which an overwrite could not carry over)."""
     directory = Path(directory)
     present = sorted(path.name for path in directory.iterdir()) if directory.is_dir() else []
     if not overwrite and present:
@@ -101,7 +104,26 @@ def output_directory(directory: str | Path, overwrite: bool) -> Path:
             f"{', ...' if len(present) > 5 else ''}): nothing was written. Choose a new "
             f"directory, or pass overwrite=True (--overwrite) to replace its export."
         )
+    if special := _special_files(directory):
+        raise ValueError(
+            f"'{directory}' holds {special[0]}, which is not a regular file, folder or link (a "
+            f"named pipe, socket or device): an overwrite would lose it; nothing was written. "
+            f"Move it out, or choose a new directory.")
     return directory
+
+
+def _special_files(directory: Path) -> list[str]:
+    """The entries under ``directory`` (walked without following links) that are neither
+    regular files, folders nor symbolic links."""
+    if not directory.is_dir() or directory.is_symlink():
+        return []
+    found = []
+    for folder, folders, files in os.walk(directory):
+        for name in (*folders, *files):
+            mode = os.lstat(os.path.join(folder, name)).st_mode
+            if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode) or stat.S_ISLNK(mode)):
+                found.append(os.path.relpath(os.path.join(folder, name), directory))
+    return sorted(found)
 
 
 def _keep_other_files(directory: Path, staging: Path) -> None:

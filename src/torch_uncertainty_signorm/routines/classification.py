@@ -368,6 +368,12 @@ class SigmaNormClassificationRoutine(ClassificationRoutine):
         if self.save_to_csv and self.logger is not None and self.trainer.is_global_zero:
             log_dir = get_logger_dir(self.logger)
             if log_dir is not None:
-                append_to_last_row(log_dir / self.csv_filename, results, run_dir=log_dir)
+                from ..reproduction.runs import TRAINED_STEPS_COLUMN
+
+                # the optimizer steps behind the tested weights (restored from a checkpoint):
+                # what the tables report as trained_steps, not a checkpoint name's step
+                steps = {TRAINED_STEPS_COLUMN: float(self.trainer.global_step)}
+                append_to_last_row(log_dir / self.csv_filename, results | steps,
+                                   run_dir=log_dir)
 
 
