@@ -19,7 +19,7 @@ from pathlib import Path
 from ..export.spec import as_data, ensemble_from_spec, portable
 from ..export.writing import export_ensemble, output_directory
 from ..safety import allowlist
-from ..safety.checkpoints import CHECKPOINT_TAU, backbone_state, local_file, read_state_file
+from ..safety.checkpoints import backbone_state, checkpoint_tau, local_file, read_state_file
 from ..safety.export_spec import check_ensemble_spec
 from .recipe_bases import recipe_chain
 from .recipe_parsing import parse_recipe
@@ -122,8 +122,8 @@ def _export(args: argparse.Namespace, overrides: Sequence[str]) -> Path:
             f"{error} For export, --ckpt_path must come from a run of --config "
             f"{str(args.config)!r} (same backbone and num_estimators)."
         ) from error
-    if isinstance(saved, dict) and isinstance(saved.get(CHECKPOINT_TAU), float):
-        model.set_tau(saved[CHECKPOINT_TAU])  # the export records the τ the run ended with
+    if (tau := checkpoint_tau(saved, model.tau, f"--ckpt_path {args.ckpt_path}")) is not None:
+        model.set_tau(tau)  # the export records the τ the run ended with
     directory = export_ensemble(model.eval(), spec, args.output, members=args.members,
                                 extra_class_paths=args.allow, overwrite=args.overwrite)
     print(f"Exported {model.num_estimators} members to {directory}")

@@ -20,7 +20,7 @@ from ..diversity import geometric_ambiguity, jensen_gap, signorm_cosine
 from ..evaluation.printing import use_results_tables
 from ..evaluation.results_csv import append_to_last_row
 from ..prediction import EnsemblePrediction, ensemble_prediction, member_probabilities
-from ..safety.checkpoints import CHECKPOINT_TAU
+from ..safety.checkpoints import CHECKPOINT_TAU, checkpoint_tau
 from ..safety.files import check_file_name
 from ..signorm.diversity_target import DiversityTarget
 from ..signorm.ensemble import SigmaNormEnsemble
@@ -271,8 +271,9 @@ class SigmaNormClassificationRoutine(ClassificationRoutine):
         super().on_load_checkpoint(checkpoint)
         if self.target_callback is not None:  # here, for load_from_checkpoint too
             self.target_callback.load_state(checkpoint)
-        if isinstance(checkpoint.get(CHECKPOINT_TAU), float):  # the τ the run had reached
-            self.model.set_tau(checkpoint[CHECKPOINT_TAU])
+        # the τ the run had reached, checked against this run's configuration
+        if (tau := checkpoint_tau(checkpoint, self.model.tau)) is not None:
+            self.model.set_tau(tau)
 
     def on_train_end(self) -> None:
         super().on_train_end()
@@ -359,13 +360,45 @@ class SigmaNormClassificationRoutine(ClassificationRoutine):
         results |= self._health_results(self.val_health, "val", warn=fitting)
         self.log_dict(results, sync_dist=True)
 
+    def _csv_is_the_runs(self) -> bool:
+        """Whether the results CSV may be written: absent, or a regular file with one name.
+
+        TorchUncertainty's writer appends to the file it finds, through a symbolic or hard
+        link (a ``results.csv`` linked to another run's, or to a file outside the run): the
+        test row would land in that file. Such a file is left as it is, with a warning; the
+        results are still printed and logged."""
+        import os
+        import stat
+        import warnings
+
+        log_dir = get_logger_dir(self.logger) if self.logger is not None else None
+        if log_dir is None:
+            return True
+        path = log_dir / self.csv_filename
+        try:
+            status = os.lstat(path)
+        except FileNotFoundError:
+            return True
+        if stat.S_ISREG(status.st_mode) and status.st_nlink == 1:
+            return True
+        what = ("a hard link (another name shares its data)" if stat.S_ISREG(status.st_mode)
+                else "a symbolic link" if stat.S_ISLNK(status.st_mode) else "not a regular file")
+        warnings.warn(f"'{path}' is {what}: the test results were not written to it (the row "
+                      f"would land outside this run); they are printed and logged.", stacklevel=2)
+        return False
+
     def on_test_epoch_end(self) -> None:
         use_results_tables(self.trainer)  # print the diversity measures too, names unabridged
         results = self._diversity_results(self.test_diversity, "test")
         results |= self._health_results(self.test_health, "test", warn=True)
-        super().on_test_epoch_end()
+        save_to_csv = self.save_to_csv and self._csv_is_the_runs()
+        saved, self.save_to_csv = self.save_to_csv, save_to_csv
+        try:
+            super().on_test_epoch_end()
+        finally:
+            self.save_to_csv = saved
         self.log_dict(results, sync_dist=True)
-        if self.save_to_csv and self.logger is not None and self.trainer.is_global_zero:
+        if save_to_csv and self.logger is not None and self.trainer.is_global_zero:
             log_dir = get_logger_dir(self.logger)
             if log_dir is not None:
                 from ..reproduction.runs import TRAINED_STEPS_COLUMN

@@ -16,7 +16,7 @@ import torch
 from torch import Tensor, nn
 
 __all__ = [
-    "CHECKPOINT_TAU", "backbone_state", "check_lightning_checkpoint", "is_url",
+    "CHECKPOINT_TAU", "backbone_state", "check_lightning_checkpoint", "checkpoint_tau", "is_url",
     "load_backbone_checkpoint", "load_torch_file", "local_file", "read_backbone_checkpoint",
     "read_checkpoint", "read_state_file",
 ]
@@ -33,6 +33,40 @@ _SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]+:")
 #: The key under which the σN-Ens routine stores its model's τ when the checkpoint is saved
 #: (the τ controller may have moved it from the recipe's).
 CHECKPOINT_TAU = "signorm_tau"
+
+
+def checkpoint_tau(checkpoint: Any, configured: float, where: str = "the checkpoint"
+                   ) -> float | None:
+    """The τ a checkpoint's run had reached (:data:`CHECKPOINT_TAU`), checked against the run's
+    configuration; ``None`` when it records none.
+
+    A run with a τ controller (the checkpoint holds its state) moves τ within
+    :data:`~torch_uncertainty_signorm.signorm.diversity_target.CONTROLLED_TAU_RANGE`; a run
+    without one trains at its configured τ throughout, so its checkpoint holds that τ.
+
+    Raises:
+        ValueError: If the value is not a finite number in range, or, for a run without a
+            controller, differs from ``configured`` (the run's ``config.yaml``).
+    """
+    from ..callbacks.diversity_target import TARGET_STATE_KEY
+    from ..signorm.diversity_target import CONTROLLED_TAU_RANGE
+    from ..signorm.regularization import TAU_RANGE
+
+    if not isinstance(checkpoint, dict) or checkpoint.get(CHECKPOINT_TAU) is None:
+        return None
+    value = checkpoint[CHECKPOINT_TAU]
+    controlled = checkpoint.get(TARGET_STATE_KEY) is not None
+    low, high = CONTROLLED_TAU_RANGE if controlled else TAU_RANGE
+    if (isinstance(value, bool) or not isinstance(value, (int, float))
+            or not (math.isfinite(value) and low <= value <= high)):
+        raise ValueError(f"{where} holds {CHECKPOINT_TAU}={value!r:.40}, which no run saves "
+                         f"(a finite τ in [{low:g}, {high:g}]): the checkpoint was altered.")
+    if not controlled and not math.isclose(value, configured, rel_tol=1e-6):
+        raise ValueError(f"{where} holds {CHECKPOINT_TAU}={value:g}, but the run's configuration "
+                         f"gives tau={configured:g} and the checkpoint holds no τ controller "
+                         f"state (a fixed-τ run keeps its τ): the checkpoint was altered, or "
+                         f"belongs to another recipe.")
+    return float(value)
 
 
 def is_url(path: str | Path) -> bool:
