@@ -5,6 +5,7 @@ by the marker file in its folder."""
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 from pathlib import Path
 
@@ -117,3 +118,23 @@ def test_real_sized_data_is_not_taken_for_stand_ins(tmp_path):
     with (tmp_path / "cifar-10-batches-py" / "test_batch").open("wb") as file:
         file.truncate(31_035_623)  # the released file's size
     assert not is_stand_in_root(tmp_path)
+
+
+def test_the_run_label_records_the_data_and_never_writes_through_a_link(tmp_path):
+    from types import SimpleNamespace
+
+    from torch_uncertainty_signorm.stand_in_data import RUN_LABEL, stand_in_label
+
+    root, run = tmp_path / "standin", tmp_path / "run"
+    write_stand_in(root)
+    run.mkdir()
+    profile = tmp_path / "profile"
+    profile.write_bytes(PROFILE)
+    (run / RUN_LABEL).symlink_to(profile)
+    trainer = SimpleNamespace(log_dir=str(run), logger=object(), is_global_zero=True,
+                              fast_dev_run=False)
+    stand_in_label(root)._write(trainer)
+    assert profile.read_bytes() == PROFILE and not (run / RUN_LABEL).is_symlink()
+    manifest = json.loads((root / MANIFEST).read_text())
+    label = (run / RUN_LABEL).read_text()
+    assert all(f"{md5}  {name}" in label for name, md5 in manifest["files"].items())

@@ -376,8 +376,13 @@ def stand_in_label(root: str | Path) -> Any:
             folder = trainer.log_dir if trainer.logger is not None else None
             if (trainer.is_global_zero and not trainer.fast_dev_run and folder
                     and Path(folder).is_dir()):
-                (Path(folder) / RUN_LABEL).write_text(f"{_LABEL}.\nData root: "
-                                                      f"{Path(root).resolve()}\n")
+                from .safety.atomic_files import replaced_atomically
+
+                manifest = read_manifest(root) or {"files": {}}
+                files = "".join(f"{md5}  {name}\n" for name, md5 in manifest["files"].items())
+                with replaced_atomically(Path(folder) / RUN_LABEL) as partial:  # never a link's
+                    partial.write_text(f"{_LABEL}.\nData root: {Path(root).resolve()}\n"
+                                       f"Files (md5):\n{files}")
 
         def teardown(self, trainer, pl_module, stage: str) -> None:
             self._write(trainer)
