@@ -176,10 +176,6 @@ def _md5(path: Path) -> str:
 
 #: Every file :func:`write_stand_in` writes, relative to the root: the three data sets' files.
 _DATA_SETS = ("cifar-10-batches-py", "cifar-100-python", "test_32x32.mat")
-#: The released files' sizes are tens of MB (10,000 or more images); a stand-in's, a few kB. A
-#: file of these names below this size is not the released data set, whatever the folder says.
-_RELEASED_MIN_BYTES = {"cifar-10-batches-py/test_batch": 30_000_000,
-                       "cifar-100-python/test": 30_000_000, "test_32x32.mat": 60_000_000}
 #: A manifest holds a few kB; a data file of the stand-ins a few hundred kB.
 _MAX_MANIFEST_BYTES, _MAX_FILE_BYTES = 1 << 20, 64 << 20
 
@@ -325,20 +321,10 @@ def read_manifest(root: str | Path) -> dict[str, Any] | None:
 
 
 def is_stand_in_root(root: str | Path) -> bool:
-    """Whether the data under ``root`` are stand-ins, told from the data themselves: a
-    :data:`MANIFEST`, or a CIFAR-10, CIFAR-100 or SVHN test file far smaller than the released
-    one (which holds 10,000 images or more)."""
-    root = Path(root)
-    if os.path.lexists(root / MANIFEST):
-        return True
-    for relative, size in _RELEASED_MIN_BYTES.items():
-        try:
-            status = (root / relative).stat()
-        except OSError:
-            continue
-        if stat.S_ISREG(status.st_mode) and status.st_size < size:
-            return True
-    return False
+    """Whether ``root`` holds stand-ins written by :func:`write_stand_in`: its
+    :data:`MANIFEST` (which the ``torch-uncertainty`` command needs to accept them, so a run on
+    them leaves it there)."""
+    return os.path.lexists(Path(root) / MANIFEST)
 
 
 def accept_stand_in_files(root: str | Path) -> dict[str, str]:
