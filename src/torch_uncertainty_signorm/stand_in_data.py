@@ -170,10 +170,6 @@ def write_svhn_test(root: Path, size: int = 6, seed: int = 2) -> Path:
     return path
 
 
-def _md5(path: Path) -> str:
-    return hashlib.md5(path.read_bytes()).hexdigest()
-
-
 #: Every file :func:`write_stand_in` writes, relative to the root: the three data sets' files.
 _DATA_SETS = ("cifar-10-batches-py", "cifar-100-python", "test_32x32.mat")
 #: A manifest holds a few kB; a data file of the stand-ins a few hundred kB.
@@ -266,24 +262,24 @@ def write_stand_in(root: str | Path, seed: int = 0) -> Path:
         if os.path.lexists(path):
             recorded = previous["files"].get(relative)
             current = _md5_if_regular(path)
-            _check_ours(path, {data} | ({read_regular_bytes(path)} if current is not None
+            _check_ours(path, {data} | ({_read_bytes(path)} if current is not None
                                         and current == recorded else set()))
     manifest = root / MANIFEST
     if os.path.lexists(manifest):
-        _check_ours(manifest, {read_regular_bytes(manifest)})  # a manifest: replaced
+        _check_ours(manifest, {_read_bytes(manifest)})  # a manifest: replaced
     text = json.dumps({"label": _LABEL, "files": {relative: hashlib.md5(data).hexdigest()
                                                   for relative, data in planned.items()}},
                       indent=1) + "\n"
     root.mkdir(parents=True, exist_ok=True)
-    _write_new(manifest, text.encode(), read_regular_bytes(manifest)
+    _write_new(manifest, text.encode(), _read_bytes(manifest)
                if os.path.lexists(manifest) else None)
     for relative, data in planned.items():
         path = root / relative
-        _write_new(path, data, read_regular_bytes(path) if os.path.lexists(path) else None)
+        _write_new(path, data, _read_bytes(path) if os.path.lexists(path) else None)
     return manifest
 
 
-def read_regular_bytes(path: Path) -> bytes:
+def _read_bytes(path: Path) -> bytes:
     from .safety.files import read_regular
 
     return read_regular(path, "stand-in file", _MAX_FILE_BYTES)
@@ -293,7 +289,7 @@ def _md5_if_regular(path: Path) -> str | None:
     status = os.lstat(path)
     if not stat.S_ISREG(status.st_mode) or status.st_nlink > 1:
         return None
-    return hashlib.md5(read_regular_bytes(path)).hexdigest()
+    return hashlib.md5(_read_bytes(path)).hexdigest()
 
 
 def read_manifest(root: str | Path) -> dict[str, Any] | None:
