@@ -24,7 +24,7 @@ from typing import Any
 import torch
 from lightning.fabric.plugins import TorchCheckpointIO
 
-from .files import _umask
+from .files import current_umask
 
 __all__ = [
     "AtomicCheckpointIO", "remove_stale_partials", "replaced_atomically", "replaced_folder",
@@ -150,7 +150,7 @@ def replaced_folder(path: str | Path) -> Iterator[Path]:
         if mode is not None:
             os.chmod(partial, stat.S_IMODE(mode))
         else:
-            os.chmod(partial, 0o777 & ~_umask())
+            os.chmod(partial, 0o777 & ~current_umask())
         yield partial
         for entry in partial.iterdir():
             if entry.is_file() and not entry.is_symlink():
