@@ -190,6 +190,7 @@ class SigmaNormClassificationRoutine(ClassificationRoutine):
         self.val_health = MemberHealth(model.num_estimators, classes)
         self.test_health = MemberHealth(model.num_estimators, classes)
         self.health_warnings = HealthWarnings()
+        self._checkpoint_steps = 0  # the optimizer steps of a loaded checkpoint
         self.logits_tap = LogitsTap(type(self).__name__)
         self.logits_tap.attach(self)
         if eval_grouping_loss:
@@ -271,6 +272,8 @@ class SigmaNormClassificationRoutine(ClassificationRoutine):
         super().on_load_checkpoint(checkpoint)
         if self.target_callback is not None:  # here, for load_from_checkpoint too
             self.target_callback.load_state(checkpoint)
+        steps = checkpoint.get("global_step")  # a test of a checkpoint: the steps behind it
+        self._checkpoint_steps = steps if isinstance(steps, int) and steps >= 0 else 0
         # the τ the run had reached, checked against this run's configuration
         if (tau := checkpoint_tau(checkpoint, self.model.tau)) is not None:
             self.model.set_tau(tau)
@@ -403,9 +406,11 @@ class SigmaNormClassificationRoutine(ClassificationRoutine):
             if log_dir is not None:
                 from ..reproduction.runs import TRAINED_STEPS_COLUMN
 
-                # the optimizer steps behind the tested weights (restored from a checkpoint):
-                # what the tables report as trained_steps, not a checkpoint name's step
-                steps = {TRAINED_STEPS_COLUMN: float(self.trainer.global_step)}
+                # the optimizer steps the run took: this process's (a fit) or, when testing a
+                # checkpoint (its loops are not restored), the checkpoint's; what the tables
+                # report as trained_steps, not a checkpoint name's step
+                taken = max(self.trainer.global_step, self._checkpoint_steps)
+                steps = {TRAINED_STEPS_COLUMN: float(taken)}
                 append_to_last_row(log_dir / self.csv_filename, results | steps,
                                    run_dir=log_dir)
 
