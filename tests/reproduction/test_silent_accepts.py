@@ -211,3 +211,12 @@ def test_rows_digest_unchanged_by_a_refused_run(tmp_path, capsys):
     _table_refused(capsys, _table(tmp_path))
     assert {p.name: hashlib.sha256(p.read_bytes()).hexdigest()
             for p in (tmp_path / "out").iterdir()} == before
+
+
+def test_a_row_appended_to_results_csv_is_named_in_the_report(tmp_path, capsys):
+    run = _run(tmp_path / "runs" / "version_0", acc=0.10)
+    with (run / "results.csv").open("a") as file:
+        file.write(",".join(["0.9700"] * len(tu_metrics(0.97, 0.1, 0.04))) + "\n")
+    regression.main([str(tmp_path / "runs"), "--reference", str(_reference(tmp_path))])
+    out = capsys.readouterr().out
+    assert re.search(r"warning: .*results.csv holds 2 result rows .*its last row counts", out)

@@ -49,7 +49,7 @@ from .results_table import (
     run_summary,
 )
 from .run_groups import select_runs
-from .runs import Run, find_runs, merge_evaluations
+from .runs import Run, find_runs, merge_evaluations, result_rows
 from .tables import format_table
 
 __all__ = [
@@ -299,6 +299,10 @@ def _load_ours(path: str, row_label: str | None, select: Sequence[str] = (),
     problems = {column: f"missing from {len(lacking)} of {len(merged)} runs"
                 for column, lacking in missing_columns(merged).items()}
     context = [f"ours: {path}: {line}" for line in run_summary(runs)]
+    for run in merged:  # a row appended by hand reads as the run's result: say it is there
+        if (count := result_rows(run.path)) > 1:
+            context.append(f"warning: {run.path} holds {count} result rows (one per test call "
+                           f"logged there, or rows appended to it); its last row counts")
     if unknown:
         context.append(f"warning: the settings of {len(unknown)} run(s) could not be read (no "
                        f"config.yaml or settings.json), so they were not compared: averaged as "

@@ -28,8 +28,8 @@ from ..safety.files import read_regular, read_yaml
 
 __all__ = [
     "BUDGET_KEYS", "RESULTS_FILENAME", "SETTINGS_FILENAME", "TRAINED_STEPS_COLUMN", "Run",
-    "check_header", "find_runs", "iter_groups",
-    "merge_evaluations", "read_results", "read_settings", "trained_steps",
+    "check_header", "find_runs", "iter_groups", "merge_evaluations", "read_results",
+    "read_settings", "result_rows", "trained_steps",
 ]
 
 RESULTS_FILENAME = "results.csv"
@@ -72,6 +72,17 @@ def read_results(path: str | Path) -> dict[str, float]:
         ValueError: If the file has a header but no row.
     """
     path = Path(path)
+    rows = _result_rows(path)
+    return {key: _cell(value, key, path) for key, value in rows[-1].items() if key is not None}
+
+
+def result_rows(path: str | Path) -> int:
+    """The number of result rows of a ``results.csv`` (one per ``test`` call logged into its
+    folder; the last is the run's result)."""
+    return len(_result_rows(Path(path)))
+
+
+def _result_rows(path: Path) -> list[dict[str, str]]:
     text = read_regular(path, "results", MAX_RESULTS_BYTES, "a results.csv").decode(
         "utf-8", errors="replace").removeprefix("\ufeff")  # a BOM is no part of the first name
     rows = []
@@ -89,7 +100,7 @@ def read_results(path: str | Path) -> dict[str, float]:
         raise ValueError(f"{path} is not a results CSV ({error}).") from None
     if not rows:
         raise ValueError(f"{path} holds no result row (only a header, or nothing).")
-    return {key: _cell(value, key, path) for key, value in rows[-1].items() if key is not None}
+    return rows
 
 
 def check_header(header: list[str], path: Path) -> None:
