@@ -102,7 +102,7 @@ def test_a_checkpoint_never_chooses_where_results_are_written(digits_checkpoint,
                     csv_filename=str(profile), save_to_csv=True, log_plots=True)
     older = tmp_path / "logs" / "digits" / "signorm" / "version_0" / "checkpoints"
     older.mkdir(parents=True)  # an earlier run killed (SIGKILL) while writing a checkpoint
-    stale = older / ".epoch=0-step=3.ckpt.0123abcd.partial"
+    stale = older / ".epoch=0-step=3.ckpt.4242-0123456789abcdef.partial"
     stale.write_bytes(b"x" * 2_000_000)
     os.utime(stale, (time.time() - 3600, time.time() - 3600))
     status, _, seconds, done = _run(
@@ -698,18 +698,22 @@ def test_config_yaml_is_written_whole_or_not_at_all(tmp_path):
     assert yaml.safe_load((tmp_path / "config.yaml").read_text()) == {"tau": 0.1}
 
 
-def test_partial_files_left_by_sigkill_are_removed_and_named(tmp_path):
+def test_partial_files_left_by_sigkill_are_named_and_left_untouched(tmp_path):
+    """Only the process that created a temporary file removes it: another's (SIGKILL), and
+    a user's file that merely looks like one, are named or ignored, never removed."""
     from torch_uncertainty_signorm.safety.atomic_files import AtomicCheckpointIO
 
-    stale = tmp_path / ".epoch=0-step=10.ckpt.0123abcd.partial"
+    stale = tmp_path / ".epoch=0-step=10.ckpt.4242-0123456789abcdef.partial"
     stale.write_bytes(b"x" * 2_000_000)
     os.utime(stale, (time.time() - 3600, time.time() - 3600))
     mine = tmp_path / "notes.partial"
     mine.write_text("not ours")
-    with pytest.warns(UserWarning, match=r"removed 1 partial file\(s\) left in .* by a write "
-                                         r"that was cut off .*epoch=0-step=10"):
+    with pytest.warns(UserWarning, match=r"1 temporary file\(s\) left in .* by a write "
+                                         r"that was cut off .*epoch=0-step=10.*left untouched"):
         AtomicCheckpointIO().save_checkpoint({"state_dict": {}}, tmp_path / "last.ckpt")
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["last.ckpt", "notes.partial"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
+        ["last.ckpt", "notes.partial", stale.name])
+    assert stale.read_bytes() == b"x" * 2_000_000
 
 
 # ------------------------------------------------------------------------------- refusals
@@ -862,24 +866,26 @@ def test_an_export_file_with_another_name_is_refused_as_a_link(name, export_dir,
     assert load_member(folder, 1).training is False
 
 
-def test_an_export_left_aside_by_a_kill_between_the_renames_is_put_back(export_dir, tmp_path):
+def test_an_export_left_aside_by_a_kill_between_the_renames_is_named_not_moved(export_dir,
+                                                                             tmp_path):
     """SIGKILL after the previous export was renamed aside, before the new one took its place:
-    the next export beside it puts the previous one back (then replaces it whole)."""
-    from torch_uncertainty_signorm.export import build_model, export_ensemble
+    the next export beside it names the folder left aside and leaves it as it is (a folder of
+    that name may as well come from an archive: nothing but its creator moves it)."""
+    from torch_uncertainty_signorm.export import build_model, export_ensemble, load_ensemble
 
-    aside = tmp_path / ".export.0123abcd.old"
+    aside = tmp_path / ".export.4242-0123456789abcdef.old"
     shutil.copytree(export_dir, aside)
     (aside / "notes.txt").write_text("the user's")
     os.utime(aside, (time.time() - 3600, time.time() - 3600))
+    before = _digest(aside)
     spec = json.loads((aside / "config.json").read_text())["model"]
     spec["init_args"] = {k: spec["init_args"][k] for k in ("model", "num_estimators")}
-    with pytest.warns(UserWarning, match=r"export was missing: a replacement cut off .* had "
-                                         r"left it aside as \.export\.0123abcd\.old; put back"):
+    with pytest.warns(UserWarning, match=r"export is missing and \.export\.4242-0123456789abcdef"
+                                         r"\.old lies beside it.*left untouched"):
         export_ensemble(build_model(spec).eval(), spec, tmp_path / "export", overwrite=True)
-    assert (tmp_path / "export" / "notes.txt").read_text() == "the user's"
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["export"]
-    from torch_uncertainty_signorm.export import load_ensemble
-
+    assert not (tmp_path / "export" / "notes.txt").exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == [aside.name, "export"]
+    assert _digest(aside) == before
     assert load_ensemble(tmp_path / "export").training is False
 
 

@@ -202,7 +202,8 @@ def test_the_command_reads_the_checkpoint_once(tmp_path, monkeypatch):
     ended with; the checks run on what it read."""
     routine = SigmaNormClassificationRoutine(_trained_like(build_model(SPEC)), 10,
                                              nn.CrossEntropyLoss())
-    torch.save({"state_dict": routine.state_dict(), "signorm_tau": 0.25}, tmp_path / "run.ckpt")
+    torch.save({"state_dict": routine.state_dict(), "signorm_tau": 0.25,  # a controlled run's
+                "signorm_diversity_target": {"target": 0.5}}, tmp_path / "run.ckpt")
     recipe_spec = copy.deepcopy(SPEC)
     recipe_spec["init_args"]["model"]["init_args"]["style"] = "CIFAR"
     (tmp_path / "recipe.yaml").write_text(yaml.safe_dump({"routine": {

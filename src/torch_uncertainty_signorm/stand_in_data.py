@@ -26,9 +26,11 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import io
 import json
 import os
 import pickle
+import stat
 import struct
 import sys
 from collections.abc import Sequence
@@ -39,8 +41,8 @@ import numpy as np
 
 __all__ = [
     "HEALTH_CHECKS_OFF", "MANIFEST", "RUN_LABEL", "SMOKE_TEST_OVERRIDES", "accept_stand_in_files",
-    "main", "read_manifest", "stand_in_label", "use_stand_in_data", "write_cifar10",
-    "write_cifar100", "write_stand_in", "write_svhn_test",
+    "is_stand_in_root", "main", "read_manifest", "stand_in_label", "use_stand_in_data",
+    "write_cifar10", "write_cifar100", "write_stand_in", "write_svhn_test",
 ]
 
 #: The manifest :func:`write_stand_in` writes at the data root: ``{"label", "files": {relative
@@ -84,9 +86,27 @@ class _Python2Pickler(pickle._Pickler):
 
 
 def _dump(obj: dict, path: Path) -> None:
+    _write_new(path, _pickled(obj))
+
+
+def _pickled(obj: dict) -> bytes:
+    buffer = io.BytesIO()
+    _Python2Pickler(buffer, protocol=2).dump(obj)
+    return buffer.getvalue()
+
+
+def _write_new(path: Path, data: bytes, replaceable: bytes | None = None) -> None:
+    """Write ``data`` to ``path`` whole (:func:`~torch_uncertainty_signorm.safety.atomic_files.
+    replaced_atomically`: a new file renamed over the name, never written through a link).
+    An existing ``path`` is replaced only when it is a regular file (not a link, one name)
+    holding ``data`` or ``replaceable``; anything else raises :class:`FileExistsError`."""
+    from .safety.atomic_files import replaced_atomically
+
     path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("wb") as file:
-        _Python2Pickler(file, protocol=2).dump(obj)
+    if os.path.lexists(path):
+        _check_ours(path, {data, *(() if replaceable is None else (replaceable,))})
+    with replaced_atomically(path) as partial:
+        partial.write_bytes(data)
 
 
 def _images(labels: list[int], rng: np.random.Generator) -> np.ndarray:
@@ -145,45 +165,138 @@ def write_svhn_test(root: Path, size: int = 6, seed: int = 2) -> Path:
 
     rng = np.random.default_rng(seed)
     path = Path(root) / "test_32x32.mat"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    scipy.io.savemat(path, {
+    buffer = io.BytesIO()
+    scipy.io.savemat(buffer, {
         "X": rng.integers(0, 256, (32, 32, 3, size), dtype=np.uint8),
         "y": rng.integers(1, 11, (size, 1), dtype=np.uint8),
     })
+    # MATLAB's 116-byte text header names the time it was written: a fixed one instead, so that
+    # the same seed gives the same bytes (a rerun recognises its own file)
+    header = b"MATLAB 5.0 MAT-file, written by signorm-standin-data".ljust(116)
+    _write_new(path, header + buffer.getvalue()[116:])
     return path
 
 
-def _md5(path: Path) -> str:
-    return hashlib.md5(path.read_bytes()).hexdigest()
+#: Every file :func:`write_stand_in` writes, relative to the root: the three data sets' files.
+_DATA_SETS = ("cifar-10-batches-py", "cifar-100-python", "test_32x32.mat")
+#: A manifest holds a few kB; a data file of the stand-ins a few hundred kB.
+_MAX_MANIFEST_BYTES, _MAX_FILE_BYTES = 1 << 20, 64 << 20
+
+
+def _kind(mode: int) -> str:
+    return ("a symbolic link" if stat.S_ISLNK(mode) else "a folder" if stat.S_ISDIR(mode)
+            else "not a regular file")
+
+
+def _check_ours(path: Path, contents: set[bytes]) -> None:
+    """Refuse (:class:`FileExistsError`) an existing ``path`` unless it is a regular file with
+    one name (no symbolic or hard link: writing there would change another file) holding one of
+    ``contents``."""
+    status = os.lstat(path)
+    if not stat.S_ISREG(status.st_mode):
+        raise FileExistsError(f"{path} is {_kind(status.st_mode)}, not a file written by "
+                              f"signorm-standin-data: nothing was written; choose an empty "
+                              f"folder for the stand-ins.")
+    if status.st_nlink > 1:
+        raise FileExistsError(f"{path} is a hard link ({status.st_nlink} names share its data): "
+                              f"replacing it would not be signorm-standin-data's own file; "
+                              f"nothing was written.")
+    from .safety.files import read_regular
+
+    if read_regular(path, "stand-in file", _MAX_FILE_BYTES) not in contents:
+        raise FileExistsError(f"{path} exists and was not written by signorm-standin-data (its "
+                              f"content is not a stand-in's): nothing was written; choose an "
+                              f"empty folder for the stand-ins.")
+
+
+def _planned(seed: int) -> dict[str, bytes]:
+    """The stand-ins of ``seed`` as ``{relative path: bytes}``, written into a new temporary
+    folder of this process (removed after)."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="signorm-standin-") as folder:
+        root = Path(folder)
+        write_cifar10(root, seed=seed)
+        write_cifar100(root, seed=seed + 1)
+        write_svhn_test(root, seed=seed + 2)
+        return {p.relative_to(root).as_posix(): p.read_bytes()
+                for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def _check_folders(root: Path, relative: str) -> None:
+    """Refuse a folder on the way from ``root`` to ``relative`` that is a symbolic link or no
+    folder (a write would land outside ``root``)."""
+    current = root
+    for part in Path(relative).parts[:-1]:
+        current = current / part
+        if os.path.lexists(current):
+            mode = os.lstat(current).st_mode
+            if not stat.S_ISDIR(mode):
+                raise FileExistsError(f"{current} is {_kind(mode)}, not a folder "
+                                      f"signorm-standin-data wrote: nothing was written.")
 
 
 def write_stand_in(root: str | Path, seed: int = 0) -> Path:
     """CIFAR-10, CIFAR-100 and the SVHN test set as stand-ins under ``root``, and
     :data:`MANIFEST`; returns the manifest's path.
 
+    The manifest is written first (with the md5 of every file about to be written), then each
+    file whole (a new file renamed into place, never written through a link). A rerun, after
+    a run that was cut off, replaces only files the manifest lists with their recorded md5, or
+    that already hold the stand-ins' bytes.
+
     Raises:
         FileExistsError: If ``root`` holds a file of those data sets that no earlier call wrote
-            (real data is never overwritten).
+            (real data is never overwritten), a symbolic or hard link, or a folder in the way;
+            nothing is written then.
+        ValueError: If ``root`` holds a :data:`MANIFEST` that is not one.
     """
     root = Path(root)
-    previous = read_manifest(root) or {}
-    for name in ("cifar-10-batches-py", "cifar-100-python", "test_32x32.mat"):
-        existing = [root / name] if (root / name).is_file() else sorted(
-            p for p in (root / name).rglob("*") if p.is_file())
-        if foreign := [p for p in existing
-                       if p.relative_to(root).as_posix() not in previous.get("files", {})]:
+    if os.path.lexists(root) and not root.is_dir():
+        raise FileExistsError(f"{root} exists and is not a folder: nothing was written.")
+    previous = read_manifest(root) or {"files": {}}
+    planned = _planned(seed)
+    for name in _DATA_SETS:
+        existing = [root / name] if os.path.lexists(root / name) and not (
+            root / name).is_dir() else sorted(p for p in (root / name).rglob("*")
+                                               if not p.is_dir() or p.is_symlink())
+        if foreign := [p for p in existing if p.relative_to(root).as_posix() not in planned]:
             raise FileExistsError(f"{foreign[0]} exists and was not written by "
                                   "signorm-standin-data: choose an empty folder for the stand-ins")
-    written = [*(p for p in sorted(write_cifar10(root, seed=seed).rglob("*")) if p.is_file()),
-               *(p for p in sorted(write_cifar100(root, seed=seed + 1).rglob("*"))
-                 if p.is_file()),
-               write_svhn_test(root, seed=seed + 2)]
+    for relative, data in planned.items():
+        _check_folders(root, relative)
+        path = root / relative
+        if os.path.lexists(path):
+            recorded = previous["files"].get(relative)
+            current = _md5_if_regular(path)
+            _check_ours(path, {data} | ({_read_bytes(path)} if current is not None
+                                        and current == recorded else set()))
     manifest = root / MANIFEST
-    manifest.write_text(json.dumps({
-        "label": _LABEL,
-        "files": {p.relative_to(root).as_posix(): _md5(p) for p in written},
-    }, indent=1) + "\n")
+    if os.path.lexists(manifest):
+        _check_ours(manifest, {_read_bytes(manifest)})  # a manifest: replaced
+    text = json.dumps({"label": _LABEL, "files": {relative: hashlib.md5(data).hexdigest()
+                                                  for relative, data in planned.items()}},
+                      indent=1) + "\n"
+    root.mkdir(parents=True, exist_ok=True)
+    _write_new(manifest, text.encode(), _read_bytes(manifest)
+               if os.path.lexists(manifest) else None)
+    for relative, data in planned.items():
+        path = root / relative
+        _write_new(path, data, _read_bytes(path) if os.path.lexists(path) else None)
     return manifest
+
+
+def _read_bytes(path: Path) -> bytes:
+    from .safety.files import read_regular
+
+    return read_regular(path, "stand-in file", _MAX_FILE_BYTES)
+
+
+def _md5_if_regular(path: Path) -> str | None:
+    status = os.lstat(path)
+    if not stat.S_ISREG(status.st_mode) or status.st_nlink > 1:
+        return None
+    return hashlib.md5(_read_bytes(path)).hexdigest()
 
 
 def read_manifest(root: str | Path) -> dict[str, Any] | None:
@@ -192,18 +305,29 @@ def read_manifest(root: str | Path) -> dict[str, Any] | None:
     Raises:
         ValueError: If the manifest is not one :func:`write_stand_in` writes.
     """
+    from .safety.files import read_regular
+
     path = Path(root) / MANIFEST
-    if not path.is_file():
+    if not os.path.lexists(path):
         return None
     try:
-        manifest = json.loads(path.read_text())
-    except (UnicodeDecodeError, json.JSONDecodeError) as error:
-        raise ValueError(f"{path} is not a stand-in data manifest: {error}") from None
+        manifest = json.loads(read_regular(path, "manifest", _MAX_MANIFEST_BYTES,
+                                           "a stand-in data manifest").decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as error:
+        raise ValueError(f"{path} is not a stand-in data manifest: "
+                         f"{' '.join(str(error).split())}") from None
     files = manifest.get("files") if isinstance(manifest, dict) else None
     if not isinstance(files, dict) or not all(
             isinstance(k, str) and isinstance(v, str) for k, v in files.items()):
         raise ValueError(f"{path} is not a stand-in data manifest (no 'files' mapping).")
     return manifest
+
+
+def is_stand_in_root(root: str | Path) -> bool:
+    """Whether ``root`` holds stand-ins written by :func:`write_stand_in`: its
+    :data:`MANIFEST` (which the ``torch-uncertainty`` command needs to accept them, so a run on
+    them leaves it there)."""
+    return os.path.lexists(Path(root) / MANIFEST)
 
 
 def accept_stand_in_files(root: str | Path) -> dict[str, str]:
@@ -250,8 +374,13 @@ def stand_in_label(root: str | Path) -> Any:
             folder = trainer.log_dir if trainer.logger is not None else None
             if (trainer.is_global_zero and not trainer.fast_dev_run and folder
                     and Path(folder).is_dir()):
-                (Path(folder) / RUN_LABEL).write_text(f"{_LABEL}.\nData root: "
-                                                      f"{Path(root).resolve()}\n")
+                from .safety.atomic_files import replaced_atomically
+
+                manifest = read_manifest(root) or {"files": {}}
+                files = "".join(f"{md5}  {name}\n" for name, md5 in manifest["files"].items())
+                with replaced_atomically(Path(folder) / RUN_LABEL) as partial:  # never a link's
+                    partial.write_text(f"{_LABEL}.\nData root: {Path(root).resolve()}\n"
+                                       f"Files (md5):\n{files}")
 
         def teardown(self, trainer, pl_module, stage: str) -> None:
             self._write(trainer)
@@ -290,8 +419,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         manifest = write_stand_in(args.root, args.seed)
-    except FileExistsError as error:
-        parser.error(str(error))
+    except (OSError, ValueError) as error:  # one line: no usage block above the reason
+        print(f"{parser.prog}: error: {' '.join(str(error).split())}", file=sys.stderr)
+        return 2
     print(f"Wrote {len(read_manifest(args.root)['files'])} stand-in files and {manifest}.\n"
           "Run a CIFAR recipe on them (CPU, 2 training steps, then validation and the test of "
           "eval_after_fit on one batch each):\n"

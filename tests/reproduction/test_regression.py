@@ -147,11 +147,13 @@ def test_check_reproduction_raises_with_the_report_for_pytest(tmp_path):
 def test_published_row_check_from_results_files(tmp_path, capsys):
     # σN-Ens, CIFAR-100 / ResNet-50 of the main table: 80.8, 0.701, 1.6 (AUROC 80.7)
     for seed, acc in enumerate((0.806, 0.810)):
-        write_run(tmp_path / f"seed{seed}", tu_metrics(acc, 0.701, 0.016, auroc=0.807))
+        write_run(tmp_path / f"seed{seed}", tu_metrics(acc, 0.701, 0.016, auroc=0.807),
+                  config={"seed_everything": seed})
     where = ["--published", "main", "--where", "dataset=CIFAR-100", "arch=ResNet-50",
              "method=σN-Ens", "--metrics", "Acc", "NLL", "ECE", "AUROC"]
     assert regression.main([str(tmp_path), *where]) == 0
-    write_run(tmp_path / "seed2", tu_metrics(0.78, 0.80, 0.016, auroc=0.807))
+    write_run(tmp_path / "seed2", tu_metrics(0.78, 0.80, 0.016, auroc=0.807),
+              config={"seed_everything": 2})
     assert regression.main([str(tmp_path), *where]) == 1
     failed = capsys.readouterr().out.splitlines()[-1]
     assert failed == "2 of 4 metrics failed: Acc (out of tolerance), NLL (out of tolerance)"

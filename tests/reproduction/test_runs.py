@@ -14,8 +14,9 @@ def _config(seed, batch_size=64, **top):
             "data": {"class_path": "X", "init_args": {"batch_size": batch_size}}, **top}
 
 
-def _training_run(folder, seed, acc, steps=(10, 30)):
-    write_run(folder, tu_metrics(acc, 0.3, 0.01), config=_config(seed))
+def _training_run(folder, seed, acc, steps=(10, 30), trained=30):
+    write_run(folder, tu_metrics(acc, 0.3, 0.01, **{"train/trained_steps": trained}),
+              config=_config(seed))
     for step in steps:
         (folder / "checkpoints").mkdir(exist_ok=True)
         (folder / "checkpoints" / f"epoch=0-step={step}-val_acc=0.5.ckpt").write_bytes(b"")
@@ -66,6 +67,12 @@ def test_a_checkpoint_outside_the_searched_folders_is_its_own_training_run(tmp_p
     assert str(merged[0].training_run) == "/nowhere/run/version_3"
 
 
-def test_trained_steps_reads_the_checkpoint_names(tmp_path):
-    assert trained_steps(_training_run(tmp_path / "run", 0, 0.9, steps=(54, 90, 72))) == 90
+def test_trained_steps_are_the_steps_the_run_recorded_not_a_checkpoint_name(tmp_path):
+    """A run of 90 optimizer steps whose last checkpoint was saved at step 72 trained 90."""
+    assert trained_steps(_training_run(tmp_path / "run", 0, 0.9, steps=(54, 72),
+                                       trained=90)) == 90
+    write_run(tmp_path / "old", tu_metrics(0.9, 0.3, 0.01), config=_config(0))
+    (tmp_path / "old" / "checkpoints").mkdir()
+    (tmp_path / "old" / "checkpoints" / "epoch=0-step=72.ckpt").write_bytes(b"")
+    assert trained_steps(tmp_path / "old") is None  # unknown, not the checkpoint's 72
     assert trained_steps(tmp_path / "none") is None

@@ -42,13 +42,21 @@ def test_an_export_records_the_tau_the_run_ended_with(tmp_path):
 def test_a_checkpoint_records_the_tau_the_run_ended_with():
     routine = SigmaNormClassificationRoutine(
         signorm_ensemble(tiny_resnet(), num_estimators=2, tau=0.5), 10, nn.CrossEntropyLoss())
-    routine.model.set_tau(0.2)
-    checkpoint = {}
+    routine.model.set_tau(0.2)  # where a τ controller moved it
+    checkpoint = {"signorm_diversity_target": {"target": 0.5}}  # the controller's state
     routine.on_save_checkpoint(checkpoint)
     reloaded = SigmaNormClassificationRoutine(
         signorm_ensemble(tiny_resnet(), num_estimators=2, tau=0.5), 10, nn.CrossEntropyLoss())
     reloaded.on_load_checkpoint(checkpoint)
     assert reloaded.model.tau == 0.2
+    # without a controller's state, a run kept its configured τ: another one is refused
+    del checkpoint["signorm_diversity_target"]
+    fixed = SigmaNormClassificationRoutine(
+        signorm_ensemble(tiny_resnet(), num_estimators=2, tau=0.5), 10, nn.CrossEntropyLoss())
+    with pytest.raises(ValueError, match=r"signorm_tau=0.2, but the run's configuration gives "
+                                         r"tau=0.5 .* no τ controller state"):
+        fixed.on_load_checkpoint(checkpoint)
+    assert fixed.model.tau == 0.5
 
 
 def _target_routine(tau: float = 0.5) -> SigmaNormClassificationRoutine:

@@ -156,8 +156,7 @@ def _export(args: argparse.Namespace, overrides: Sequence[str]) -> Path:
     del planned
     model = ensemble_from_spec(spec, args.allow)
     model.load_state_dict(state)
-    tau = checkpoint_tau(saved)
-    if tau is not None:
+    if (tau := checkpoint_tau(saved, model.tau, f"--ckpt_path {args.ckpt_path}")) is not None:
         model.set_tau(tau)  # the export records the τ the run ended with
     directory = export_ensemble(model.eval(), spec, args.output, members=args.members,
                                 extra_class_paths=args.allow, overwrite=args.overwrite)

@@ -1,7 +1,7 @@
 """A run's logger folder: its saved configuration (:class:`SaveRunConfig`), the version an
 interrupted run continues (:func:`continue_logged_run`), the folder of a run that wrote
 nothing, removed (:func:`remove_unused_log_dirs`), and partial files that writes cut off by
-SIGKILL left (:func:`report_stale_partials`)."""
+SIGKILL left, named (:func:`report_stale_partials`)."""
 
 from __future__ import annotations
 
@@ -114,13 +114,15 @@ def remove_unused_log_dirs(trainer: Trainer | None, started: float) -> None:
 
 
 def report_stale_partials(trainer: Trainer | None, started: float) -> list[Path]:
-    """At a run's setup: remove the partial files (``.<name>.<hex>.partial``) that a write cut
-    off by SIGKILL or a power cut left in this run's own logger folder and its ``checkpoints/``
-    (a resumed run's version), with a warning naming them; name on one line of stderr, without
-    touching them, those left in the other runs' folders beside it (``version_*`` and their
-    ``checkpoints/``), which may belong to a run still writing. Only files older than
-    ``started`` (a ``time.time()``) count. Returns the files named."""
-    from ..safety.atomic_files import remove_stale_partials, stale_partials
+    """At a run's setup: name the temporary files (``.<name>.<pid>-<hex>.partial``) that a
+    write cut off by SIGKILL or a power cut left in this run's own logger folder and its
+    ``checkpoints/`` (a resumed run's version), in a warning, and on one line of stderr those
+    left in the other runs' folders beside it (``version_*`` and their ``checkpoints/``), which
+    may belong to a run still writing. None is touched: a process removes only the temporary
+    files it created (:func:`~torch_uncertainty_signorm.safety.atomic_files.
+    warn_stale_partials`). Only files older than ``started`` (a ``time.time()``) count.
+    Returns the files named on stderr."""
+    from ..safety.atomic_files import stale_partials, warn_stale_partials
 
     if trainer is None or not trainer.is_global_zero:
         return []
@@ -134,7 +136,7 @@ def report_stale_partials(trainer: Trainer | None, started: float) -> list[Path]
             continue
         own = Path(log_dir)
         for folder in (own, own / "checkpoints"):
-            remove_stale_partials(folder, started)
+            warn_stale_partials(folder, started)
         try:
             siblings = sorted(entry for entry in own.parent.iterdir() if entry.is_dir()
                               and entry.name.startswith("version_") and entry != own)

@@ -50,6 +50,10 @@ def append_to_last_row(path: Path, values: Mapping[str, Tensor | float],
     if path.is_symlink():
         _not_updated(path, "it is a symbolic link, not the table the test wrote")
         return
+    if path.lstat().st_nlink > 1:
+        _not_updated(path, "it is a hard link (another name shares its data): the row would "
+                     "change a file outside the run")
+        return
     try:
         text = read_regular(path, "results", _MAX_RESULTS_BYTES, "a results CSV").decode()
         rows = list(csv.reader(io.StringIO(text, newline="")))

@@ -34,9 +34,11 @@ from .files import (
 from .spec import check_self_contained, ensemble_from_spec
 from .writing import member_model
 
-__all__ = ["load_ensemble", "load_member"]
+__all__ = ["SUPPORTED_VERSIONS", "load_ensemble", "load_member"]
 
 
+#: The ``config.json`` versions this release reads (1: before the heads' own affine norm).
+SUPPORTED_VERSIONS = (1, 2)
 #: The keys of an export's ``config.json``.
 _CONFIG_KEYS = frozenset({"format", "version", "num_estimators", "model", "members"})
 
@@ -47,6 +49,11 @@ def _read_config(directory: Path) -> dict:
     config = read_json(path)
     if config.get("format") != FORMAT:
         raise ValueError(f"{str(path)!r} has format {config.get('format')!r}, expected {FORMAT!r}.")
+    version = config.get("version")
+    if isinstance(version, bool) or version not in SUPPORTED_VERSIONS:
+        raise ValueError(f"{str(path)!r} has version {version!r:.40}; this release reads "
+                         f"versions {', '.join(map(str, SUPPORTED_VERSIONS))} (an export of "
+                         f"a later release: update torch-uncertainty-signorm).")
     missing = [key for key in ("num_estimators", "model", "members") if key not in config]
     if missing:
         raise ValueError(f"{str(path)!r} lacks {', '.join(map(repr, missing))}; an export's "
@@ -204,7 +211,18 @@ def load_member(
             f"member {member!r} was not exported to {directory}; exported members: "
             f"{config['members'] or 'none (export with members=True / --members)'}."
         )
-    return _load_checked(
+    path = export_file(directory, name)
+    loaded = _load_checked(
         lambda: member_model(ensemble_from_spec(config["model"], extra_class_paths), member),
-        export_file(directory, name),
-    )
+        path)
+    # the member of *this* export's ensemble: a member file copied from another export (same
+    # architecture, other weights) is refused, not loaded as this ensemble's member
+    ensemble = _load_checked(lambda: ensemble_from_spec(config["model"], extra_class_paths),
+                             export_file(directory, WEIGHTS_NAME))
+    expected = member_model(ensemble, member).eval().state_dict()
+    if different := [key for key, tensor in loaded.state_dict().items()
+                     if not torch.equal(tensor, expected[key])]:
+        raise ValueError(f"'{path}' is not member {member} of the ensemble in "
+                         f"'{directory / WEIGHTS_NAME}' ({different[0]} differs): a member file "
+                         f"of another export? Export the members again (--members).")
+    return loaded

@@ -72,6 +72,7 @@ def export_ensemble(
     config = {"format": FORMAT, "version": 2, "num_estimators": model.num_estimators,
               "model": spec, "members": sorted(set(models) - {WEIGHTS_NAME}, key=_member_index)}
     with replaced_folder(directory) as staging:  # the whole export replaced in one swap
+        output_directory(directory, overwrite)  # still nothing special in it
         _keep_other_files(directory, staging)
         for name, module in models.items():
             save_model(module, str(staging / name))

@@ -49,11 +49,12 @@ from .results_table import (
     run_summary,
 )
 from .run_groups import select_runs
-from .runs import find_runs, merge_evaluations
+from .runs import Run, find_runs, merge_evaluations, result_rows
 from .tables import format_table
 
 __all__ = [
-    "DEFAULT_TOLERANCES", "RELATIVE_TOLERANCES", "Comparison", "ReproductionError",
+    "DEFAULT_TOLERANCES", "MAX_RELATIVE_TOLERANCE", "MAX_TOLERANCE", "RELATIVE_TOLERANCES",
+    "Comparison", "ReproductionError",
     "check_reproduction", "compare_rows", "format_report", "main",
 ]
 
@@ -76,6 +77,9 @@ DEFAULT_TOLERANCES: dict[str, float] = {
 #: image: the paper's two decimals alone are off by up to 1.1% at 0.48 G, and PyTorch's flop
 #: counter omits the normalization layers' few multiply-adds (0.7% for σN-Ens ResNet-18).
 RELATIVE_TOLERANCES: dict[str, float] = {"MAdds": 0.02}
+#: The widest tolerances accepted: an absolute one of a whole percentage scale, a relative one
+#: of the expected value itself. Wider passes any value: a check that checks nothing.
+MAX_TOLERANCE, MAX_RELATIVE_TOLERANCE = 100.0, 1.0
 #: Columns of a results row that describe the runs rather than measure them.
 _RUN_COLUMNS = frozenset({"runs", "seeds", "max_epochs", "max_steps", "limit_train_batches",
                           "trained_steps"})
@@ -163,23 +167,41 @@ def compare_rows(ours: Mapping[str, Any], expected: Mapping[str, Any],
 
     Raises:
         ValueError: If a requested or excluded metric is not in the expected row, a tolerance
-            is negative, or the expected row holds no metric.
+            is negative or wider than :data:`MAX_TOLERANCE` (:data:`MAX_RELATIVE_TOLERANCE`),
+            an expected value is infinite, every metric is excluded, or the expected row holds
+            no metric.
     """
     tolerances, relative = dict(tolerances or {}), dict(relative_tolerances or {})
     absolute = {k: v for k, v in DEFAULT_TOLERANCES.items() if k not in relative} | tolerances
     relative = {k: v for k, v in RELATIVE_TOLERANCES.items() if k not in tolerances} | relative
     if negative := {k: v for k, v in (absolute | relative).items() if not v >= 0}:
         raise ValueError(f"tolerances must be >= 0, got {negative}.")
+    for kind, values, bound in (("absolute", absolute, MAX_TOLERANCE),
+                                ("relative", relative, MAX_RELATIVE_TOLERANCE)):
+        if wide := {k: v for k, v in values.items() if not v <= bound}:
+            name, value = next(iter(wide.items()))
+            raise ValueError(
+                f"the {kind} tolerance {name}={value:g} is wider than {bound:g}"
+                f"{' (100%)' if kind == 'relative' else ' (a whole percentage scale)'}: it "
+                f"would pass any value; give a tolerance in the table's units, e.g. "
+                f"Acc=0.5.")
     expected_values = {k: float(v) for k, v in expected.items()
                        if _is_metric(k, v) and not math.isnan(float(v))}
     if not expected_values:
         raise ValueError(f"the expected row holds no metric: {dict(expected)}.")
+    if infinite := sorted(k for k, v in expected_values.items() if math.isinf(v)):
+        raise ValueError(f"the expected row holds {infinite[0]}={expected_values[infinite[0]]}: "
+                         f"an infinite expected value would pass or fail any result; give the "
+                         f"reference a finite value (or leave the cell empty).")
     for option, names in (("metric", metrics or ()), ("excluded metric", exclude)):
         if unknown := [name for name in names if name not in expected_values]:
             raise ValueError(f"{option} {unknown[0]!r} is not in the expected row; it holds "
                              f"{sorted(expected_values)}.")
     names = list(metrics) if metrics else list(expected_values)
     names += [name for name in exclude if name not in names]
+    if all(name in exclude for name in names):
+        raise ValueError(f"every metric of the expected row is excluded ({', '.join(names)}): "
+                         f"nothing would be compared; exclude fewer metrics.")
     notes, problems = notes or {}, problems or {}
     comparisons = []
     for name in names:
@@ -241,7 +263,8 @@ class _Ours:
     problems: dict[str, str]
 
 
-def _load_ours(path: str, row_label: str | None, select: Sequence[str] = ()) -> _Ours:
+def _load_ours(path: str, row_label: str | None, select: Sequence[str] = (),
+               allow_unknown: bool = False) -> _Ours:
     """Our row: a ``rows.csv`` (by ``method`` label, else its only row) or runs to average,
     those of one settings group (:func:`~torch_uncertainty_signorm.reproduction.run_groups.
     select_runs`: runs of different settings are refused unless ``select`` picks one group)."""
@@ -262,12 +285,38 @@ def _load_ours(path: str, row_label: str | None, select: Sequence[str] = ()) -> 
         plural = "" if runs == 1 else "s"
         return _Ours(row, [(f"ours: row {row.get('method')!r} of {path}: {count} training "
                             f"run{plural}{seeds}")], {})
-    runs = select_runs(find_runs([path]), select, path)
+    found = find_runs([path])
+    unknown = sorted({str(run.path.parent) for run in found if not _has_settings(run)})
+    if unknown and not allow_unknown:
+        raise ValueError(
+            f"the settings of {len(unknown)} run(s) under {path} cannot be read (no config.yaml "
+            f"or settings.json beside results.csv: {', '.join(unknown[:3])}"
+            f"{', ...' if len(unknown) > 3 else ''}): runs of another τ, M or budget could be "
+            f"averaged as seeds of one method. Point at the runs' folders as the command wrote "
+            f"them, or pass --allow-unknown-settings to compare them anyway.")
+    runs = select_runs(found, select, path)
     merged = merge_evaluations(runs)
     problems = {column: f"missing from {len(lacking)} of {len(merged)} runs"
                 for column, lacking in missing_columns(merged).items()}
-    return _Ours(aggregate(runs, row_label or "ours"),
-                 [f"ours: {path}: {line}" for line in run_summary(runs)], problems)
+    context = [f"ours: {path}: {line}" for line in run_summary(runs)]
+    for run in merged:  # a row appended by hand reads as the run's result: say it is there
+        if (count := result_rows(run.path)) > 1:
+            context.append(f"warning: {run.path} holds {count} result rows (one per test call "
+                           f"logged there, or rows appended to it); its last row counts")
+    if unknown:
+        context.append(f"warning: the settings of {len(unknown)} run(s) could not be read (no "
+                       f"config.yaml or settings.json), so they were not compared: averaged as "
+                       f"seeds of one method on --allow-unknown-settings")
+    return _Ours(aggregate(runs, row_label or "ours"), context, problems)
+
+
+def _has_settings(run: Run) -> bool:
+    """Whether the folder of ``run`` (or of its training run) holds its settings."""
+    from .runs import SETTINGS_FILENAME
+
+    folders = {run.path.parent, *([run.training_run] if run.training_run else [])}
+    return any((folder / name).is_file() for folder in folders
+               for name in ("config.yaml", SETTINGS_FILENAME))
 
 
 def _load_expected(args: argparse.Namespace) -> tuple[dict[str, Any], dict[str, str], str,
@@ -295,6 +344,12 @@ def _load_expected(args: argparse.Namespace) -> tuple[dict[str, Any], dict[str, 
         rows = matching
     if not rows:
         raise ValueError(f"{args.reference} holds no reference row.")
+    if len(rows) > 1:
+        labels = [str(r.get("method")) for r in rows]
+        raise ValueError(f"{args.reference} holds {len(rows)} reference rows"
+                         + (" matching --reference-where" if args.reference_where else "")
+                         + f" ({', '.join(labels[:5])}); a check compares with one: pick it "
+                         f"with --reference-where method=LABEL.")
     row = rows[0]
     budget = {k: row[k] for k in _BUDGET_KEYS if k in row} or None
     return row, {}, f"reference {args.reference}, row {row.get('method')!r}", budget
@@ -375,6 +430,10 @@ def _parser() -> argparse.ArgumentParser:
                         "settings (which are refused otherwise), e.g. tau=0.1 "
                         "target_diversity=unset; KEY is a setting of the runs' config.yaml "
                         "(its last parts suffice)")
+    parser.add_argument("--allow-unknown-settings", action="store_true",
+                        help="average results.csv files whose settings cannot be read (no "
+                        "config.yaml or settings.json beside them; refused otherwise), saying "
+                        "so in the report")
     parser.add_argument("--min-seeds", type=int, default=1, metavar="N",
                         help="fail unless our row averages at least N distinct seeds (default 1)")
     return parser
@@ -392,7 +451,7 @@ def _check(args: argparse.Namespace) -> tuple[str, bool]:
     relative = {name: value / 100 for name, value in _pairs(
         [t.removesuffix("%") for t in args.tol if t.endswith("%")], "--tol", float).items()}
     expected, notes, described, budget = _load_expected(args)
-    ours = _load_ours(args.results, args.row, args.select)
+    ours = _load_ours(args.results, args.row, args.select, args.allow_unknown_settings)
     comparisons = compare_rows(ours.row, expected, tolerances, args.metrics, relative, notes,
                                args.exclude, ours.problems)
     seeds = _seed_count(ours.row)

@@ -50,7 +50,14 @@ from typing import Any
 
 from ..evaluation.eval_sets import SEVERITIES, ood_metric_name, shift_metric_name
 from .published import PublishedTable, load_table
-from .runs import Run, find_runs, merge_evaluations, trained_steps
+from .runs import (
+    TRAINED_STEPS_COLUMN,
+    Run,
+    check_header,
+    find_runs,
+    merge_evaluations,
+    trained_steps,
+)
 from .tables import format_table
 
 __all__ = [
@@ -242,7 +249,9 @@ def aggregate(runs: Sequence[Run], label: str,
     (:func:`~torch_uncertainty_signorm.reproduction.runs.merge_evaluations`); a non-finite value is
     kept (the mean is NaN or infinite). ``seeds`` lists the training runs' seeds
     (``?`` where unknown); ``max_epochs``, ``max_steps``, ``limit_train_batches`` and
-    ``trained_steps`` (the last checkpoint's step) are set when every run has the same.
+    ``trained_steps`` (the optimizer steps the run recorded, see
+    :func:`~torch_uncertainty_signorm.reproduction.runs.trained_steps`) are set when every run
+    has the same.
 
     Returns ``{"method": label, "runs": n, "seeds": "0 1 2", "max_epochs": 200, "Acc": mean,
     "Acc_std": std, ...}``.
@@ -264,36 +273,87 @@ def aggregate(runs: Sequence[Run], label: str,
             row[key] = value
     if _shared([bool(run.settings.get("fast_dev_run")) for run in runs]):
         row["max_steps"] = int(runs[0].settings["fast_dev_run"])  # fast_dev_run: N batches
-    steps = [trained_steps(run.training_run) if run.training_run else None for run in runs]
+    steps = [int(run.metrics[TRAINED_STEPS_COLUMN])
+             if math.isfinite(run.metrics.get(TRAINED_STEPS_COLUMN, math.nan))
+             else trained_steps(run.training_run) if run.training_run else None for run in runs]
     if (value := _shared(steps)) is not None:
         row["trained_steps"] = value
     return row | mean_std(runs, test_batch_size=test_batch_size, skip_nonfinite=False)
 
 
 def write_rows(rows: Sequence[Mapping[str, Any]], path: str | Path) -> None:
-    """Write aggregated rows as CSV (columns: union of the rows', first row's order first)."""
+    """Write aggregated rows as CSV (columns: union of the rows', first row's order first),
+    whole (:func:`~torch_uncertainty_signorm.safety.atomic_files.replaced_atomically`: a link
+    at ``path`` is replaced, never written through)."""
+    from ..safety.atomic_files import replaced_atomically
+
     columns = list(dict.fromkeys(key for row in rows for key in row))
-    with Path(path).open("w", newline="") as file:
-        writer = csv.DictWriter(file, fieldnames=columns, restval="")
-        writer.writeheader()
-        writer.writerows({k: f"{v:.10g}" if isinstance(v, float) else v for k, v in row.items()}
-                         for row in rows)  # no float noise such as 4.390000000000001
+    buffer = io.StringIO(newline="")
+    writer = csv.DictWriter(buffer, fieldnames=columns, restval="")
+    writer.writeheader()
+    writer.writerows({k: f"{v:.10g}" if isinstance(v, float) else v for k, v in row.items()}
+                     for row in rows)  # no float noise such as 4.390000000000001
+    with replaced_atomically(path) as partial:
+        partial.write_text(buffer.getvalue(), newline="")
+
+
+#: Columns of a rows CSV that hold numbers (the metrics, their stds, the runs' budget).
+_NUMBER_COLUMNS = frozenset({"runs", "max_epochs", "max_steps", "limit_train_batches",
+                             "trained_steps"})
+
+
+def _numeric_column(key: str) -> bool:
+    base = key.removesuffix("_std")
+    if base.startswith("s") and "/" in base:  # a shift column, s3/Acc
+        base = base.partition("/")[2]
+    return key in _NUMBER_COLUMNS or base in PAPER_COLUMNS
 
 
 def read_rows(path: str | Path) -> list[dict[str, Any]]:
     """Read rows written by :func:`write_rows` (numbers as floats, ``nan`` as NaN); an empty
-    cell is a value the row does not hold, left out of it. ``seeds`` stays text."""
-    def value(key: str, text: str) -> Any:
-        try:
-            return text if key == "seeds" else float(text)
-        except ValueError:
-            return text
+    cell is a value the row does not hold, left out of it. ``seeds`` stays text.
 
+    Raises:
+        ValueError: If the header names a column twice, a metric's cell is not a number (a
+            word, a spreadsheet formula such as ``=1+1``), a field is over the CSV reader's
+            limit, or a row has more cells than the header; the message names the cell.
+    """
     from ..safety.files import read_regular
 
-    text = read_regular(path, "rows", 16 << 20, "a rows CSV").decode("utf-8", errors="replace")
-    return [{k: value(k, v) for k, v in row.items() if v not in ("", None)}
-            for row in csv.DictReader(io.StringIO(text, newline=""))]
+    path = Path(path)
+    text = read_regular(path, "rows", 16 << 20, "a rows CSV").decode(
+        "utf-8", errors="replace").removeprefix("\ufeff")  # a BOM is no part of a name
+    rows = []
+    try:
+        reader = csv.reader(io.StringIO(text, newline=""))
+        header = next(reader, [])
+        check_header(header, path)
+        for number, fields in enumerate(reader, start=2):
+            if len(fields) > len(header):
+                raise ValueError(f"{path}: line {number} has {len(fields)} cells but the "
+                                 f"header has {len(header)}.")
+            row = {}
+            for key, cell in zip(header, fields, strict=False):
+                if cell == "":
+                    continue
+                row[key] = _rows_cell(key, cell, path, number)
+            rows.append(row)
+    except csv.Error as error:  # a field over the csv module's limit (128 kB), a NUL byte
+        raise ValueError(f"{path} is not a rows CSV ({error}).") from None
+    return rows
+
+
+def _rows_cell(key: str, text: str, path: Path, line: int) -> Any:
+    if key == "seeds":
+        return text
+    try:
+        return float(text)
+    except ValueError:
+        if _numeric_column(key) or text[:1] in ("=", "+", "-", "@"):
+            raise ValueError(f"{path}: line {line}, column {key!r} holds {text!r:.60}, not a "
+                             f"number (a formula or text); a rows CSV holds numbers in its "
+                             f"metric columns.") from None
+        return text
 
 
 def _format(value: Any, std: Any, column: str) -> str:
@@ -417,13 +477,45 @@ def _parser() -> argparse.ArgumentParser:
                         help="size of the first test batch, for MAdds per image (default: from "
                         "each run's settings.json or config.yaml)")
     parser.add_argument("--out", default=".", help="folder for rows.csv, table.md and table.tex")
+    parser.add_argument("--overwrite", action="store_true",
+                        help="replace rows.csv, table.md and table.tex when --out holds them "
+                        "(refused otherwise: nothing is written)")
+    parser.add_argument("--select", nargs="*", default=[], metavar="KEY=VALUE",
+                        help="the runs of each row when its folders hold runs of different "
+                        "settings (refused otherwise), e.g. tau=0.1")
     return parser
 
 
+#: The files the command writes into ``--out``.
+OUTPUT_NAMES = ("rows.csv", "table.md", "table.tex")
+
+
+def _check_out(out: Path, overwrite: bool) -> None:
+    """Refuse an ``--out`` that is no folder, or that holds one of :data:`OUTPUT_NAMES` (a
+    file the command did not write this time) unless ``overwrite``."""
+    import os
+
+    if os.path.lexists(out) and not out.is_dir():
+        raise ValueError(f"--out {out} is a file, not a folder: give the folder to write "
+                         f"{', '.join(OUTPUT_NAMES)} into.")
+    present = [name for name in OUTPUT_NAMES if os.path.lexists(out / name)]
+    if present and not overwrite:
+        raise ValueError(f"--out {out} already holds {', '.join(present)}: nothing was "
+                         f"written. Choose another folder, or pass --overwrite to replace them.")
+    for name in present:
+        if (out / name).is_dir() and not (out / name).is_symlink():
+            raise ValueError(f"--out {out}: {name} is a folder; nothing was written.")
+
+
 def main(argv: Sequence[str] | None = None) -> tuple[list[str], list[list[str]]]:
+    from ..safety.atomic_files import replaced_atomically
+    from .run_groups import select_runs
+
     parser = _parser()
     args = parser.parse_args(argv)
+    out = Path(args.out)
     try:
+        _check_out(out, args.overwrite)
         where = _parse_pairs(args.where, "--where")
         groups = _parse_pairs(args.run, "--run")
         table = load_table(args.published) if args.published else None
@@ -431,7 +523,9 @@ def main(argv: Sequence[str] | None = None) -> tuple[list[str], list[list[str]]]
             if not table.select(**where):
                 raise ValueError(table.no_match_message(**where))
             where = table.resolve(**where)
-        found = {label: find_runs(paths.split(",")) for label, paths in groups.items()}
+        # each row: runs of one settings group, none on stand-in data (refused, named)
+        found = {label: select_runs(find_runs(paths.split(",")), args.select, label)
+                 for label, paths in groups.items()}
     except (ValueError, OSError) as error:  # one line: no usage block above the reason
         print(f"{parser.prog}: error: {' '.join(str(error).split())}", file=sys.stderr)
         raise SystemExit(2) from None
@@ -440,7 +534,6 @@ def main(argv: Sequence[str] | None = None) -> tuple[list[str], list[list[str]]]
         for line in run_summary(runs, args.test_batch_size):
             print(f"{label}: {line}", file=sys.stderr)
         rows.append(aggregate(runs, label, args.test_batch_size))
-    out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     write_rows(rows, out / "rows.csv")
     header, body = table_cells(table, rows, where)
@@ -448,8 +541,10 @@ def main(argv: Sequence[str] | None = None) -> tuple[list[str], list[list[str]]]
     caption = f"{table.meta['caption']} Our rows appended." if table else ""
     label = f"{table.label}-ours" if table else ""
     markdown = format_table(header, body, markdown=True)
-    (out / "table.md").write_text(markdown)
-    (out / "table.tex").write_text(to_latex(header, body, caption, label, num_keys))
+    for name, text in (("table.md", markdown),
+                       ("table.tex", to_latex(header, body, caption, label, num_keys))):
+        with replaced_atomically(out / name) as partial:  # a link there is replaced, not followed
+            partial.write_text(text)
     print(markdown)
     return header, body
 

@@ -57,21 +57,29 @@ def run_settings(run_dir: str | Path) -> dict[str, Any]:
     """A run's settings as ``{dotted path: value}``: its ``config.yaml``'s routine, data,
     optimiser and scheduler blocks and the trainer's budget and precision, then its
     ``settings.json`` (which takes precedence), without the seed and the keys that do not change
-    the result. A run on stand-in data has ``stand_in_data: True``."""
+    the result. A run on stand-in data has ``stand_in_data: True``: its folder holds
+    :data:`~torch_uncertainty_signorm.stand_in_data.RUN_LABEL`, or the data root its
+    ``config.yaml`` names holds stand-ins (:func:`~torch_uncertainty_signorm.stand_in_data.
+    is_stand_in_root`: the data themselves tell, whatever marker was removed)."""
     from ..safety.files import read_regular, read_yaml
-    from ..stand_in_data import RUN_LABEL
+    from ..stand_in_data import RUN_LABEL, is_stand_in_root
 
     run_dir = Path(run_dir)
     flat: dict[str, Any] = {}
     budget = [100_000]
     if (run_dir / "config.yaml").exists():
         config = read_yaml(run_dir / "config.yaml", "config", 16 << 20)
-        if isinstance(config, Mapping):
-            _flatten({k: config[k] for k in _BLOCKS if k in config}, "", flat, budget)
-            trainer = config.get("trainer")
-            if isinstance(trainer, Mapping):
-                _flatten({k: trainer[k] for k in _TRAINER_KEYS if trainer.get(k) is not None},
-                         "trainer", flat, budget)
+        if not isinstance(config, Mapping):
+            raise ValueError(f"{run_dir / 'config.yaml'} holds a YAML "
+                             f"{type(config).__name__}, not the mapping of settings the "
+                             f"torch-uncertainty command saves.")
+        if any(is_stand_in_root(root) for root in _data_roots(config, run_dir)):
+            flat["stand_in_data"] = True
+        _flatten({k: config[k] for k in _BLOCKS if k in config}, "", flat, budget)
+        trainer = config.get("trainer")
+        if isinstance(trainer, Mapping):
+            _flatten({k: trainer[k] for k in _TRAINER_KEYS if trainer.get(k) is not None},
+                     "trainer", flat, budget)
     if (run_dir / SETTINGS_FILENAME).exists():
         try:
             saved = json.loads(read_regular(run_dir / SETTINGS_FILENAME, "settings", 16 << 20,
@@ -83,6 +91,21 @@ def run_settings(run_dir: str | Path) -> dict[str, Any]:
     if (run_dir / RUN_LABEL).exists():
         flat["stand_in_data"] = True
     return flat
+
+
+def _data_roots(config: Mapping[str, Any], run_dir: Path) -> list[Path]:
+    """The folders the ``root`` of ``config``'s data block may name: as written (absolute, or
+    relative to the working directory) and relative to each folder above ``run_dir`` (where the
+    command may have run)."""
+    data = config.get("data")
+    init_args = data.get("init_args", data) if isinstance(data, Mapping) else None
+    root = init_args.get("root") if isinstance(init_args, Mapping) else None
+    if not isinstance(root, str) or not root:
+        return []
+    path = Path(root).expanduser()
+    if path.is_absolute():
+        return [path]
+    return [path, *(folder / path for folder in run_dir.resolve().parents)]
 
 
 def _key(settings: Mapping[str, Any]) -> str:
@@ -195,8 +218,9 @@ def select_runs(runs: Sequence[Run], select: Sequence[str] = (), where: str = ""
     settings, chosen = groups[0]
     if settings.get("stand_in_data"):
         raise ValueError(f"the runs under {where} used stand-in data (their folders hold "
-                         "STAND_IN_DATA.txt, written by signorm-standin-data): random pixels, "
-                         "a smoke test of the recipe; they are not compared with any row.")
+                         "STAND_IN_DATA.txt, or their data root holds the files "
+                         "signorm-standin-data writes): random pixels, a smoke test of the "
+                         "recipe; they are not compared with any row.")
     training_runs = {run.training_run for run in chosen}
     return [run for run in runs if (run.training_run or run.path.parent.resolve())
             in training_runs or run.path in {r.path for r in chosen}]

@@ -19,7 +19,6 @@ import csv
 import io
 import json
 import math
-import re
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,11 +27,14 @@ from typing import Any
 from ..safety.files import read_regular, read_yaml
 
 __all__ = [
-    "BUDGET_KEYS", "RESULTS_FILENAME", "SETTINGS_FILENAME", "Run", "find_runs", "iter_groups",
-    "merge_evaluations", "read_results", "read_settings", "trained_steps",
+    "BUDGET_KEYS", "RESULTS_FILENAME", "SETTINGS_FILENAME", "TRAINED_STEPS_COLUMN", "Run",
+    "check_header", "find_runs", "iter_groups", "merge_evaluations", "read_results",
+    "read_settings", "result_rows", "trained_steps",
 ]
 
 RESULTS_FILENAME = "results.csv"
+#: The ``results.csv`` column holding the optimizer steps a run took (``trainer.global_step``).
+TRAINED_STEPS_COLUMN = "train/trained_steps"
 #: A run's results.csv, config.yaml or settings.json holds kilobytes; larger is no such file.
 MAX_RESULTS_BYTES = 16 << 20
 SETTINGS_FILENAME = "settings.json"
@@ -70,20 +72,55 @@ def read_results(path: str | Path) -> dict[str, float]:
         ValueError: If the file has a header but no row.
     """
     path = Path(path)
+    rows = _result_rows(path)
+    return {key: _cell(value, key, path) for key, value in rows[-1].items() if key is not None}
+
+
+def result_rows(path: str | Path) -> int:
+    """The number of result rows of a ``results.csv`` (one per ``test`` call logged into its
+    folder; the last is the run's result)."""
+    return len(_result_rows(Path(path)))
+
+
+def _result_rows(path: Path) -> list[dict[str, str]]:
     text = read_regular(path, "results", MAX_RESULTS_BYTES, "a results.csv").decode(
-        "utf-8", errors="replace")
-    reader = csv.reader(io.StringIO(text, newline=""))
-    header = next(reader, [])
+        "utf-8", errors="replace").removeprefix("\ufeff")  # a BOM is no part of the first name
     rows = []
-    for number, fields in enumerate(reader, start=2):
-        if len(fields) != len(header):
-            raise ValueError(f"{path}: line {number} has {len(fields)} fields but the header has "
-                             f"{len(header)}; a results.csv row has one value per column.")
-        rows.append(dict(zip(header, fields, strict=True)))
+    try:
+        reader = csv.reader(io.StringIO(text, newline=""))
+        header = next(reader, [])
+        check_header(header, path)
+        for number, fields in enumerate(reader, start=2):
+            if len(fields) != len(header):
+                raise ValueError(f"{path}: line {number} has {len(fields)} fields but the "
+                                 f"header has {len(header)}; a results.csv row has one value "
+                                 f"per column.")
+            rows.append(dict(zip(header, fields, strict=True)))
+    except csv.Error as error:  # a field over the csv module's limit (128 kB), a NUL byte
+        raise ValueError(f"{path} is not a results CSV ({error}).") from None
     if not rows:
         raise ValueError(f"{path} holds no result row (only a header, or nothing).")
-    return {key: float(value) if value not in ("", None) else math.nan
-            for key, value in rows[-1].items() if key is not None}
+    return rows
+
+
+def check_header(header: list[str], path: Path) -> None:
+    """Refuse a CSV header naming a column twice (a reader would keep one of the two values
+    silently)."""
+    if duplicated := sorted({name for name in header if header.count(name) > 1}):
+        raise ValueError(f"{path} names the column {duplicated[0]!r} twice; a results file "
+                         f"holds one value per column.")
+
+
+def _cell(value: str | None, key: str, path: Path) -> float:
+    """A results.csv cell as a float (empty: NaN), refusing text (a spreadsheet formula such
+    as ``=1+1`` or a word) with the cell named."""
+    if value in ("", None):
+        return math.nan
+    try:
+        return float(value)
+    except ValueError:
+        raise ValueError(f"{path}: column {key!r} holds {value!r:.60}, not a number; a "
+                         f"results.csv holds numbers only.") from None
 
 
 def _find_key(tree: Any, key: str) -> Any:
@@ -131,7 +168,10 @@ def read_settings(log_dir: str | Path) -> dict[str, Any]:
     settings: dict[str, Any] = {}
     if (log_dir / "config.yaml").exists():
         config = read_yaml(log_dir / "config.yaml", "config", MAX_RESULTS_BYTES)
-        settings = _config_settings(config if isinstance(config, Mapping) else {})
+        if not isinstance(config, Mapping):
+            raise ValueError(f"{log_dir / 'config.yaml'} holds a YAML {type(config).__name__}, "
+                             f"not the mapping of settings the torch-uncertainty command saves.")
+        settings = _config_settings(config)
     if (log_dir / SETTINGS_FILENAME).exists():
         path = log_dir / SETTINGS_FILENAME
         try:
@@ -211,11 +251,19 @@ def _training_run(run_dir: Path, ckpt_path: Any) -> Path:
 
 
 def trained_steps(run_dir: str | Path) -> int | None:
-    """The highest ``step=N`` among the checkpoints of a run's ``checkpoints/`` folder (the
-    names Lightning's and TorchUncertainty's checkpoint callbacks write), ``None`` if none."""
-    steps = [int(match.group(1)) for path in Path(run_dir).glob("checkpoints/*.ckpt")
-             if (match := re.search(r"(?:^|-)step=(\d+)", path.stem))]
-    return max(steps, default=None)
+    """The optimizer steps a run took: its ``results.csv``'s ``train/trained_steps`` (the
+    routine records the trainer's ``global_step`` when testing), else ``None``.
+
+    The checkpoints' ``step=N`` names tell only the step of the last checkpoint saved, not
+    the steps taken after it (a run of 90 steps checkpointed every 72 steps names 72): they
+    are not read.
+    """
+    path = Path(run_dir) / RESULTS_FILENAME
+    try:
+        value = read_results(path).get(TRAINED_STEPS_COLUMN)
+    except (OSError, ValueError):
+        return None
+    return int(value) if value is not None and math.isfinite(value) and value >= 0 else None
 
 
 def merge_evaluations(runs: Iterable[Run]) -> list[Run]:

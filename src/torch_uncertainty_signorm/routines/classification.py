@@ -202,6 +202,7 @@ class SigmaNormClassificationRoutine(ClassificationRoutine):
         self.val_health = MemberHealth(model.num_estimators, classes)
         self.test_health = MemberHealth(model.num_estimators, classes)
         self.health_warnings = HealthWarnings()
+        self._checkpoint_steps = 0  # the optimizer steps of a loaded checkpoint
         self.logits_tap = LogitsTap(type(self).__name__)
         self.logits_tap.attach(self)
         if eval_grouping_loss:
@@ -289,8 +290,10 @@ class SigmaNormClassificationRoutine(ClassificationRoutine):
         super().on_load_checkpoint(checkpoint)
         if self.target_callback is not None:  # here, for load_from_checkpoint too
             self.target_callback.load_state(checkpoint)
-        tau = checkpoint_tau(checkpoint)
-        if tau is not None:
+        steps = checkpoint.get("global_step")  # a test of a checkpoint: the steps behind it
+        self._checkpoint_steps = steps if isinstance(steps, int) and steps >= 0 else 0
+        # the τ the run had reached, checked against this run's configuration
+        if (tau := checkpoint_tau(checkpoint, self.model.tau)) is not None:
             self.model.set_tau(tau)
 
     def on_train_end(self) -> None:
@@ -378,15 +381,55 @@ class SigmaNormClassificationRoutine(ClassificationRoutine):
         results |= self._health_results(self.val_health, "val", warn=fitting)
         self.log_dict(results, sync_dist=True)
 
+    def _csv_is_the_runs(self) -> bool:
+        """Whether the results CSV may be written: absent, or a regular file with one name.
+
+        TorchUncertainty's writer appends to the file it finds, through a symbolic or hard
+        link (a ``results.csv`` linked to another run's, or to a file outside the run): the
+        test row would land in that file. Such a file is left as it is, with a warning; the
+        results are still printed and logged."""
+        import os
+        import stat
+        import warnings
+
+        log_dir = get_logger_dir(self.logger) if self.logger is not None else None
+        if log_dir is None:
+            return True
+        path = log_dir / self.csv_filename
+        try:
+            status = os.lstat(path)
+        except FileNotFoundError:
+            return True
+        if stat.S_ISREG(status.st_mode) and status.st_nlink == 1:
+            return True
+        what = ("a hard link (another name shares its data)" if stat.S_ISREG(status.st_mode)
+                else "a symbolic link" if stat.S_ISLNK(status.st_mode) else "not a regular file")
+        warnings.warn(f"'{path}' is {what}: the test results were not written to it (the row "
+                      f"would land outside this run); they are printed and logged.", stacklevel=2)
+        return False
+
     def on_test_epoch_end(self) -> None:
         use_results_tables(self.trainer)  # print the diversity measures too, names unabridged
         results = self._diversity_results(self.test_diversity, "test")
         results |= self._health_results(self.test_health, "test", warn=True)
-        super().on_test_epoch_end()
+        save_to_csv = self.save_to_csv and self._csv_is_the_runs()
+        saved, self.save_to_csv = self.save_to_csv, save_to_csv
+        try:
+            super().on_test_epoch_end()
+        finally:
+            self.save_to_csv = saved
         self.log_dict(results, sync_dist=True)
-        if self.save_to_csv and self.logger is not None and self.trainer.is_global_zero:
+        if save_to_csv and self.logger is not None and self.trainer.is_global_zero:
             log_dir = get_logger_dir(self.logger)
             if log_dir is not None:
-                append_to_last_row(log_dir / self.csv_filename, results, run_dir=log_dir)
+                from ..reproduction.runs import TRAINED_STEPS_COLUMN
+
+                # the optimizer steps the run took: this process's (a fit) or, when testing a
+                # checkpoint (its loops are not restored), the checkpoint's; what the tables
+                # report as trained_steps, not a checkpoint name's step
+                taken = max(self.trainer.global_step, self._checkpoint_steps)
+                steps = {TRAINED_STEPS_COLUMN: float(taken)}
+                append_to_last_row(log_dir / self.csv_filename, results | steps,
+                                   run_dir=log_dir)
 
 

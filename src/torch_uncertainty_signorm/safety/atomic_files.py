@@ -13,6 +13,7 @@ import os
 import re
 import secrets
 import shutil
+import stat
 import time
 import warnings
 from collections.abc import Iterator
@@ -23,15 +24,26 @@ from typing import Any
 import torch
 from lightning.fabric.plugins import TorchCheckpointIO
 
+from .files import current_umask
+
 __all__ = [
     "AtomicCheckpointIO", "remove_stale_partials", "replaced_atomically", "replaced_folder",
-    "stale_partials",
+    "stale_partials", "temporary_name", "warn_stale_partials",
 ]
 
-#: The temporary names :func:`replaced_atomically` and :func:`replaced_folder` write under.
-_PARTIAL = re.compile(r"\..+\.[0-9a-f]{8}\.(partial|old)")
+#: The temporary names :func:`replaced_atomically` and :func:`replaced_folder` write under:
+#: ``.<name>.<pid>-<16 hex>.partial`` (and ``.old`` for a folder renamed aside), the pid and
+#: random token of the process that created it. Such names are only ever *named* to the user
+#: when another process left them; a process removes only the entries it created itself.
+_PARTIAL = re.compile(r"\..+\.(\d+)-[0-9a-f]{16}\.(partial|old)")
 #: When this process started: a temporary file older than it was left by another process.
 _STARTED = time.time()
+
+
+def temporary_name(path: Path, kind: str) -> Path:
+    """A new temporary name beside ``path`` carrying this process's token (its pid and 64
+    random bits): ``.<name>.<pid>-<hex>.<kind>``; nobody else creates such a name."""
+    return path.with_name(f".{path.name}.{os.getpid()}-{secrets.token_hex(8)}.{kind}")
 
 
 @contextmanager
@@ -39,14 +51,19 @@ def replaced_atomically(path: str | Path) -> Iterator[Path]:
     """Yield a temporary path beside ``path``; once the block has written it, it is flushed to
     disk and renamed to ``path``. On any error it is removed and ``path`` is left as it was.
 
+    The temporary file is created new (``O_EXCL``: never an existing file, never through a
+    symbolic link), and the rename replaces the *name* ``path``: a symbolic or hard link found
+    there is replaced, the file it leads to (another folder's, a user's) is never written.
+
     Example:
         >>> with replaced_atomically("run/checkpoints/last.ckpt") as partial:
         ...     torch.save(state, partial)
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    partial = path.with_name(f".{path.name}.{secrets.token_hex(4)}.partial")
-    os.close(os.open(partial, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o666))  # umask applies
+    partial = temporary_name(path, "partial")
+    flags = os.O_CREAT | os.O_EXCL | os.O_WRONLY | getattr(os, "O_NOFOLLOW", 0)
+    os.close(os.open(partial, flags, 0o666))  # umask applies
     try:
         yield partial
         with partial.open("rb+") as file:
@@ -59,9 +76,9 @@ def replaced_atomically(path: str | Path) -> Iterator[Path]:
 
 
 def stale_partials(directory: str | Path, before: float | None = None) -> list[Path]:
-    """The temporary files and folders (``.<name>.<hex>.partial``) that a write cut off by
-    SIGKILL or a power cut left in ``directory`` before ``before`` (default: when this process
-    started); nothing is removed."""
+    """The temporary files and folders (``.<name>.<pid>-<hex>.partial`` or ``.old``) that a
+    write cut off by SIGKILL or a power cut left in ``directory`` before ``before`` (default:
+    when this process started); nothing is touched."""
     directory, before = Path(directory), _STARTED if before is None else before
     try:
         entries = list(directory.iterdir())
@@ -77,27 +94,30 @@ def stale_partials(directory: str | Path, before: float | None = None) -> list[P
     return found
 
 
-def remove_stale_partials(directory: str | Path, before: float | None = None) -> list[Path]:
-    """Remove the temporary files and folders (``.<name>.<hex>.partial``) that a write cut off
-    by SIGKILL or a power cut left in ``directory`` before ``before`` (default: when this
-    process started), and warn naming them; returns them."""
+def warn_stale_partials(directory: str | Path, before: float | None = None) -> list[Path]:
+    """Warn naming the temporary files (:func:`stale_partials`) that another process's write,
+    cut off by SIGKILL or a power cut, left in ``directory``; returns them.
+
+    They are left where they are: only the process that created a temporary file removes it
+    (a name alone never proves whose a file is: a user's ``.bashrc.20240101.old`` or a folder
+    unpacked from an archive may look like one)."""
     directory = Path(directory)
-    removed = []
-    for entry in stale_partials(directory, before):
-        try:
-            if entry.is_dir() and not entry.is_symlink():
-                shutil.rmtree(entry)
-            else:
-                entry.unlink()
-        except OSError:
-            continue
-        removed.append(entry)
-    if removed:
+    found = stale_partials(directory, before)
+    if found:
         warnings.warn(
-            f"removed {len(removed)} partial file(s) left in {directory} by a write that was cut "
-            f"off (SIGKILL, a power cut): {', '.join(p.name for p in removed[:5])}"
-            f"{', ...' if len(removed) > 5 else ''}.", stacklevel=2)
-    return removed
+            f"{len(found)} temporary file(s) left in {directory} by a write that was cut off "
+            f"(SIGKILL, a power cut) or by another process: "
+            f"{', '.join(p.name for p in found[:5])}{', ...' if len(found) > 5 else ''}; left "
+            f"untouched: delete them once no process writes there.", stacklevel=2)
+    return found
+
+
+def remove_stale_partials(directory: str | Path, before: float | None = None) -> list[Path]:
+    """Deprecated: removes nothing any more; :func:`warn_stale_partials` (which it calls) names
+    the files left by another process, which only their owner may remove."""
+    warnings.warn("remove_stale_partials is deprecated and removes nothing: use "
+                  "warn_stale_partials.", FutureWarning, stacklevel=2)
+    return warn_stale_partials(directory, before)
 
 
 @contextmanager
@@ -106,19 +126,31 @@ def replaced_folder(path: str | Path) -> Iterator[Path]:
     it takes ``path``'s place whole: the previous folder is renamed aside, the new one renamed
     to ``path``, then the previous one removed. A reader never sees the two mixed; on any error
     (SIGTERM included, where the command turns it into an exception) the new folder is removed
-    and ``path`` is left as it was. Stale folders of writes cut off earlier are removed first
-    (:func:`remove_stale_partials`); a previous folder that such a write had renamed aside
-    without putting the new one in place (cut off between the two renames) is put back first.
+    and ``path`` is left as it was.
+
+    The new folder takes the previous folder's mode (a ``0700`` folder stays private). Both
+    temporary names carry this process's token (:func:`temporary_name`) and only they are ever
+    removed: folders other processes left beside ``path`` (a write cut off between the two
+    renames leaves the previous export aside as ``.<name>.<pid>-<hex>.old``) are named in a
+    warning, never moved or removed.
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    _restore_previous(path)
-    remove_stale_partials(path.parent)
-    token = secrets.token_hex(4)
-    partial, old = (path.with_name(f".{path.name}.{token}.partial"),
-                    path.with_name(f".{path.name}.{token}.old"))
-    partial.mkdir()
+    if not os.path.lexists(path) and (aside := [
+            entry.name for entry in stale_partials(path.parent)
+            if entry.name.startswith(f".{path.name}.") and entry.name.endswith(".old")]):
+        warnings.warn(f"{path} is missing and {', '.join(aside[:3])} lies beside it: perhaps a "
+                      f"replacement cut off (SIGKILL, a power cut) between its two renames; "
+                      f"left untouched (rename it back by hand if it is the previous "
+                      f"content).", stacklevel=3)
+    partial, old = temporary_name(path, "partial"), temporary_name(path, "old")
+    mode = path.lstat().st_mode if path.is_dir() and not path.is_symlink() else None
+    partial.mkdir(mode=0o700)
     try:
+        if mode is not None:
+            os.chmod(partial, stat.S_IMODE(mode))
+        else:
+            os.chmod(partial, 0o777 & ~current_umask())
         yield partial
         for entry in partial.iterdir():
             if entry.is_file() and not entry.is_symlink():
@@ -140,23 +172,6 @@ def replaced_folder(path: str | Path) -> Iterator[Path]:
     shutil.rmtree(old, ignore_errors=True)
 
 
-def _restore_previous(path: Path) -> None:
-    """Put back the previous folder of a :func:`replaced_folder` cut off (SIGKILL, a power cut)
-    between its two renames: ``path`` is missing and its previous content lies aside as
-    ``.<name>.<hex>.old``; the newest such folder is renamed back to ``path``, with a warning."""
-    if os.path.lexists(path):
-        return
-    aside = re.compile(rf"\.{re.escape(path.name)}\.[0-9a-f]{{8}}\.old")
-    candidates = [entry for entry in stale_partials(path.parent) if aside.fullmatch(entry.name)
-                  and entry.is_dir() and not entry.is_symlink()]
-    if not candidates:
-        return
-    previous = max(candidates, key=lambda entry: entry.lstat().st_mtime)
-    os.rename(previous, path)
-    warnings.warn(f"{path} was missing: a replacement cut off (SIGKILL, a power cut) between "
-                  f"its two renames had left it aside as {previous.name}; put back.", stacklevel=3)
-
-
 def _sync_directory(directory: Path) -> None:
     """Flush the folder's entry of the renamed file (where the platform allows it)."""
     try:
@@ -176,8 +191,8 @@ class AtomicCheckpointIO(TorchCheckpointIO):
 
     The ``torch-uncertainty`` command gives it to the trainer (unless a ``CheckpointIO`` plugin
     is configured); with a plain ``Trainer``: ``Trainer(plugins=[AtomicCheckpointIO()])``.
-    The first save into a folder removes the partial files that an earlier write cut off by
-    SIGKILL left there, with a warning naming them (:func:`remove_stale_partials`).
+    The first save into a folder names, in a warning, the temporary files that an earlier write
+    cut off by SIGKILL left there, without touching them (:func:`warn_stale_partials`).
     """
 
     def __init__(self) -> None:
@@ -192,7 +207,7 @@ class AtomicCheckpointIO(TorchCheckpointIO):
         directory = Path(path).parent
         if directory not in self._checked_directories:
             self._checked_directories.add(directory)
-            remove_stale_partials(directory)
+            warn_stale_partials(directory)
         buffer = io.BytesIO()  # serialised first: a full disk is then Python's OSError (ENOSPC),
         torch.save(checkpoint, buffer)  # not torch's zip writer's "unexpected pos"
         with replaced_atomically(path) as partial:

@@ -10,12 +10,13 @@ from pathlib import Path
 from typing import BinaryIO
 
 __all__ = [
-    "MAX_YAML_NODES", "UnboundedYAML", "check_file_name", "file_kind", "follow_umask",
-    "load_yaml", "open_regular", "read_regular", "read_yaml",
+    "MAX_YAML_NODES", "UnboundedYAML", "check_file_name", "current_umask", "file_kind",
+    "follow_umask", "load_yaml", "open_regular", "read_regular", "read_yaml",
 ]
 
 
-def _umask() -> int:
+def current_umask() -> int:
+    """The process's umask (read by setting it, then setting it back)."""
     mask = os.umask(0o022)  # the only way to read the umask is to set it
     os.umask(mask)
     return mask
@@ -28,7 +29,7 @@ def follow_umask(path: str | Path) -> Path:
     would not be readable by the group that reads its ``config.json``.
     """
     path = Path(path)
-    os.chmod(path, 0o666 & ~_umask())
+    os.chmod(path, 0o666 & ~current_umask())
     return path
 
 

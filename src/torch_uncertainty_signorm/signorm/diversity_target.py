@@ -297,7 +297,8 @@ def _check_state(state: dict[str, Any]) -> None:
     accuracy in [0, 1], counts >= 0)."""
     low, high = (math.log(bound) for bound in CONTROLLED_TAU_RANGE)
     ranges = {"log_tau": (low, high, True), "previous": (-1.0, 1.0, True),
-              "rate": (-2.0, 2.0, False), "start": (-math.inf, math.log(2.0), False),
+              "rate": (-2.0, 2.0, False),
+              "start": (math.log(_MIN_DIVERGENCE), math.log(2.0), False),
               "updates": (0, math.inf, False), "step": (0, math.inf, True),
               "best_accuracy": (0.0, 1.0, True), "floor": (low, high, True),
               "falling": (low, high, True)}

@@ -1,0 +1,42 @@
+"""A checkpoint's τ and its τ controller's state are what the run's configuration allows."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from torch_uncertainty_signorm.safety.checkpoints import checkpoint_tau
+from torch_uncertainty_signorm.signorm.diversity_target import DiversityTarget
+
+CONTROLLED = {"signorm_diversity_target": {"target": 0.5}}
+
+
+def test_a_fixed_tau_runs_checkpoint_holds_its_configured_tau():
+    assert checkpoint_tau({"signorm_tau": 0.1}, 0.1) == 0.1
+    assert checkpoint_tau({}, 0.1) is None
+    with pytest.raises(ValueError, match=r"signorm_tau=500, but the run's configuration gives "
+                                         r"tau=0.1") as error:
+        checkpoint_tau({"signorm_tau": 500.0}, 0.1)
+    assert "\n" not in str(error.value)
+
+
+@pytest.mark.parametrize("value", [math.inf, math.nan, -1.0, 1e308, "0.1", True])
+def test_a_tau_no_run_saves_is_refused(value):
+    with pytest.raises(ValueError, match=r"which no run saves \(a finite τ in \["):
+        checkpoint_tau({"signorm_tau": value, **CONTROLLED}, 0.1)
+
+
+def test_a_controlled_run_restores_the_tau_it_reached():
+    assert checkpoint_tau({"signorm_tau": 2.5, **CONTROLLED}, 0.1) == 2.5
+    with pytest.raises(ValueError, match=r"in \[0.001, 10\]"):
+        checkpoint_tau({"signorm_tau": 500.0, **CONTROLLED}, 0.1)
+
+
+def test_a_controller_start_no_run_saves_is_refused():
+    """start=-1e308 passed the state check and pinned τ at its upper bound."""
+    target = DiversityTarget(0.5, tau=1.0, total_steps=100)
+    target.update(0.99, 0)
+    state = target.state_dict() | {"start": -1e308}
+    with pytest.raises(ValueError, match=r"start=-1e\+308, which no run saves"):
+        DiversityTarget(0.5, tau=1.0, total_steps=100).load_state_dict(state)
