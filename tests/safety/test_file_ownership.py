@@ -92,7 +92,7 @@ def test_an_overwrite_refuses_a_folder_holding_a_named_pipe(tmp_path):
     out = export_ensemble(build_model(SPEC).eval(), SPEC, tmp_path / "out")
     os.mkfifo(out / "feed")
     before = _snapshot(tmp_path)
-    with pytest.raises(ValueError, match=r"'.*out' holds '.*feed', a named pipe, which an "
+    with pytest.raises(ValueError, match=r"'.*out' holds '.*feed', a named pipe .FIFO., which an "
                                          r"export cannot carry over") as error:
         export_ensemble(build_model(SPEC).eval(), SPEC, out, overwrite=True)
     assert "\n" not in str(error.value)
