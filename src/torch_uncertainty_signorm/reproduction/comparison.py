@@ -372,8 +372,9 @@ def _median(values: Sequence[float]) -> float:
     return ordered[middle] if len(ordered) % 2 else (ordered[middle - 1] + ordered[middle]) / 2
 
 
-def runs_csv(runs: Mapping[str, MethodRuns], seeds: Sequence[int]) -> str:
-    """One row per run: method, seed, folder, metrics, cost and the learned check."""
+def runs_csv(runs: Mapping[str, MethodRuns], seeds: Sequence[int], out: Path) -> str:
+    """One row per run: method, seed, folder (relative to ``out``), metrics, cost and the
+    learned check."""
     keys = [m[0] for m in METRICS]
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
@@ -382,7 +383,9 @@ def runs_csv(runs: Mapping[str, MethodRuns], seeds: Sequence[int]) -> str:
     for name, r in runs.items():
         for s in seeds:
             record = r.records[s]
-            writer.writerow([name, s, r.folders[s], *(r.metrics[s].get(k, "") for k in keys),
+            folder = r.folders[s]
+            folder = folder.relative_to(out) if folder.is_relative_to(out) else folder
+            writer.writerow([name, s, folder, *(r.metrics[s].get(k, "") for k in keys),
                              record["params_total"], record["params_trainable"],
                              record["optimizer_steps"], record["fit_seconds"],
                              record["test_seconds"], learned(r.metrics[s], record)[0],
@@ -431,6 +434,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             train(comparison, out, methods, seeds, extra)
         except RuntimeError as error:
             parser.exit(1, f"signorm-compare: error: {error}\n")
+        except KeyboardInterrupt:
+            parser.exit(130, f"signorm-compare: interrupted; the finished runs under {out} are "
+                             "kept, and running the same command again resumes the rest.\n")
     try:
         runs = collect(comparison, out, methods, seeds)
     except ValueError as error:
@@ -441,7 +447,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(text, end="")
     out.mkdir(parents=True, exist_ok=True)
     _write(out / "comparison.txt", text)
-    _write(out / "comparison_runs.csv", runs_csv(runs, seeds))
+    _write(out / "comparison_runs.csv", runs_csv(runs, seeds, out))
     print(f"\nWritten: {out / 'comparison.txt'}, {out / 'comparison_runs.csv'}")
     return 0
 

@@ -379,7 +379,8 @@ def _shorter(ours: Mapping[str, Any], expected: Mapping[str, Any] | None) -> boo
     if not expected:
         return False
     limit = ours.get("limit_train_batches")
-    if limit is not None and float(limit) != 1.0 and limit != expected.get("limit_train_batches"):
+    whole = isinstance(limit, float) and limit == 1.0  # Lightning: int 1 is one batch, 1.0 all
+    if limit is not None and not whole and limit != expected.get("limit_train_batches"):
         return True
     for key in ("max_epochs", "max_steps", "trained_steps"):
         mine, theirs = ours.get(key), expected.get(key)

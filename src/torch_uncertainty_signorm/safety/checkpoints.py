@@ -318,7 +318,33 @@ def backbone_state(model: nn.Module, content: Any, path: str | Path) -> dict[str
             f"checkpoint='{path}' does not fit {type(model).__name__}: " + "; ".join(problems)
             + ". It must come from the same architecture (a single model of the recipe)."
         )
+    _check_values(state, expected, path)
     return state
+
+
+def _kind(tensor: Tensor) -> str:
+    return ("bool" if tensor.dtype == torch.bool else "floating" if tensor.is_floating_point()
+            else "complex" if tensor.is_complex() else "integer")
+
+
+def _check_values(state: Mapping[str, Tensor], expected: Mapping[str, Tensor],
+                  path: str | Path) -> None:
+    """Refuse weights no trained model holds: another kind of dtype than the model's (integer or
+    bool weights), NaN or infinity, a negative running variance."""
+    for key, tensor in state.items():
+        if _kind(tensor) != _kind(expected[key]):
+            raise ValueError(
+                f"checkpoint='{path}' holds state_dict['{key}'] as {tensor.dtype}, where the "
+                f"model holds {expected[key].dtype}: refused (a {_kind(expected[key])} tensor "
+                f"is valid).")
+        if tensor.is_floating_point() and not bool(torch.isfinite(tensor).all()):
+            raise ValueError(
+                f"checkpoint='{path}' holds non-finite values (NaN or inf) in "
+                f"state_dict['{key}']: the run had diverged, or the file was altered; refused.")
+        if key.endswith("running_var") and tensor.is_floating_point() and bool((tensor < 0).any()):
+            raise ValueError(
+                f"checkpoint='{path}' holds negative values in state_dict['{key}'] (a "
+                f"normalization layer's running variance, >= 0 in any trained model): refused.")
 
 
 def read_backbone_checkpoint(model: nn.Module, checkpoint: str | Path) -> dict[str, Tensor]:
