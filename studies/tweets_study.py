@@ -118,8 +118,11 @@ class StudyRun:
              ("batch_size", "train_size", "val_size", "test_size", "ood_size", "max_length")]
         if self.method == "signorm":
             model = "--routine.init_args.model.init_args"
+            # The σN-Ens recipe's settings when this study ran: no warm-up, heads at the base rate.
             command += [f"{model}.tau={self.tau:g}",
-                        f"{model}.num_estimators={self.num_estimators}"]
+                        f"{model}.num_estimators={self.num_estimators}",
+                        "--lr_scheduler.init_args.warmup_steps=0",
+                        "--routine.init_args.member_lr_multiplier=1.0"]
         else:
             command.append(f"--lr_scheduler.init_args.warmup_steps={self.budget['warmup_steps']}")
         return command
