@@ -16,7 +16,7 @@ from torch.utils.data import DataLoader, TensorDataset
 
 from torch_uncertainty_signorm import export, signorm_ensemble
 from torch_uncertainty_signorm.routines import SigmaNormClassificationRoutine
-from torch_uncertainty_signorm.safety.checkpoints import CHECKPOINT_TAU, checkpoint_tau
+from torch_uncertainty_signorm.signorm.checkpoint_tau import CHECKPOINT_TAU, checkpoint_tau
 
 
 def test_set_tau_moves_the_penalty_and_leaves_the_config_as_it_started():

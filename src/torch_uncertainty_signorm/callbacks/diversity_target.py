@@ -19,6 +19,7 @@ from typing import Any
 from lightning.pytorch import Callback, LightningModule, Trainer
 from lightning.pytorch.utilities import rank_zero_warn
 
+from ..signorm.checkpoint_tau import TARGET_STATE_KEY
 from ..signorm.diversity_target import (
     TARGET_TOLERANCE,
     DiversityTarget,
@@ -31,8 +32,6 @@ from .identical_members import members_identical, regularized_cosine
 
 __all__ = ["TARGET_STATE_KEY", "DiversityTargetCallback"]
 
-#: The checkpoint's top-level key holding the controller's state.
-TARGET_STATE_KEY = "signorm_diversity_target"
 
 
 class DiversityTargetCallback(Callback):

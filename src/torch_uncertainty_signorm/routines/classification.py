@@ -20,8 +20,8 @@ from ..diversity import geometric_ambiguity, jensen_gap, signorm_cosine
 from ..evaluation.printing import use_results_tables
 from ..evaluation.results_csv import append_to_last_row
 from ..prediction import EnsemblePrediction, ensemble_prediction, member_probabilities
-from ..safety.checkpoints import CHECKPOINT_TAU, checkpoint_tau
 from ..safety.files import check_file_name
+from ..signorm.checkpoint_tau import CHECKPOINT_TAU, checkpoint_tau
 from ..signorm.diversity_target import DiversityTarget, check_controlled_tau
 from ..signorm.ensemble import SigmaNormEnsemble
 from ..signorm.optim import signorm_param_groups
@@ -285,7 +285,7 @@ class SigmaNormClassificationRoutine(ClassificationRoutine):
 
     def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
         """The checkpoint's τ back into the model (:func:`~torch_uncertainty_signorm.safety.
-        checkpoints.checkpoint_tau`): what ``fit --ckpt_path`` resumes from (the controller
+        checkpoint_tau.checkpoint_tau`): what ``fit --ckpt_path`` resumes from (the controller
         reads it there), ``test`` evaluates and ``load_from_checkpoint`` returns."""
         super().on_load_checkpoint(checkpoint)
         if self.target_callback is not None:  # here, for load_from_checkpoint too

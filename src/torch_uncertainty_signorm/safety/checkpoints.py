@@ -16,9 +16,9 @@ import torch
 from torch import Tensor, nn
 
 __all__ = [
-    "CHECKPOINT_TAU", "backbone_state", "check_lightning_checkpoint", "checkpoint_tau", "is_url",
-    "load_backbone_checkpoint", "load_torch_file", "local_file", "read_backbone_checkpoint",
-    "read_checkpoint", "read_state_file",
+    "backbone_state", "check_lightning_checkpoint", "is_url", "load_backbone_checkpoint",
+    "load_torch_file", "local_file", "read_backbone_checkpoint", "read_checkpoint",
+    "read_state_file",
 ]
 
 #: The attribute under which TorchUncertainty's routines hold their network.
@@ -28,56 +28,6 @@ _URL = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://")
 #: A scheme without slashes, which fsspec also reads (``file:/path``, ``data:...;base64,...``,
 #: Lightning's ``registry:name``); two letters at least, so a Windows drive (``C:``) is a path.
 _SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]+:")
-
-
-#: The key under which the σN-Ens routine stores its model's τ when the checkpoint is saved
-#: (the τ controller may have moved it from the recipe's): the one key loading, resuming,
-#: testing and exporting read it from (:func:`checkpoint_tau`).
-CHECKPOINT_TAU = "signorm_tau"
-#: Where checkpoints of earlier releases kept the τ controller's copy of τ (read, not written).
-_LEGACY_TARGET_STATE = "signorm_diversity_target"
-
-
-def checkpoint_tau(checkpoint: Any, configured: float | None = None,
-                   where: str = "the checkpoint") -> float | None:
-    """The τ a σN-Ens run had reached when ``checkpoint`` (a loaded mapping) was saved, checked:
-    its :data:`CHECKPOINT_TAU`, else, in a checkpoint of an earlier release, the τ controller's
-    ``log_tau``; ``None`` when it holds neither (the model's configured τ then stands).
-
-    A run with a τ controller (the checkpoint holds its state) moves τ within
-    :data:`~torch_uncertainty_signorm.signorm.diversity_target.CONTROLLED_TAU_RANGE`; a run
-    without one trains at its configured τ throughout, so its checkpoint holds that τ.
-
-    Raises:
-        ValueError: If the value is not a finite number in range, or, given ``configured`` (the
-            run's ``config.yaml``), differs from it in a run without a controller.
-    """
-    from ..callbacks.diversity_target import TARGET_STATE_KEY
-    from ..signorm.diversity_target import CONTROLLED_TAU_RANGE
-    from ..signorm.regularization import TAU_RANGE
-
-    if not isinstance(checkpoint, dict):
-        return None
-    controlled = checkpoint.get(TARGET_STATE_KEY) is not None
-    value = checkpoint.get(CHECKPOINT_TAU)
-    if value is None:
-        legacy = checkpoint.get(_LEGACY_TARGET_STATE)
-        log_tau = legacy.get("log_tau") if isinstance(legacy, dict) else None
-        if not isinstance(log_tau, float):
-            return None
-        value, controlled = math.exp(log_tau) if math.isfinite(log_tau) else log_tau, True
-    low, high = CONTROLLED_TAU_RANGE if controlled else TAU_RANGE
-    if (isinstance(value, bool) or not isinstance(value, (int, float))
-            or not (math.isfinite(value) and low <= value <= high)):
-        raise ValueError(f"{where} holds {CHECKPOINT_TAU}={value!r:.40}, which no run saves "
-                         f"(a finite τ in [{low:g}, {high:g}]): the checkpoint was altered.")
-    if (configured is not None and not controlled
-            and not math.isclose(value, configured, rel_tol=1e-6)):
-        raise ValueError(f"{where} holds {CHECKPOINT_TAU}={value:g}, but the run's configuration "
-                         f"gives tau={configured:g} and the checkpoint holds no τ controller "
-                         f"state (a fixed-τ run keeps its τ): the checkpoint was altered, or "
-                         f"belongs to another recipe.")
-    return float(value)
 
 
 def is_url(path: str | Path) -> bool:

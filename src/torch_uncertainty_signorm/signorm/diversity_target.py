@@ -269,7 +269,7 @@ class DiversityTarget:
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Restore :meth:`state_dict`; a target other than this one's is an error. τ is not
         restored here: its owner was (an earlier release's ``log_tau`` is checked, not read;
-        :func:`~torch_uncertainty_signorm.safety.checkpoints.checkpoint_tau` reads it)."""
+        :func:`~torch_uncertainty_signorm.signorm.checkpoint_tau.checkpoint_tau` reads it)."""
         if not isinstance(state, Mapping):
             raise ValueError(
                 f"The checkpoint's τ controller state is {type(state).__name__} "

@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from torch_uncertainty_signorm.safety.checkpoints import checkpoint_tau
+from torch_uncertainty_signorm.signorm.checkpoint_tau import checkpoint_tau
 from torch_uncertainty_signorm.signorm.diversity_target import DiversityTarget
 
 CONTROLLED = {"signorm_diversity_target": {"target": 0.5}}
