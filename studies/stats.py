@@ -23,6 +23,8 @@ from collections.abc import Sequence
 import numpy as np
 from scipy import stats
 
+from torch_uncertainty_signorm.reproduction.paired import mean_interval
+
 __all__ = [
     "EXACT_UP_TO", "correlation_ratio", "least_squares_change", "mean_interval",
     "paired_difference", "spearman_interval", "spearman_p", "welch_difference",
@@ -39,16 +41,6 @@ def _array(values: Sequence[float], name: str, minimum: int = 1) -> np.ndarray:
         raise ValueError(f"{name} needs a 1-D sample of at least {minimum} values, got "
                          f"shape {array.shape}.")
     return array
-
-
-def mean_interval(values: Sequence[float], confidence: float = 0.95) -> dict[str, float]:
-    """``mean``, ``low``, ``high`` (t interval; NaN bounds for one value) and ``n``."""
-    x = _array(values, "mean_interval")
-    mean, n = float(x.mean()), len(x)
-    if n < 2:
-        return {"mean": mean, "low": math.nan, "high": math.nan, "n": n}
-    half = stats.t.ppf(0.5 + confidence / 2, n - 1) * x.std(ddof=1) / math.sqrt(n)
-    return {"mean": mean, "low": mean - half, "high": mean + half, "n": n}
 
 
 def paired_difference(a: Sequence[float], b: Sequence[float],

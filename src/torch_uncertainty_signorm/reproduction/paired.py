@@ -19,8 +19,9 @@ __all__ = ["equivalence_test", "mean_interval"]
 
 def _sample(values: Sequence[float], name: str) -> np.ndarray:
     array = np.asarray(values, dtype=float)
-    if array.ndim != 1 or len(array) < 1 or not np.isfinite(array).all():
-        raise ValueError(f"{name} needs a 1-D sample of finite values, got {list(values)!r}.")
+    if array.ndim != 1 or len(array) < 1:
+        raise ValueError(f"{name} needs a 1-D sample of at least 1 value, got shape "
+                         f"{array.shape}.")
     return array
 
 
@@ -28,7 +29,7 @@ def mean_interval(values: Sequence[float], confidence: float = 0.95) -> dict[str
     """``mean``, ``low``, ``high`` (two-sided t interval; NaN bounds for one value) and ``n``.
 
     Raises:
-        ValueError: If ``values`` is empty or holds a non-finite value.
+        ValueError: If ``values`` is not a non-empty 1-D sample.
     """
     x = _sample(values, "mean_interval")
     mean, n = float(x.mean()), len(x)
@@ -49,6 +50,8 @@ def equivalence_test(differences: Sequence[float], margin: float) -> float:
     if not (isinstance(margin, (int, float)) and math.isfinite(margin) and margin > 0):
         raise ValueError(f"margin must be a positive finite number, got {margin!r}.")
     d = _sample(differences, "equivalence_test")
+    if not np.isfinite(d).all():
+        raise ValueError(f"equivalence_test needs finite differences, got {list(differences)!r}.")
     if len(d) < 2:
         raise ValueError(f"equivalence_test needs at least two differences, got {len(d)}.")
     se = d.std(ddof=1) / math.sqrt(len(d))
