@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -129,3 +130,31 @@ def test_an_untrained_run_is_named_under_the_tables():
     runs = _runs({"ref": [(0.90, 0.30)], "b": [(0.5, 0.69)]})
     text = cmp.tables(comparison, runs, (0,))
     assert "NOT LEARNED: b seed 0" in text
+
+
+def test_a_rerun_reuses_finished_runs_and_resumes_an_interrupted_one(tmp_path, monkeypatch):
+    """What `train` hands the command: nothing for a finished run, `--ckpt_path` of the
+    interruption checkpoint for an interrupted one, a plain fit otherwise."""
+    recipe = tmp_path / "r.yaml"
+    recipe.write_text("trainer: {}\n")
+    spec = {"recipe": recipe, "label": "x", "args": ()}
+    comparison = cmp.Comparison(tmp_path / "c.yaml", {"a": spec, "b": spec, "c": spec}, "a", (0,))
+    out = tmp_path / "out"
+    finished = cmp.run_folder(out, "a", 0) / "version_0"
+    finished.mkdir(parents=True)
+    (finished / "results.csv").write_text("test/cls/Acc\n0.9\n")
+    (finished / "run_record.json").write_text('{"test_seconds": 1.0}')
+    interrupted = cmp.run_folder(out, "b", 0) / "version_0" / "checkpoints"
+    interrupted.mkdir(parents=True)
+    (interrupted / "interrupted.ckpt").write_bytes(b"")
+    calls = []
+    monkeypatch.setattr(cmp.subprocess, "run",
+                        lambda argv, **_: calls.append(argv) or SimpleNamespace(returncode=0))
+    cmp.train(comparison, out, ["a", "b", "c"], [0])
+    assert len(calls) == 2  # "a" reused
+    assert f"--ckpt_path={interrupted / 'interrupted.ckpt'}" in calls[0]
+    assert not any(arg.startswith("--ckpt_path") for arg in calls[1])
+    assert "--seed_everything=0" in calls[1] and "--config" in calls[1]
+    monkeypatch.setattr(cmp.subprocess, "run", lambda argv, **_: SimpleNamespace(returncode=130))
+    with pytest.raises(RuntimeError, match=r"the x run at seed 0 exited with code 130.*resume"):
+        cmp.train(comparison, out, ["c"], [0])
