@@ -34,6 +34,8 @@ def _file(tmp_path: Path, text: str) -> Path:
      "'missing.yaml' is not a file"),
     ("reference: a\nseeds: [0]\nmethods: {a: a.yaml, b: {recipe: a.yaml, args: x}}\n",
      "list of strings"),
+    (("reference: a\nseeds: [0]\nmethods: {a: a.yaml, b: {recipe: a.yaml, args: "
+     "[--seed_everything=5]}}\n"), "'--seed_everything=5' is set by signorm-compare"),
 ])
 def test_a_bad_comparison_file_is_refused_naming_the_key_and_value(tmp_path, text, message):
     with pytest.raises(ValueError, match=message):

@@ -60,6 +60,8 @@ METRICS = (
 LEARNED_MARGINS = {"accuracy_points": 5.0, "nll_nats": 0.05}
 STAND_IN_MARKER = "STAND_IN_DATA.txt"
 CALLBACK = "torch_uncertainty_signorm.callbacks.RunRecordCallback"
+#: Options the comparison sets on every run itself: given again, one of them would be dropped.
+RESERVED_OPTIONS = ("--seed_everything", "--trainer.logger", "--ckpt_path")
 _METHOD_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
 _MEMBER_ACC = re.compile(r"test/member_(\d+)/Acc")
 
@@ -82,6 +84,10 @@ def _fail(where: str, message: str) -> ValueError:
 def _strings(value: Any, where: str) -> tuple[str, ...]:
     if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
         raise _fail(where, f"expected a list of strings, got {value!r}.")
+    if reserved := [v for v in value if v.startswith(RESERVED_OPTIONS)]:
+        raise _fail(where, f"{reserved[0]!r} is set by signorm-compare for every run (the seed "
+                           f"from --seeds, the logger under --out, the resume checkpoint); "
+                           f"options starting with {', '.join(RESERVED_OPTIONS)} are refused.")
     return tuple(value)
 
 
@@ -418,6 +424,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     extra = argv[argv.index("--") + 1:] if "--" in argv else []
     args = parser.parse_args(argv[:argv.index("--")] if "--" in argv else argv)
     try:
+        _strings(extra, "options after '--'")
         comparison = read_comparison(args.config)
         methods = list(comparison.methods) if not args.methods else [
             comparison.reference, *(m for m in args.methods if m != comparison.reference)]
