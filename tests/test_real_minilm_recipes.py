@@ -29,7 +29,7 @@ def test_signorm_recipe_fits_tests_and_writes_accuracy_and_ood_auroc(tmp_path, m
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("method", ["single", "deep_ensembles", "lora_ensemble"])
+@pytest.mark.parametrize("method", ["single", "deep_ensembles", "lora_ensemble", "multi_head"])
 def test_baseline_recipes_train_one_step(method, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     monkeypatch.setattr("sys.argv", ["torch-uncertainty"])

@@ -151,7 +151,8 @@ for _name in ("resnet18", "resnet34", "resnet50", "resnet101", "resnet152", "wid
 
 # Baselines: recorded, neither allow-listed nor exportable (no σNorm-Ensembles).
 for _module, _names in (("film", ("film_ensemble", "FiLMEnsemble")),
-                        ("lora", ("lora_ensemble", "LoRAEnsemble"))):
+                        ("lora", ("lora_ensemble", "LoRAEnsemble")),
+                        ("multi_head", ("multi_head_ensemble", "MultiHeadEnsemble"))):
     for _name in _names:
         _register(ModelEntry(f"{_PACKAGE}.baselines.{_name}", "baseline",
                              (f"{_PACKAGE}.baselines.{_module}.model.{_name}",)))
