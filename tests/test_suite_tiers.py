@@ -3,6 +3,7 @@ TorchUncertainty-recipe tests, and ruff's rule set (pyproject.toml) holds."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 
@@ -67,3 +68,25 @@ def test_ruff_finds_nothing():
     done = subprocess.run([sys.executable, "-m", "ruff", "check", "--no-cache", "--quiet", "."],
                           cwd=ROOT, capture_output=True, text=True, check=False)
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+@pytest.mark.slow
+def test_a_whole_tier_prints_its_time_and_fails_over_its_budget(tmp_path):
+    """The suite's own conftest.py and tiers.py on a one-test suite whose fast budget is 0 s."""
+    for name in ("conftest.py", "tiers.py"):
+        text = (TESTS / name).read_text()
+        if name == "tiers.py":
+            text = text.replace('TIER_BUDGETS = {"fast": ', 'TIER_BUDGETS = {"fast": 0, "x": ')
+        (tmp_path / name).write_text(text)
+    (tmp_path / "test_one.py").write_text("def test_one():\n    assert True\n")
+    (tmp_path / "pytest.ini").write_text("[pytest]\ntestpaths = .\n")
+    command = [sys.executable, "-m", "pytest", "-m", "not slow", "-p", "no:cacheprovider",
+               "-p", "no:xdist"]
+    run = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, check=False)
+    assert run.returncode == 1, run.stdout + run.stderr
+    assert re.search(r"fast tier: \d+ s of its 0 s budget .*OVER BUDGET", run.stdout)
+    assert "1 passed" in run.stdout
+    # A run of chosen files is no tier: no verdict on its time.
+    files = subprocess.run([*command, "test_one.py"], cwd=tmp_path, capture_output=True,
+                           text=True, check=False)
+    assert files.returncode == 0 and "tier:" not in files.stdout

@@ -1,5 +1,6 @@
-"""What σN-Ens, FiLM-Ensemble, LoRA-Ensemble and the multi-head ensemble share through ``MemberWrapper``: each member
-alone as a plain model, and TorchUncertainty's feature protocol (``feats_forward``/``linear``)."""
+"""What σN-Ens, FiLM-Ensemble, LoRA-Ensemble and the multi-head ensemble share through
+``MemberWrapper``: each member alone as a plain model, and TorchUncertainty's feature protocol
+(``feats_forward``/``linear``)."""
 
 from __future__ import annotations
 
