@@ -1,0 +1,139 @@
+"""The registered fine-tune comparison's readings (studies/results/finetune_comparison/DESIGN.md),
+from the runs ``signorm-compare`` trained.
+
+For one comparison folder (``--out`` of ``signorm-compare``: ``comparison_runs.csv`` and the run
+folders), it checks every run first (learned, no one-class ending, σN-Ens members apart), then
+reads, paired by seed, σN-Ens − arm:
+
+* primary: test NLL against Single, Multi-head and Deep Ensembles, Holm over that family of
+  three (the k-th smallest p-value's interval at level 1 − α/(3 − k + 1));
+* secondary, no Holm: NLL against the other arms; ECE, accuracy and OOD AUROC against every arm.
+
+Verdicts: *better* / *worse* when the interval excludes 0; *equivalent* when TOST at α = 0.05
+against the design's margin says so; otherwise *open*. Seeds missing for an arm shrink its
+pairs to the seeds both arms ran. ::
+
+    python -m studies.finetune_comparison --runs studies/results/finetune_comparison/digits
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+from pathlib import Path
+
+from torch_uncertainty_signorm.reproduction.paired import equivalence_test
+
+from .stats import paired_difference
+
+ALPHA = 0.05
+REFERENCE = "signorm"
+PRIMARY = ("single", "multi_head", "deep_ensembles")
+#: (column of comparison_runs.csv, title, display scale, TOST margin in display units).
+METRICS = (
+    ("test/cls/NLL", "NLL", 1, 0.02),
+    ("test/cls/Acc", "accuracy (points)", 100, 1.5),
+    ("test/cal/ECE", "ECE (points)", 100, 1.0),
+    ("ood/AUROC", "OOD AUROC (points)", 100, 2.0),
+)
+#: σN-Ens members count as apart below this regularized σNorm-cos at test (the design's check 3).
+APART = 0.99
+
+
+def read_runs(folder: Path) -> dict[str, dict[int, dict]]:
+    """Per method and seed, the row of ``comparison_runs.csv`` and the run's ``results.csv``."""
+    runs: dict[str, dict[int, dict]] = {}
+    with (folder / "comparison_runs.csv").open(encoding="utf-8") as file:
+        for row in csv.DictReader(file):
+            with (folder / row["folder"] / "results.csv").open(encoding="utf-8") as results:
+                (metrics,) = list(csv.DictReader(results))
+            runs.setdefault(row["method"], {})[int(row["seed"])] = {**metrics, **row}
+    return runs
+
+
+def checks(runs: dict[str, dict[int, dict]]) -> list[str]:
+    """One line per failed check (empty: every run passed all three)."""
+    failed = []
+    for method, seeds in runs.items():
+        for seed, run in sorted(seeds.items()):
+            if run["learned"] != "True":
+                failed.append(f"{method} seed {seed}: did not learn")
+            if float(run.get("test/health/one_class") or 0) > 0:
+                failed.append(f"{method} seed {seed}: ended predicting one class")
+            cos = run.get("test/div/signorm_cos_regularized")
+            if method == REFERENCE and not float(cos) < APART:
+                failed.append(f"{method} seed {seed}: members not apart (σNorm-cos {cos})")
+    return failed
+
+
+def _difference(runs, arm: str, column: str, scale: float, confidence: float) -> dict | None:
+    seeds = sorted(set(runs[REFERENCE]) & set(runs[arm]))
+    if len(seeds) < 2:
+        return None
+    ours = [scale * float(runs[REFERENCE][s][column]) for s in seeds]
+    theirs = [scale * float(runs[arm][s][column]) for s in seeds]
+    row = paired_difference(ours, theirs, confidence)
+    row["seeds"] = seeds
+    row["differences"] = [a - b for a, b in zip(ours, theirs, strict=True)]
+    return row
+
+
+def _verdict(row: dict, margin: float, higher_is_better: bool) -> str:
+    if row["low"] > 0 or row["high"] < 0:
+        return "better" if (row["low"] > 0) == higher_is_better else "worse"
+    if equivalence_test(row["differences"], margin) < ALPHA:
+        return f"equivalent (±{margin:g})"
+    return "open"
+
+
+def readings(runs: dict[str, dict[int, dict]]) -> list[dict]:
+    """The primary and secondary rows, in the design's order."""
+    rows = []
+    primary = [arm for arm in PRIMARY if arm in runs]
+    p_values = {arm: d["p"] for arm in primary
+                if (d := _difference(runs, arm, "test/cls/NLL", 1, 0.95)) is not None}
+    order = sorted(p_values, key=p_values.get)
+    levels = {arm: 1 - ALPHA / (len(PRIMARY) - k) for k, arm in enumerate(order)}
+    for arm in [a for a in runs if a != REFERENCE]:
+        for column, title, scale, margin in METRICS:
+            is_primary = arm in levels and column == "test/cls/NLL"
+            level = levels[arm] if is_primary else 1 - ALPHA
+            row = _difference(runs, arm, column, scale, level)
+            if row is None:
+                continue
+            rows.append({"reading": "primary (Holm)" if is_primary else "secondary", "arm": arm,
+                         "metric": title, "seeds": row["seeds"], "mean": row["mean"],
+                         "low": row["low"], "high": row["high"], "level": level,
+                         "verdict": _verdict(row, margin, title != "NLL" and
+                                             not title.startswith("ECE"))})
+    return sorted(rows, key=lambda r: r["reading"] != "primary (Holm)")
+
+
+def table(runs: dict[str, dict[int, dict]]) -> str:
+    """The checks, then the readings, as Markdown."""
+    failed = checks(runs)
+    lines = ["Checks (learned, no one-class ending, σN-Ens members apart): "
+             + ("every run passed" if not failed else "FAILED: " + "; ".join(failed)), "",
+             "| reading | σN-Ens − arm | metric | seeds | mean | interval | level | verdict |",
+             "|---|---|---|---|---|---|---|---|"]
+    for r in readings(runs):
+        digits = 3 if r["metric"] == "NLL" else 2
+        lines.append(f"| {r['reading']} | {r['arm']} | {r['metric']} | "
+                     f"{','.join(map(str, r['seeds']))} | {r['mean']:+.{digits}f} | "
+                     f"[{r['low']:+.{digits}f}, {r['high']:+.{digits}f}] | "
+                     f"{100 * r['level']:.1f} % | {r['verdict']} |")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--runs", type=Path, required=True,
+                        help="a signorm-compare output folder (comparison_runs.csv)")
+    args = parser.parse_args(argv)
+    text = table(read_runs(args.runs))
+    print(text, end="")
+    (args.runs / "verdicts.md").write_text(text, encoding="utf-8")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,63 @@
+"""The registered fine-tune comparison's readings: checks first, Holm on the primary NLL family,
+TOST before "equivalent"."""
+
+from __future__ import annotations
+
+import csv
+
+from studies import finetune_comparison as study
+
+COLUMNS = ["test/cls/NLL", "test/cls/Acc", "test/cal/ECE", "ood/AUROC"]
+
+
+def _write(folder, nll: dict[str, list[float]], cos: float = 0.5, learned: bool = True):
+    rows = []
+    for method, values in nll.items():
+        for seed, value in enumerate(values):
+            run = folder / method / f"seed_{seed}"
+            run.mkdir(parents=True)
+            metrics = {"test/cls/NLL": value, "test/cls/Acc": 0.9 + 0.001 * seed,
+                       "test/cal/ECE": 0.02, "ood/AUROC": 0.9 + 0.03 * seed * (method == "single"),
+                       "test/div/signorm_cos_regularized": cos, "test/health/one_class": 0}
+            with (run / "results.csv").open("w", newline="") as file:
+                writer = csv.DictWriter(file, fieldnames=list(metrics))
+                writer.writeheader()
+                writer.writerow(metrics)
+            rows.append({"method": method, "seed": seed, "folder": f"{method}/seed_{seed}",
+                         "learned": learned})
+    with (folder / "comparison_runs.csv").open("w", newline="") as file:
+        writer = csv.DictWriter(file, fieldnames=["method", "seed", "folder", "learned"])
+        writer.writeheader()
+        writer.writerows(rows)
+
+
+def test_primary_nll_is_holm_corrected_and_each_verdict_follows_its_rule(tmp_path):
+    _write(tmp_path, {
+        "signorm": [0.30, 0.31, 0.29, 0.30, 0.32],
+        "single": [0.40, 0.42, 0.39, 0.41, 0.40],       # σN-Ens clearly lower: better
+        "multi_head": [0.301, 0.309, 0.292, 0.299, 0.321],  # within ±0.02: equivalent
+        "deep_ensembles": [0.20, 0.35, 0.25, 0.40, 0.22],   # noisy: open
+        "film": [0.20, 0.21, 0.19, 0.20, 0.22],          # σN-Ens clearly higher: worse
+    })
+    runs = study.read_runs(tmp_path)
+    assert study.checks(runs) == []
+    rows = {(r["arm"], r["metric"]): r for r in study.readings(runs)}
+    primary = [r for r in rows.values() if r["reading"] == "primary (Holm)"]
+    assert {r["arm"] for r in primary} == {"single", "multi_head", "deep_ensembles"}
+    # Holm: the smallest p-value at 1 - 0.05/3, the next at 1 - 0.05/2, the last at 0.95.
+    assert sorted(round(r["level"], 4) for r in primary) == [0.95, 0.975, 0.9833]
+    assert rows["single", "NLL"]["verdict"] == "better"
+    assert rows["multi_head", "NLL"]["verdict"] == "equivalent (±0.02)"
+    assert rows["deep_ensembles", "NLL"]["verdict"] == "open"
+    assert rows["film", "NLL"]["verdict"] == "worse" and rows["film", "NLL"]["level"] == 0.95
+    # Higher is better for AUROC: Single's rises with the seed, σN-Ens's does not.
+    assert rows["single", "OOD AUROC (points)"]["mean"] < 0
+
+
+def test_failed_checks_are_named_before_any_reading(tmp_path):
+    _write(tmp_path, {"signorm": [0.3, 0.3], "single": [0.4, 0.4]}, cos=0.995, learned=False)
+    failed = study.checks(study.read_runs(tmp_path))
+    assert "signorm seed 0: members not apart (σNorm-cos 0.995)" in failed
+    assert "single seed 1: did not learn" in failed
+    text = study.table(study.read_runs(tmp_path))
+    assert text.startswith("Checks (learned, no one-class ending, σN-Ens members apart): FAILED")
