@@ -3,7 +3,7 @@
 import pytest
 from torch_uncertainty.datamodules import TUDataModule
 
-from torch_uncertainty_signorm._arguments import arguments_for
+from torch_uncertainty_signorm._arguments_for import arguments_for
 from torch_uncertainty_signorm.datamodules import DigitsDataModule
 
 

@@ -40,7 +40,7 @@ def _after_a_pause(command: str, cwd: Path) -> tuple[subprocess.CompletedProcess
 
 @pytest.mark.slow
 def test_the_start_is_the_commands_not_the_exec_ing_shells(tmp_path):
-    probe = ("import time; from torch_uncertainty_signorm._command import STARTED; "
+    probe = ("import time; from torch_uncertainty_signorm._console_script import STARTED; "
              "print(time.perf_counter() - STARTED)")
     done, _ = _after_a_pause(f"{sys.executable} -c '{probe}'", tmp_path)
     assert done.returncode == 0, done.stderr

@@ -59,7 +59,7 @@ class IdenticalMembersWarning(Callback):
 
     Args:
         diversity_target: The run's
-            :class:`~torch_uncertainty_signorm.callbacks.diversity_target.DiversityTargetCallback`,
+            :class:`~torch_uncertainty_signorm.callbacks.tau_control.DiversityTargetCallback`,
             if any: when it warns that its target was missed, that warning says it instead.
     """
 

@@ -51,7 +51,7 @@ The package holds one job per module; :class:`TUSigmaNormCLI` calls them from Li
   (:func:`~torch_uncertainty_signorm.cli.tu_recipes.register_types`, called by the command);
 * :mod:`~torch_uncertainty_signorm.cli.forwarding`: datamodule arguments copied to the routine
   (:func:`forward_datamodule_args`);
-* :mod:`~torch_uncertainty_signorm.cli.checkpoint_args`: what ``--ckpt_path`` may bring (the
+* :mod:`~torch_uncertainty_signorm.cli.ckpt_path_args`: what ``--ckpt_path`` may bring (the
   values it takes checked by :mod:`~torch_uncertainty_signorm.safety.checkpoint_args`);
 * :mod:`~torch_uncertainty_signorm.cli.optimizer`: the ``optimizer:`` / ``lr_scheduler:``
   blocks built on the routine's parameter groups;
@@ -73,7 +73,7 @@ The package holds one job per module; :class:`TUSigmaNormCLI` calls them from Li
   (:mod:`torch_uncertainty_signorm.export`, which never imports this package).
 """
 
-from .checkpoint_args import EVALUATION_ONLY_ARGS
+from .ckpt_path_args import EVALUATION_ONLY_ARGS
 from .command import TUSigmaNormCLI, cli_main, main
 from .forwarding import FORWARDED_DATA_ARGS, forward_datamodule_args
 from .interruption import SIGINT_EXIT_CODE, SIGTERM_EXIT_CODE, RunInterrupted, resume_command

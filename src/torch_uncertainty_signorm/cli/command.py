@@ -34,7 +34,7 @@ from torch_uncertainty.utils.cli import TULightningCLI, TUSaveConfigCallback
 
 from .. import _compat
 from ..safety.atomic_files import AtomicCheckpointIO
-from .checkpoint_args import reconcile_checkpoint_args
+from .ckpt_path_args import reconcile_checkpoint_args
 from .console import debugging, one_line_parser_class, silence_library_noise
 from .datamodule_setup import wrap_setup
 from .forwarding import forward_datamodule_args
@@ -264,7 +264,7 @@ class TUSigmaNormCLI(TULightningCLI):
 
     def _parse_ckpt_path(self) -> None:
         """Check a checkpoint's saved routine arguments against the recipe, never importing them
-        (:func:`~torch_uncertainty_signorm.cli.checkpoint_args.reconcile_checkpoint_args`):
+        (:func:`~torch_uncertainty_signorm.cli.ckpt_path_args.reconcile_checkpoint_args`):
         Lightning's version imports the checkpoint's ``_class_path`` and lets its values
         override the command line."""
         self.config, self._resumes_interruption = reconcile_checkpoint_args(
@@ -408,7 +408,7 @@ def main(args: ArgsType = None, started: float | None = None) -> None:
     Args:
         args: Command-line style arguments; ``sys.argv[1:]`` when ``None``.
         started: ``time.perf_counter()`` when the console script started
-            (:data:`torch_uncertainty_signorm._command.STARTED`), so the printed wall time
+            (:data:`torch_uncertainty_signorm._console_script.STARTED`), so the printed wall time
             includes the imports; now when ``None``.
     """
     # As TorchUncertainty's entry scripts: TF32 matmuls on GPUs that support them. Not on CPU,

@@ -89,7 +89,7 @@ from torch.utils.data import DataLoader, TensorDataset
 from torch_uncertainty.datamodules import TUDataModule
 
 from .. import _compat
-from .._arguments import arguments_for
+from .._arguments_for import arguments_for
 from ..checks import (
     check_choices,
     check_fraction,

@@ -11,7 +11,7 @@ from torch.utils.data import DataLoader, Dataset
 from torch_uncertainty.datamodules import TUDataModule
 
 from .. import _compat
-from .._arguments import arguments_for
+from .._arguments_for import arguments_for
 from ..checks import check_integer
 
 __all__ = ["PadToLongest", "TextDataModule", "check_text_loading", "load_tokenizer"]

@@ -25,7 +25,7 @@ weights come from the safetensors files (a ``bert_classifier`` stores its Huggin
 configuration, see :func:`~torch_uncertainty_signorm.backbones.bert_config`), and the
 regularized layers are stored by name. Loading refuses a model block asking for weights
 from elsewhere, and checks the architecture against the safetensors headers before
-allocating anything (:mod:`~torch_uncertainty_signorm.export.files`): an untrusted export can
+allocating anything (:mod:`~torch_uncertainty_signorm.export.format`): an untrusted export can
 neither run code nor make the loader fetch, hang or exhaust memory.
 
 A *member model* (:func:`member_model`, i.e. :meth:`SigmaNormEnsemble.member_model
@@ -44,7 +44,7 @@ followed by an ``nn.Linear``. Its output equals the ensemble's rows of member ``
 The package holds :mod:`~torch_uncertainty_signorm.export.spec` (the model block written as
 data, and built), :mod:`~torch_uncertainty_signorm.export.writing`
 (:func:`export_ensemble`), :mod:`~torch_uncertainty_signorm.export.loading`
-(:func:`load_ensemble`, :func:`load_member`) and :mod:`~torch_uncertainty_signorm.export.files`
+(:func:`load_ensemble`, :func:`load_member`) and :mod:`~torch_uncertainty_signorm.export.format`
 (an export's files read as untrusted data); the model block is checked by
 :mod:`~torch_uncertainty_signorm.safety.export_spec`. The command lives with the other commands
 (:mod:`~torch_uncertainty_signorm.cli.export`); nothing here imports it.
@@ -54,7 +54,7 @@ data, and built), :mod:`~torch_uncertainty_signorm.export.writing`
 from __future__ import annotations
 
 from ..safety.export_spec import EXPORTABLE_CLASS_PATHS, check_ensemble_spec
-from .files import CONFIG_NAME, FORMAT, WEIGHTS_NAME
+from .format import CONFIG_NAME, FORMAT, WEIGHTS_NAME
 from .loading import load_ensemble, load_member
 from .spec import build_model
 from .writing import export_ensemble, member_model

@@ -20,7 +20,7 @@ from ..members.wrapper import MemberModel, check_member_count
 from ..safety.allowlist import current_class_paths
 from ..safety.export_spec import check_ensemble_spec
 from ..signorm.ensemble import SigmaNormEnsemble
-from .files import (
+from .format import (
     CONFIG_NAME,
     FORMAT,
     MEMBER_FILE,

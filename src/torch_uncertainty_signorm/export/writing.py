@@ -16,7 +16,7 @@ from ..safety.atomic_files import replaced_folder
 from ..safety.export_spec import ENSEMBLE_CLASS_PATHS, check_ensemble_spec
 from ..safety.files import file_kind, follow_umask
 from ..signorm.ensemble import SigmaNormEnsemble
-from .files import CONFIG_NAME, FORMAT, MEMBER_FILE, WEIGHTS_NAME
+from .format import CONFIG_NAME, FORMAT, MEMBER_FILE, WEIGHTS_NAME
 from .spec import as_data, portable
 
 __all__ = ["export_ensemble", "member_model"]

@@ -12,9 +12,9 @@ from torch_uncertainty.utils import get_logger_dir
 from torchmetrics import MeanMetric, MetricCollection
 
 from .. import _compat
-from ..callbacks.diversity_target import DiversityTargetCallback
 from ..callbacks.identical_members import IdenticalMembersWarning
 from ..callbacks.logits_tap import LogitsTap
+from ..callbacks.tau_control import DiversityTargetCallback
 from ..checks import check_fraction, check_positive_number
 from ..diversity import geometric_ambiguity, jensen_gap, signorm_cosine
 from ..evaluation.printing import use_results_tables
@@ -61,7 +61,7 @@ class SigmaNormClassificationRoutine(ClassificationRoutine):
     - ``target_diversity``: τ adjusted every optimisation step so that the regularized
       layers' σNorm-cos settles at the target
       (:class:`~torch_uncertainty_signorm.signorm.diversity_target.DiversityTarget`, run by
-      :class:`~torch_uncertainty_signorm.callbacks.diversity_target.DiversityTargetCallback`
+      :class:`~torch_uncertainty_signorm.callbacks.tau_control.DiversityTargetCallback`
       from :meth:`configure_callbacks`); its state is saved in checkpoints (τ once, as
       ``signorm_tau``), and a run ending away from the target says so, once, with the reason.
       A ``test`` reads the checkpoint it is given: after ``fit``, the command's

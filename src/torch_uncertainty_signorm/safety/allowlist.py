@@ -84,6 +84,11 @@ MOVED_CLASS_PATHS: Mapping[str, str] = MappingProxyType({
         f"{_PACKAGE}.baselines.lora.model.lora_ensemble",
     f"{_PACKAGE}.baselines.lora_ensemble.LoRAEnsemble":
         f"{_PACKAGE}.baselines.lora.model.LoRAEnsemble",
+    # Callback modules renamed apart from the datamodule and σN-Ens modules of the same name.
+    f"{_PACKAGE}.callbacks.ood_shift.OODShiftEvaluation":
+        f"{_PACKAGE}.callbacks.ood_shift_metrics.OODShiftEvaluation",
+    f"{_PACKAGE}.callbacks.diversity_target.DiversityTargetCallback":
+        f"{_PACKAGE}.callbacks.tau_control.DiversityTargetCallback",
     # TorchUncertainty's, renamed after its CIFAR recipes were written.
     "torch_uncertainty.models.deep_ensembles": "torch_uncertainty.methods.deep_ensembles",
 })

@@ -3,7 +3,7 @@ the recipe leaves an argument unset, checked before the command's parser reads t
 what it reads) and again on what it parsed.
 
 Which values are taken is the command's decision
-(:func:`~torch_uncertainty_signorm.cli.checkpoint_args.reconcile_checkpoint_args`); this module
+(:func:`~torch_uncertainty_signorm.cli.ckpt_path_args.reconcile_checkpoint_args`); this module
 says which of them are safe to take: none that reads or fetches weights or files, no number
 that is not finite, no class outside the allow-list, no string the parser would read as a
 class, no layer-selection pattern that could take exponential time to match.
