@@ -20,8 +20,10 @@ failed = []
 for name in sys.argv[1:]:
     installed, floor = Version(version(name)), floors[name]
     at_floor = installed.release[: len(floor.release)] == floor.release
-    print(f"{name:20} floor {floor!s:10} installed {installed!s:12} "
-          f"{'ok' if at_floor else 'ABOVE THE FLOOR'}")
+    print(
+        f"{name:20} floor {floor!s:10} installed {installed!s:12} "
+        f"{'ok' if at_floor else 'ABOVE THE FLOOR'}"
+    )
     if not at_floor:
         failed.append(name)
 if failed:

@@ -220,7 +220,8 @@ def _baseline(name: str) -> Callable:
         from torch_uncertainty_signorm import baselines
     except ImportError as error:
         raise MethodUnavailable(
-            f"torch_uncertainty_signorm.baselines not available ({error})") from error
+            f"torch_uncertainty_signorm.baselines not available ({error})"
+        ) from error
     if not hasattr(baselines, name):
         raise MethodUnavailable(f"torch_uncertainty_signorm.baselines has no {name}")
     return getattr(baselines, name)
@@ -467,6 +468,7 @@ def count_norm_kernels(runner: Runner, method: Method, inputs: Tensor) -> int:
         runner.eval_step(method, inputs)
     return counter.count
 
+
 def _norm_pairs(
     preset: Preset, m: int, batch: int
 ) -> list[tuple[str, nn.Module, str, nn.Module, tuple]]:
@@ -583,8 +585,9 @@ def run_benchmark(
             except Exception as error:
                 log(f"{sigma_name} under torch.compile: unavailable ({type(error).__name__})")
                 continue
-            timed[f"compiled:{sigma_name}"] = (
-                lambda layer=compiled, k=sigma_name: norm_step(layer, k))
+            timed[f"compiled:{sigma_name}"] = lambda layer=compiled, k=sigma_name: norm_step(
+                layer, k
+            )
 
     samples: dict[str, list[float]] = {key: [] for key in timed}
     keys = list(timed)
@@ -715,6 +718,7 @@ def format_table(report: Report) -> str:
         if row.unavailable:
             lines.append([row.name, f"unavailable: {row.unavailable}"] + [""] * (len(header) - 2))
             continue
+
         def ref(attr, base, row=row):
             return _fmt(_ratio(getattr(row, attr), base and getattr(base, attr)), ".2f")
 
@@ -749,8 +753,9 @@ def format_table(report: Report) -> str:
             out.append(f"| {line[0]:<{widths[0]}} | {line[1]} |")
         else:
             out.append(
-                "| " + " | ".join(cell.ljust(width)
-                                 for cell, width in zip(line, widths, strict=True)) + " |"
+                "| "
+                + " | ".join(cell.ljust(width) for cell, width in zip(line, widths, strict=True))
+                + " |"
             )
         if index == 0:
             out.append("|" + "|".join("-" * (width + 2) for width in widths) + "|")
@@ -785,8 +790,14 @@ def format_table(report: Report) -> str:
 
 
 #: Environment variables that change how freed CPU memory is reused (glibc tunables, preloads).
-_ALLOCATOR_ENV = ("GLIBC_TUNABLES", "LD_PRELOAD", "MALLOC_MMAP_MAX_", "MALLOC_MMAP_THRESHOLD_",
-                  "MALLOC_TRIM_THRESHOLD_", "THP_MEM_ALLOC_ENABLE")
+_ALLOCATOR_ENV = (
+    "GLIBC_TUNABLES",
+    "LD_PRELOAD",
+    "MALLOC_MMAP_MAX_",
+    "MALLOC_MMAP_THRESHOLD_",
+    "MALLOC_TRIM_THRESHOLD_",
+    "THP_MEM_ALLOC_ENABLE",
+)
 
 
 def environment() -> str:
@@ -883,6 +894,7 @@ def main(argv: Sequence[str] | None = None) -> Report:
     args = parse_args(argv)
     if args.threads is not None:
         torch.set_num_threads(args.threads)
+
     def log(text):
         print(text, file=sys.stderr, flush=True)
 

@@ -28,12 +28,17 @@ def study_command(
     parser = argparse.ArgumentParser(prog=prog, description=description)
     parser.add_argument("--out", default=out, help="output folder")
     parser.add_argument("--jobs", type=int, default=2, help="runs trained at a time")
-    parser.add_argument("--parts", nargs="+", choices=list(parts), default=list(parts),
-                        help="which runs to train")
-    parser.add_argument("--figures-only", action="store_true",
-                        help="only redraw the tables and figures from the kept runs")
-    parser.add_argument("--runs-only", action="store_true",
-                        help="only train the runs, without tables and figures")
+    parser.add_argument(
+        "--parts", nargs="+", choices=list(parts), default=list(parts), help="which runs to train"
+    )
+    parser.add_argument(
+        "--figures-only",
+        action="store_true",
+        help="only redraw the tables and figures from the kept runs",
+    )
+    parser.add_argument(
+        "--runs-only", action="store_true", help="only train the runs, without tables and figures"
+    )
     args = parser.parse_args(argv)
     if args.jobs < 1:
         parser.error(f"--jobs must be >= 1, got {args.jobs}")
@@ -68,8 +73,9 @@ def train_runs(
         log_dir.mkdir(parents=True, exist_ok=True)
         start = time.perf_counter()
         with open(log_dir / "command.log", "w") as log:
-            done = subprocess.run(run.command(runs_dir), env=env, stdout=log,
-                                  stderr=subprocess.STDOUT, check=False)
+            done = subprocess.run(
+                run.command(runs_dir), env=env, stdout=log, stderr=subprocess.STDOUT, check=False
+            )
         seconds = time.perf_counter() - start
         if done.returncode:
             return f"FAILED {log_dir} (exit {done.returncode}, see its command.log)"

@@ -45,23 +45,45 @@ MODEL, ROUTINE = "--routine.init_args.model.init_args", "--routine.init_args"
 #: Arm -> (recipe, overrides of it), as registered.
 ARMS = {
     "A_single": ("digits_study_single.yaml", ()),
-    "B_signorm_M1": ("digits_study_signorm.yaml",
-                     (f"{MODEL}.num_estimators=1", f"{ROUTINE}.member_lr_multiplier=1")),
-    "C_M4_lambda0": ("digits_study_signorm.yaml",
-                     (f"{MODEL}.diversity_strength=0", f"{ROUTINE}.warn_identical_members=false")),
+    "B_signorm_M1": (
+        "digits_study_signorm.yaml",
+        (f"{MODEL}.num_estimators=1", f"{ROUTINE}.member_lr_multiplier=1"),
+    ),
+    "C_M4_lambda0": (
+        "digits_study_signorm.yaml",
+        (f"{MODEL}.diversity_strength=0", f"{ROUTINE}.warn_identical_members=false"),
+    ),
     "D_M4_tau0.1": ("digits_study_signorm.yaml", ()),
-    "E_M4_lambda0_nospread": ("digits_study_signorm.yaml",
-                              (f"{MODEL}.diversity_strength=0", f"{MODEL}.scale_init_std=0",
-                               f"{ROUTINE}.warn_identical_members=false")),
-    "F_M4_tau0.1_symmetric": ("digits_study_signorm.yaml",
-                              (f"{MODEL}.scale_init_std=0", f"{MODEL}.member_spread=0.05")),
+    "E_M4_lambda0_nospread": (
+        "digits_study_signorm.yaml",
+        (
+            f"{MODEL}.diversity_strength=0",
+            f"{MODEL}.scale_init_std=0",
+            f"{ROUTINE}.warn_identical_members=false",
+        ),
+    ),
+    "F_M4_tau0.1_symmetric": (
+        "digits_study_signorm.yaml",
+        (f"{MODEL}.scale_init_std=0", f"{MODEL}.member_spread=0.05"),
+    ),
 }
 PACKAGES = ("torch", "lightning", "torch-uncertainty", "torch-uncertainty-signorm")
-KEPT_COLUMNS = ("step", "epoch", "train_loss", "train/signorm_cos",
-                "train/signorm_cos_regularized", "train/diversity_loss", "val/cls/NLL",
-                "val/cls/Acc", "val/cal/ECE", "val/div/signorm_cos",
-                "val/div/signorm_cos_regularized", "val/div/jensen_gap",
-                "val/health/one_class", "val/health/dead_members")
+KEPT_COLUMNS = (
+    "step",
+    "epoch",
+    "train_loss",
+    "train/signorm_cos",
+    "train/signorm_cos_regularized",
+    "train/diversity_loss",
+    "val/cls/NLL",
+    "val/cls/Acc",
+    "val/cal/ECE",
+    "val/div/signorm_cos",
+    "val/div/signorm_cos_regularized",
+    "val/div/jensen_gap",
+    "val/health/one_class",
+    "val/health/dead_members",
+)
 PREDICTIONS = "test_predictions.safetensors"
 RERUN = "_rerun"
 
@@ -90,16 +112,24 @@ class AttributionRun:
             recipe, overrides = ARMS[self.arm]
         else:
             recipe = "digits_study_signorm.yaml"
-            overrides = (f"{MODEL}.tau={self.tau:g}", f"{MODEL}.diversity_strength=0.01",
-                         f"{MODEL}.regularized_layers={PLACEMENTS[self.placement]}")
-        return ["torch-uncertainty", "fit", "--config", f"experiments/{recipe}",
-                f"--seed_everything={self.seed}",
-                f"--trainer.logger.init_args.save_dir={log_dir.parent.parent}",
-                f"--trainer.logger.init_args.name={log_dir.parent.name}",
-                f"--trainer.logger.init_args.version={log_dir.name}",
-                *overrides,
-                "--trainer.callbacks+=torch_uncertainty_signorm.callbacks.TestPredictionWriter",
-                "--trainer.callbacks.dataloaders=[0]"]
+            overrides = (
+                f"{MODEL}.tau={self.tau:g}",
+                f"{MODEL}.diversity_strength=0.01",
+                f"{MODEL}.regularized_layers={PLACEMENTS[self.placement]}",
+            )
+        return [
+            "torch-uncertainty",
+            "fit",
+            "--config",
+            f"experiments/{recipe}",
+            f"--seed_everything={self.seed}",
+            f"--trainer.logger.init_args.save_dir={log_dir.parent.parent}",
+            f"--trainer.logger.init_args.name={log_dir.parent.name}",
+            f"--trainer.logger.init_args.version={log_dir.name}",
+            *overrides,
+            "--trainer.callbacks+=torch_uncertainty_signorm.callbacks.TestPredictionWriter",
+            "--trainer.callbacks.dataloaders=[0]",
+        ]
 
 
 def study_runs(parts=("arms", "placement")) -> list[AttributionRun]:
@@ -111,31 +141,44 @@ def study_runs(parts=("arms", "placement")) -> list[AttributionRun]:
         # H4 reads τ = 0.01 and τ = 1 of both placements: those first, τ = 0.1 last (the
         # second-norm τ = 0.1 cell is arm D's command, last of all)
         cells = [(p, t) for t in (0.01, 1.0, 0.1) for p in ("first", "second")]
-        runs += [AttributionRun("placement", s, placement=p, tau=t)
-                 for p, t in cells for s in PLACEMENT_SEEDS]
+        runs += [
+            AttributionRun("placement", s, placement=p, tau=t)
+            for p, t in cells
+            for s in PLACEMENT_SEEDS
+        ]
     return runs
 
 
 def provenance(code: Path) -> dict:
     def git(*args: str) -> str:
-        return subprocess.run(["git", "-C", str(code), *args], capture_output=True, check=False,
-                              text=True).stdout.strip()
+        return subprocess.run(
+            ["git", "-C", str(code), *args], capture_output=True, check=False, text=True
+        ).stdout.strip()
 
     imported = subprocess.run(
         ["python", "-c", "import torch_uncertainty_signorm as t; print(t.__file__)"],
-        capture_output=True, text=True, cwd=code, check=False).stdout.strip()
-    return {"commit": git("rev-parse", "HEAD"),
-            "src_modified": bool(git("status", "--porcelain", "src", "experiments")),
-            "imported_from": imported,
-            "versions": {name: version(name) for name in PACKAGES}}
+        capture_output=True,
+        text=True,
+        cwd=code,
+        check=False,
+    ).stdout.strip()
+    return {
+        "commit": git("rev-parse", "HEAD"),
+        "src_modified": bool(git("status", "--porcelain", "src", "experiments")),
+        "imported_from": imported,
+        "versions": {name: version(name) for name in PACKAGES},
+    }
 
 
 def write_trajectory(log_dir: Path) -> None:
     with (log_dir / "metrics.csv").open(newline="") as file:
         rows = list(csv.DictReader(file))
     columns = [c for c in KEPT_COLUMNS if rows and c in rows[0]]
-    kept = [{c: row[c] for c in columns} for row in rows
-            if any(row[c] not in ("", None) for c in columns if c not in ("step", "epoch"))]
+    kept = [
+        {c: row[c] for c in columns}
+        for row in rows
+        if any(row[c] not in ("", None) for c in columns if c not in ("step", "epoch"))
+    ]
     with (log_dir / "trajectory.csv").open("w", newline="") as file:
         writer = csv.DictWriter(file, columns)
         writer.writeheader()
@@ -154,8 +197,10 @@ def write_example_nll(log_dir: Path) -> None:
     with (log_dir / "test_nll.csv").open("w", newline="") as file:
         writer = csv.writer(file)
         writer.writerow(["index", "target", "pred", "nll"])
-        writer.writerows((i, int(t), int(p), f"{float(v):.6g}") for i, (t, p, v) in
-                         enumerate(zip(targets, preds, nll, strict=True)))
+        writer.writerows(
+            (i, int(t), int(p), f"{float(v):.6g}")
+            for i, (t, p, v) in enumerate(zip(targets, preds, nll, strict=True))
+        )
     (log_dir / PREDICTIONS).unlink()
 
 
@@ -166,8 +211,9 @@ def make_record(code: Path):
         write_trajectory(log_dir)
         write_example_nll(log_dir)
         (log_dir / "metrics.csv").unlink()
-        (log_dir / "settings.json").write_text(json.dumps(
-            asdict(run) | {"name": run.name, "run_seconds": round(seconds, 1)}, indent=1))
+        (log_dir / "settings.json").write_text(
+            json.dumps(asdict(run) | {"name": run.name, "run_seconds": round(seconds, 1)}, indent=1)
+        )
         (log_dir / "provenance.json").write_text(json.dumps(info, indent=1))
 
     return record
@@ -179,23 +225,37 @@ def run_study(code: Path, runs_dir: Path, jobs: int, parts, reruns=()) -> None:
     code, runs_dir = Path(code).resolve(), Path(runs_dir).resolve()
     os.chdir(code)
     os.environ["PYTHONPATH"] = str(code / "src")
-    runs = study_runs(parts) + [AttributionRun(r.split(":")[0], int(r.split(":")[1]), rerun=True)
-                                for r in reruns]
-    train_runs(runs, runs_dir, jobs, record=make_record(code),
-               kept=lambda d: (d / "provenance.json").is_file())
+    runs = study_runs(parts) + [
+        AttributionRun(r.split(":")[0], int(r.split(":")[1]), rerun=True) for r in reruns
+    ]
+    train_runs(
+        runs,
+        runs_dir,
+        jobs,
+        record=make_record(code),
+        kept=lambda d: (d / "provenance.json").is_file(),
+    )
 
 
 # ------------------------------------------------------------------------------ analysis
 COMMIT = "c4ba5715bd1232dd59cfcf0afabfffe3618ba506"
 DELTA, ALPHA, FAMILY = 0.02, 0.05, 4
 CONVERGENCE_LIMIT, DIVERGED, ONE_CLASS_SHARE = 0.02, 0.99, 0.95
-COLUMNS = {"NLL": "test/cls/NLL", "Acc": "test/cls/Acc", "ECE": "test/cal/ECE",
-           "JG": "test/div/jensen_gap", "MI": "test/ens_MI",
-           "cos_reg": "test/div/signorm_cos_regularized"}
+COLUMNS = {
+    "NLL": "test/cls/NLL",
+    "Acc": "test/cls/Acc",
+    "ECE": "test/cal/ECE",
+    "JG": "test/div/jensen_gap",
+    "MI": "test/ens_MI",
+    "cos_reg": "test/div/signorm_cos_regularized",
+}
 #: Hypothesis -> (the contrast that orders it for Holm: (run a, run b) of NLL, a - b).
-CONTRASTS = {"H1": ("D_M4_tau0.1", "B_signorm_M1"), "H2": ("D_M4_tau0.1", "C_M4_lambda0"),
-             "H3": ("F_M4_tau0.1_symmetric", "E_M4_lambda0_nospread"),
-             "H4": ("placement_first_tau0.01", "placement_first_tau1")}
+CONTRASTS = {
+    "H1": ("D_M4_tau0.1", "B_signorm_M1"),
+    "H2": ("D_M4_tau0.1", "C_M4_lambda0"),
+    "H3": ("F_M4_tau0.1_symmetric", "E_M4_lambda0_nospread"),
+    "H4": ("placement_first_tau0.01", "placement_first_tau1"),
+}
 
 
 def load_runs(runs_dir: Path) -> dict[str, dict[int, dict]]:
@@ -205,20 +265,26 @@ def load_runs(runs_dir: Path) -> dict[str, dict[int, dict]]:
         if not (folder / "provenance.json").is_file():
             continue
         with (folder / "results.csv").open(newline="") as file:
-            metrics = {k: float(v) if v not in ("", None) else math.nan
-                       for k, v in list(csv.DictReader(file))[-1].items()}
+            metrics = {
+                k: float(v) if v not in ("", None) else math.nan
+                for k, v in list(csv.DictReader(file))[-1].items()
+            }
         with (folder / "test_nll.csv").open(newline="") as file:
             examples = list(csv.DictReader(file))
         with (folder / "trajectory.csv").open(newline="") as file:
             trajectory = list(csv.DictReader(file))
         seed = int(folder.name.removeprefix("seed"))
         runs.setdefault(folder.parent.name, {})[seed] = {
-            "folder": folder, "metrics": metrics, "trajectory": trajectory,
+            "folder": folder,
+            "metrics": metrics,
+            "trajectory": trajectory,
             "nll": np.array([float(r["nll"]) for r in examples]),
             "targets": np.array([int(r["target"]) for r in examples]),
-            "preds": (np.array([int(r["pred"]) for r in examples]) if "pred" in examples[0]
-                      else None),
-            "provenance": json.loads((folder / "provenance.json").read_text())}
+            "preds": (
+                np.array([int(r["pred"]) for r in examples]) if "pred" in examples[0] else None
+            ),
+            "provenance": json.loads((folder / "provenance.json").read_text()),
+        }
     return runs
 
 
@@ -226,8 +292,11 @@ def check_run(name: str, run: dict) -> dict:
     """The registered checks of one run, read before any metric."""
     from .stats import least_squares_change
 
-    points = [(float(r["step"]), float(r["val/cls/NLL"])) for r in run["trajectory"]
-              if r.get("val/cls/NLL") not in (None, "")]
+    points = [
+        (float(r["step"]), float(r["val/cls/NLL"]))
+        for r in run["trajectory"]
+        if r.get("val/cls/NLL") not in (None, "")
+    ]
     change = least_squares_change(*zip(*points, strict=True))
     m = run["metrics"]
     if "test/health/one_class" in m:
@@ -242,16 +311,26 @@ def check_run(name: str, run: dict) -> dict:
         dead, source = 0, "accuracy bound"
     cos = m.get("test/div/signorm_cos_regularized", math.nan)
     needs_divergence = name in ("D_M4_tau0.1", "F_M4_tau0.1_symmetric")
-    row = {"run": f"{name}/{run['folder'].name}",
-           "commit": run["provenance"]["commit"][:7],
-           "src clean": not run["provenance"]["src_modified"],
-           "val NLL change (last 20 %)": round(change, 4),
-           "converged": bool(abs(change) < CONVERGENCE_LIMIT),
-           "one class": one_class, "dead members": dead, "health from": source,
-           "cos_reg": round(cos, 4) if math.isfinite(cos) else "",
-           "diverged": (bool(cos < DIVERGED) if needs_divergence else "")}
-    row["passed"] = bool(row["commit"] == COMMIT[:7] and row["src clean"] and row["converged"]
-                         and not one_class and not dead and row["diverged"] is not False)
+    row = {
+        "run": f"{name}/{run['folder'].name}",
+        "commit": run["provenance"]["commit"][:7],
+        "src clean": not run["provenance"]["src_modified"],
+        "val NLL change (last 20 %)": round(change, 4),
+        "converged": bool(abs(change) < CONVERGENCE_LIMIT),
+        "one class": one_class,
+        "dead members": dead,
+        "health from": source,
+        "cos_reg": round(cos, 4) if math.isfinite(cos) else "",
+        "diverged": (bool(cos < DIVERGED) if needs_divergence else ""),
+    }
+    row["passed"] = bool(
+        row["commit"] == COMMIT[:7]
+        and row["src clean"]
+        and row["converged"]
+        and not one_class
+        and not dead
+        and row["diverged"] is not False
+    )
     return row
 
 
@@ -281,8 +360,9 @@ def _bootstrap(runs, a: str, b: str, seeds, n: int = 2000, seed: int = 0) -> tup
     for s in seeds:
         if not np.array_equal(runs[a][s]["targets"], runs[b][s]["targets"]):
             raise ValueError(f"{a} and {b} seed {s} were tested on different images.")
-    stats_ = np.array([diffs[:, rng.integers(0, diffs.shape[1], diffs.shape[1])].mean()
-                       for _ in range(n)])
+    stats_ = np.array(
+        [diffs[:, rng.integers(0, diffs.shape[1], diffs.shape[1])].mean() for _ in range(n)]
+    )
     return float(np.percentile(stats_, 2.5)), float(np.percentile(stats_, 97.5))
 
 
@@ -304,8 +384,11 @@ def analyse(runs_dir: Path) -> dict:
             if passed[f"{name}/seed{seed}"] and not passed.get(f"{arm}/seed{seed}", True):
                 runs[arm][seed] = run
                 passed[f"{arm}/seed{seed}"] = True
-    failed = {key.split("/")[0] for key, ok in passed.items()
-              if not ok and not key.split("/")[0].endswith(RERUN)}
+    failed = {
+        key.split("/")[0]
+        for key, ok in passed.items()
+        if not ok and not key.split("/")[0].endswith(RERUN)
+    }
     arms = []
     for name in [*ARMS, *sorted(n for n in runs if n.startswith("placement"))]:
         if name not in runs:
@@ -321,41 +404,68 @@ def analyse(runs_dir: Path) -> dict:
         d = _paired(runs, a, b, "NLL", 0.95)
         p_values[h] = d["p"] if d else math.nan
     levels = _holm_levels(p_values)
-    contrasts = [("H1", "D_M4_tau0.1", "B_signorm_M1", "NLL"),
-                 ("H1 (recipe, reported)", "B_signorm_M1", "A_single", "NLL"),
-                 ("H2", "D_M4_tau0.1", "C_M4_lambda0", "NLL"),
-                 ("H3", "F_M4_tau0.1_symmetric", "E_M4_lambda0_nospread", "NLL")]
+    contrasts = [
+        ("H1", "D_M4_tau0.1", "B_signorm_M1", "NLL"),
+        ("H1 (recipe, reported)", "B_signorm_M1", "A_single", "NLL"),
+        ("H2", "D_M4_tau0.1", "C_M4_lambda0", "NLL"),
+        ("H3", "F_M4_tau0.1_symmetric", "E_M4_lambda0_nospread", "NLL"),
+    ]
     # reported beside, deciding nothing: what each contrast does to the output diversity
-    contrasts += [(h, a, b, metric) for h, a, b, _ in list(contrasts) for metric in ("JG", "MI")
-                  if not h.startswith("H1 (")]
+    contrasts += [
+        (h, a, b, metric)
+        for h, a, b, _ in list(contrasts)
+        for metric in ("JG", "MI")
+        if not h.startswith("H1 (")
+    ]
     for placement in PLACEMENTS:
         for metric in ("JG", "NLL", "MI"):
-            contrasts.append(("H4", f"placement_{placement}_tau0.01",
-                              f"placement_{placement}_tau1", metric))
+            contrasts.append(
+                ("H4", f"placement_{placement}_tau0.01", f"placement_{placement}_tau1", metric)
+            )
     differences = []
     for h, a, b, metric in contrasts:
         level = levels[h.split(" ")[0]]
         d = _paired(runs, a, b, metric, level)
         if d is None:
             continue
-        row = {"hypothesis": h, "difference": f"{a} − {b}", "metric": metric,
-               "seeds": len(d["seeds"]), "mean": d["mean"], "level": level,
-               "low": d["low"], "high": d["high"], "p": d["p"],
-               "bootstrap low": math.nan, "bootstrap high": math.nan}
+        row = {
+            "hypothesis": h,
+            "difference": f"{a} − {b}",
+            "metric": metric,
+            "seeds": len(d["seeds"]),
+            "mean": d["mean"],
+            "level": level,
+            "low": d["low"],
+            "high": d["high"],
+            "p": d["p"],
+            "bootstrap low": math.nan,
+            "bootstrap high": math.nan,
+        }
         if metric == "NLL":
             row["bootstrap low"], row["bootstrap high"] = _bootstrap(runs, a, b, d["seeds"])
-        row["checks"] = "failed: " + ", ".join(sorted({a, b} & failed)) if {a, b} & failed \
-            else "passed"
+        row["checks"] = (
+            "failed: " + ", ".join(sorted({a, b} & failed)) if {a, b} & failed else "passed"
+        )
         differences.append(row)
-    return {"runs": runs, "checks": checks, "arms": arms, "differences": differences,
-            "p_values": p_values, "levels": levels, "failed": failed,
-            "verdicts": verdicts(runs, differences, failed)}
+    return {
+        "runs": runs,
+        "checks": checks,
+        "arms": arms,
+        "differences": differences,
+        "p_values": p_values,
+        "levels": levels,
+        "failed": failed,
+        "verdicts": verdicts(runs, differences, failed),
+    }
 
 
 def _find(differences, h, a, metric):
     for row in differences:
-        if row["hypothesis"] == h and row["difference"].startswith(a + " ") \
-                and row["metric"] == metric:
+        if (
+            row["hypothesis"] == h
+            and row["difference"].startswith(a + " ")
+            and row["metric"] == metric
+        ):
             return row
     return None
 
@@ -370,26 +480,44 @@ def verdicts(runs, differences, failed) -> dict[str, str]:
     d = _find(differences, "H1", "D_M4_tau0.1", "NLL")
     if d:
         v = "ensemble's" if _below(d) else "not the ensemble's" if _inside(d) else "open"
-        out["H1"] = v if not blocked("D_M4_tau0.1", "B_signorm_M1") else \
-            f"open (checks failed: {blocked('D_M4_tau0.1', 'B_signorm_M1')}; by the interval: {v})"
+        out["H1"] = (
+            v
+            if not blocked("D_M4_tau0.1", "B_signorm_M1")
+            else f"open (checks failed: {blocked('D_M4_tau0.1', 'B_signorm_M1')}; "
+            f"by the interval: {v})"
+        )
     d = _find(differences, "H1 (recipe, reported)", "B_signorm_M1", "NLL")
     if d:
-        out["B − A (recipe)"] = ("lowers NLL" if _below(d) else "no effect beyond δ"
-                                 if _inside(d) else "open")
+        out["B − A (recipe)"] = (
+            "lowers NLL" if _below(d) else "no effect beyond δ" if _inside(d) else "open"
+        )
     d = _find(differences, "H2", "D_M4_tau0.1", "NLL")
     if d:
         v = "confirmed" if _below(d) else "refuted" if _inside(d) else "open"
-        out["H2"] = v if not blocked("D_M4_tau0.1", "C_M4_lambda0") else \
-            f"open (checks failed; by the interval: {v})"
+        out["H2"] = (
+            v
+            if not blocked("D_M4_tau0.1", "C_M4_lambda0")
+            else f"open (checks failed; by the interval: {v})"
+        )
     d = _find(differences, "H3", "F_M4_tau0.1_symmetric", "NLL")
     if d:
         f_, e_ = runs["F_M4_tau0.1_symmetric"], runs["E_M4_lambda0_nospread"]
-        mechanism = all(f_[s]["metrics"][COLUMNS["cos_reg"]] < e_[s]["metrics"][COLUMNS["cos_reg"]]
-                        for s in sorted(set(f_) & set(e_)))
-        v = ("confirmed" if _below(d) and mechanism else "refuted" if _inside(d) and mechanism
-             else "open")
-        out["H3"] = v if not blocked("F_M4_tau0.1_symmetric", "E_M4_lambda0_nospread") else \
-            f"open (checks failed; by the interval: {v})"
+        mechanism = all(
+            f_[s]["metrics"][COLUMNS["cos_reg"]] < e_[s]["metrics"][COLUMNS["cos_reg"]]
+            for s in sorted(set(f_) & set(e_))
+        )
+        v = (
+            "confirmed"
+            if _below(d) and mechanism
+            else "refuted"
+            if _inside(d) and mechanism
+            else "open"
+        )
+        out["H3"] = (
+            v
+            if not blocked("F_M4_tau0.1_symmetric", "E_M4_lambda0_nospread")
+            else f"open (checks failed; by the interval: {v})"
+        )
         out["H3 mechanism (F cos_reg < E cos_reg in every seed)"] = str(mechanism)
     first_jg = _find(differences, "H4", "placement_first_tau0.01", "JG")
     first_nll = _find(differences, "H4", "placement_first_tau0.01", "NLL")
@@ -414,8 +542,11 @@ def write_artefacts(runs_dir: Path, out: Path) -> str:
     from torch_uncertainty_signorm.reproduction.tables import markdown_table
 
     result = analyse(runs_dir)
-    for filename, rows in (("checks.csv", result["checks"]), ("arms.csv", result["arms"]),
-                           ("differences.csv", result["differences"])):
+    for filename, rows in (
+        ("checks.csv", result["checks"]),
+        ("arms.csv", result["arms"]),
+        ("differences.csv", result["differences"]),
+    ):
         if not rows:
             continue
         with (out / filename).open("w", newline="") as file:
@@ -427,39 +558,65 @@ def write_artefacts(runs_dir: Path, out: Path) -> str:
         writer.writerow(["hypothesis", "verdict", "holm order p", "interval level"])
         for h, v in result["verdicts"].items():
             key = h.split(" ")[0]
-            writer.writerow([h, v, result["p_values"].get(key, ""),
-                             result["levels"].get(key, "")])
-    arms = [{"arm": r["arm"], "seeds": r["seeds"],
-             **{m: (f"{r[m]:.4f} ± {r[m + ' sd']:.4f}" if math.isfinite(r[m]) else "—")
-                for m in COLUMNS}} for r in result["arms"]]
-    diffs = [{"hypothesis": r["hypothesis"], "difference": r["difference"], "metric": r["metric"],
-              "seeds": r["seeds"], "mean": _fmt(r["mean"]),
-              "t interval (level)": f"[{_fmt(r['low'])}, {_fmt(r['high'])}] ({r['level']:.4f})",
-              "p": f"{r['p']:.3g}",
-              "bootstrap 95 %": (f"[{_fmt(r['bootstrap low'])}, {_fmt(r['bootstrap high'])}]"
-                                 if math.isfinite(r["bootstrap low"]) else ""),
-              "checks": r["checks"]} for r in result["differences"]]
-    text = "\n\n".join([
-        "## Checks\n\n" + markdown_table(result["checks"], list(result["checks"][0])),
-        "## Arms (mean ± seed sd)\n\n" + markdown_table(arms, list(arms[0])),
-        "## Paired differences\n\n" + (markdown_table(diffs, list(diffs[0])) if diffs else ""),
-        "## Verdicts\n\n" + "\n".join(f"- {h}: {v}" for h, v in result["verdicts"].items()),
-    ])
+            writer.writerow([h, v, result["p_values"].get(key, ""), result["levels"].get(key, "")])
+    arms = [
+        {
+            "arm": r["arm"],
+            "seeds": r["seeds"],
+            **{
+                m: (f"{r[m]:.4f} ± {r[m + ' sd']:.4f}" if math.isfinite(r[m]) else "—")
+                for m in COLUMNS
+            },
+        }
+        for r in result["arms"]
+    ]
+    diffs = [
+        {
+            "hypothesis": r["hypothesis"],
+            "difference": r["difference"],
+            "metric": r["metric"],
+            "seeds": r["seeds"],
+            "mean": _fmt(r["mean"]),
+            "t interval (level)": f"[{_fmt(r['low'])}, {_fmt(r['high'])}] ({r['level']:.4f})",
+            "p": f"{r['p']:.3g}",
+            "bootstrap 95 %": (
+                f"[{_fmt(r['bootstrap low'])}, {_fmt(r['bootstrap high'])}]"
+                if math.isfinite(r["bootstrap low"])
+                else ""
+            ),
+            "checks": r["checks"],
+        }
+        for r in result["differences"]
+    ]
+    text = "\n\n".join(
+        [
+            "## Checks\n\n" + markdown_table(result["checks"], list(result["checks"][0])),
+            "## Arms (mean ± seed sd)\n\n" + markdown_table(arms, list(arms[0])),
+            "## Paired differences\n\n" + (markdown_table(diffs, list(diffs[0])) if diffs else ""),
+            "## Verdicts\n\n" + "\n".join(f"- {h}: {v}" for h, v in result["verdicts"].items()),
+        ]
+    )
     (out / "summary.md").write_text(text + "\n")
     return text
 
 
 def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m studies.attribution_study",
-                                     description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m studies.attribution_study", description=__doc__.splitlines()[0]
+    )
     parser.add_argument("--code", type=Path, help="frozen checkout of the registered commit")
     parser.add_argument("--out", type=Path, default=OUT)
     parser.add_argument("--jobs", type=int, default=2)
-    parser.add_argument("--parts", nargs="*", default=["arms", "placement"],
-                        choices=["arms", "placement"])
-    parser.add_argument("--rerun", nargs="*", default=[], metavar="ARM:SEED",
-                        help="rerun these runs of arms A-F (e.g. B_signorm_M1:1) after a failed "
-                             "check")
+    parser.add_argument(
+        "--parts", nargs="*", default=["arms", "placement"], choices=["arms", "placement"]
+    )
+    parser.add_argument(
+        "--rerun",
+        nargs="*",
+        default=[],
+        metavar="ARM:SEED",
+        help="rerun these runs of arms A-F (e.g. B_signorm_M1:1) after a failed check",
+    )
     parser.add_argument("--analysis-only", action="store_true")
     args = parser.parse_args(argv)
     out = args.out.resolve()

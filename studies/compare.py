@@ -40,8 +40,13 @@ from torch_uncertainty_signorm.signorm.optim import signorm_param_groups
 from torch_uncertainty_signorm.signorm.regularization import DEFAULT_DIVERSITY_STRENGTH, DEFAULT_TAU
 
 __all__ = [
-    "baseline_routine", "check_num_estimators", "compare", "comparison_table", "main",
-    "packed_resnet", "signorm_routine",
+    "baseline_routine",
+    "check_num_estimators",
+    "compare",
+    "comparison_table",
+    "main",
+    "packed_resnet",
+    "signorm_routine",
 ]
 
 NUM_CLASSES = 10
@@ -70,9 +75,14 @@ def baseline_routine(
     """
     ensemble = num_estimators > 1
     return ClassificationRoutine(
-        model, NUM_CLASSES, nn.CrossEntropyLoss(), is_ensemble=ensemble,
+        model,
+        NUM_CLASSES,
+        nn.CrossEntropyLoss(),
+        is_ensemble=ensemble,
         format_batch_fn=RepeatTarget(num_repeats=num_estimators) if ensemble else None,
-        optim_recipe=lambda m: _sgd(m.parameters()), eval_ood=True, **routine_kwargs,
+        optim_recipe=lambda m: _sgd(m.parameters()),
+        eval_ood=True,
+        **routine_kwargs,
     )
 
 
@@ -93,8 +103,14 @@ def packed_resnet(num_estimators: int) -> nn.Module:
             (:func:`check_num_estimators` says so in the comparison's terms).
     """
     return tu_models.packed_resnet(
-        1, NUM_CLASSES, 18, num_estimators, alpha=PACKED_ALPHA, gamma=PACKED_GAMMA,
-        style="cifar", width_multiplier=WIDTH,
+        1,
+        NUM_CLASSES,
+        18,
+        num_estimators,
+        alpha=PACKED_ALPHA,
+        gamma=PACKED_GAMMA,
+        style="cifar",
+        width_multiplier=WIDTH,
     )
 
 
@@ -113,11 +129,16 @@ def signorm_routine(
     ``routine_kwargs`` override or extend the routine's arguments (e.g. ``save_to_csv``).
     """
     model = signorm_ensemble(
-        _resnet(), num_estimators, regularized_layers="resnet18", tau=tau,
+        _resnet(),
+        num_estimators,
+        regularized_layers="resnet18",
+        tau=tau,
         diversity_strength=diversity_strength,
     )
     return SigmaNormClassificationRoutine(
-        model, NUM_CLASSES, nn.CrossEntropyLoss(),
+        model,
+        NUM_CLASSES,
+        nn.CrossEntropyLoss(),
         **{
             "optim_recipe": lambda m: _sgd(signorm_param_groups(m, lr=LR)),
             "eval_ood": True,
@@ -148,8 +169,13 @@ def _run(name: str, epochs: int, seed: int, num_estimators: int) -> dict:
     start = time.perf_counter()
     routine = METHODS[name](num_estimators)
     trainer = TUTrainer(
-        accelerator="cpu", max_epochs=epochs, limit_val_batches=0, logger=False,
-        enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
+        accelerator="cpu",
+        max_epochs=epochs,
+        limit_val_batches=0,
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
     )
     datamodule = DigitsDataModule(batch_size=BATCH_SIZE, eval_ood=True, seed=seed)
     trainer.fit(routine, datamodule)
@@ -201,8 +227,12 @@ def comparison_table(rows: Sequence[dict]) -> str:
     """The rows of :func:`compare` as aligned text, in the paper's units."""
     header = ["Method", *(title for _, title, _, _, _ in COLUMNS), "Params", "Time (s)"]
     body = [
-        [row["method"], *(f"{row[key] * scale:{fmt}}" for key, _, _, scale, fmt in COLUMNS),
-         f"{row['params']:,}", f"{row['time_s']:.1f}"]
+        [
+            row["method"],
+            *(f"{row[key] * scale:{fmt}}" for key, _, _, scale, fmt in COLUMNS),
+            f"{row['params']:,}",
+            f"{row['time_s']:.1f}",
+        ]
         for row in rows
     ]
     return format_table(header, body)
@@ -228,17 +258,32 @@ def main(argv: Sequence[str] | None = None) -> list[dict]:
         prog="python -m studies.compare",
         description="Single vs Deep Ensembles vs Packed-Ensembles vs σN-Ens on digits (CPU).",
     )
-    parser.add_argument("--epochs", type=_int_at_least(1), default=DEFAULT_EPOCHS,
-                        help=f"training epochs of every method (default {DEFAULT_EPOCHS})")
-    parser.add_argument("--seed", type=_int_at_least(0), default=0,
-                        help="seed of the splits and of every initialisation (default 0)")
-    parser.add_argument("--num-estimators", type=_int_at_least(2),
-                        default=DEFAULT_NUM_ESTIMATORS,
-                        help=f"ensemble members M (default {DEFAULT_NUM_ESTIMATORS})")
+    parser.add_argument(
+        "--epochs",
+        type=_int_at_least(1),
+        default=DEFAULT_EPOCHS,
+        help=f"training epochs of every method (default {DEFAULT_EPOCHS})",
+    )
+    parser.add_argument(
+        "--seed",
+        type=_int_at_least(0),
+        default=0,
+        help="seed of the splits and of every initialisation (default 0)",
+    )
+    parser.add_argument(
+        "--num-estimators",
+        type=_int_at_least(2),
+        default=DEFAULT_NUM_ESTIMATORS,
+        help=f"ensemble members M (default {DEFAULT_NUM_ESTIMATORS})",
+    )
     parser.add_argument("--output", help="also write the rows to this CSV file")
-    parser.add_argument("--threads", type=_int_at_least(1), default=1,
-                        help="torch intra-op threads (default 1: these 8x8 tensors are too "
-                        "small to gain from more, and more thrash on a busy CPU)")
+    parser.add_argument(
+        "--threads",
+        type=_int_at_least(1),
+        default=1,
+        help="torch intra-op threads (default 1: these 8x8 tensors are too "
+        "small to gain from more, and more thrash on a busy CPU)",
+    )
     args = parser.parse_args(argv)
 
     try:
@@ -249,8 +294,10 @@ def main(argv: Sequence[str] | None = None) -> list[dict]:
 
     start = time.perf_counter()
     rows = compare(args.epochs, args.seed, args.num_estimators)
-    print(f"\ndigits (1x8x8, OOD: pixel-permuted), ResNet-18 x{WIDTH}, "
-          f"{args.epochs} epochs, M={args.num_estimators}, seed {args.seed}")
+    print(
+        f"\ndigits (1x8x8, OOD: pixel-permuted), ResNet-18 x{WIDTH}, "
+        f"{args.epochs} epochs, M={args.num_estimators}, seed {args.seed}"
+    )
     print(comparison_table(rows), end="")
     print(f"Total wall time: {time.perf_counter() - start:.1f} s")
     if args.output:

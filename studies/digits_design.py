@@ -12,8 +12,12 @@ RECIPES = {
     "deep_ensembles": "digits_study_deep_ensembles.yaml",
     "packed": "digits_study_packed.yaml",
 }
-LABELS = {"signorm": "σN-Ens", "single": "Single", "deep_ensembles": "Deep Ensembles",
-          "packed": "Packed"}
+LABELS = {
+    "signorm": "σN-Ens",
+    "single": "Single",
+    "deep_ensembles": "Deep Ensembles",
+    "packed": "Packed",
+}
 #: The recipes' base learning rate and weight decay (SGD, momentum 0.9).
 LR, WEIGHT_DECAY = 0.05, 5e-4
 #: Half-decade τ grid from 0.01 to 3.16.
@@ -28,8 +32,17 @@ PARTS = ("tau", "lambda", "members", "methods")
 PREDICTIONS = "test_predictions.safetensors"
 TRAJECTORY = "trajectory.csv"
 #: Columns of Lightning's metrics.csv kept in trajectory.csv.
-TRAJECTORY_COLUMNS = ("step", "epoch", "train_loss", "train/signorm_cos",
-                      "train/signorm_cos_regularized", "train/diversity_loss", "val/cls/NLL",
-                      "val/cls/Acc", "val/cal/ECE", "val/div/signorm_cos",
-                      "val/div/signorm_cos_regularized", "val/div/jensen_gap")
-
+TRAJECTORY_COLUMNS = (
+    "step",
+    "epoch",
+    "train_loss",
+    "train/signorm_cos",
+    "train/signorm_cos_regularized",
+    "train/diversity_loss",
+    "val/cls/NLL",
+    "val/cls/Acc",
+    "val/cal/ECE",
+    "val/div/signorm_cos",
+    "val/div/signorm_cos_regularized",
+    "val/div/jensen_gap",
+)

@@ -99,8 +99,9 @@ class StudyRun:
     @property
     def name(self) -> str:
         if self.method == "signorm":
-            return (f"signorm_M{self.num_estimators}_tau{self.tau:g}"
-                    f"_lambda{self.diversity_strength:g}")
+            return (
+                f"signorm_M{self.num_estimators}_tau{self.tau:g}_lambda{self.diversity_strength:g}"
+            )
         if self.method == "single":
             return "single"
         return f"{self.method}_M{self.num_estimators}"
@@ -110,7 +111,10 @@ class StudyRun:
         """The methods comparison's runs keep their test and near-OOD member probabilities."""
         if self.method == "signorm":
             return (self.num_estimators, self.tau, self.diversity_strength) == (
-                NUM_ESTIMATORS, TAU, LAMBDA)
+                NUM_ESTIMATORS,
+                TAU,
+                LAMBDA,
+            )
         return self.num_estimators in (1, NUM_ESTIMATORS)
 
     def log_dir(self, runs_dir: Path) -> Path:
@@ -121,7 +125,10 @@ class StudyRun:
         log_dir = self.log_dir(runs_dir)
         members = self.num_estimators
         command = [
-            "torch-uncertainty", "fit", "--config", str(EXPERIMENTS / RECIPES[self.method]),
+            "torch-uncertainty",
+            "fit",
+            "--config",
+            str(EXPERIMENTS / RECIPES[self.method]),
             f"--seed_everything={self.seed}",
             f"--trainer.logger.init_args.save_dir={log_dir.parent.parent}",
             f"--trainer.logger.init_args.name={log_dir.parent.name}",
@@ -129,17 +136,24 @@ class StudyRun:
         ]
         model = "--routine.init_args.model.init_args"
         if self.method == "signorm":
-            command += [f"{model}.num_estimators={members}", f"{model}.tau={self.tau:g}",
-                        f"{model}.diversity_strength={self.diversity_strength:g}",
-                        f"--routine.init_args.member_lr_multiplier={members}"]
+            command += [
+                f"{model}.num_estimators={members}",
+                f"{model}.tau={self.tau:g}",
+                f"{model}.diversity_strength={self.diversity_strength:g}",
+                f"--routine.init_args.member_lr_multiplier={members}",
+            ]
         elif self.method == "packed":
-            command += [f"{model}.num_estimators={members}",
-                        f"--routine.init_args.format_batch_fn.init_args.num_repeats={members}",
-                        f"--optimizer.init_args.lr={LR * members:g}",
-                        f"--optimizer.init_args.weight_decay={WEIGHT_DECAY / members:g}"]
+            command += [
+                f"{model}.num_estimators={members}",
+                f"--routine.init_args.format_batch_fn.init_args.num_repeats={members}",
+                f"--optimizer.init_args.lr={LR * members:g}",
+                f"--optimizer.init_args.weight_decay={WEIGHT_DECAY / members:g}",
+            ]
         if self.saves_predictions:
-            command += [("--trainer.callbacks+=torch_uncertainty_signorm.callbacks."
-                         "TestPredictionWriter"), "--trainer.callbacks.dataloaders=[0, 1]"]
+            command += [
+                ("--trainer.callbacks+=torch_uncertainty_signorm.callbacks.TestPredictionWriter"),
+                "--trainer.callbacks.dataloaders=[0, 1]",
+            ]
         return command
 
 
@@ -150,16 +164,31 @@ def study_runs(parts: Sequence[str] = PARTS) -> list[StudyRun]:
         raise ValueError(f"parts must be among {list(PARTS)}, got {unknown}.")
     runs: list[StudyRun] = []
     if "tau" in parts:
-        runs += [StudyRun("signorm", s, tau=t, diversity_strength=LAMBDA)
-                 for t in TAUS for s in (SEEDS if t == TAU else FEW_SEEDS)]
+        runs += [
+            StudyRun("signorm", s, tau=t, diversity_strength=LAMBDA)
+            for t in TAUS
+            for s in (SEEDS if t == TAU else FEW_SEEDS)
+        ]
         runs += [StudyRun("signorm", s, tau=1.0, diversity_strength=0.0) for s in FEW_SEEDS]
     if "lambda" in parts:
-        runs += [StudyRun("signorm", s, tau=t, diversity_strength=lam)
-                 for lam in LAMBDAS for t in LAMBDA_TAUS for s in FEW_SEEDS]
+        runs += [
+            StudyRun("signorm", s, tau=t, diversity_strength=lam)
+            for lam in LAMBDAS
+            for t in LAMBDA_TAUS
+            for s in FEW_SEEDS
+        ]
     if "members" in parts:
-        runs += [StudyRun("signorm", s, num_estimators=m, tau=MEMBERS_TAU,
-                          diversity_strength=LAMBDA * NUM_ESTIMATORS / m)
-                 for m in MEMBERS for s in FEW_SEEDS]
+        runs += [
+            StudyRun(
+                "signorm",
+                s,
+                num_estimators=m,
+                tau=MEMBERS_TAU,
+                diversity_strength=LAMBDA * NUM_ESTIMATORS / m,
+            )
+            for m in MEMBERS
+            for s in FEW_SEEDS
+        ]
         runs += [StudyRun("packed", s, num_estimators=m) for m in MEMBERS for s in FEW_SEEDS]
     if "methods" in parts:
         runs += [StudyRun("single", s, num_estimators=1) for s in SEEDS]
@@ -173,8 +202,11 @@ def write_trajectory(log_dir: Path) -> Path:
     with (log_dir / "metrics.csv").open(newline="") as file:
         rows = list(csv.DictReader(file))
     columns = [c for c in TRAJECTORY_COLUMNS if rows and c in rows[0]]
-    kept = [{c: row[c] for c in columns} for row in rows
-            if any(row[c] not in ("", None) for c in columns if c not in ("step", "epoch"))]
+    kept = [
+        {c: row[c] for c in columns}
+        for row in rows
+        if any(row[c] not in ("", None) for c in columns if c not in ("step", "epoch"))
+    ]
     with (log_dir / TRAJECTORY).open("w", newline="") as file:
         writer = csv.DictWriter(file, columns)
         writer.writeheader()
@@ -194,8 +226,15 @@ def run_study(runs_dir: Path, jobs: int = 2, parts: Sequence[str] = PARTS) -> No
     part in the order methods, τ, λ, members (each claim's runs complete together)."""
     order = ("methods", "tau", "lambda", "members")
     runs = list(dict.fromkeys(r for part in order if part in parts for r in study_runs([part])))
-    train_runs(runs, runs_dir, jobs, record=record_run, kept=lambda log_dir: (
-        (log_dir / RESULTS_FILENAME).is_file() and (log_dir / SETTINGS_FILENAME).is_file()))
+    train_runs(
+        runs,
+        runs_dir,
+        jobs,
+        record=record_run,
+        kept=lambda log_dir: (
+            (log_dir / RESULTS_FILENAME).is_file() and (log_dir / SETTINGS_FILENAME).is_file()
+        ),
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> str:
@@ -203,9 +242,12 @@ def main(argv: Sequence[str] | None = None) -> str:
     from .digits_analysis import write_artefacts
 
     return study_command(
-        argv, prog="python -m studies.digits_study",
+        argv,
+        prog="python -m studies.digits_study",
         description="Train the digits study's runs on CPU and write its tables, figures and tests.",
-        out="studies/results/digits_study", parts=PARTS, run_study=run_study,
+        out="studies/results/digits_study",
+        parts=PARTS,
+        run_study=run_study,
         write_artefacts=write_artefacts,
     )
 

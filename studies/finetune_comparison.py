@@ -90,8 +90,11 @@ def readings(runs: dict[str, dict[int, dict]]) -> list[dict]:
     """The primary and secondary rows, in the design's order."""
     rows = []
     primary = [arm for arm in PRIMARY if arm in runs]
-    p_values = {arm: d["p"] for arm in primary
-                if (d := _difference(runs, arm, "test/cls/NLL", 1, 0.95)) is not None}
+    p_values = {
+        arm: d["p"]
+        for arm in primary
+        if (d := _difference(runs, arm, "test/cls/NLL", 1, 0.95)) is not None
+    }
     order = sorted(p_values, key=p_values.get)
     levels = {arm: 1 - ALPHA / (len(PRIMARY) - k) for k, arm in enumerate(order)}
     for arm in [a for a in runs if a != REFERENCE]:
@@ -101,34 +104,53 @@ def readings(runs: dict[str, dict[int, dict]]) -> list[dict]:
             row = _difference(runs, arm, column, scale, level)
             if row is None:
                 continue
-            rows.append({"reading": "primary (Holm)" if is_primary else "secondary", "arm": arm,
-                         "metric": title, "seeds": row["seeds"], "mean": row["mean"],
-                         "low": row["low"], "high": row["high"], "level": level,
-                         "verdict": _verdict(row, margin, title != "NLL" and
-                                             not title.startswith("ECE"))})
+            rows.append(
+                {
+                    "reading": "primary (Holm)" if is_primary else "secondary",
+                    "arm": arm,
+                    "metric": title,
+                    "seeds": row["seeds"],
+                    "mean": row["mean"],
+                    "low": row["low"],
+                    "high": row["high"],
+                    "level": level,
+                    "verdict": _verdict(
+                        row, margin, title != "NLL" and not title.startswith("ECE")
+                    ),
+                }
+            )
     return sorted(rows, key=lambda r: r["reading"] != "primary (Holm)")
 
 
 def table(runs: dict[str, dict[int, dict]]) -> str:
     """The checks, then the readings, as Markdown."""
     failed = checks(runs)
-    lines = ["Checks (learned, no one-class ending, σN-Ens members apart): "
-             + ("every run passed" if not failed else "FAILED: " + "; ".join(failed)), "",
-             "| reading | σN-Ens − arm | metric | seeds | mean | interval | level | verdict |",
-             "|---|---|---|---|---|---|---|---|"]
+    lines = [
+        "Checks (learned, no one-class ending, σN-Ens members apart): "
+        + ("every run passed" if not failed else "FAILED: " + "; ".join(failed)),
+        "",
+        "| reading | σN-Ens − arm | metric | seeds | mean | interval | level | verdict |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
     for r in readings(runs):
         digits = 3 if r["metric"] == "NLL" else 2
-        lines.append(f"| {r['reading']} | {r['arm']} | {r['metric']} | "
-                     f"{','.join(map(str, r['seeds']))} | {r['mean']:+.{digits}f} | "
-                     f"[{r['low']:+.{digits}f}, {r['high']:+.{digits}f}] | "
-                     f"{100 * r['level']:.1f} % | {r['verdict']} |")
+        lines.append(
+            f"| {r['reading']} | {r['arm']} | {r['metric']} | "
+            f"{','.join(map(str, r['seeds']))} | {r['mean']:+.{digits}f} | "
+            f"[{r['low']:+.{digits}f}, {r['high']:+.{digits}f}] | "
+            f"{100 * r['level']:.1f} % | {r['verdict']} |"
+        )
     return "\n".join(lines) + "\n"
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--runs", type=Path, required=True,
-                        help="a signorm-compare output folder (comparison_runs.csv)")
+    parser.add_argument(
+        "--runs",
+        type=Path,
+        required=True,
+        help="a signorm-compare output folder (comparison_runs.csv)",
+    )
     args = parser.parse_args(argv)
     text = table(read_runs(args.runs))
     print(text, end="")

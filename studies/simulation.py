@@ -98,8 +98,9 @@ def equilibrium_table(grid: dict[tuple[int, float], float]) -> str:
     members = sorted({m for m, _ in grid})
     taus = sorted({t for _, t in grid})
     body = [[str(m), *(f"{grid[m, t]:.3f}" for t in taus)] for m in members]
-    return ("σNorm-cos at equilibrium (rows: M, columns: τ)\n"
-            + format_table(["M \\ τ", *(f"{t:g}" for t in taus)], body))
+    return "σNorm-cos at equilibrium (rows: M, columns: τ)\n" + format_table(
+        ["M \\ τ", *(f"{t:g}" for t in taus)], body
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> None:

@@ -26,8 +26,14 @@ from scipy import stats
 from torch_uncertainty_signorm.reproduction.paired import mean_interval
 
 __all__ = [
-    "EXACT_UP_TO", "correlation_ratio", "least_squares_change", "mean_interval",
-    "paired_difference", "spearman_interval", "spearman_p", "welch_difference",
+    "EXACT_UP_TO",
+    "correlation_ratio",
+    "least_squares_change",
+    "mean_interval",
+    "paired_difference",
+    "spearman_interval",
+    "spearman_p",
+    "welch_difference",
     "within_group_spearman",
 ]
 
@@ -38,13 +44,15 @@ EXACT_UP_TO = 8
 def _array(values: Sequence[float], name: str, minimum: int = 1) -> np.ndarray:
     array = np.asarray(values, dtype=float)
     if array.ndim != 1 or len(array) < minimum:
-        raise ValueError(f"{name} needs a 1-D sample of at least {minimum} values, got "
-                         f"shape {array.shape}.")
+        raise ValueError(
+            f"{name} needs a 1-D sample of at least {minimum} values, got shape {array.shape}."
+        )
     return array
 
 
-def paired_difference(a: Sequence[float], b: Sequence[float],
-                      confidence: float = 0.95) -> dict[str, float]:
+def paired_difference(
+    a: Sequence[float], b: Sequence[float], confidence: float = 0.95
+) -> dict[str, float]:
     """Mean of ``a - b`` over pairs with its t interval and the paired t-test's p-value.
 
     Raises:
@@ -55,24 +63,38 @@ def paired_difference(a: Sequence[float], b: Sequence[float],
         raise ValueError(f"paired samples must have equal lengths, got {len(a)} and {len(b)}.")
     row = mean_interval(a - b, confidence)
     differences = a - b
-    row["p"] = (float(stats.ttest_rel(a, b).pvalue) if np.ptp(differences) > 0
-                else (1.0 if differences[0] == 0 else 0.0))
+    row["p"] = (
+        float(stats.ttest_rel(a, b).pvalue)
+        if np.ptp(differences) > 0
+        else (1.0 if differences[0] == 0 else 0.0)
+    )
     return row
 
 
-def welch_difference(a: Sequence[float], b: Sequence[float], confidence: float = 0.95,
-                     alternative: str = "two-sided") -> dict[str, float]:
+def welch_difference(
+    a: Sequence[float], b: Sequence[float], confidence: float = 0.95, alternative: str = "two-sided"
+) -> dict[str, float]:
     """``mean(a) - mean(b)`` with Welch's interval (two-sided) and test p-value
     (``alternative`` as in :func:`scipy.stats.ttest_ind`)."""
     a, b = _array(a, "welch_difference", 2), _array(b, "welch_difference", 2)
     test = stats.ttest_ind(a, b, equal_var=False, alternative=alternative)
     interval = stats.ttest_ind(a, b, equal_var=False).confidence_interval(confidence)
-    return {"mean": float(a.mean() - b.mean()), "low": float(interval.low),
-            "high": float(interval.high), "p": float(test.pvalue), "n": len(a) + len(b)}
+    return {
+        "mean": float(a.mean() - b.mean()),
+        "low": float(interval.low),
+        "high": float(interval.high),
+        "p": float(test.pvalue),
+        "n": len(a) + len(b),
+    }
 
 
-def spearman_interval(x: Sequence[float], y: Sequence[float], confidence: float = 0.95,
-                      n_resamples: int = 9999, seed: int = 0) -> dict[str, float]:
+def spearman_interval(
+    x: Sequence[float],
+    y: Sequence[float],
+    confidence: float = 0.95,
+    n_resamples: int = 9999,
+    seed: int = 0,
+) -> dict[str, float]:
     """Spearman ρ of ``x`` and ``y``, its p-value and a percentile bootstrap interval
     (:func:`scipy.stats.bootstrap`, pairs resampled together)."""
     x, y = _array(x, "spearman_interval", 3), _array(y, "spearman_interval", 3)
@@ -81,12 +103,23 @@ def spearman_interval(x: Sequence[float], y: Sequence[float], confidence: float 
     def rho(xs, ys):
         return stats.spearmanr(xs, ys).statistic
 
-    boot = stats.bootstrap((x, y), rho, paired=True, vectorized=False, n_resamples=n_resamples,
-                           confidence_level=confidence, method="percentile",
-                           random_state=np.random.default_rng(seed))
-    return {"rho": float(result.statistic), "p": float(result.pvalue),
-            "low": float(boot.confidence_interval.low),
-            "high": float(boot.confidence_interval.high), "n": len(x)}
+    boot = stats.bootstrap(
+        (x, y),
+        rho,
+        paired=True,
+        vectorized=False,
+        n_resamples=n_resamples,
+        confidence_level=confidence,
+        method="percentile",
+        random_state=np.random.default_rng(seed),
+    )
+    return {
+        "rho": float(result.statistic),
+        "p": float(result.pvalue),
+        "low": float(boot.confidence_interval.low),
+        "high": float(boot.confidence_interval.high),
+        "n": len(x),
+    }
 
 
 def spearman_p(x: Sequence[float], y: Sequence[float]) -> float:
@@ -110,7 +143,11 @@ def spearman_p(x: Sequence[float], y: Sequence[float]) -> float:
         return (ranks * centred_x).sum(axis=axis) / np.linalg.norm(ranks, axis=axis)
 
     test = stats.permutation_test(  # every order of y against the fixed x: n! pairings
-        (y,), rho, permutation_type="pairings", n_resamples=np.inf, alternative="two-sided",
+        (y,),
+        rho,
+        permutation_type="pairings",
+        n_resamples=np.inf,
+        alternative="two-sided",
         vectorized=True,
     )
     return float(test.pvalue)
@@ -135,8 +172,9 @@ def correlation_ratio(values: Sequence[float], groups: Sequence) -> float:
     return float(math.sqrt(between / total))
 
 
-def within_group_spearman(x: Sequence[float], y: Sequence[float],
-                          groups: Sequence) -> dict[str, float]:
+def within_group_spearman(
+    x: Sequence[float], y: Sequence[float], groups: Sequence
+) -> dict[str, float]:
     """Spearman ρ (and p) of ``x`` and ``y`` after subtracting each group's mean from both."""
     x, y = _array(x, "within_group_spearman", 3), _array(y, "within_group_spearman", 3)
     groups = np.asarray(groups)
@@ -150,8 +188,9 @@ def within_group_spearman(x: Sequence[float], y: Sequence[float],
     return {"rho": float(result.statistic), "p": float(result.pvalue), "n": len(x)}
 
 
-def least_squares_change(steps: Sequence[float], values: Sequence[float],
-                         window: float = 0.2) -> float:
+def least_squares_change(
+    steps: Sequence[float], values: Sequence[float], window: float = 0.2
+) -> float:
     """The change over the last ``window`` of the steps that a straight-line fit predicts.
 
     Fits ``values`` against ``steps`` on the points with ``step >= (1 - window) * max(step)``

@@ -38,7 +38,11 @@ from torch_uncertainty_signorm.signorm.regularization import DEFAULT_DIVERSITY_S
 from . import compare
 
 __all__ = [
-    "SWEEPS", "SweepPoint", "recipe_command", "run_digits_point", "sweep_points",
+    "SWEEPS",
+    "SweepPoint",
+    "recipe_command",
+    "run_digits_point",
+    "sweep_points",
     "write_settings",
 ]
 
@@ -63,17 +67,24 @@ class SweepPoint:
     def name(self) -> str:
         if self.method == PACKED:  # no τ or λ
             return f"{self.method}_M{self.num_estimators}"
-        return (f"{self.method}_M{self.num_estimators}_tau{self.tau:g}"
-                f"_lambda{self.diversity_strength:g}")
+        return (
+            f"{self.method}_M{self.num_estimators}_tau{self.tau:g}"
+            f"_lambda{self.diversity_strength:g}"
+        )
 
     def log_dir(self, out: Path, sweep: str) -> Path:
         return Path(out) / sweep / self.name / f"seed{self.seed}"
 
 
 def sweep_points(
-    sweep: str, values: Sequence[float], seeds: Sequence[int], *, tau: float = DEFAULT_TAU,
+    sweep: str,
+    values: Sequence[float],
+    seeds: Sequence[int],
+    *,
+    tau: float = DEFAULT_TAU,
     diversity_strength: float = DEFAULT_DIVERSITY_STRENGTH,
-    num_estimators: int = compare.DEFAULT_NUM_ESTIMATORS, with_packed: bool = False,
+    num_estimators: int = compare.DEFAULT_NUM_ESTIMATORS,
+    with_packed: bool = False,
 ) -> list[SweepPoint]:
     """The runs of ``sweep`` (``tau``, ``members`` or ``lambda``) over ``values`` × ``seeds``.
 
@@ -93,8 +104,12 @@ def sweep_points(
     points = []
     for method in methods:
         for value in values:
-            settings = {"tau": tau, "diversity_strength": diversity_strength,
-                        "num_estimators": num_estimators, SWEEPS[sweep]: value}
+            settings = {
+                "tau": tau,
+                "diversity_strength": diversity_strength,
+                "num_estimators": num_estimators,
+                SWEEPS[sweep]: value,
+            }
             settings["num_estimators"] = int(settings["num_estimators"])
             points += [SweepPoint(method, seed=seed, **settings) for seed in seeds]
     return points
@@ -106,13 +121,16 @@ def _digits_routine(point: SweepPoint):
             compare.packed_resnet(point.num_estimators), point.num_estimators, save_to_csv=True
         )
     return compare.signorm_routine(
-        point.num_estimators, tau=point.tau, diversity_strength=point.diversity_strength,
+        point.num_estimators,
+        tau=point.tau,
+        diversity_strength=point.diversity_strength,
         save_to_csv=True,
     )
 
 
-def run_digits_point(point: SweepPoint, log_dir: str | Path,
-                     epochs: int = compare.DEFAULT_EPOCHS) -> Path:
+def run_digits_point(
+    point: SweepPoint, log_dir: str | Path, epochs: int = compare.DEFAULT_EPOCHS
+) -> Path:
     """Train and test one point on digits (CPU); returns its ``results.csv``.
 
     Writes ``results.csv`` (TorchUncertainty's, plus the ``test/div/*`` columns of
@@ -140,8 +158,13 @@ def run_digits_point(point: SweepPoint, log_dir: str | Path,
     routine = _digits_routine(point)
     logger = CSVLogger(log_dir.parent, name="", version=log_dir.name)
     trainer = TUTrainer(
-        accelerator="cpu", max_epochs=epochs, limit_val_batches=0, logger=logger,
-        enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
+        accelerator="cpu",
+        max_epochs=epochs,
+        limit_val_batches=0,
+        logger=logger,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
     )
     # Fixed splits and OOD permutation (seed 0): across seeds only the training varies.
     datamodule = DigitsDataModule(batch_size=compare.BATCH_SIZE, eval_ood=True, seed=0)
@@ -154,14 +177,20 @@ def run_digits_point(point: SweepPoint, log_dir: str | Path,
             trainer.test(routine, datamodule, verbose=False)
     finally:
         quiet.setLevel(level)
-    write_settings(point, log_dir, epochs=epochs, test_batch_size=compare.BATCH_SIZE,
-                   dataset="digits")
+    write_settings(
+        point, log_dir, epochs=epochs, test_batch_size=compare.BATCH_SIZE, dataset="digits"
+    )
     if point.method == SIGNORM:
         model = routine.model
-        layers = {n: layer.importance().detach().float().contiguous()
-                  for n, layer in model.signorm_layers().items()}
-        save_file(layers, log_dir / "importances.safetensors",
-                  metadata={"regularized": json.dumps(list(model.regularized_layer_names))})
+        layers = {
+            n: layer.importance().detach().float().contiguous()
+            for n, layer in model.signorm_layers().items()
+        }
+        save_file(
+            layers,
+            log_dir / "importances.safetensors",
+            metadata={"regularized": json.dumps(list(model.regularized_layer_names))},
+        )
         follow_umask(log_dir / "importances.safetensors")  # safetensors writes 0600
     return log_dir / RESULTS_FILENAME
 
@@ -183,8 +212,12 @@ def recipe_command(point: SweepPoint, config: str | Path, out: str | Path, sweep
     log_dir = point.log_dir(Path(out), sweep)
     model = "--routine.init_args.model.init_args"
     command = [
-        "torch-uncertainty", "fit", "--config", str(config),
-        f"--seed_everything={point.seed}", "--routine.init_args.save_to_csv=true",
+        "torch-uncertainty",
+        "fit",
+        "--config",
+        str(config),
+        f"--seed_everything={point.seed}",
+        "--routine.init_args.save_to_csv=true",
         f"--trainer.logger.init_args.save_dir={log_dir.parent.parent}",
         f"--trainer.logger.init_args.name={log_dir.parent.name}",
         f"--trainer.logger.init_args.version={log_dir.name}",
@@ -195,8 +228,10 @@ def recipe_command(point: SweepPoint, config: str | Path, out: str | Path, sweep
             f"--routine.init_args.format_batch_fn.init_args.num_repeats={point.num_estimators}"
         )
     if point.method == SIGNORM:
-        command += [f"{model}.tau={point.tau:g}",
-                    f"{model}.diversity_strength={point.diversity_strength:g}"]
+        command += [
+            f"{model}.tau={point.tau:g}",
+            f"{model}.diversity_strength={point.diversity_strength:g}",
+        ]
     return command
 
 
@@ -206,28 +241,53 @@ def _parser() -> argparse.ArgumentParser:
         description="Run (digits, CPU) or print/launch (any recipe) a τ, M or λ sweep.",
     )
     parser.add_argument("sweep", choices=sorted(SWEEPS), help="the setting to vary")
-    parser.add_argument("--values", type=float, nargs="+", required=True,
-                        help="swept values (τ, M or λ)")
+    parser.add_argument(
+        "--values", type=float, nargs="+", required=True, help="swept values (τ, M or λ)"
+    )
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--backend", choices=["digits", "recipe"], default="digits")
     parser.add_argument("--config", help="recipe of --backend recipe (a σN-Ens recipe)")
-    parser.add_argument("--packed-config",
-                        help="members sweep, recipe back end: also sweep this Packed recipe")
-    parser.add_argument("--with-packed", action="store_true",
-                        help="members sweep, digits back end: also run Packed-Ensembles")
+    parser.add_argument(
+        "--packed-config", help="members sweep, recipe back end: also sweep this Packed recipe"
+    )
+    parser.add_argument(
+        "--with-packed",
+        action="store_true",
+        help="members sweep, digits back end: also run Packed-Ensembles",
+    )
     parser.add_argument("--tau", type=float, default=DEFAULT_TAU, help="τ when not swept")
-    parser.add_argument("--lambda", dest="diversity_strength", type=float,
-                        default=DEFAULT_DIVERSITY_STRENGTH, help="λ when not swept")
-    parser.add_argument("--num-estimators", type=int, default=compare.DEFAULT_NUM_ESTIMATORS,
-                        help="M when not swept")
-    parser.add_argument("--epochs", type=int, default=compare.DEFAULT_EPOCHS,
-                        help="digits back end: training epochs")
+    parser.add_argument(
+        "--lambda",
+        dest="diversity_strength",
+        type=float,
+        default=DEFAULT_DIVERSITY_STRENGTH,
+        help="λ when not swept",
+    )
+    parser.add_argument(
+        "--num-estimators",
+        type=int,
+        default=compare.DEFAULT_NUM_ESTIMATORS,
+        help="M when not swept",
+    )
+    parser.add_argument(
+        "--epochs",
+        type=int,
+        default=compare.DEFAULT_EPOCHS,
+        help="digits back end: training epochs",
+    )
     parser.add_argument("--out", default="runs", help="root folder of the runs")
-    parser.add_argument("--launch", action="store_true",
-                        help="recipe back end: run the commands instead of printing them")
-    parser.add_argument("--threads", type=int, default=1,
-                        help="digits back end: torch intra-op threads (default 1: 8x8 inputs "
-                        "gain nothing from more)")
+    parser.add_argument(
+        "--launch",
+        action="store_true",
+        help="recipe back end: run the commands instead of printing them",
+    )
+    parser.add_argument(
+        "--threads",
+        type=int,
+        default=1,
+        help="digits back end: torch intra-op threads (default 1: 8x8 inputs "
+        "gain nothing from more)",
+    )
     return parser
 
 
@@ -239,8 +299,12 @@ def main(argv: Sequence[str] | None = None) -> list[SweepPoint]:
     with_packed = args.with_packed or bool(args.packed_config)
     try:
         points = sweep_points(
-            args.sweep, args.values, args.seeds, tau=args.tau,
-            diversity_strength=args.diversity_strength, num_estimators=args.num_estimators,
+            args.sweep,
+            args.values,
+            args.seeds,
+            tau=args.tau,
+            diversity_strength=args.diversity_strength,
+            num_estimators=args.num_estimators,
             with_packed=with_packed,
         )
     except ValueError as error:

@@ -34,11 +34,17 @@ def _run(out: Path, target: float, seed: int) -> None:
     if list(folder.glob("version_*/results.csv")):
         return
     command = Path(sys.executable).with_name("torch-uncertainty")
-    argv = [str(command), "fit", "--config", str(RECIPE), f"--seed_everything={seed}",
-            f"--routine.init_args.target_diversity={target}",
-            "--trainer.enable_progress_bar=false",
-            f"--trainer.logger.init_args.save_dir={folder.parent}",
-            f"--trainer.logger.init_args.name={folder.name}"]
+    argv = [
+        str(command),
+        "fit",
+        "--config",
+        str(RECIPE),
+        f"--seed_everything={seed}",
+        f"--routine.init_args.target_diversity={target}",
+        "--trainer.enable_progress_bar=false",
+        f"--trainer.logger.init_args.save_dir={folder.parent}",
+        f"--trainer.logger.init_args.name={folder.name}",
+    ]
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONWARNINGS": "ignore::DeprecationWarning"}
     done = subprocess.run(argv, capture_output=True, text=True, env=env, check=True)
     (version,) = folder.glob("version_*")
@@ -55,8 +61,16 @@ def rows(out: Path) -> list[dict]:
             console = (version / "console.txt").read_text()
             within = abs(cosine - target) <= TARGET_TOLERANCE
             warned = any(text in console for text in MISSED)
-            found.append({"target": target, "seed": seed, "tested_cos": round(cosine, 4),
-                          "within": within, "warned": warned, "passes": within or warned})
+            found.append(
+                {
+                    "target": target,
+                    "seed": seed,
+                    "tested_cos": round(cosine, 4),
+                    "within": within,
+                    "warned": warned,
+                    "passes": within or warned,
+                }
+            )
     return found
 
 
@@ -68,18 +82,38 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     if not args.tables_only:
         with ThreadPoolExecutor(args.jobs) as pool:
-            list(pool.map(lambda ts: _run(args.out, *ts),
-                          [(t, s) for s in SEEDS for t in TARGETS]))
+            list(pool.map(lambda ts: _run(args.out, *ts), [(t, s) for s in SEEDS for t in TARGETS]))
     found = rows(args.out)
     with (args.out / "grid.csv").open("w", newline="") as file:
         writer = csv.DictWriter(file, fieldnames=list(found[0]))
         writer.writeheader()
         writer.writerows(found)
-    body = [[f"{r['target']:g}", str(r["seed"]), f"{r['tested_cos']:.4f}",
-             "yes" if r["within"] else "no", "yes" if r["warned"] else "no",
-             "yes" if r["passes"] else "NO"] for r in found]
-    print(format_table(["target", "seed", "tested σNorm-cos", f"within ±{TARGET_TOLERANCE}",
-                        "warned", "kept its promise"], body, markdown=True), end="")
+    body = [
+        [
+            f"{r['target']:g}",
+            str(r["seed"]),
+            f"{r['tested_cos']:.4f}",
+            "yes" if r["within"] else "no",
+            "yes" if r["warned"] else "no",
+            "yes" if r["passes"] else "NO",
+        ]
+        for r in found
+    ]
+    print(
+        format_table(
+            [
+                "target",
+                "seed",
+                "tested σNorm-cos",
+                f"within ±{TARGET_TOLERANCE}",
+                "warned",
+                "kept its promise",
+            ],
+            body,
+            markdown=True,
+        ),
+        end="",
+    )
 
 
 if __name__ == "__main__":

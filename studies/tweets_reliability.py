@@ -38,8 +38,14 @@ STEPS, CHECK_EVERY, ONE_CLASS_SHARE = 120, 20, 0.95
 
 def _datamodule(seed: int) -> TweetsDataModule:
     dm = TweetsDataModule(
-        root="./data", batch_size=8, eval_batch_size=64, max_length=32,
-        held_out_topic="coachella", train_size=960, val_size=256, test_size=1500,
+        root="./data",
+        batch_size=8,
+        eval_batch_size=64,
+        max_length=32,
+        held_out_topic="coachella",
+        train_size=960,
+        val_size=256,
+        test_size=1500,
         subset_seed=seed,
     )
     dm.setup("fit")
@@ -72,6 +78,7 @@ def _head_norm(kind: str) -> Callable[[nn.Module], None]:
             model.heads.norm = nn.LayerNorm(dim, eps=1e-12)
         elif kind == "ln_feature_scale":  # LN whose scale starts at the features' own scale
             model.heads.norm = _FeatureScaleLayerNorm(dim)
+
     return change
 
 
@@ -137,13 +144,23 @@ def _evaluate(model: nn.Module, loader, members: int) -> tuple[float, float, flo
     return correct / count, nll / count, float(counts.max()) / count
 
 
-def run(variant: str, seed: int, members: int, scale_lr: float = 100.0,
-        test: bool = True, steps: int = STEPS) -> dict:
+def run(
+    variant: str,
+    seed: int,
+    members: int,
+    scale_lr: float = 100.0,
+    test: bool = True,
+    steps: int = STEPS,
+) -> dict:
     seed_everything(seed, verbose=False)
     dm = _datamodule(seed)
     model = signorm_ensemble(
-        minilm_classifier(3), num_estimators=members, pretrained=True,
-        regularized_layers="transformer", tau=0.08, diversity_strength=1e-3,
+        minilm_classifier(3),
+        num_estimators=members,
+        pretrained=True,
+        regularized_layers="transformer",
+        tau=0.08,
+        diversity_strength=1e-3,
     )
     for change in VARIANTS[variant]:
         change(model)
@@ -174,9 +191,15 @@ def run(variant: str, seed: int, members: int, scale_lr: float = 100.0,
                 last_share = share
             if step >= steps:
                 break
-    row = {"variant": variant, "seed": seed, "M": members, "scale_lr": scale_lr,
-           "val_checks": " ".join(checks), "one_class_checks": relapses,
-           "last_top_class_share": round(last_share, 3)}
+    row = {
+        "variant": variant,
+        "seed": seed,
+        "M": members,
+        "scale_lr": scale_lr,
+        "val_checks": " ".join(checks),
+        "one_class_checks": relapses,
+        "last_top_class_share": round(last_share, 3),
+    }
     if test:
         acc, nll, share = _evaluate(model, dm.test_dataloader()[0], members)
         row.update(test_acc=round(acc, 4), test_nll=round(nll, 4), one_class=share >= 0.95)
@@ -193,9 +216,15 @@ def main() -> None:
     parser.add_argument("--no-test", action="store_true")
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args()
-    append_rows(args.out, (run(variant, seed, members, args.scale_lr, not args.no_test)
-                           for members in args.members for seed in args.seeds
-                           for variant in args.variants))
+    append_rows(
+        args.out,
+        (
+            run(variant, seed, members, args.scale_lr, not args.no_test)
+            for members in args.members
+            for seed in args.seeds
+            for variant in args.variants
+        ),
+    )
 
 
 if __name__ == "__main__":

@@ -43,16 +43,30 @@ from .tweets_controlled import PREDICTIONS, TAU, StudyRun, record_run, study_run
 from .tweets_seed_level import _results, seed_level
 
 EXTENSION_SEEDS = (3, 4, 5)
-PACKAGES = ("torch", "lightning", "torch-uncertainty", "transformers", "timm", "jsonargparse",
-            "torch-uncertainty-signorm")
+PACKAGES = (
+    "torch",
+    "lightning",
+    "torch-uncertainty",
+    "transformers",
+    "timm",
+    "jsonargparse",
+    "torch-uncertainty-signorm",
+)
 PROVENANCE = "provenance.json"
 
 
 def extension_runs(seeds: Sequence[int] = EXTENSION_SEEDS) -> list[StudyRun]:
     """The methods part at more seeds: Single, Deep Ensembles, σN-Ens at M = 1 and M = 4."""
-    return [run for s in seeds for run in (
-        StudyRun("single", s, num_estimators=1), StudyRun("signorm", s, num_estimators=1, tau=TAU),
-        StudyRun("signorm", s, tau=TAU), StudyRun("deep_ensembles", s))]
+    return [
+        run
+        for s in seeds
+        for run in (
+            StudyRun("single", s, num_estimators=1),
+            StudyRun("signorm", s, num_estimators=1, tau=TAU),
+            StudyRun("signorm", s, tau=TAU),
+            StudyRun("deep_ensembles", s),
+        )
+    ]
 
 
 @dataclass(frozen=True)
@@ -69,34 +83,59 @@ class OnDevice:
         return self.run.log_dir(self.runs_dir)
 
     def command(self, _runs_dir: Path | None = None) -> list[str]:
-        budget = ([] if self.steps is None else [f"--trainer.max_steps={self.steps}",
-                                                 f"--lr_scheduler.init_args.total_steps={self.steps}"])
+        budget = (
+            []
+            if self.steps is None
+            else [
+                f"--trainer.max_steps={self.steps}",
+                f"--lr_scheduler.init_args.total_steps={self.steps}",
+            ]
+        )
         clip = [] if self.clip is None else [f"--trainer.gradient_clip_val={self.clip:g}"]
-        return [*self.run.command(self.runs_dir), f"--trainer.accelerator={self.accelerator}",
-                *budget, *clip]
+        return [
+            *self.run.command(self.runs_dir),
+            f"--trainer.accelerator={self.accelerator}",
+            *budget,
+            *clip,
+        ]
 
 
 def provenance(accelerator: str) -> dict:
     """The commit (``git``, else ``SIGNORM_COMMIT`` for a copy without its history), whether
     ``src`` differs from it, the package versions and the device."""
     here = Path(__file__).resolve().parent
-    git = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, cwd=here,
-                         check=False)
+    git = subprocess.run(
+        ["git", "rev-parse", "HEAD"], capture_output=True, text=True, cwd=here, check=False
+    )
     commit = git.stdout.strip() if git.returncode == 0 else os.environ.get("SIGNORM_COMMIT", "")
-    dirty = subprocess.run(["git", "status", "--porcelain", "src"], capture_output=True,
-                           text=True, cwd=here, check=False)
+    dirty = subprocess.run(
+        ["git", "status", "--porcelain", "src"],
+        capture_output=True,
+        text=True,
+        cwd=here,
+        check=False,
+    )
     versions = {}
     for name in PACKAGES:
         try:
             versions[name] = version(name)
         except PackageNotFoundError:
             versions[name] = "not installed (source tree on PYTHONPATH)"
-    device = (torch.cuda.get_device_name(0) if accelerator == "gpu" and torch.cuda.is_available()
-              else platform.processor() or platform.machine())
-    return {"commit": commit, "src_modified": bool(dirty.stdout.strip()) if git.returncode == 0
-            else "unknown (no git history; the copy is an archive of the commit)",
-            "python": platform.python_version(), "versions": versions,
-            "accelerator": accelerator, "device": device}
+    device = (
+        torch.cuda.get_device_name(0)
+        if accelerator == "gpu" and torch.cuda.is_available()
+        else platform.processor() or platform.machine()
+    )
+    return {
+        "commit": commit,
+        "src_modified": bool(dirty.stdout.strip())
+        if git.returncode == 0
+        else "unknown (no git history; the copy is an archive of the commit)",
+        "python": platform.python_version(),
+        "versions": versions,
+        "accelerator": accelerator,
+        "device": device,
+    }
 
 
 def train(runs: Sequence[tuple], accelerator: str, jobs: int, steps: int | None = None) -> None:
@@ -108,9 +147,13 @@ def train(runs: Sequence[tuple], accelerator: str, jobs: int, steps: int | None 
         record_run(on_device.run, log_dir, seconds)
         (log_dir / PROVENANCE).write_text(json.dumps(record, indent=1))
 
-    train_runs([OnDevice(r, accelerator, d, steps, *clip) for r, d, *clip in runs], Path(), jobs,
-               record=finish,
-               kept=lambda d: (d / "results.csv").is_file() and (d / PROVENANCE).is_file())
+    train_runs(
+        [OnDevice(r, accelerator, d, steps, *clip) for r, d, *clip in runs],
+        Path(),
+        jobs,
+        record=finish,
+        kept=lambda d: (d / "results.csv").is_file() and (d / PROVENANCE).is_file(),
+    )
 
 
 def _last(rows: list[dict], column: str) -> float:
@@ -135,16 +178,23 @@ def run_rows(runs_dir: Path) -> list[dict]:
         probs = load_file(folder / PREDICTIONS)["probs/0"].double()
         classes = int(probs.mean(0).argmax(-1).unique().numel())
         last_one_class = _last(metrics, "val/health/one_class")
-        rows.append({
-            "run": folder.parent.name, "seed": settings["seed"], "tau": settings.get("tau"),
-            "M": settings["num_estimators"], "test Acc %": 100 * result["test/cls/Acc"],
-            "test NLL": result["test/cls/NLL"], "classes predicted": classes,
-            "last val one-class": last_one_class,
-            "collapsed": classes == 1 or last_one_class > 0,
-            "σNorm-cos reg": result.get("test/div/signorm_cos_regularized", math.nan),
-            "Jensen gap": result.get("test/div/jensen_gap", math.nan),
-            "mutual information": float(mutual_information(probs).mean()),
-            "run seconds": settings.get("run_seconds")})
+        rows.append(
+            {
+                "run": folder.parent.name,
+                "seed": settings["seed"],
+                "tau": settings.get("tau"),
+                "M": settings["num_estimators"],
+                "test Acc %": 100 * result["test/cls/Acc"],
+                "test NLL": result["test/cls/NLL"],
+                "classes predicted": classes,
+                "last val one-class": last_one_class,
+                "collapsed": classes == 1 or last_one_class > 0,
+                "σNorm-cos reg": result.get("test/div/signorm_cos_regularized", math.nan),
+                "Jensen gap": result.get("test/div/jensen_gap", math.nan),
+                "mutual information": float(mutual_information(probs).mean()),
+                "run seconds": settings.get("run_seconds"),
+            }
+        )
     return rows
 
 
@@ -160,10 +210,15 @@ def tau_orders(rows: list[dict]) -> list[dict]:
             continue
         from scipy import stats
 
-        out.append({"measure": column, "runs": len(grid),
-                    "spearman ρ(τ, measure)": float(stats.spearmanr(taus, values).statistic),
-                    "exact p": spearman_p(taus, values),
-                    "η (measure on τ)": correlation_ratio(values, taus)})
+        out.append(
+            {
+                "measure": column,
+                "runs": len(grid),
+                "spearman ρ(τ, measure)": float(stats.spearmanr(taus, values).statistic),
+                "exact p": spearman_p(taus, values),
+                "η (measure on τ)": correlation_ratio(values, taus),
+            }
+        )
     return out
 
 
@@ -190,24 +245,31 @@ def write_tables(out: Path) -> str:
         write_rows(orders, out / "tau_orders.csv")
     sections = ["# Tweets study re-run: per run\n", markdown_table(rows, list(rows[0]))]
     if orders:
-        sections += ["## τ and the diversity measures (σN-Ens M = 4, τ grid)\n",
-                     markdown_table(orders, list(orders[0]))]
+        sections += [
+            "## τ and the diversity measures (σN-Ens M = 4, τ grid)\n",
+            markdown_table(orders, list(orders[0])),
+        ]
     if any(extension_dir.glob("*/seed*/results.csv")):
         extension = run_rows(extension_dir)
         write_rows(extension, out / "extension" / "runs.csv")
         with tempfile.TemporaryDirectory() as scratch:
             combined = combined_runs([runs_dir, extension_dir], Path(scratch))
             write_rows(seed_level(combined), out / "extension" / "seed_level.csv")
-        sections += ["## Extension runs (seeds 3-5)\n",
-                     markdown_table(extension, list(extension[0]))]
+        sections += [
+            "## Extension runs (seeds 3-5)\n",
+            markdown_table(extension, list(extension[0])),
+        ]
     text = "\n".join(sections)
     (out / "runs.md").write_text(text + "\n")
     return text
 
 
 #: The budget follow-up's primary comparisons: NLL of σN-Ens minus each of these.
-BUDGET_BASELINES = {"Single": "single", "Deep Ensembles": "deep_ensembles_M4",
-                    "σN-Ens M = 1": "signorm_M1_tau0.08"}
+BUDGET_BASELINES = {
+    "Single": "single",
+    "Deep Ensembles": "deep_ensembles_M4",
+    "σN-Ens M = 1": "signorm_M1_tau0.08",
+}
 SIGNORM = "signorm_M4_tau0.08"
 MARGIN, ALPHA = 0.01, 0.05
 
@@ -237,49 +299,84 @@ def budget_tables(out: Path, shorter: Path | None) -> str:
     primary = {}
     for label, other in BUDGET_BASELINES.items():
         pairs = [s for s in seeds if (other, s) in by]
-        primary[label] = (pairs, paired_difference([by[SIGNORM, s]["test NLL"] for s in pairs],
-                                                   [by[other, s]["test NLL"] for s in pairs]))
+        primary[label] = (
+            pairs,
+            paired_difference(
+                [by[SIGNORM, s]["test NLL"] for s in pairs],
+                [by[other, s]["test NLL"] for s in pairs],
+            ),
+        )
     order = sorted(primary, key=lambda k: primary[k][1]["p"])
     table = []
     for k, label in enumerate(order):
         pairs, plain = primary[label]
         level = 1 - ALPHA / (len(order) - k)
         other = BUDGET_BASELINES[label]
-        held = paired_difference([by[SIGNORM, s]["test NLL"] for s in pairs],
-                                 [by[other, s]["test NLL"] for s in pairs], level)
+        held = paired_difference(
+            [by[SIGNORM, s]["test NLL"] for s in pairs],
+            [by[other, s]["test NLL"] for s in pairs],
+            level,
+        )
         bad = [f"{run} seed {s}" for run, s in sorted(collapsed) if run in (SIGNORM, other)]
-        table.append({"comparison": f"NLL σN-Ens − {label}", "seeds": len(pairs),
-                      "mean": plain["mean"], "p": plain["p"], "Holm level": level,
-                      "low": held["low"], "high": held["high"],
-                      "verdict": ("open (collapsed: " + ", ".join(bad) + ")") if bad
-                      else budget_verdict(held["low"], held["high"])})
+        table.append(
+            {
+                "comparison": f"NLL σN-Ens − {label}",
+                "seeds": len(pairs),
+                "mean": plain["mean"],
+                "p": plain["p"],
+                "Holm level": level,
+                "low": held["low"],
+                "high": held["high"],
+                "verdict": ("open (collapsed: " + ", ".join(bad) + ")")
+                if bad
+                else budget_verdict(held["low"], held["high"]),
+            }
+        )
     write_rows(table, out / "primary.csv")
     secondary = []
     for label, other in BUDGET_BASELINES.items():
-        for metric, column, scale in (("shift ECE (points)", "shift/mean/ECE", 100),
-                                      ("Acc (points)", "test/cls/Acc", 100)):
+        for metric, column, scale in (
+            ("shift ECE (points)", "shift/mean/ECE", 100),
+            ("Acc (points)", "test/cls/Acc", 100),
+        ):
             pairs = [s for s in seeds if (other, s) in by]
             values = {}
             for run in (SIGNORM, other):
                 values[run] = [scale * _results(runs_dir / run / f"seed{s}")[column] for s in pairs]
-            secondary.append({"comparison": f"{metric} σN-Ens − {label}"}
-                             | paired_difference(values[SIGNORM], values[other]))
-    shorter_rows = ([] if shorter is None else
-                    run_rows(shorter / "runs") + run_rows(shorter / "extension" / "runs"))
+            secondary.append(
+                {"comparison": f"{metric} σN-Ens − {label}"}
+                | paired_difference(values[SIGNORM], values[other])
+            )
+    shorter_rows = (
+        []
+        if shorter is None
+        else run_rows(shorter / "runs") + run_rows(shorter / "extension" / "runs")
+    )
     short = {r["seed"]: r for r in shorter_rows if r["run"] == SIGNORM}
     pairs = [s for s in seeds if s in short]
     diversity = ("σNorm-cos reg", "Jensen gap", "mutual information", "test NLL")
     for column in diversity if pairs else ():
-        secondary.append({"comparison": f"σN-Ens {column}: 480 − 120 steps"} | paired_difference(
-            [by[SIGNORM, s][column] for s in pairs], [short[s][column] for s in pairs]))
-        secondary.append({"comparison": f"σN-Ens {column} at 480 steps"}
-                         | mean_interval([by[SIGNORM, s][column] for s in pairs]))
+        secondary.append(
+            {"comparison": f"σN-Ens {column}: 480 − 120 steps"}
+            | paired_difference(
+                [by[SIGNORM, s][column] for s in pairs], [short[s][column] for s in pairs]
+            )
+        )
+        secondary.append(
+            {"comparison": f"σN-Ens {column} at 480 steps"}
+            | mean_interval([by[SIGNORM, s][column] for s in pairs])
+        )
     write_rows(secondary, out / "secondary.csv")
-    text = "\n".join(["# Four times the budget: primary comparisons\n",
-                      markdown_table(table, list(table[0])), "## Secondary\n",
-                      markdown_table(secondary,
-                                     list(dict.fromkeys(k for r in secondary for k in r))),
-                      "## Runs\n", markdown_table(rows, list(rows[0]))])
+    text = "\n".join(
+        [
+            "# Four times the budget: primary comparisons\n",
+            markdown_table(table, list(table[0])),
+            "## Secondary\n",
+            markdown_table(secondary, list(dict.fromkeys(k for r in secondary for k in r))),
+            "## Runs\n",
+            markdown_table(rows, list(rows[0])),
+        ]
+    )
     (out / "budget.md").write_text(text + "\n")
     return text
 
@@ -293,9 +390,11 @@ def clip_runs(out: Path) -> list[tuple]:
     studies/results/tweets_study/rerun_clip/DESIGN.md)."""
     m1 = [StudyRun("signorm", s, num_estimators=1, tau=TAU) for s in MORE_SEEDS]
     m1_all = [StudyRun("signorm", s, num_estimators=1, tau=TAU) for s in CLIP_SEEDS + MORE_SEEDS]
-    return ([(r, out / "runs", CLIP) for r in extension_runs(CLIP_SEEDS)]
-            + [(r, out / "runs", CLIP) for r in m1]
-            + [(r, out / "unclipped" / "runs", None) for r in m1_all])
+    return (
+        [(r, out / "runs", CLIP) for r in extension_runs(CLIP_SEEDS)]
+        + [(r, out / "runs", CLIP) for r in m1]
+        + [(r, out / "unclipped" / "runs", None) for r in m1_all]
+    )
 
 
 def clip_tables(out: Path, unclipped: Path) -> str:
@@ -305,14 +404,22 @@ def clip_tables(out: Path, unclipped: Path) -> str:
 
     clipped = run_rows(out / "runs")
     retrained = run_rows(out / "unclipped" / "runs")
-    plain = [r for r in run_rows(unclipped / "runs")
-             if r["run"] not in {t["run"] for t in retrained}] + retrained
+    plain = [
+        r for r in run_rows(unclipped / "runs") if r["run"] not in {t["run"] for t in retrained}
+    ] + retrained
     earlier = {(r["run"], r["seed"]): r for r in run_rows(unclipped / "runs")}
-    agreement = [{"run": r["run"], "seed": r["seed"], "test NLL here": r["test NLL"],
-                  "test NLL earlier": earlier[r["run"], r["seed"]]["test NLL"],
-                  "collapsed here": r["collapsed"],
-                  "collapsed earlier": earlier[r["run"], r["seed"]]["collapsed"]}
-                 for r in retrained if (r["run"], r["seed"]) in earlier]
+    agreement = [
+        {
+            "run": r["run"],
+            "seed": r["seed"],
+            "test NLL here": r["test NLL"],
+            "test NLL earlier": earlier[r["run"], r["seed"]]["test NLL"],
+            "collapsed here": r["collapsed"],
+            "collapsed earlier": earlier[r["run"], r["seed"]]["collapsed"],
+        }
+        for r in retrained
+        if (r["run"], r["seed"]) in earlier
+    ]
     if agreement:
         write_rows(agreement, out / "code_agreement.csv")
     counts = []
@@ -321,10 +428,17 @@ def clip_tables(out: Path, unclipped: Path) -> str:
             group = [r for r in rows if r["run"] == run]
             k = sum(bool(r["collapsed"]) for r in group)
             ci = stats.binomtest(k, len(group)).proportion_ci(method="exact")
-            counts.append({"arm": arm, "run": run, "runs": len(group), "relapsed": k,
-                           "seeds relapsed": " ".join(str(r["seed"]) for r in group
-                                                      if r["collapsed"]),
-                           "rate low": ci.low, "rate high": ci.high})
+            counts.append(
+                {
+                    "arm": arm,
+                    "run": run,
+                    "runs": len(group),
+                    "relapsed": k,
+                    "seeds relapsed": " ".join(str(r["seed"]) for r in group if r["collapsed"]),
+                    "rate low": ci.low,
+                    "rate high": ci.high,
+                }
+            )
     write_rows(counts, out / "relapses.csv")
     by_clip = {(r["run"], r["seed"]): r for r in clipped}
     by_plain = {(r["run"], r["seed"]): r for r in plain}
@@ -332,44 +446,79 @@ def clip_tables(out: Path, unclipped: Path) -> str:
     for run in sorted({r["run"] for r in clipped}):
         seeds = [s for s in CLIP_SEEDS if (run, s) in by_clip and (run, s) in by_plain]
         columns = ["test NLL", "test Acc %"] + (
-            ["σNorm-cos reg", "Jensen gap", "mutual information"] if run == SIGNORM else [])
+            ["σNorm-cos reg", "Jensen gap", "mutual information"] if run == SIGNORM else []
+        )
         for column in columns:
-            cost.append({"run": run, "measure": f"{column}: clipped − unclipped"}
-                        | paired_difference([by_clip[run, s][column] for s in seeds],
-                                            [by_plain[run, s][column] for s in seeds]))
-        plain_dir = (out / "unclipped" / "runs" if (out / "unclipped" / "runs" / run).is_dir()
-                     else unclipped / "runs")
-        shift = [[100 * _results(folder / run / f"seed{s}")["shift/mean/ECE"] for s in seeds]
-                 for folder in (out / "runs", plain_dir)]
-        cost.append({"run": run, "measure": "shift ECE (points): clipped − unclipped"}
-                    | paired_difference(*shift))
+            cost.append(
+                {"run": run, "measure": f"{column}: clipped − unclipped"}
+                | paired_difference(
+                    [by_clip[run, s][column] for s in seeds],
+                    [by_plain[run, s][column] for s in seeds],
+                )
+            )
+        plain_dir = (
+            out / "unclipped" / "runs"
+            if (out / "unclipped" / "runs" / run).is_dir()
+            else unclipped / "runs"
+        )
+        shift = [
+            [100 * _results(folder / run / f"seed{s}")["shift/mean/ECE"] for s in seeds]
+            for folder in (out / "runs", plain_dir)
+        ]
+        cost.append(
+            {"run": run, "measure": "shift ECE (points): clipped − unclipped"}
+            | paired_difference(*shift)
+        )
     write_rows(cost, out / "clip_cost.csv")
-    text = "\n".join(["# Gradient clipping at 480 steps\n", "## Relapses\n",
-                      markdown_table(counts, list(counts[0])), "## Clipped − unclipped\n",
-                      markdown_table(cost, list(cost[0]))]
-                     + (["## The retrained unclipped runs against the earlier commit's\n",
-                         markdown_table(agreement, list(agreement[0]))] if agreement else [])
-                     + [budget_tables(out, None)])
+    text = "\n".join(
+        [
+            "# Gradient clipping at 480 steps\n",
+            "## Relapses\n",
+            markdown_table(counts, list(counts[0])),
+            "## Clipped − unclipped\n",
+            markdown_table(cost, list(cost[0])),
+        ]
+        + (
+            [
+                "## The retrained unclipped runs against the earlier commit's\n",
+                markdown_table(agreement, list(agreement[0])),
+            ]
+            if agreement
+            else []
+        )
+        + [budget_tables(out, None)]
+    )
     (out / "clip.md").write_text(text + "\n")
     return text
 
 
-
 def main(argv: Sequence[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m studies.tweets_rerun",
-                                     description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m studies.tweets_rerun", description=__doc__.splitlines()[0]
+    )
     parser.add_argument("--out", type=Path, default=Path("studies/results/tweets_study/rerun"))
     parser.add_argument("--accelerator", default="cpu", choices=["cpu", "gpu"])
     parser.add_argument("--jobs", type=int, default=2, help="runs trained at a time")
     parser.add_argument("--no-extension", action="store_true", help="only the registered runs")
     parser.add_argument("--tables-only", action="store_true", help="only redraw the tables")
     parser.add_argument("--runs-only", action="store_true", help="only train the runs")
-    parser.add_argument("--steps", type=int, default=None,
-                        help="train the methods part at seeds 0-5 with this many steps instead")
-    parser.add_argument("--clip-study", action="store_true",
-                        help="train and tabulate the gradient-clipping study at 480 steps")
-    parser.add_argument("--shorter", type=Path, default=Path("studies/results/tweets_study/rerun"),
-                        help="the re-run at the registered budget, compared with --steps runs")
+    parser.add_argument(
+        "--steps",
+        type=int,
+        default=None,
+        help="train the methods part at seeds 0-5 with this many steps instead",
+    )
+    parser.add_argument(
+        "--clip-study",
+        action="store_true",
+        help="train and tabulate the gradient-clipping study at 480 steps",
+    )
+    parser.add_argument(
+        "--shorter",
+        type=Path,
+        default=Path("studies/results/tweets_study/rerun"),
+        help="the re-run at the registered budget, compared with --steps runs",
+    )
     args = parser.parse_args(argv)
     if args.jobs < 1:
         parser.error(f"--jobs must be >= 1, got {args.jobs}")

@@ -37,19 +37,36 @@ PACKAGES = ("torch", "lightning", "torch-uncertainty", "transformers", "torch-un
 
 
 def seed_runs(seeds=SEEDS, single_seeds=SEEDS, members=(1, 4)) -> list[StudyRun]:
-    runs = [StudyRun("signorm", s, num_estimators=m, tau=TAU, evaluate_shift=False)
-            for m in members for s in seeds]
-    return runs + [StudyRun("single", s, num_estimators=1, evaluate_shift=False)
-                   for s in single_seeds]
+    runs = [
+        StudyRun("signorm", s, num_estimators=m, tau=TAU, evaluate_shift=False)
+        for m in members
+        for s in seeds
+    ]
+    return runs + [
+        StudyRun("single", s, num_estimators=1, evaluate_shift=False) for s in single_seeds
+    ]
 
 
 def provenance() -> dict:
-    commit = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True,
-                            check=False, cwd=Path(__file__).parent).stdout.strip()
-    dirty = subprocess.run(["git", "status", "--porcelain", "src"], capture_output=True,
-                           text=True, check=False, cwd=Path(__file__).parent).stdout.strip()
-    return {"commit": commit, "src_modified": bool(dirty),
-            "versions": {name: version(name) for name in PACKAGES}}
+    commit = subprocess.run(
+        ["git", "rev-parse", "HEAD"],
+        capture_output=True,
+        text=True,
+        check=False,
+        cwd=Path(__file__).parent,
+    ).stdout.strip()
+    dirty = subprocess.run(
+        ["git", "status", "--porcelain", "src"],
+        capture_output=True,
+        text=True,
+        check=False,
+        cwd=Path(__file__).parent,
+    ).stdout.strip()
+    return {
+        "commit": commit,
+        "src_modified": bool(dirty),
+        "versions": {name: version(name) for name in PACKAGES},
+    }
 
 
 def _record(run: StudyRun, log_dir: Path, seconds: float) -> None:
@@ -82,16 +99,25 @@ def table(runs_dirs: dict[str, Path]) -> list[dict]:
     rows = []
     for code, runs_dir in runs_dirs.items():
         for log_dir in sorted(runs_dir.glob("*/seed*")):
-            if not (log_dir / "results.csv").is_file() or "tau0.04" in log_dir.parent.name \
-                    or "tau0.16" in log_dir.parent.name or "deep" in log_dir.parent.name:
+            if (
+                not (log_dir / "results.csv").is_file()
+                or "tau0.04" in log_dir.parent.name
+                or "tau0.16" in log_dir.parent.name
+                or "deep" in log_dir.parent.name
+            ):
                 continue
             result = list(csv.DictReader((log_dir / "results.csv").open()))[-1]
             relapses, checks = one_class_checks(log_dir)
-            rows.append({"code": code, "run": log_dir.parent.name,
-                         "seed": int(log_dir.name.removeprefix("seed")),
-                         "test Acc %": round(100 * float(result["test/cls/Acc"]), 1),
-                         "test NLL": round(float(result["test/cls/NLL"]), 4),
-                         "one-class val checks": f"{relapses}/{checks}"})
+            rows.append(
+                {
+                    "code": code,
+                    "run": log_dir.parent.name,
+                    "seed": int(log_dir.name.removeprefix("seed")),
+                    "test Acc %": round(100 * float(result["test/cls/Acc"]), 1),
+                    "test NLL": round(float(result["test/cls/NLL"]), 4),
+                    "one-class val checks": f"{relapses}/{checks}",
+                }
+            )
     return sorted(rows, key=lambda r: (r["run"], r["seed"], r["code"]))
 
 
@@ -103,13 +129,23 @@ def main() -> None:
     parser.add_argument("--members", nargs="+", type=int, default=[1, 4])
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--table-only", action="store_true")
-    parser.add_argument("--earlier", type=Path, nargs="*", default=[],
-                        help="runs folders made by the earlier code, tabulated beside")
+    parser.add_argument(
+        "--earlier",
+        type=Path,
+        nargs="*",
+        default=[],
+        help="runs folders made by the earlier code, tabulated beside",
+    )
     args = parser.parse_args()
     runs_dir = args.out / "runs"
     if not args.table_only:
-        train_runs(seed_runs(args.seeds, args.single_seeds, args.members), runs_dir, args.jobs,
-                   record=_record, kept=lambda d: (d / "provenance.json").is_file())
+        train_runs(
+            seed_runs(args.seeds, args.single_seeds, args.members),
+            runs_dir,
+            args.jobs,
+            record=_record,
+            kept=lambda d: (d / "provenance.json").is_file(),
+        )
     dirs = {"fixed": runs_dir} | {_label(d): d for d in args.earlier}
     rows = table(dirs)
     with (args.out / "seed_table.csv").open("w", newline="") as handle:

@@ -13,8 +13,10 @@ from tiers import TIER_BUDGETS, in_second_tier, second_tier_recipe, whole_tier
 def pytest_collection_modifyitems(config, items):
     for item in items:
         callspec = getattr(item, "callspec", None)
-        if in_second_tier(item.path) or (callspec is not None and second_tier_recipe(
-                getattr(item, "originalname", item.name), callspec.params)):
+        if in_second_tier(item.path) or (
+            callspec is not None
+            and second_tier_recipe(getattr(item, "originalname", item.name), callspec.params)
+        ):
             item.add_marker(pytest.mark.slow)
 
 
@@ -27,8 +29,9 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
     """A whole tier prints its time against its budget (tests/tiers.py) and fails over it."""
     if hasattr(config, "workerinput"):
         return
-    tier = whole_tier(config.option.markexpr,
-                      config.args_source == pytest.Config.ArgsSource.TESTPATHS)
+    tier = whole_tier(
+        config.option.markexpr, config.args_source == pytest.Config.ArgsSource.TESTPATHS
+    )
     if tier is None:
         return
     session, started = config.stash[_STARTED]
@@ -36,7 +39,10 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
     over = seconds > budget
     terminalreporter.write_line(
         f"{tier} tier: {seconds:.0f} s of its {budget} s budget (tests/tiers.py)"
-        + (": OVER BUDGET, the run fails" if over else ""), red=over, bold=True)
+        + (": OVER BUDGET, the run fails" if over else ""),
+        red=over,
+        bold=True,
+    )
     if over:
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
 

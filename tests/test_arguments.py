@@ -19,9 +19,18 @@ def test_exactly_the_targets_named_parameters_are_taken_and_overrides_win():
 
 
 def test_a_datamodule_hands_torch_uncertainty_every_loading_argument_it_was_given():
-    datamodule = DigitsDataModule(root="somewhere", batch_size=7, eval_batch_size=9,
-                                  num_workers=0, num_tta=1, postprocess_set="test")
+    datamodule = DigitsDataModule(
+        root="somewhere",
+        batch_size=7,
+        eval_batch_size=9,
+        num_workers=0,
+        num_tta=1,
+        postprocess_set="test",
+    )
     assert (datamodule.root.name, datamodule.batch_size, datamodule.eval_batch_size) == (
-        "somewhere", 7, 9)
+        "somewhere",
+        7,
+        9,
+    )
     assert datamodule.postprocess_set == "test"
     assert isinstance(datamodule, TUDataModule)

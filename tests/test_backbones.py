@@ -51,12 +51,18 @@ def test_timm_vit_loads_a_local_file_and_its_conversion_preserves_every_member(v
 
     images = torch.randn(2, 3, 32, 32)
     with torch.no_grad():
-        reference = _features_without_head(timm_vit("test_vit", num_classes=10, img_size=32,
-                                                    pretrained_path=path).eval(), images)
+        reference = _features_without_head(
+            timm_vit("test_vit", num_classes=10, img_size=32, pretrained_path=path).eval(), images
+        )
     ensemble = signorm_ensemble(loaded, M, pretrained=True, regularized_layers="transformer")
-    assert ensemble.regularized_layer_names == ["blocks.0.norm2", "blocks.1.norm2",
-                                                "blocks.2.norm2", "blocks.3.norm2",
-                                                "blocks.4.norm2", "blocks.5.norm2"]
+    assert ensemble.regularized_layer_names == [
+        "blocks.0.norm2",
+        "blocks.1.norm2",
+        "blocks.2.norm2",
+        "blocks.3.norm2",
+        "blocks.4.norm2",
+        "blocks.5.norm2",
+    ]
     _assert_members_reproduce(ensemble.eval(), reference, images)
 
 
@@ -74,19 +80,24 @@ def test_bert_classifier_loads_a_local_directory_and_its_conversion_preserves_ev
     saved, directory = bert_directory
     loaded = bert_classifier(pretrained_path=directory).eval()
     saved_state, loaded_state = saved.state_dict(), loaded.model.state_dict()
-    assert all(torch.equal(saved_state[k], v) for k, v in loaded_state.items()
-               if not k.startswith("classifier"))
+    assert all(
+        torch.equal(saved_state[k], v)
+        for k, v in loaded_state.items()
+        if not k.startswith("classifier")
+    )
     assert not torch.equal(saved_state["classifier.weight"], loaded_state["classifier.weight"])
     assert loaded.model.config.hidden_dropout_prob == 0
 
     inputs = bert_inputs()
     with torch.no_grad():
-        reference = _features_without_head(bert_classifier(pretrained_path=directory).eval(),
-                                           inputs)
+        reference = _features_without_head(
+            bert_classifier(pretrained_path=directory).eval(), inputs
+        )
     # The classifier inside the wrapper is found without head=.
     ensemble = signorm_ensemble(loaded, M, pretrained=True, regularized_layers="transformer")
     assert ensemble.regularized_layer_names == [
-        "model.bert.encoder.layer.0.output.LayerNorm", "model.bert.encoder.layer.1.output.LayerNorm"
+        "model.bert.encoder.layer.0.output.LayerNorm",
+        "model.bert.encoder.layer.1.output.LayerNorm",
     ]
     _assert_members_reproduce(ensemble.eval(), reference, inputs)
     assert ensemble(inputs).shape == (M * 3, 2)
@@ -134,13 +145,19 @@ def test_torch_uncertainty_deep_ensembles_of_bert_take_tokenizer_inputs(bert_dir
     ("build", "error", "message"),
     [
         (lambda p: timm_vit("not_a_timm_model"), ValueError, "not_a_timm_model.*is not a timm"),
-        (lambda p: timm_vit("test_vit", pretrained_path=p / "missing.safetensors"),
-         FileNotFoundError, "missing.safetensors.*is not a file"),
+        (
+            lambda p: timm_vit("test_vit", pretrained_path=p / "missing.safetensors"),
+            FileNotFoundError,
+            "missing.safetensors.*is not a file",
+        ),
         (lambda p: timm_vit("test_vit", num_classes=0), ValueError, "num_classes.*got 0"),
         (lambda p: bert_classifier(pretrained_path=p), FileNotFoundError, "config.json"),
         (lambda p: bert_classifier(pretrained_path=p / "absent"), FileNotFoundError, "absent"),
-        (lambda p: bert_classifier(str(p / "nowhere"), pretrained=False), ValueError,
-         "nowhere.*could not be resolved"),
+        (
+            lambda p: bert_classifier(str(p / "nowhere"), pretrained=False),
+            ValueError,
+            "nowhere.*could not be resolved",
+        ),
         (lambda p: bert_classifier(num_classes=True), ValueError, "num_classes.*True"),
     ],
 )
@@ -167,8 +184,10 @@ def test_wideresnet28_is_torch_uncertaintys_at_widen_10_and_narrows_for_a_laptop
     wide = wideresnet28(3, 100, style="CIFAR", dropout_rate=0.0)
     theirs = wideresnet28x10(3, 100, style=ResNetStyle.CIFAR, dropout_rate=0.0)
     assert {k: v.shape for k, v in wide.state_dict().items()} == {
-        k: v.shape for k, v in theirs.state_dict().items()}
+        k: v.shape for k, v in theirs.state_dict().items()
+    }
     narrow = wideresnet28(3, 100, widen_factor=1, style="CIFAR", dropout_rate=0.0)
+
     def norms(model):
         return [name for name, m in model.named_modules() if isinstance(m, torch.nn.BatchNorm2d)]
 

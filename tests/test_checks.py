@@ -28,18 +28,28 @@ def _resnet_ensemble(**kwargs):
     [
         (lambda: _resnet_ensemble(num_estimators=True), "num_estimators must be an integer >= 1"),
         (lambda: _resnet_ensemble(tau=True), "tau must be a finite number > 0, got True"),
-        (lambda: _resnet_ensemble(diversity_strength=False),
-         r"diversity_strength \(lambda\) must be a finite number >= 0, got False"),
+        (
+            lambda: _resnet_ensemble(diversity_strength=False),
+            r"diversity_strength \(lambda\) must be a finite number >= 0, got False",
+        ),
         (lambda: _resnet_ensemble(num_classes=True), "num_classes must be an integer >= 1"),
-        (lambda: signorm_param_groups(_resnet_ensemble(), lr=True),
-         "lr must be a finite number > 0, got True"),
-        (lambda: SigmaNormClassificationRoutine(_resnet_ensemble(), scale_lr_multiplier=True),
-         "scale_lr_multiplier must be a finite number > 0, got True"),
-        (lambda: film_ensemble(tiny_resnet(), 2, gain=True),
-         "gain must be a finite number >= 0, got True"),
+        (
+            lambda: signorm_param_groups(_resnet_ensemble(), lr=True),
+            "lr must be a finite number > 0, got True",
+        ),
+        (
+            lambda: SigmaNormClassificationRoutine(_resnet_ensemble(), scale_lr_multiplier=True),
+            "scale_lr_multiplier must be a finite number > 0, got True",
+        ),
+        (
+            lambda: film_ensemble(tiny_resnet(), 2, gain=True),
+            "gain must be a finite number >= 0, got True",
+        ),
         (lambda: lora_ensemble(tiny_vit(), 2, rank=True), "rank must be an integer >= 1, got True"),
-        (lambda: member_probabilities(torch.zeros(4, 3), True),
-         "num_estimators must be an integer >= 1, got True"),
+        (
+            lambda: member_probabilities(torch.zeros(4, 3), True),
+            "num_estimators must be an integer >= 1, got True",
+        ),
     ],
 )
 def test_booleans_are_refused_where_arguments_enter(build, message):
@@ -83,8 +93,10 @@ def test_check_choices_returns_the_names_in_the_given_order():
 def test_single_set_loaders_and_eval_sets_loaders_exclude_each_other():
     check_eval_flags(False, False, eval_ood=True, eval_shift=True)
     check_eval_flags(True, True, eval_ood=False, eval_shift=False)
-    message = (r"eval_ood=False / eval_shift=True \(TorchUncertainty's single-set loaders.*"
-               r"cannot be combined with eval_near_far_ood=False / eval_shift_severities=True")
+    message = (
+        r"eval_ood=False / eval_shift=True \(TorchUncertainty's single-set loaders.*"
+        r"cannot be combined with eval_near_far_ood=False / eval_shift_severities=True"
+    )
     with pytest.raises(ValueError, match=message):
         check_eval_flags(False, True, eval_ood=False, eval_shift=True)
 

@@ -29,11 +29,15 @@ from torch_uncertainty_signorm.callbacks import exact_resume
 
 def _torch_subclasses(base: type) -> list[type]:
     """Every class in ``torch.nn`` that subclasses ``base`` (the classes torch ships)."""
-    return [value for value in vars(nn).values()
-            if isinstance(value, type) and issubclass(value, base) and value is not base]
+    return [
+        value
+        for value in vars(nn).values()
+        if isinstance(value, type) and issubclass(value, base) and value is not base
+    ]
 
 
 # ----------------------------------------------------------------------------- torch
+
 
 def test_convolutions_cover_every_conv_torch_ships():
     convolutions = _torch_subclasses(nn.modules.conv._ConvNd)
@@ -69,8 +73,18 @@ def test_sync_batch_norm_function_takes_the_arguments_passed():
     function = _compat.sync_batch_norm_function()
     assert issubclass(function, torch.autograd.Function)
     names = list(inspect.signature(function.forward).parameters)
-    assert names[:10] == ["self", "input", "weight", "bias", "running_mean", "running_var",
-                          "eps", "momentum", "process_group", "world_size"]
+    assert names[:10] == [
+        "self",
+        "input",
+        "weight",
+        "bias",
+        "running_mean",
+        "running_var",
+        "eps",
+        "momentum",
+        "process_group",
+        "world_size",
+    ]
 
 
 def test_forward_pre_hooks_removes_a_hook_from_a_copy():
@@ -90,8 +104,9 @@ def test_forward_pre_hooks_removes_a_hook_from_a_copy():
 
 
 def test_drop_loader_iterator_restarts_persistent_workers():
-    loader = DataLoader(TensorDataset(torch.arange(4.0)), batch_size=2, num_workers=1,
-                        persistent_workers=True)
+    loader = DataLoader(
+        TensorDataset(torch.arange(4.0)), batch_size=2, num_workers=1, persistent_workers=True
+    )
     assert loader._iterator is None
     list(loader)
     kept = loader._iterator
@@ -104,6 +119,7 @@ def test_drop_loader_iterator_restarts_persistent_workers():
 
 
 # ----------------------------------------------------------------------------- Lightning
+
 
 class _Recording(LightningModule):
     """Records what Lightning's CLI hands it while it is built."""
@@ -136,8 +152,15 @@ def test_lightning_instantiator_saves_a_block_with_the_class_path_key():
 
 def test_module_base_classes_of_a_cli(monkeypatch):
     monkeypatch.setattr("sys.argv", ["test"])
-    cli = LightningCLI(BoringModel, BoringDataModule, run=False, args=[], seed_everything_default=0,
-                       save_config_callback=None, trainer_defaults={"logger": False})
+    cli = LightningCLI(
+        BoringModel,
+        BoringDataModule,
+        run=False,
+        args=[],
+        seed_everything_default=0,
+        save_config_callback=None,
+        trainer_defaults={"logger": False},
+    )
     assert _compat.model_base_class(cli) is BoringModel
     assert _compat.datamodule_base_class(cli) is BoringDataModule
 
@@ -145,12 +168,19 @@ def test_module_base_classes_of_a_cli(monkeypatch):
 def test_instantiator_keyword_switches_the_checkpoint_instantiator_off(tmp_path):
     model = _Recording(width=2)
     path = tmp_path / "model.ckpt"
-    torch.save({"state_dict": model.state_dict(), "pytorch-lightning_version": "2.6.6",
-                "hyper_parameters": {"width": 2, _compat.INSTANTIATOR_KEY: "not.trusted"}}, path)
+    torch.save(
+        {
+            "state_dict": model.state_dict(),
+            "pytorch-lightning_version": "2.6.6",
+            "hyper_parameters": {"width": 2, _compat.INSTANTIATOR_KEY: "not.trusted"},
+        },
+        path,
+    )
     with pytest.raises(ValueError, match="instantiator"):
         _Recording.load_from_checkpoint(path, weights_only=True)
-    loaded = _Recording.load_from_checkpoint(path, weights_only=True,
-                                             **{_compat.INSTANTIATOR_KEY: None})
+    loaded = _Recording.load_from_checkpoint(
+        path, weights_only=True, **{_compat.INSTANTIATOR_KEY: None}
+    )
     assert loaded.layer.in_features == 2
 
 
@@ -166,9 +196,16 @@ class _Probe(BoringModel):
 
 def test_fit_loop_internals_and_the_validation_progress_layout(tmp_path):
     model = _Probe()
-    trainer = Trainer(default_root_dir=tmp_path, max_epochs=1, limit_train_batches=2,
-                      limit_val_batches=2, logger=False, enable_checkpointing=False,
-                      enable_progress_bar=False, enable_model_summary=False)
+    trainer = Trainer(
+        default_root_dir=tmp_path,
+        max_epochs=1,
+        limit_train_batches=2,
+        limit_val_batches=2,
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+    )
     assert _compat.combined_loader(trainer.fit_loop) is None  # before setup
     trainer.fit(model)
     for loader in (model.train_loader, model.val_loader):
@@ -206,16 +243,28 @@ def test_rng_states_keep_lightnings_layout():
 
 # ----------------------------------------------------------------------------- TorchUncertainty
 
+
 def test_wide_resnet_class_builds_any_widen_factor():
     from torch_uncertainty.models.classification import wideresnet28x10
 
     wide_resnet = _compat.wide_resnet_class()
     parameters = inspect.signature(wide_resnet).parameters
-    for name in ("depth", "widen_factor", "in_channels", "num_classes", "conv_bias",
-                 "dropout_rate", "groups", "style", "normalization_layer", "activation_fn"):
+    for name in (
+        "depth",
+        "widen_factor",
+        "in_channels",
+        "num_classes",
+        "conv_bias",
+        "dropout_rate",
+        "groups",
+        "style",
+        "normalization_layer",
+        "activation_fn",
+    ):
         assert name in parameters, name
-    model = wide_resnet(depth=28, widen_factor=1, in_channels=3, num_classes=10,
-                        conv_bias=False, dropout_rate=0.0)
+    model = wide_resnet(
+        depth=28, widen_factor=1, in_channels=3, num_classes=10, conv_bias=False, dropout_rate=0.0
+    )
     assert model(torch.zeros(1, 3, 32, 32)).shape == (1, 10)
     assert isinstance(wideresnet28x10(3, 10, conv_bias=False, dropout_rate=0.0), wide_resnet)
 
@@ -227,8 +276,15 @@ def test_tu_data_loader_uses_the_datamodules_batch_sizes(tmp_path):
         def setup(self, stage: str | None = None) -> None:
             pass
 
-    datamodule = Data(root=tmp_path, batch_size=4, eval_batch_size=3, val_split=None,
-                              num_workers=0, pin_memory=False, persistent_workers=False)
+    datamodule = Data(
+        root=tmp_path,
+        batch_size=4,
+        eval_batch_size=3,
+        val_split=None,
+        num_workers=0,
+        pin_memory=False,
+        persistent_workers=False,
+    )
     dataset = TensorDataset(torch.arange(8.0))
     training = _compat.tu_data_loader(datamodule, dataset, training=True, shuffle=True)
     evaluation = _compat.tu_data_loader(datamodule, dataset, training=False)
@@ -239,18 +295,28 @@ def test_tu_data_loader_uses_the_datamodules_batch_sizes(tmp_path):
 
 # ----------------------------------------------------------------------------- hooks overridden
 
-@pytest.mark.parametrize(("owner", "hook", "arguments"), [
-    (LightningCLI, "_add_instantiators", ["self"]),
-    (LightningCLI, "_parse_ckpt_path", ["self"]),
-    (LightningCLI, "_run_subcommand", ["self", "subcommand"]),
-    (LightningCLI, "_set_seed", ["self"]),
-    ("torch_uncertainty.utils.evaluation_loop.TUEvaluationLoop", "_print_results",
-     ["results", "stage"]),
-    ("torch_uncertainty.datamodules.TUDataModule", "_data_loader",
-     ["self", "dataset", "training", "shuffle"]),
-    ("torch_uncertainty.datamodules.TUDataModule", "_get_train_data", ["self"]),
-    ("torch_uncertainty.datamodules.TUDataModule", "_get_train_targets", ["self"]),
-])
+
+@pytest.mark.parametrize(
+    ("owner", "hook", "arguments"),
+    [
+        (LightningCLI, "_add_instantiators", ["self"]),
+        (LightningCLI, "_parse_ckpt_path", ["self"]),
+        (LightningCLI, "_run_subcommand", ["self", "subcommand"]),
+        (LightningCLI, "_set_seed", ["self"]),
+        (
+            "torch_uncertainty.utils.evaluation_loop.TUEvaluationLoop",
+            "_print_results",
+            ["results", "stage"],
+        ),
+        (
+            "torch_uncertainty.datamodules.TUDataModule",
+            "_data_loader",
+            ["self", "dataset", "training", "shuffle"],
+        ),
+        ("torch_uncertainty.datamodules.TUDataModule", "_get_train_data", ["self"]),
+        ("torch_uncertainty.datamodules.TUDataModule", "_get_train_targets", ["self"]),
+    ],
+)
 def test_overridden_private_hooks_still_exist(owner, hook, arguments):
     """The private methods the package overrides are still there, with the same arguments
     (else an override would silently stop being called)."""
@@ -273,6 +339,7 @@ def test_lightning_calls_the_overridden_hooks():
 
 
 # ----------------------------------------------------------------------------- transformers
+
 
 def test_hf_config_source_key():
     transformers = pytest.importorskip("transformers")

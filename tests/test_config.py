@@ -59,7 +59,8 @@ def test_every_method_exposes_its_config_and_round_trips_it(method):
     config = config_class(num_classes=7, head="head", expand_at="input")
     assert config_class.from_dict(json.loads(json.dumps(config.to_dict()))) == config
     assert factory(backbone(), 2, num_classes=7, expand_at="input").config == dataclasses.replace(
-        config, head=None)
+        config, head=None
+    )
     assert wrapper(backbone(), 2, config_class(num_classes=7)).config.num_classes == 7
     with pytest.raises(ValueError, match=r"Both config and keyword arguments set num_classes=3"):
         wrapper(backbone(), 2, config_class(num_classes=7), num_classes=3)
@@ -68,25 +69,31 @@ def test_every_method_exposes_its_config_and_round_trips_it(method):
 
 
 @pytest.mark.parametrize("method", METHODS)
-@pytest.mark.parametrize(("settings", "message"), [
-    ({"num_classes": 0}, "num_classes must be an integer >= 1, got 0"),
-    ({"head": 3}, "head must be the name of the classifier or None, got 3"),
-    ({"expand_at": None}, "expand_at must be 'auto', 'input' or a module name, got None"),
-])
+@pytest.mark.parametrize(
+    ("settings", "message"),
+    [
+        ({"num_classes": 0}, "num_classes must be an integer >= 1, got 0"),
+        ({"head": 3}, "head must be the name of the classifier or None, got 3"),
+        ({"expand_at": None}, "expand_at must be 'auto', 'input' or a module name, got None"),
+    ],
+)
 def test_every_config_checks_the_settings_all_wrappers_share_alike(method, settings, message):
     with pytest.raises(ValueError) as error:
         METHODS[method][0](**settings)
     assert message in str(error.value)
 
 
-@pytest.mark.parametrize(("config_class", "settings", "message"), [
-    (FiLMConfig, {"gain": -1.0}, "gain must be a finite number >= 0"),
-    (FiLMConfig, {"init_center": "one"}, "init_center must be 'affine' or 'zero', got 'one'"),
-    (LoRAEnsembleConfig, {"rank": 0}, "rank must be an integer >= 1"),
-    (LoRAEnsembleConfig, {"alpha": 0.0}, "alpha must be a finite number > 0"),
-    (LoRAEnsembleConfig, {"init_gain": -1.0}, "init_gain must be a finite number >= 0"),
-    (LoRAEnsembleConfig, {"target_modules": []}, "target_modules must be a preset name, a"),
-])
+@pytest.mark.parametrize(
+    ("config_class", "settings", "message"),
+    [
+        (FiLMConfig, {"gain": -1.0}, "gain must be a finite number >= 0"),
+        (FiLMConfig, {"init_center": "one"}, "init_center must be 'affine' or 'zero', got 'one'"),
+        (LoRAEnsembleConfig, {"rank": 0}, "rank must be an integer >= 1"),
+        (LoRAEnsembleConfig, {"alpha": 0.0}, "alpha must be a finite number > 0"),
+        (LoRAEnsembleConfig, {"init_gain": -1.0}, "init_gain must be a finite number >= 0"),
+        (LoRAEnsembleConfig, {"target_modules": []}, "target_modules must be a preset name, a"),
+    ],
+)
 def test_bad_baseline_values_give_the_wrappers_errors(config_class, settings, message):
     with pytest.raises(ValueError) as error:
         config_class(**settings)
@@ -109,23 +116,35 @@ def test_the_wrapper_exposes_its_config_and_defaults_are_the_configs():
 
 
 def test_a_config_builds_the_same_ensemble_as_the_keyword_arguments():
-    config = SigmaNormConfig(tau=0.5, diversity_strength=0.1, head_norm="layer",
-                             regularized_layers="resnet18", eval_chunk_size=None)
+    config = SigmaNormConfig(
+        tau=0.5,
+        diversity_strength=0.1,
+        head_norm="layer",
+        regularized_layers="resnet18",
+        eval_chunk_size=None,
+    )
     torch.manual_seed(0)
     from_keywords = SigmaNormEnsemble(tiny_resnet(), 3, **config.to_dict())
     torch.manual_seed(0)
     from_config = SigmaNormEnsemble(tiny_resnet(), 3, config)
     assert from_config.config == from_keywords.config == config
     assert from_config.regularized_layer_names == from_keywords.regularized_layer_names
-    for (name, a), (_, b) in zip(from_config.state_dict().items(),
-                                 from_keywords.state_dict().items(), strict=True):
+    for (name, a), (_, b) in zip(
+        from_config.state_dict().items(), from_keywords.state_dict().items(), strict=True
+    ):
         assert torch.equal(a, b), name
 
 
 def test_round_trip_through_a_dict_of_plain_data():
-    config = SigmaNormConfig(num_classes=5, regularized_layers=["layer1.0.bn2", "bn1"], tau=1,
-                             member_spread=0.1, head="linear", expand_at="input",
-                             eval_chunk_size=64)
+    config = SigmaNormConfig(
+        num_classes=5,
+        regularized_layers=["layer1.0.bn2", "bn1"],
+        tau=1,
+        member_spread=0.1,
+        head="linear",
+        expand_at="input",
+        eval_chunk_size=64,
+    )
     data = config.to_dict()
     assert list(data) == FIELDS
     assert json.loads(json.dumps(data)) == data
@@ -140,21 +159,24 @@ def test_a_config_is_frozen():
     assert dataclasses.replace(SigmaNormConfig(), tau=0.5).tau == 0.5
 
 
-@pytest.mark.parametrize(("settings", "message"), [
-    ({"tau": 0.0}, "tau must be a finite number > 0"),
-    ({"tau": 1e4}, "tau=10000.0 is outside"),
-    ({"diversity_strength": -1.0}, "diversity_strength (lambda) must be a finite number >= 0"),
-    ({"diversity_strength": 1e4}, "is above"),
-    ({"head_norm": "group"}, "head_norm must be 'auto', 'batch' or 'layer', got 'group'"),
-    ({"eval_chunk_size": 0}, "eval_chunk_size must be 'auto', None or an integer >= 1"),
-    ({"num_classes": 0}, "num_classes must be an integer >= 1"),
-    ({"pretrained": "yes"}, "pretrained must be True or False"),
-    ({"checkpoint": "single.ckpt"}, "checkpoint='single.ckpt' needs pretrained=True"),
-    ({"scale_init_std": -1.0}, "scale_init_std must be a finite number >= 0"),
-    ({"member_spread": float("nan")}, "member_spread must be a finite number >= 0"),
-    ({"regularized_layers": []}, "regularized_layers must be a preset name, a regex or a"),
-    ({"expand_at": 3}, "expand_at must be 'auto', 'input' or a module name"),
-])
+@pytest.mark.parametrize(
+    ("settings", "message"),
+    [
+        ({"tau": 0.0}, "tau must be a finite number > 0"),
+        ({"tau": 1e4}, "tau=10000.0 is outside"),
+        ({"diversity_strength": -1.0}, "diversity_strength (lambda) must be a finite number >= 0"),
+        ({"diversity_strength": 1e4}, "is above"),
+        ({"head_norm": "group"}, "head_norm must be 'auto', 'batch' or 'layer', got 'group'"),
+        ({"eval_chunk_size": 0}, "eval_chunk_size must be 'auto', None or an integer >= 1"),
+        ({"num_classes": 0}, "num_classes must be an integer >= 1"),
+        ({"pretrained": "yes"}, "pretrained must be True or False"),
+        ({"checkpoint": "single.ckpt"}, "checkpoint='single.ckpt' needs pretrained=True"),
+        ({"scale_init_std": -1.0}, "scale_init_std must be a finite number >= 0"),
+        ({"member_spread": float("nan")}, "member_spread must be a finite number >= 0"),
+        ({"regularized_layers": []}, "regularized_layers must be a preset name, a regex or a"),
+        ({"expand_at": 3}, "expand_at must be 'auto', 'input' or a module name"),
+    ],
+)
 def test_bad_values_give_the_wrappers_errors(settings, message):
     with pytest.raises(ValueError, match=None) as config_error:
         SigmaNormConfig(**settings)
@@ -165,8 +187,11 @@ def test_bad_values_give_the_wrappers_errors(settings, message):
 
 
 def test_unknown_keys_are_refused_naming_them_and_the_valid_ones():
-    with pytest.raises(ValueError, match=r"no setting 'strength', 'temperature'; valid settings: "
-                                         r"num_classes, pretrained,.*eval_chunk_size\."):
+    with pytest.raises(
+        ValueError,
+        match=r"no setting 'strength', 'temperature'; valid settings: "
+        r"num_classes, pretrained,.*eval_chunk_size\.",
+    ):
         SigmaNormConfig.from_dict({"tau": 0.5, "temperature": 1.0, "strength": 0.1})
     with pytest.raises(TypeError, match="needs a mapping"):
         SigmaNormConfig.from_dict(["tau"])
@@ -174,8 +199,11 @@ def test_unknown_keys_are_refused_naming_them_and_the_valid_ones():
 
 def test_a_config_and_a_conflicting_keyword_are_refused():
     config = SigmaNormConfig(tau=0.5)
-    with pytest.raises(ValueError, match=r"Both config and keyword arguments set tau=0.2 "
-                                         r"\(config: 0.5\)"):
+    with pytest.raises(
+        ValueError,
+        match=r"Both config and keyword arguments set tau=0.2 "
+        r"\(config: 0.5\)",
+    ):
         SigmaNormEnsemble(tiny_resnet(), 2, config, tau=0.2)
     # Agreeing with the config, or left at the default, is no conflict.
     assert SigmaNormEnsemble(tiny_resnet(), 2, config, tau=0.5).config == config
@@ -197,7 +225,8 @@ def test_the_export_writes_the_config_and_loading_reads_it_back(tmp_path):
     assert {key: written[key] for key in expected} == expected
     reloaded = load_ensemble(tmp_path)
     assert reloaded.config == dataclasses.replace(
-        model.config, regularized_layers=tuple(model.regularized_layer_names))
+        model.config, regularized_layers=tuple(model.regularized_layer_names)
+    )
 
 
 def test_a_converted_export_keeps_its_config(tmp_path):
@@ -217,6 +246,9 @@ def test_an_export_with_an_unknown_setting_is_refused(tmp_path):
     config = json.loads(path.read_text())
     config["model"]["init_args"]["temperature"] = 0.5
     path.write_text(json.dumps(config))
-    with pytest.raises(ValueError, match=r"model\.init_args\.temperature=0\.5 is not an argument "
-                                         r"of .*signorm_ensemble; valid arguments: model, "):
+    with pytest.raises(
+        ValueError,
+        match=r"model\.init_args\.temperature=0\.5 is not an argument "
+        r"of .*signorm_ensemble; valid arguments: model, ",
+    ):
         load_ensemble(tmp_path)

@@ -31,28 +31,45 @@ SIGNORM_ROW = ROOT / "experiments/torch_uncertainty/classification/cifar10/confi
 
 
 def _env() -> dict[str, str]:
-    return {**os.environ, "CUDA_VISIBLE_DEVICES": "", "OMP_NUM_THREADS": "1",
-            "PATH": os.pathsep.join([str(BIN), os.environ.get("PATH", "")])}
+    return {
+        **os.environ,
+        "CUDA_VISIBLE_DEVICES": "",
+        "OMP_NUM_THREADS": "1",
+        "PATH": os.pathsep.join([str(BIN), os.environ.get("PATH", "")]),
+    }
 
 
 def _run(args: list[str], cwd: Path) -> subprocess.CompletedProcess:
-    return subprocess.run(args, cwd=cwd, env=_env(), capture_output=True, text=True,
-                          timeout=300, check=False)
+    return subprocess.run(
+        args, cwd=cwd, env=_env(), capture_output=True, text=True, timeout=300, check=False
+    )
 
 
 @pytest.mark.parametrize("extra", [[], ["--trainer.fast_dev_run=true"]], ids=["full", "fast"])
 def test_gpu_recipe_without_a_gpu_ends_in_one_line_with_the_cpu_overrides(extra, tmp_path):
-    result = _run([str(BIN / "torch-uncertainty"), "fit", "--config",
-                   str(ROOT / "experiments/wrn_c100_signorm.yaml"), *extra], tmp_path)
+    result = _run(
+        [
+            str(BIN / "torch-uncertainty"),
+            "fit",
+            "--config",
+            str(ROOT / "experiments/wrn_c100_signorm.yaml"),
+            *extra,
+        ],
+        tmp_path,
+    )
     assert result.returncode == 1
     assert "Traceback" not in result.stderr and "MisconfigurationException" not in result.stderr
     (line,) = result.stderr.strip().splitlines()  # nothing else: no warning, no traceback
-    assert line.startswith("torch-uncertainty: no GPU found: this recipe sets "
-                           "trainer.accelerator=gpu, precision=16-mixed; to run it on this "
-                           "machine's CPU add --trainer.accelerator=cpu --trainer.precision=32 ")
-    width = ("--routine.init_args.model.init_args.model.class_path=torch_uncertainty_signorm."
-             "backbones.wideresnet28 --routine.init_args.model.init_args.model.init_args."
-             "widen_factor=1")
+    assert line.startswith(
+        "torch-uncertainty: no GPU found: this recipe sets "
+        "trainer.accelerator=gpu, precision=16-mixed; to run it on this "
+        "machine's CPU add --trainer.accelerator=cpu --trainer.precision=32 "
+    )
+    width = (
+        "--routine.init_args.model.init_args.model.class_path=torch_uncertainty_signorm."
+        "backbones.wideresnet28 --routine.init_args.model.init_args.model.init_args."
+        "widen_factor=1"
+    )
     assert width in line and "experiments/README.md, 'On a laptop'" in line
     assert ("--trainer.limit_train_batches=5" in line) is not bool(extra)  # fast_dev_run: 1 step
     assert not list(tmp_path.rglob("*"))  # nothing built, nothing written
@@ -66,9 +83,20 @@ def test_stand_in_route_runs_torch_uncertainty_recipe_and_labels_the_run(tmp_pat
     assert written.returncode == 0, written.stderr
     assert " ".join(SMOKE_TEST_OVERRIDES) in written.stdout
     before = recipe.read_text()
-    result = _run([str(BIN / "torch-uncertainty"), "fit", "--config", "packed.yaml", "--data",
-                   "CIFAR10DataModule", "--data.init_args.root=standin", *SMOKE_TEST_OVERRIDES,
-                   "--routine.init_args.model.init_args.width_multiplier=0.25"], tmp_path)
+    result = _run(
+        [
+            str(BIN / "torch-uncertainty"),
+            "fit",
+            "--config",
+            "packed.yaml",
+            "--data",
+            "CIFAR10DataModule",
+            "--data.init_args.root=standin",
+            *SMOKE_TEST_OVERRIDES,
+            "--routine.init_args.model.init_args.width_multiplier=0.25",
+        ],
+        tmp_path,
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     assert "STAND-IN DATA: standin holds 11 files of stand-in data" in result.stderr
     assert "STAND-IN DATA: the results above are on standin" in result.stdout

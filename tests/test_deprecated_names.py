@@ -15,12 +15,16 @@ from torch_uncertainty_signorm.signorm import optim as signorm_optim
 
 def test_the_old_optim_module_warns_naming_the_new_one_and_gives_its_names(monkeypatch):
     monkeypatch.delitem(sys.modules, "torch_uncertainty_signorm.optim", raising=False)
-    with pytest.warns(FutureWarning, match=r"torch_uncertainty_signorm\.optim is deprecated .* "
-                      r"0\.2\.0: import from torch_uncertainty_signorm\.signorm\.optim") as caught:
+    with pytest.warns(
+        FutureWarning,
+        match=r"torch_uncertainty_signorm\.optim is deprecated .* "
+        r"0\.2\.0: import from torch_uncertainty_signorm\.signorm\.optim",
+    ) as caught:
         import torch_uncertainty_signorm.optim as old
     assert caught[0].filename == __file__  # the warning points at the user's import
-    assert old.__all__ and all(getattr(old, name) is getattr(signorm_optim, name)
-                               for name in old.__all__)
+    assert old.__all__ and all(
+        getattr(old, name) is getattr(signorm_optim, name) for name in old.__all__
+    )
     assert "signorm_optim_recipe" in old.__all__
 
 
@@ -32,11 +36,18 @@ def test_the_deprecations_end_after_this_release():
 @pytest.mark.slow
 def test_python_m_export_warns_naming_signorm_export_and_runs_it(tmp_path):
     env = {**os.environ, "PYTHONWARNINGS": ""}
-    done = subprocess.run([sys.executable, "-m", "torch_uncertainty_signorm.export", "--help"],
-                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120,
-                          check=False)
+    done = subprocess.run(
+        [sys.executable, "-m", "torch_uncertainty_signorm.export", "--help"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith("usage: signorm-export ")  # the new command's own help
     assert "FutureWarning: `python -m torch_uncertainty_signorm.export` is deprecated" in (
-        done.stderr)
+        done.stderr
+    )
     assert "run `signorm-export`" in done.stderr and "0.2.0" in done.stderr

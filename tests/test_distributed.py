@@ -90,8 +90,10 @@ def _worker(rank: int, port: int, out_dir: str, kind: str) -> None:
         for name, param in model.named_parameters():
             dist.all_reduce(param.grad)  # what DDP does: average the processes' gradients
             grads[name] = param.grad / WORLD
-        torch.save({"stats": _stats(model), "grads": grads, "logits": logits},
-                   Path(out_dir) / f"rank{rank}.pt")
+        torch.save(
+            {"stats": _stats(model), "grads": grads, "logits": logits},
+            Path(out_dir) / f"rank{rank}.pt",
+        )
     finally:
         dist.destroy_process_group()
 
@@ -99,8 +101,9 @@ def _worker(rank: int, port: int, out_dir: str, kind: str) -> None:
 @pytest.mark.parametrize("kind", ["signorm", "film"])
 def test_two_processes_match_one_process_on_the_concatenated_batch(tmp_path, kind):
     # fork: the workers inherit the imported modules instead of importing them again
-    mp.start_processes(_worker, args=(_free_port(), str(tmp_path), kind), nprocs=WORLD,
-                       start_method="fork")
+    mp.start_processes(
+        _worker, args=(_free_port(), str(tmp_path), kind), nprocs=WORLD, start_method="fork"
+    )
     ranks = [torch.load(tmp_path / f"rank{r}.pt", weights_only=True) for r in range(WORLD)]
 
     reference = _ensemble(kind)
@@ -195,17 +198,28 @@ class OrderedSyntheticDataModule(SyntheticDataModule):
 
 def _fit_args(root: Path, devices: int, batch_size: int) -> list[str]:
     return [
-        "fit", "--config", str(REPO / "experiments" / "resnet18_c10_signorm.yaml"),
+        "fit",
+        "--config",
+        str(REPO / "experiments" / "resnet18_c10_signorm.yaml"),
         "--routine.init_args.model.init_args.model.init_args.width_multiplier=0.125",
         f"--data.class_path={__name__}.OrderedSyntheticDataModule",
-        f"--data.init_args.batch_size={batch_size}", "--data.init_args.num_samples=8",
-        "--data.init_args.eval_ood=false", "--data.init_args.eval_shift=false",
-        "--trainer.accelerator=cpu", f"--trainer.devices={devices}", "--trainer.precision=32",
+        f"--data.init_args.batch_size={batch_size}",
+        "--data.init_args.num_samples=8",
+        "--data.init_args.eval_ood=false",
+        "--data.init_args.eval_shift=false",
+        "--trainer.accelerator=cpu",
+        f"--trainer.devices={devices}",
+        "--trainer.precision=32",
         "--trainer.strategy=" + ("ddp" if devices > 1 else "auto"),
-        "--trainer.sync_batchnorm=true", "--trainer.max_epochs=1", "--trainer.logger=false",
-        "--trainer.limit_val_batches=0", "--trainer.enable_progress_bar=false",
-        "--trainer.callbacks=[]", f"--trainer.default_root_dir={root}",
-        "--eval_after_fit=false", "--seed_everything=0",
+        "--trainer.sync_batchnorm=true",
+        "--trainer.max_epochs=1",
+        "--trainer.logger=false",
+        "--trainer.limit_val_batches=0",
+        "--trainer.enable_progress_bar=false",
+        "--trainer.callbacks=[]",
+        f"--trainer.default_root_dir={root}",
+        "--eval_after_fit=false",
+        "--seed_everything=0",
     ]
 
 
@@ -218,13 +232,20 @@ def _final_state(root: Path) -> dict[str, torch.Tensor]:
 def test_ddp_through_the_command_matches_one_process(tmp_path, monkeypatch):
     """``torch-uncertainty fit`` with ``strategy: ddp``, ``devices: 2`` and ``sync_batchnorm``:
     after one step on 2 × 4 images, statistics and weights equal one process on the 8 images."""
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO / "tests"),
-                                                          os.environ.get("PYTHONPATH", "")]),
-           "OMP_NUM_THREADS": "1"}
-    command = [sys.executable, "-m", "torch_uncertainty_signorm.cli",
-               *_fit_args(tmp_path / "ddp", devices=2, batch_size=4)]
-    result = subprocess.run(command, env=env, check=False, capture_output=True, text=True,
-                            timeout=300, cwd=tmp_path)
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(REPO / "tests"), os.environ.get("PYTHONPATH", "")]),
+        "OMP_NUM_THREADS": "1",
+    }
+    command = [
+        sys.executable,
+        "-m",
+        "torch_uncertainty_signorm.cli",
+        *_fit_args(tmp_path / "ddp", devices=2, batch_size=4),
+    ]
+    result = subprocess.run(
+        command, env=env, check=False, capture_output=True, text=True, timeout=300, cwd=tmp_path
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     monkeypatch.setattr(sys, "argv", ["torch-uncertainty"])
     monkeypatch.chdir(tmp_path)
@@ -249,7 +270,7 @@ def test_distributed_imports_the_layers_only():
     from torch_uncertainty_signorm.members import distributed
 
     tree = ast.parse(Path(distributed.__file__).read_text())
-    relative = {node.module for node in ast.walk(tree)
-                if isinstance(node, ast.ImportFrom) and node.level}
+    relative = {
+        node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.level
+    }
     assert relative == {"norm", "statistics"}
-

@@ -18,7 +18,8 @@ def test_pairwise_cosine_matches_the_definition():
     imp = torch.rand(4, 9, dtype=torch.float64)
     pairs = [
         torch.nn.functional.cosine_similarity(imp[i], imp[j], dim=0)
-        for i in range(4) for j in range(i + 1, 4)
+        for i in range(4)
+        for j in range(i + 1, 4)
     ]
     torch.testing.assert_close(pairwise_cosine(imp), torch.stack(pairs).mean())
 
@@ -46,8 +47,11 @@ def _random_probs(members=4, batch=32, classes=5):
 def test_output_measures_vanish_when_members_agree_and_are_positive_otherwise():
     agree = _random_probs(members=1).expand(4, -1, -1)
     targets = torch.randint(0, 5, (32,))
-    for value in (jensen_gap(agree, targets), mutual_information(agree),
-                  geometric_ambiguity(agree)):
+    for value in (
+        jensen_gap(agree, targets),
+        mutual_information(agree),
+        geometric_ambiguity(agree),
+    ):
         torch.testing.assert_close(value, torch.zeros(32, dtype=torch.float64))
     probs = _random_probs()
     assert torch.all(mutual_information(probs) > 0)
@@ -80,8 +84,9 @@ def test_mutual_information_agrees_with_torch_uncertainty_metric():
     probs = _random_probs().float()
     metric = MutualInformation(reduction="mean")
     metric.update(probs.transpose(0, 1))  # TorchUncertainty takes (B, M, C)
-    torch.testing.assert_close(metric.compute(), mutual_information(probs).mean(), rtol=1e-4,
-                               atol=1e-5)
+    torch.testing.assert_close(
+        metric.compute(), mutual_information(probs).mean(), rtol=1e-4, atol=1e-5
+    )
 
 
 def test_signorm_cosine_resolves_nearly_identical_members_under_mixed_precision():
@@ -119,7 +124,11 @@ def test_the_weight_measures_take_the_model_or_its_importances_and_return_no_gra
         assert 0.0 < float(cosine) < 1.0
     assert torch.equal(ownership_fractions(model), ownership_fractions(importances))
     assert signorm_cosine(importances[0]).item() == pytest.approx(
-        signorm_cosine(importances[:1]).item())  # one layer's (M, F) tensor
-    with pytest.raises(TypeError, match=r"signorm_cosine takes a σN-Ens model \(anything with "
-                       r"importances\(\)\) or its importances .* got Linear"):
+        signorm_cosine(importances[:1]).item()
+    )  # one layer's (M, F) tensor
+    with pytest.raises(
+        TypeError,
+        match=r"signorm_cosine takes a σN-Ens model \(anything with "
+        r"importances\(\)\) or its importances .* got Linear",
+    ):
         signorm_cosine(torch.nn.Linear(2, 2))

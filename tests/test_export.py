@@ -34,6 +34,8 @@ from torch_uncertainty_signorm.members import MemberModel
 from torch_uncertainty_signorm.routines import SigmaNormClassificationRoutine
 from torch_uncertainty_signorm.signorm.layers import SigmaNorm
 
+SIGNORM_ROUTINE = "torch_uncertainty_signorm.routines.SigmaNormClassificationRoutine"
+
 M = 3
 SPEC = tiny_signorm_spec(M, style="cifar", tau=0.5)
 
@@ -77,8 +79,14 @@ def _vit():
 def _groupnorm_cnn():
     torch.manual_seed(0)
     backbone = nn.Sequential(
-        nn.Conv2d(3, 8, 3), nn.GroupNorm(2, 8), nn.ReLU(), nn.AdaptiveAvgPool2d(1), nn.Flatten(),
-        nn.Linear(8, 8), nn.RMSNorm(8), nn.Linear(8, 5),
+        nn.Conv2d(3, 8, 3),
+        nn.GroupNorm(2, 8),
+        nn.ReLU(),
+        nn.AdaptiveAvgPool2d(1),
+        nn.Flatten(),
+        nn.Linear(8, 8),
+        nn.RMSNorm(8),
+        nn.Linear(8, 5),
     )
     return signorm_ensemble(backbone, M, head="7", head_norm="layer")
 
@@ -88,9 +96,10 @@ CASES = {
     "resnet-converted-pretrained": (_pretrained_resnet, lambda: torch.randn(4, 3, 32, 32)),
     "vit-layernorm-expand-at-blocks": (_vit, lambda: torch.randn(4, 3, 32, 32)),
     "groupnorm-rmsnorm": (_groupnorm_cnn, lambda: torch.randn(4, 3, 8, 8)),
-    "bert-mapping-inputs": (lambda: signorm_ensemble(randomize_norms(tiny_bert()), M,
-                                                     pretrained=True),
-                            bert_inputs),
+    "bert-mapping-inputs": (
+        lambda: signorm_ensemble(randomize_norms(tiny_bert()), M, pretrained=True),
+        bert_inputs,
+    ),
 }
 
 
@@ -107,8 +116,9 @@ def test_member_model_equals_the_members_output(case):
         plain = member_model(ensemble, member).eval()
         assert not any(isinstance(m, SigmaNorm) for m in plain.modules())
         with torch.no_grad():
-            torch.testing.assert_close(plain(inputs), _member_rows(ensemble, inputs, member),
-                                       rtol=1e-5, atol=1e-5)
+            torch.testing.assert_close(
+                plain(inputs), _member_rows(ensemble, inputs, member), rtol=1e-5, atol=1e-5
+            )
     kinds = {type(m) for m in ensemble.modules()}
     if case == "groupnorm-rmsnorm":
         assert {SigmaGroupNorm, SigmaRMSNorm} <= kinds
@@ -120,11 +130,15 @@ def test_members_differ_and_training_mode_matches_too():
     member = member_model(ensemble, 1)
     assert member.training
     with torch.no_grad():
-        torch.testing.assert_close(member(inputs), _member_rows(ensemble, inputs, 1),
-                                   rtol=1e-5, atol=1e-5)
+        torch.testing.assert_close(
+            member(inputs), _member_rows(ensemble, inputs, 1), rtol=1e-5, atol=1e-5
+        )
         ensemble.eval()
-        assert not torch.allclose(member_model(ensemble, 0).eval()(inputs),
-                                  member_model(ensemble, 1).eval()(inputs), atol=1e-3)
+        assert not torch.allclose(
+            member_model(ensemble, 0).eval()(inputs),
+            member_model(ensemble, 1).eval()(inputs),
+            atol=1e-3,
+        )
 
 
 def test_folded_batchnorm_holds_the_members_statistics_and_effective_scale():
@@ -154,8 +168,16 @@ def _settings_as_config(spec: dict) -> dict:
     that gives them as a :class:`~torch_uncertainty_signorm.SigmaNormConfig`."""
     init_args = dict(spec["init_args"])
     kept = {key: init_args.pop(key) for key in ("model", "num_estimators")}
-    return {**spec, "init_args": {**kept, "config": {
-        "class_path": "torch_uncertainty_signorm.SigmaNormConfig", "init_args": init_args}}}
+    return {
+        **spec,
+        "init_args": {
+            **kept,
+            "config": {
+                "class_path": "torch_uncertainty_signorm.SigmaNormConfig",
+                "init_args": init_args,
+            },
+        },
+    }
 
 
 @pytest.mark.slow
@@ -165,28 +187,55 @@ def test_command_exports_a_lightning_checkpoint(tmp_path, settings):
     settings given as keyword arguments or as one ``config:`` block."""
     spec = SPEC if settings == "keywords" else _settings_as_config(SPEC)
     routine = SigmaNormClassificationRoutine(
-        build_model(spec), 10, nn.CrossEntropyLoss(),
+        build_model(spec),
+        10,
+        nn.CrossEntropyLoss(),
         optim_recipe=lambda m: torch.optim.SGD(m.parameters(), lr=0.1),
     )
-    trainer = Trainer(accelerator="cpu", max_steps=1, logger=False, enable_progress_bar=False,
-                      enable_model_summary=False, default_root_dir=tmp_path,
-                      enable_checkpointing=False, limit_val_batches=0)
+    trainer = Trainer(
+        accelerator="cpu",
+        max_steps=1,
+        logger=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        default_root_dir=tmp_path,
+        enable_checkpointing=False,
+        limit_val_batches=0,
+    )
     trainer.fit(routine, SyntheticDataModule(batch_size=4))
     trainer.save_checkpoint(tmp_path / "run.ckpt")
     assert "state_dict" in torch.load(tmp_path / "run.ckpt", weights_only=True)
     recipe = tmp_path / "recipe.yaml"  # as in experiments/: the command's enum names (CIFAR)
     recipe_spec = copy.deepcopy(spec)
     recipe_spec["init_args"]["model"]["init_args"]["style"] = "CIFAR"
-    recipe.write_text(yaml.safe_dump({
-        "routine": {"class_path": "torch_uncertainty_signorm.routines."
-                                  "SigmaNormClassificationRoutine",
-                    "init_args": {"num_classes": 10, "model": recipe_spec,
-                                  "loss": {"class_path": "torch.nn.CrossEntropyLoss"}}},
-        "data": {"class_path": "torch_uncertainty_signorm.datamodules.DigitsDataModule"},
-    }))
+    recipe.write_text(
+        yaml.safe_dump(
+            {
+                "routine": {
+                    "class_path": "torch_uncertainty_signorm.routines."
+                    "SigmaNormClassificationRoutine",
+                    "init_args": {
+                        "num_classes": 10,
+                        "model": recipe_spec,
+                        "loss": {"class_path": "torch.nn.CrossEntropyLoss"},
+                    },
+                },
+                "data": {"class_path": "torch_uncertainty_signorm.datamodules.DigitsDataModule"},
+            }
+        )
+    )
 
-    out = main(["--config", str(recipe), "--ckpt_path", str(tmp_path / "run.ckpt"),
-                "--output", str(tmp_path / "export"), "--members"])
+    out = main(
+        [
+            "--config",
+            str(recipe),
+            "--ckpt_path",
+            str(tmp_path / "run.ckpt"),
+            "--output",
+            str(tmp_path / "export"),
+            "--members",
+        ]
+    )
 
     reloaded = load_ensemble(out)
     inputs = torch.randn(2, 3, 32, 32)
@@ -200,17 +249,34 @@ def test_command_exports_a_lightning_checkpoint(tmp_path, settings):
 def test_the_command_reads_the_checkpoint_once(tmp_path, monkeypatch):
     """One ``torch.load`` (``weights_only=True``) gives both the weights and the τ the run
     ended with; the checks run on what it read."""
-    routine = SigmaNormClassificationRoutine(_trained_like(build_model(SPEC)), 10,
-                                             nn.CrossEntropyLoss())
-    torch.save({"state_dict": routine.state_dict(), "signorm_tau": 0.25,  # a controlled run's
-                "signorm_diversity_target": {"target": 0.5}}, tmp_path / "run.ckpt")
+    routine = SigmaNormClassificationRoutine(
+        _trained_like(build_model(SPEC)), 10, nn.CrossEntropyLoss()
+    )
+    torch.save(
+        {
+            "state_dict": routine.state_dict(),
+            "signorm_tau": 0.25,  # a controlled run's
+            "signorm_diversity_target": {"target": 0.5},
+        },
+        tmp_path / "run.ckpt",
+    )
     recipe_spec = copy.deepcopy(SPEC)
     recipe_spec["init_args"]["model"]["init_args"]["style"] = "CIFAR"
-    (tmp_path / "recipe.yaml").write_text(yaml.safe_dump({"routine": {
-        "class_path": "torch_uncertainty_signorm.routines.SigmaNormClassificationRoutine",
-        "init_args": {"num_classes": 10, "model": recipe_spec,
-                      "loss": {"class_path": "torch.nn.CrossEntropyLoss"}}},
-        "data": {"class_path": "torch_uncertainty_signorm.datamodules.DigitsDataModule"}}))
+    (tmp_path / "recipe.yaml").write_text(
+        yaml.safe_dump(
+            {
+                "routine": {
+                    "class_path": SIGNORM_ROUTINE,
+                    "init_args": {
+                        "num_classes": 10,
+                        "model": recipe_spec,
+                        "loss": {"class_path": "torch.nn.CrossEntropyLoss"},
+                    },
+                },
+                "data": {"class_path": "torch_uncertainty_signorm.datamodules.DigitsDataModule"},
+            }
+        )
+    )
     loads, load = [], torch.load
 
     def counted(*args, **kwargs):
@@ -218,8 +284,16 @@ def test_the_command_reads_the_checkpoint_once(tmp_path, monkeypatch):
         return load(*args, **kwargs)
 
     monkeypatch.setattr(torch, "load", counted)
-    out = main(["--config", str(tmp_path / "recipe.yaml"), "--ckpt_path",
-                str(tmp_path / "run.ckpt"), "--output", str(tmp_path / "export")])
+    out = main(
+        [
+            "--config",
+            str(tmp_path / "recipe.yaml"),
+            "--ckpt_path",
+            str(tmp_path / "run.ckpt"),
+            "--output",
+            str(tmp_path / "export"),
+        ]
+    )
     assert loads == [True]
     reloaded = load_ensemble(out)
     assert reloaded.tau == 0.25
@@ -235,8 +309,11 @@ def test_a_config_block_that_fetches_weights_is_refused_on_loading(tmp_path):
     config["model"] = _settings_as_config(config["model"])
     config["model"]["init_args"]["config"]["init_args"]["checkpoint"] = "elsewhere.ckpt"
     (tmp_path / "config.json").write_text(json.dumps(config))
-    with pytest.raises(ValueError, match=r"model\.init_args\.config\.init_args\.checkpoint="
-                                         r"'elsewhere\.ckpt'"):
+    with pytest.raises(
+        ValueError,
+        match=r"model\.init_args\.config\.init_args\.checkpoint="
+        r"'elsewhere\.ckpt'",
+    ):
         load_ensemble(tmp_path)
     del config["model"]["init_args"]["config"]["init_args"]["checkpoint"]
     (tmp_path / "config.json").write_text(json.dumps(config))
@@ -246,8 +323,11 @@ def test_a_config_block_that_fetches_weights_is_refused_on_loading(tmp_path):
 def test_an_argument_holding_an_object_other_than_its_default_is_not_exported(tmp_path):
     spec = copy.deepcopy(SPEC)
     spec["init_args"]["model"]["init_args"]["activation_fn"] = torch.nn.functional.gelu
-    with pytest.raises(ValueError, match=r"model\.init_args\.model\.init_args\.activation_fn="
-                                         r".*gelu.* cannot be exported: config.json holds data"):
+    with pytest.raises(
+        ValueError,
+        match=r"model\.init_args\.model\.init_args\.activation_fn="
+        r".*gelu.* cannot be exported: config.json holds data",
+    ):
         export_ensemble(build_model(SPEC), spec, tmp_path / "out")
     assert not (tmp_path / "out").exists()
     spec["init_args"]["model"]["init_args"]["activation_fn"] = torch.nn.functional.relu  # default
@@ -262,11 +342,22 @@ def test_an_export_never_replaces_files_unless_asked(tmp_path):
     out = export_ensemble(build_model(SPEC).eval(), SPEC, tmp_path / "out")
     (out / "notes.txt").write_text("the user's")
     before = {path.name: path.read_bytes() for path in out.iterdir()}
-    with pytest.raises(FileExistsError, match=r"'.*out' is not empty \(config.json, "
-                                              r"ensemble.safetensors, notes.txt\): nothing was "
-                                              r"written.*--overwrite"):
-        main(["--config", str(tmp_path / "recipe.yaml"), "--ckpt_path",
-              str(tmp_path / "run.ckpt"), "--output", str(out)])  # neither file exists
+    with pytest.raises(
+        FileExistsError,
+        match=r"'.*out' is not empty \(config.json, "
+        r"ensemble.safetensors, notes.txt\): nothing was "
+        r"written.*--overwrite",
+    ):
+        main(
+            [
+                "--config",
+                str(tmp_path / "recipe.yaml"),
+                "--ckpt_path",
+                str(tmp_path / "run.ckpt"),
+                "--output",
+                str(out),
+            ]
+        )  # neither file exists
     with pytest.raises(FileExistsError, match="overwrite=True"):
         export_ensemble(build_model(SPEC).eval(), SPEC, out)
     assert {path.name: path.read_bytes() for path in out.iterdir()} == before
@@ -290,17 +381,41 @@ def test_exports_store_the_regularized_layer_names_not_the_pattern(tmp_path):
 def test_the_command_exports_the_tau_of_an_earlier_releases_target_checkpoint(tmp_path):
     """A checkpoint written before τ had one key holds it in the τ controller's state alone;
     the export reads it there (checkpoint_tau), as loading and resuming do."""
-    routine = SigmaNormClassificationRoutine(_trained_like(build_model(SPEC)), 10,
-                                             nn.CrossEntropyLoss())
-    torch.save({"state_dict": routine.state_dict(),
-                "signorm_diversity_target": {"log_tau": math.log(0.25)}}, tmp_path / "run.ckpt")
+    routine = SigmaNormClassificationRoutine(
+        _trained_like(build_model(SPEC)), 10, nn.CrossEntropyLoss()
+    )
+    torch.save(
+        {
+            "state_dict": routine.state_dict(),
+            "signorm_diversity_target": {"log_tau": math.log(0.25)},
+        },
+        tmp_path / "run.ckpt",
+    )
     recipe_spec = copy.deepcopy(SPEC)
     recipe_spec["init_args"]["model"]["init_args"]["style"] = "CIFAR"
-    (tmp_path / "recipe.yaml").write_text(yaml.safe_dump({"routine": {
-        "class_path": "torch_uncertainty_signorm.routines.SigmaNormClassificationRoutine",
-        "init_args": {"num_classes": 10, "model": recipe_spec,
-                      "loss": {"class_path": "torch.nn.CrossEntropyLoss"}}},
-        "data": {"class_path": "torch_uncertainty_signorm.datamodules.DigitsDataModule"}}))
-    out = main(["--config", str(tmp_path / "recipe.yaml"), "--ckpt_path",
-                str(tmp_path / "run.ckpt"), "--output", str(tmp_path / "export")])
+    (tmp_path / "recipe.yaml").write_text(
+        yaml.safe_dump(
+            {
+                "routine": {
+                    "class_path": SIGNORM_ROUTINE,
+                    "init_args": {
+                        "num_classes": 10,
+                        "model": recipe_spec,
+                        "loss": {"class_path": "torch.nn.CrossEntropyLoss"},
+                    },
+                },
+                "data": {"class_path": "torch_uncertainty_signorm.datamodules.DigitsDataModule"},
+            }
+        )
+    )
+    out = main(
+        [
+            "--config",
+            str(tmp_path / "recipe.yaml"),
+            "--ckpt_path",
+            str(tmp_path / "run.ckpt"),
+            "--output",
+            str(tmp_path / "export"),
+        ]
+    )
     assert load_ensemble(out).tau == pytest.approx(0.25)

@@ -29,13 +29,31 @@ def _assert_reloads(out: Path, model: torch.nn.Module, inputs: torch.Tensor) -> 
 def test_quickstart_trained_by_the_command_exports_and_reloads(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     recipe = str(EXPERIMENTS / "digits_signorm.yaml")
-    cli = cli_main(["fit", "--config", recipe, "--trainer.max_epochs=1",
-                    "--trainer.limit_train_batches=2", "--trainer.limit_val_batches=1",
-                    "--eval_after_fit=false", *QUIET])
+    cli = cli_main(
+        [
+            "fit",
+            "--config",
+            recipe,
+            "--trainer.max_epochs=1",
+            "--trainer.limit_train_batches=2",
+            "--trainer.limit_val_batches=1",
+            "--eval_after_fit=false",
+            *QUIET,
+        ]
+    )
     ckpt = Path(cli.trainer.checkpoint_callback.best_model_path)
 
-    out = main(["--config", recipe, "--ckpt_path", str(ckpt), "--output", str(tmp_path / "out"),
-                "--members"])
+    out = main(
+        [
+            "--config",
+            recipe,
+            "--ckpt_path",
+            str(ckpt),
+            "--output",
+            str(tmp_path / "out"),
+            "--members",
+        ]
+    )
 
     cli.routine.load_state_dict(torch.load(ckpt, weights_only=True)["state_dict"])
     _assert_reloads(out, cli.routine.model, torch.rand(5, 1, 8, 8))
@@ -48,15 +66,35 @@ def test_resnet18_recipe_exports_and_reloads(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     recipe = str(EXPERIMENTS / "resnet18_c10_signorm.yaml")
     narrow = "--routine.init_args.model.init_args.model.init_args.width_multiplier=0.125"
-    cli = cli_main(["--config", recipe, narrow, "--trainer.accelerator=cpu",
-                    "--trainer.precision=32", "--trainer.logger=false", *QUIET], run=False)
+    cli = cli_main(
+        [
+            "--config",
+            recipe,
+            narrow,
+            "--trainer.accelerator=cpu",
+            "--trainer.precision=32",
+            "--trainer.logger=false",
+            *QUIET,
+        ],
+        run=False,
+    )
     model = cli.routine.model.train()
     with torch.no_grad():  # running statistics away from their initial values
         model(torch.randn(4, 3, 32, 32) * 2 + 1)
     torch.save({"state_dict": cli.routine.state_dict()}, tmp_path / "run.ckpt")
 
-    out = main(["--config", recipe, "--ckpt_path", str(tmp_path / "run.ckpt"),
-                "--output", str(tmp_path / "out"), "--members", narrow])
+    out = main(
+        [
+            "--config",
+            recipe,
+            "--ckpt_path",
+            str(tmp_path / "run.ckpt"),
+            "--output",
+            str(tmp_path / "out"),
+            "--members",
+            narrow,
+        ]
+    )
 
     _assert_reloads(out, model, torch.randn(3, 3, 32, 32))
     assert sorted(path.name for path in tmp_path.iterdir()) == ["out", "run.ckpt"]

@@ -29,8 +29,11 @@ def test_a_member_file_of_another_export_is_refused(tmp_path):
     assert load_member(ours, 1).training is False
     (ours / "member_1.safetensors").unlink()
     shutil.copy(theirs / "member_1.safetensors", ours / "member_1.safetensors")
-    with pytest.raises(ValueError, match=r"member_1.safetensors' is not member 1 of the "
-                                         r"ensemble in .*a member file of another export") as e:
+    with pytest.raises(
+        ValueError,
+        match=r"member_1.safetensors' is not member 1 of the "
+        r"ensemble in .*a member file of another export",
+    ) as e:
         load_member(ours, 1)
     assert "\n" not in str(e.value)
     assert load_member(ours, 0).training is False  # its own member still loads
@@ -43,6 +46,9 @@ def test_an_unknown_format_version_is_refused_naming_the_supported_ones(version,
     config["version"] = version
     (out / "config.json").write_text(json.dumps(config))
     supported = ", ".join(map(str, SUPPORTED_VERSIONS))
-    with pytest.raises(ValueError, match=rf"has version .*; this release reads versions "
-                                         rf"{supported}"):
+    with pytest.raises(
+        ValueError,
+        match=rf"has version .*; this release reads versions "
+        rf"{supported}",
+    ):
         load_ensemble(out)

@@ -47,15 +47,30 @@ def _export_delete_reload(ensemble, spec, source, out, inputs, monkeypatch, forb
 @pytest.mark.slow
 def test_bert_export_reloads_without_its_model_directory(tmp_path, monkeypatch):
     randomize_norms(tiny_bert()).save_pretrained(tmp_path / "bert")
-    spec = {"class_path": ENSEMBLE, "init_args": {
-        "model": {"class_path": "torch_uncertainty_signorm.backbones.bert_classifier",
-                  "init_args": {"pretrained_path": str(tmp_path / "bert")}},
-        "num_estimators": M, "pretrained": True}}
-    ensemble = signorm_ensemble(bert_classifier(pretrained_path=tmp_path / "bert"), M,
-                                pretrained=True)
+    spec = {
+        "class_path": ENSEMBLE,
+        "init_args": {
+            "model": {
+                "class_path": "torch_uncertainty_signorm.backbones.bert_classifier",
+                "init_args": {"pretrained_path": str(tmp_path / "bert")},
+            },
+            "num_estimators": M,
+            "pretrained": True,
+        },
+    }
+    ensemble = signorm_ensemble(
+        bert_classifier(pretrained_path=tmp_path / "bert"), M, pretrained=True
+    )
     loaders = ("AutoConfig", "AutoModelForSequenceClassification")
-    _export_delete_reload(ensemble, spec, tmp_path / "bert", tmp_path / "export", bert_inputs(),
-                          monkeypatch, [f"transformers.{n}.from_pretrained" for n in loaders])
+    _export_delete_reload(
+        ensemble,
+        spec,
+        tmp_path / "bert",
+        tmp_path / "export",
+        bert_inputs(),
+        monkeypatch,
+        [f"transformers.{n}.from_pretrained" for n in loaders],
+    )
     config = json.loads((tmp_path / "export" / "config.json").read_text())["model"]
     backbone = config["init_args"]["model"]["init_args"]
     assert backbone["pretrained"] is False and backbone["config"]["hidden_size"] == 32
@@ -69,31 +84,64 @@ def test_timm_vit_export_reloads_without_its_weights_file(tmp_path, monkeypatch)
     weights = tmp_path / "test_vit.safetensors"
     model = randomize_norms(timm.create_model("test_vit", img_size=32, num_classes=10))
     save_file(model.state_dict(), str(weights))
-    backbone = {"model_name": "test_vit", "num_classes": 10, "img_size": 32,
-                "pretrained_path": str(weights)}
-    spec = {"class_path": ENSEMBLE, "init_args": {
-        "model": {"class_path": "torch_uncertainty_signorm.backbones.timm_vit",
-                  "init_args": backbone},
-        "num_estimators": M, "pretrained": True, "regularized_layers": "transformer"}}
-    ensemble = signorm_ensemble(timm_vit(**backbone), M, pretrained=True,
-                                regularized_layers="transformer")
-    _export_delete_reload(ensemble, spec, weights, tmp_path / "export",
-                          torch.randn(3, 3, 32, 32), monkeypatch,
-                          forbid=["timm.models._builder.load_pretrained"])
+    backbone = {
+        "model_name": "test_vit",
+        "num_classes": 10,
+        "img_size": 32,
+        "pretrained_path": str(weights),
+    }
+    spec = {
+        "class_path": ENSEMBLE,
+        "init_args": {
+            "model": {
+                "class_path": "torch_uncertainty_signorm.backbones.timm_vit",
+                "init_args": backbone,
+            },
+            "num_estimators": M,
+            "pretrained": True,
+            "regularized_layers": "transformer",
+        },
+    }
+    ensemble = signorm_ensemble(
+        timm_vit(**backbone), M, pretrained=True, regularized_layers="transformer"
+    )
+    _export_delete_reload(
+        ensemble,
+        spec,
+        weights,
+        tmp_path / "export",
+        torch.randn(3, 3, 32, 32),
+        monkeypatch,
+        forbid=["timm.models._builder.load_pretrained"],
+    )
 
 
 def test_finetune_export_reloads_without_the_single_models_checkpoint(tmp_path, monkeypatch):
     checkpoint = tmp_path / "single.pt"
     torch.save(randomize_norms(tiny_resnet()).state_dict(), checkpoint)
-    backbone = {"class_path": "torch_uncertainty.models.classification.resnet",
-                "init_args": {"in_channels": 3, "num_classes": 10, "arch": 18, "style": "cifar",
-                              "width_multiplier": 0.125}}
-    spec = {"class_path": ENSEMBLE, "init_args": {
-        "model": backbone, "num_estimators": M, "pretrained": True,
-        "checkpoint": str(checkpoint)}}
+    backbone = {
+        "class_path": "torch_uncertainty.models.classification.resnet",
+        "init_args": {
+            "in_channels": 3,
+            "num_classes": 10,
+            "arch": 18,
+            "style": "cifar",
+            "width_multiplier": 0.125,
+        },
+    }
+    spec = {
+        "class_path": ENSEMBLE,
+        "init_args": {
+            "model": backbone,
+            "num_estimators": M,
+            "pretrained": True,
+            "checkpoint": str(checkpoint),
+        },
+    }
     ensemble = signorm_ensemble(tiny_resnet(), M, pretrained=True, checkpoint=str(checkpoint))
-    _export_delete_reload(ensemble, spec, checkpoint, tmp_path / "export",
-                          torch.randn(3, 3, 32, 32), monkeypatch)
+    _export_delete_reload(
+        ensemble, spec, checkpoint, tmp_path / "export", torch.randn(3, 3, 32, 32), monkeypatch
+    )
 
 
 def test_bert_classifier_refuses_a_config_with_weights_or_remote_code(tmp_path):

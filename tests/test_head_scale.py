@@ -24,7 +24,8 @@ def minilm_batch():
     datamodule = TweetsDataModule(test_size=48, max_length=32)
     datamodule.setup("test")
     return minilm_classifier(num_classes=3), datamodule.collate(
-        [datamodule.test[i] for i in range(len(datamodule.test))])
+        [datamodule.test[i] for i in range(len(datamodule.test))]
+    )
 
 
 def _encoder_gradient(model: nn.Module, inputs, labels, members: int = 1) -> float:
@@ -43,8 +44,13 @@ def _encoder_gradient(model: nn.Module, inputs, labels, members: int = 1) -> flo
 def test_converted_heads_pass_the_wrapped_models_gradient(minilm_batch, scale_init, low, high):
     single, (inputs, labels) = minilm_batch
     single = copy.deepcopy(single)
-    ensemble = signorm_ensemble(copy.deepcopy(single), 1, pretrained=True,
-                                regularized_layers="transformer", head_scale_init=scale_init)
+    ensemble = signorm_ensemble(
+        copy.deepcopy(single),
+        1,
+        pretrained=True,
+        regularized_layers="transformer",
+        head_scale_init=scale_init,
+    )
     with torch.no_grad():  # the same linear layer reads the features in both models
         ensemble.heads.weight[0].copy_(single.model.classifier.weight)
         ensemble.heads.bias[0].copy_(single.model.classifier.bias)
@@ -65,8 +71,9 @@ def test_the_head_norm_starts_at_its_inputs_scale_once():
     torch.testing.assert_close(norm.weight, expected.expand(2, 16))
     batch = HeadBatchNorm(4, 2, scale_init="features")
     rows = torch.randn(10, 4) * torch.tensor([0.1, 1.0, 3.0, 0.01])
-    torch.testing.assert_close(batch(rows).detach(), rows - rows.view(5, 2, 4).mean(0).repeat(5, 1),
-                               rtol=1e-4, atol=1e-4)  # BatchNorm scaled to its input: centring
+    torch.testing.assert_close(
+        batch(rows).detach(), rows - rows.view(5, 2, 4).mean(0).repeat(5, 1), rtol=1e-4, atol=1e-4
+    )  # BatchNorm scaled to its input: centring
 
 
 def test_from_scratch_heads_keep_the_papers_unit_scale():
@@ -75,7 +82,6 @@ def test_from_scratch_heads_keep_the_papers_unit_scale():
     assert torch.equal(norm.weight, torch.ones(3, 8)) and bool(norm.scale_initialised)
     with pytest.raises(ValueError, match=r"head scale_init must be one of .*got 'data'"):
         HeadLayerNorm(8, 3, scale_init="data")
-
 
 
 _COLLAPSE = """
@@ -101,11 +107,21 @@ def test_a_unit_scale_head_norm_collapses_the_tweets_schedule_and_the_default_do
     import sys
     from pathlib import Path
 
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
-           "CUBLAS_WORKSPACE_CONFIG": ":4096:8"}
-    done = subprocess.run([sys.executable, "-c", _COLLAPSE], capture_output=True, text=True,
-                          env=env, cwd=Path(__file__).resolve().parents[1], timeout=900,
-                          check=False)
+    env = {
+        **os.environ,
+        "OMP_NUM_THREADS": "1",
+        "MKL_NUM_THREADS": "1",
+        "CUBLAS_WORKSPACE_CONFIG": ":4096:8",
+    }
+    done = subprocess.run(
+        [sys.executable, "-c", _COLLAPSE],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=Path(__file__).resolve().parents[1],
+        timeout=900,
+        check=False,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     runs = json.loads(done.stdout.strip().splitlines()[-1])
     collapsed, trained = runs["unit_head_scale"], runs["package"]

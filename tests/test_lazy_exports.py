@@ -9,13 +9,19 @@ import pytest
 import torch_uncertainty_signorm
 
 SOURCE = Path(torch_uncertainty_signorm.__file__).parent
-STUBBED = sorted(".".join(("torch_uncertainty_signorm", *stub.parent.relative_to(SOURCE).parts))
-                 for stub in SOURCE.rglob("__init__.pyi"))
+STUBBED = sorted(
+    ".".join(("torch_uncertainty_signorm", *stub.parent.relative_to(SOURCE).parts))
+    for stub in SOURCE.rglob("__init__.pyi")
+)
 
 
 def test_the_lazy_packages_are_the_root_callbacks_evaluation_and_signorm():
-    assert STUBBED == ["torch_uncertainty_signorm", "torch_uncertainty_signorm.callbacks",
-                       "torch_uncertainty_signorm.evaluation", "torch_uncertainty_signorm.signorm"]
+    assert STUBBED == [
+        "torch_uncertainty_signorm",
+        "torch_uncertainty_signorm.callbacks",
+        "torch_uncertainty_signorm.evaluation",
+        "torch_uncertainty_signorm.signorm",
+    ]
 
 
 @pytest.mark.parametrize("name", STUBBED)

@@ -13,8 +13,10 @@ from torch_uncertainty_signorm.lr_schedulers import WarmupCosineLR
 
 
 def _optimizer(lr: float = 0.01) -> torch.optim.SGD:
-    groups = [{"params": [torch.nn.Parameter(torch.zeros(1))]},
-              {"params": [torch.nn.Parameter(torch.zeros(1))], "lr": 100 * lr}]
+    groups = [
+        {"params": [torch.nn.Parameter(torch.zeros(1))]},
+        {"params": [torch.nn.Parameter(torch.zeros(1))], "lr": 100 * lr},
+    ]
     return torch.optim.SGD(groups, lr=lr, momentum=0.9)
 
 
@@ -31,8 +33,9 @@ def _schedule(scheduler: WarmupCosineLR, optimizer, steps: int) -> list[list[flo
 def test_linear_warmup_then_cosine_decay(warmup):
     total, lr, start = 20, 0.01, 1e-3
     optimizer = _optimizer(lr)
-    lrs = _schedule(WarmupCosineLR(optimizer, total, warmup, warmup_start_factor=start),
-                    optimizer, total)
+    lrs = _schedule(
+        WarmupCosineLR(optimizer, total, warmup, warmup_start_factor=start), optimizer, total
+    )
     for step, (base, scale) in enumerate(lrs):
         if step < warmup:
             expected = lr * (start + (1 - start) * step / warmup)
@@ -49,8 +52,10 @@ def test_linear_warmup_then_cosine_decay(warmup):
         ({"total_steps": 10, "warmup_steps": 10}, "warmup_steps=10 must be smaller"),
         ({"total_steps": -1}, "total_steps must be an integer >= 0, got -1"),
         ({"total_steps": 10, "warmup_steps": 2.5}, "warmup_steps must be an integer"),
-        ({"total_steps": 10, "warmup_start_factor": 0.0},
-         r"warmup_start_factor must be in \(0, 1\]"),
+        (
+            {"total_steps": 10, "warmup_start_factor": 0.0},
+            r"warmup_start_factor must be in \(0, 1\]",
+        ),
     ],
 )
 def test_bad_arguments_name_the_value(kwargs, message):

@@ -70,8 +70,13 @@ def test_a_dead_member_is_flagged_with_its_index_and_the_healthy_ones_are_not():
     constant = next(c for c in found if c.condition == "constant_output")
     assert constant.value < 1e-6 and constant.threshold == CONSTANT_OUTPUT_STD
     assert _found(found) == {("constant_output", 1), ("one_class", 1), ("chance_accuracy", 1)}
-    assert health_counts(found) == {"non_finite": 0, "constant_output": 0, "one_class": 0,
-                                    "chance_accuracy": 0, "dead_members": 1}
+    assert health_counts(found) == {
+        "non_finite": 0,
+        "constant_output": 0,
+        "one_class": 0,
+        "chance_accuracy": 0,
+        "dead_members": 1,
+    }
 
 
 def test_nan_in_one_member_is_flagged_for_it_and_the_ensemble():
@@ -114,8 +119,9 @@ def _trained_routine(**kwargs) -> SigmaNormClassificationRoutine:
     """A σN-Ens of a BatchNorm MLP (M = 4), trained until every member is accurate; ``kwargs``
     go to the routine."""
     torch.manual_seed(0)
-    mlp = nn.Sequential(nn.Linear(FEATURES, 32), nn.BatchNorm1d(32), nn.ReLU(),
-                        nn.Linear(32, CLASSES))
+    mlp = nn.Sequential(
+        nn.Linear(FEATURES, 32), nn.BatchNorm1d(32), nn.ReLU(), nn.Linear(32, CLASSES)
+    )
     model = signorm_ensemble(mlp, MEMBERS, head="3")
     inputs, targets = _data(256, seed=1).tensors
     optimizer = torch.optim.Adam(model.parameters(), lr=0.02)
@@ -168,7 +174,8 @@ def test_validations_during_fit_log_the_checks_and_warn_once_per_condition_and_m
     found again (not at the sanity check, nor at the first, which may be a transient); both
     validations are logged."""
     routine = _trained_routine(  # a rate too small to revive the member
-        optim_recipe=lambda model: torch.optim.SGD(model.parameters(), lr=1e-12))
+        optim_recipe=lambda model: torch.optim.SGD(model.parameters(), lr=1e-12)
+    )
     with torch.no_grad():
         routine.model.heads.weight[2] = 0.0
     loader = DataLoader(_data(96, seed=2), batch_size=32)
@@ -183,18 +190,24 @@ def test_validations_during_fit_log_the_checks_and_warn_once_per_condition_and_m
     with metrics.open() as file:
         rows = [row for row in csv.DictReader(file) if row.get("val/health/dead_members")]
     assert [(int(r["step"]), float(r["val/health/dead_members"])) for r in rows] == [
-        (2, 1.0), (5, 1.0)]
+        (2, 1.0),
+        (5, 1.0),
+    ]
     assert all(float(r["val/health/one_class"]) == 0 for r in rows)
 
 
 def test_a_condition_seen_at_the_only_validation_is_warned_about_when_fit_ends():
     routine = _trained_routine(
-        optim_recipe=lambda model: torch.optim.SGD(model.parameters(), lr=1e-12))
+        optim_recipe=lambda model: torch.optim.SGD(model.parameters(), lr=1e-12)
+    )
     with torch.no_grad():
         routine.model.heads.weight[1] = 0.0
     loader = DataLoader(_data(96, seed=2), batch_size=32)
-    with pytest.warns(UserWarning, match=rf"^{WARNING_PREFIX} \(val, step 3\): member 1 gives "
-                                         r"the same output for every input"):
+    with pytest.warns(
+        UserWarning,
+        match=rf"^{WARNING_PREFIX} \(val, step 3\): member 1 gives "
+        r"the same output for every input",
+    ):
         cpu_trainer(max_epochs=1, num_sanity_val_steps=0).fit(routine, loader, loader)
 
 
@@ -203,8 +216,7 @@ def test_predict_returns_each_members_probabilities_beside_their_mean():
     loader = DataLoader(_data(10, seed=3), batch_size=4)  # batches of 4, 4, 2
     prediction = predict(routine.model, loader)
     assert prediction.member_probs.shape == (MEMBERS, 10, CLASSES)
-    torch.testing.assert_close(prediction.member_probs.mean(0), prediction.probs,
-                               atol=1e-6, rtol=0)
+    torch.testing.assert_close(prediction.member_probs.mean(0), prediction.probs, atol=1e-6, rtol=0)
     whole = predict(routine.model, _data(10, seed=3).tensors[0])
     torch.testing.assert_close(prediction.member_probs, whole.member_probs, atol=1e-6, rtol=0)
     outputs = cpu_trainer().predict(routine, loader)

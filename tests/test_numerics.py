@@ -61,12 +61,21 @@ def test_lightning_mixed_precision_trains_finite(precision):
     """Through the Trainer (on CPU Lightning runs ``16-mixed`` as ``bf16-mixed``)."""
     model = _ensemble(1e-3)
     routine = SigmaNormClassificationRoutine(
-        model, 10, nn.CrossEntropyLoss(),
+        model,
+        10,
+        nn.CrossEntropyLoss(),
         optim_recipe=lambda m: torch.optim.SGD(m.parameters(), lr=0.05),
     )
-    trainer = Trainer(accelerator="cpu", precision=precision, max_steps=3, logger=False,
-                      enable_progress_bar=False, enable_model_summary=False,
-                      enable_checkpointing=False, limit_val_batches=0)
+    trainer = Trainer(
+        accelerator="cpu",
+        precision=precision,
+        max_steps=3,
+        logger=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        enable_checkpointing=False,
+        limit_val_batches=0,
+    )
     trainer.fit(routine, SyntheticDataModule(batch_size=4, num_samples=12))
     assert trainer.global_step == 3
     assert all(torch.isfinite(p).all() for p in model.parameters())
@@ -75,7 +84,9 @@ def test_lightning_mixed_precision_trains_finite(precision):
 
 def _routine() -> SigmaNormClassificationRoutine:
     return SigmaNormClassificationRoutine(
-        _ensemble(0.1), 10, nn.CrossEntropyLoss(),
+        _ensemble(0.1),
+        10,
+        nn.CrossEntropyLoss(),
         optim_recipe=lambda m: torch.optim.SGD(m.parameters(), lr=0.05),
     )
 
@@ -96,9 +107,15 @@ def test_nan_loss_stops_training_naming_the_term(corrupt, term):
     if corrupt == "strength":
         routine.model.penalty.diversity_strength = float("inf")  # as a corrupted config would
     before = copy.deepcopy(routine.model.state_dict())
-    trainer = Trainer(accelerator="cpu", max_steps=1, logger=False, enable_progress_bar=False,
-                      enable_model_summary=False, enable_checkpointing=False,
-                      limit_val_batches=0)
+    trainer = Trainer(
+        accelerator="cpu",
+        max_steps=1,
+        logger=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        enable_checkpointing=False,
+        limit_val_batches=0,
+    )
     with pytest.raises(FloatingPointError, match=f"step 0, produced by the {term} ") as error:
         trainer.fit(routine, data)
     other = {"task_loss", "diversity_loss"} - {term}
@@ -109,8 +126,11 @@ def test_nan_loss_stops_training_naming_the_term(corrupt, term):
 
 def test_check_names_every_non_finite_term():
     check_finite_losses(3, task_loss=torch.tensor(1.0), diversity_loss=torch.tensor(-2.0))
-    with pytest.raises(FloatingPointError,
-                       match=r"task_loss and the diversity_loss \(task_loss = nan, "
-                             r"diversity_loss = inf\)"):
-        check_finite_losses(5, task_loss=torch.tensor(float("nan")),
-                            diversity_loss=torch.tensor(float("inf")))
+    with pytest.raises(
+        FloatingPointError,
+        match=r"task_loss and the diversity_loss \(task_loss = nan, "
+        r"diversity_loss = inf\)",
+    ):
+        check_finite_losses(
+            5, task_loss=torch.tensor(float("nan")), diversity_loss=torch.tensor(float("inf"))
+        )

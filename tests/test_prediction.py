@@ -67,12 +67,17 @@ def test_predict_over_a_loader_equals_one_batch_and_matches_trainer_predict(mode
     )
 
 
-def test_predict_accepts_what_a_torch_uncertainty_datamodule_returns(
-        model, accepted_cifar_root):  # noqa: F811 (the imported fixture)
+def test_predict_accepts_what_a_torch_uncertainty_datamodule_returns(model, accepted_cifar_root):  # noqa: F811 (the imported fixture)
     from torch_uncertainty.datamodules import CIFAR10DataModule
 
-    datamodule = CIFAR10DataModule(root=accepted_cifar_root, batch_size=8, eval_ood=True,
-                                   num_workers=0, persistent_workers=False, pin_memory=False)
+    datamodule = CIFAR10DataModule(
+        root=accepted_cifar_root,
+        batch_size=8,
+        eval_ood=True,
+        num_workers=0,
+        persistent_workers=False,
+        pin_memory=False,
+    )
     datamodule.prepare_data()
     datamodule.setup("test")
     loaders = datamodule.test_dataloader()  # [CIFAR-10 test, SVHN]: a list of loaders

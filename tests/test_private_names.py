@@ -66,16 +66,23 @@ def private_names_taken(path: Path, source: str) -> list[str]:
 
 
 def test_no_module_takes_a_private_name_from_another():
-    taken = {str(path.relative_to(SOURCE)): names for path in sorted(SOURCE.rglob("*.py"))
-             if (names := private_names_taken(path, path.read_text(encoding="utf-8")))}
+    taken = {
+        str(path.relative_to(SOURCE)): names
+        for path in sorted(SOURCE.rglob("*.py"))
+        if (names := private_names_taken(path, path.read_text(encoding="utf-8")))
+    }
     assert not taken, taken
 
 
 def test_the_check_sees_imports_and_reads():
-    source = ("from ..checks import (\n    check_positive_number,\n    _hidden,\n)\n"
-              "from .. import _compat\nimport torch_uncertainty_signorm.members.norm as norm\n"
-              "_compat._private_helper\nnorm._rows\n_compat.public_name\n")
+    source = (
+        "from ..checks import (\n    check_positive_number,\n    _hidden,\n)\n"
+        "from .. import _compat\nimport torch_uncertainty_signorm.members.norm as norm\n"
+        "_compat._private_helper\nnorm._rows\n_compat.public_name\n"
+    )
     # A module beside members/norm.py, only parsed.
     assert private_names_taken(SOURCE / "members" / "probe.py", source) == [
-        "1: torch_uncertainty_signorm.checks._hidden", "7: _compat._private_helper",
-        "8: norm._rows"]
+        "1: torch_uncertainty_signorm.checks._hidden",
+        "7: _compat._private_helper",
+        "8: norm._rows",
+    ]

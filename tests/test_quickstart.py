@@ -17,8 +17,18 @@ REFERENCE = Path(__file__).parents[1] / "docs" / "reference" / "digits_signorm.c
 #: the calibration errors and Brier also move with the library versions (aECE 1.8 points,
 #: Brier 0.015 at the lowest ones). The output diversity moves too (2 threads instead of 1:
 #: U_mod 0.023, Jensen gap 0.017 nats); 0.04 still fails members that became one model (both 0).
-TOLERANCES = ["Acc=1.5", "NLL=0.05", "ECE=2.5", "aECE=2.5", "Brier=0.02", "AUPR=1.5", "AUROC=1.5",
-              "FPR95=5", "U_mod=0.04", "jensen_gap=0.04"]
+TOLERANCES = [
+    "Acc=1.5",
+    "NLL=0.05",
+    "ECE=2.5",
+    "aECE=2.5",
+    "Brier=0.02",
+    "AUPR=1.5",
+    "AUROC=1.5",
+    "FPR95=5",
+    "U_mod=0.04",
+    "jensen_gap=0.04",
+]
 
 
 #: The kernels the reference ran on. x86 CPUs with AVX-512 dispatch other kernels, which move
@@ -33,16 +43,25 @@ if platform.machine().lower() in ("x86_64", "amd64"):
 def test_quickstart_trains_tests_and_prints_its_wall_time(tmp_path, capsys):
     """The README's main command, in a subprocess, then the regression check against the
     committed reference."""
-    done = run_command(["fit", "--config", RECIPE, "--trainer.enable_progress_bar=false"],
-                       cwd=tmp_path, env={**os.environ, **REFERENCE_ENV})
+    done = run_command(
+        ["fit", "--config", RECIPE, "--trainer.enable_progress_bar=false"],
+        cwd=tmp_path,
+        env={**os.environ, **REFERENCE_ENV},
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     assert "torch-uncertainty finished in" in done.stdout and "s (wall time, " in done.stdout
     assert "s of it start-up" in done.stdout  # the printed time includes the imports
     # The console holds what concerns the run: no library warning, tip or warning source line.
     console = done.stdout + done.stderr
-    noise = [line for line in console.splitlines()
-             if "Warning" in line or "💡 Tip" in line or "rank_zero_warn(" in line
-             or "warnings.warn(" in line or "LeafSpec" in line]
+    noise = [
+        line
+        for line in console.splitlines()
+        if "Warning" in line
+        or "💡 Tip" in line
+        or "rank_zero_warn(" in line
+        or "warnings.warn(" in line
+        or "LeafSpec" in line
+    ]
     assert noise == [], noise
     (results,) = (tmp_path / "logs" / "digits").rglob("results.csv")
     with results.open() as file:
@@ -57,6 +76,7 @@ def test_quickstart_trains_tests_and_prints_its_wall_time(tmp_path, capsys):
     assert list((tmp_path / "logs" / "digits").rglob("ownership.csv"))
     assert list((tmp_path / "logs" / "digits").rglob("config.yaml"))
     # The regression check passes against the committed reference of this recipe.
-    status = regression.main([str(results.parent), "--reference", str(REFERENCE),
-                              "--tol", *TOLERANCES])
+    status = regression.main(
+        [str(results.parent), "--reference", str(REFERENCE), "--tol", *TOLERANCES]
+    )
     assert status == 0, capsys.readouterr().out

@@ -12,7 +12,7 @@ ROOT = Path(__file__).parents[1]
 
 
 def _python_blocks(markdown: str, section: str) -> list[str]:
-    text = markdown[markdown.index(section):]
+    text = markdown[markdown.index(section) :]
     text = text[: text.index("\n## ", 1)] if "\n## " in text[1:] else text
     return [block.split("```", 1)[0] for block in text.split("```python\n")[1:]]
 
@@ -38,11 +38,13 @@ def test_ci_runs_the_readme_test_command_in_its_own_environment(tmp_path):
     shutil.copy(ROOT / ".ci" / "run", tmp_path / ".ci" / "run")
     (tmp_path / "README.md").write_text(
         "```bash\n# run the tests\nmkdir -p .venv/made_by_ci && "
-        "echo \"required=$SIGNORM_REQUIRE_TU_RECIPES\" > ran.txt\n```\n")
+        'echo "required=$SIGNORM_REQUIRE_TU_RECIPES" > ran.txt\n```\n'
+    )
     (tmp_path / ".venv").mkdir()
     (tmp_path / ".venv" / "users_packages").write_text("kept")
-    done = subprocess.run(["bash", str(tmp_path / ".ci" / "run")], capture_output=True,
-                          text=True, check=False)
+    done = subprocess.run(
+        ["bash", str(tmp_path / ".ci" / "run")], capture_output=True, text=True, check=False
+    )
     assert done.returncode == 0, done.stderr
     assert (tmp_path / ".venv" / "users_packages").read_text() == "kept"
     assert (tmp_path / ".ci-venv" / "made_by_ci").is_dir()

@@ -49,8 +49,15 @@ def test_converted_members_reproduce_the_pretrained_features(minilm_and_tweets, 
     error = (features - reference).norm(dim=-1) / reference.norm(dim=-1)
     assert error.max() <= tolerance, f"relative error {error.max():.2e} > {tolerance:.0e}"
     # Fine-tuning starts inside sigma's responsive range.
-    logits = torch.cat([m.scale_logits.flatten() for m in ensemble.modules()
-                        if isinstance(m, SigmaNorm) and m.magnitude is not None])
-    low, high = (torch.logit(torch.tensor(p, dtype=torch.float64)).item()
-                 for p in (MIN_CONVERTED_IMPORTANCE, MAX_CONVERTED_IMPORTANCE))
+    logits = torch.cat(
+        [
+            m.scale_logits.flatten()
+            for m in ensemble.modules()
+            if isinstance(m, SigmaNorm) and m.magnitude is not None
+        ]
+    )
+    low, high = (
+        torch.logit(torch.tensor(p, dtype=torch.float64)).item()
+        for p in (MIN_CONVERTED_IMPORTANCE, MAX_CONVERTED_IMPORTANCE)
+    )
     assert low - 1e-5 <= logits.min() and logits.max() <= high + 1e-5

@@ -9,8 +9,11 @@ from torch_uncertainty_signorm.cli import cli_main
 
 EXPERIMENTS = Path(__file__).parents[1] / "experiments"
 # Fewer evaluation tweets than the recipes, so that a test takes seconds on 2 CPU cores.
-SMALL_EVAL = ["--data.init_args.val_size=8", "--data.init_args.test_size=24",
-              "--data.init_args.ood_size=24"]
+SMALL_EVAL = [
+    "--data.init_args.val_size=8",
+    "--data.init_args.test_size=24",
+    "--data.init_args.ood_size=24",
+]
 
 
 @pytest.mark.slow
@@ -18,8 +21,16 @@ def test_signorm_recipe_fits_tests_and_writes_accuracy_and_ood_auroc(tmp_path, m
     monkeypatch.chdir(tmp_path)
     monkeypatch.setattr("sys.argv", ["torch-uncertainty"])
     recipe = EXPERIMENTS / "tweets_minilm_signorm.yaml"
-    cli = cli_main(["fit", "--config", str(recipe), "--trainer.max_steps=2",
-                    "--trainer.limit_train_batches=2", *SMALL_EVAL])
+    cli = cli_main(
+        [
+            "fit",
+            "--config",
+            str(recipe),
+            "--trainer.max_steps=2",
+            "--trainer.limit_train_batches=2",
+            *SMALL_EVAL,
+        ]
+    )
     assert cli.trainer.global_step == 2
     (results,) = (tmp_path / "logs" / "tweets_minilm" / "signorm").rglob("results.csv")
     with results.open() as file:

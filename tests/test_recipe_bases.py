@@ -24,8 +24,15 @@ from torch_uncertainty_signorm.cli.recipe_parsing import parse_recipe
 EXPERIMENTS = Path(__file__).parents[1] / "experiments"
 DIGITS = EXPERIMENTS / "digits_signorm.yaml"
 #: One recipe per base file of experiments/base/.
-ONE_PER_BASE = ["resnet18_c10_signorm", "wrn_c100_film", "vit_c100_signorm", "bert_sst2_single",
-                "tweets_minilm_signorm", "digits_study_packed", "tweets_study_single"]
+ONE_PER_BASE = [
+    "resnet18_c10_signorm",
+    "wrn_c100_film",
+    "vit_c100_signorm",
+    "bert_sst2_single",
+    "tweets_minilm_signorm",
+    "digits_study_packed",
+    "tweets_study_single",
+]
 
 
 def _print_config(monkeypatch, *args: str) -> dict:
@@ -77,21 +84,29 @@ def test_experiments_print_config_equals_its_self_contained_form(name, tmp_path,
     assert "base" in yaml.safe_load(recipe.read_text())
     flat = _write(tmp_path / "flat.yaml", composed_recipe(recipe))
     assert _print_config(monkeypatch, "--config", str(recipe)) == _print_config(
-        monkeypatch, "--config", str(flat))
+        monkeypatch, "--config", str(flat)
+    )
 
 
 def test_parse_recipe_reads_the_bases():
     config = parse_recipe(EXPERIMENTS / "resnet18_c10_single.yaml")
     assert config.trainer.max_epochs == 75 and config.trainer.precision == "16-mixed"
     assert [c.class_path.rpartition(".")[2] for c in config.trainer.callbacks] == [
-        "TUClsCheckpoint", "ParameterCountCallback", "ExactResumeCheckpoint",
-        "LearningRateMonitor", "EarlyStopping"]
+        "TUClsCheckpoint",
+        "ParameterCountCallback",
+        "ExactResumeCheckpoint",
+        "LearningRateMonitor",
+        "EarlyStopping",
+    ]
 
 
 def test_a_missing_base_file_is_an_error_naming_it(tmp_path):
     recipe = _write(tmp_path / "recipe.yaml", {"base": ["base/nowhere.yaml"], "trainer": {}})
-    with pytest.raises(RecipeBaseError, match=r"recipe.yaml: base file 'base/nowhere.yaml' "
-                                              r"\(.*base/nowhere.yaml\) does not exist"):
+    with pytest.raises(
+        RecipeBaseError,
+        match=r"recipe.yaml: base file 'base/nowhere.yaml' "
+        r"\(.*base/nowhere.yaml\) does not exist",
+    ):
         cli_main(["fit", "--config", str(recipe), "--print_config"])
 
 
@@ -101,8 +116,11 @@ def test_a_base_outside_the_recipe_folder_is_refused(name, tmp_path):
     (tmp_path / "recipes" / "base").mkdir(parents=True)
     (tmp_path / "recipes" / "base" / "notes.txt").write_text("trainer: {}\n")
     recipe = _write(tmp_path / "recipes" / "recipe.yaml", {"base": name})
-    with pytest.raises(RecipeBaseError, match=rf"base file '{name}' .* is not a .yaml file inside "
-                                              rf".*recipes, the folder of the recipe"):
+    with pytest.raises(
+        RecipeBaseError,
+        match=rf"base file '{name}' .* is not a .yaml file inside "
+        rf".*recipes, the folder of the recipe",
+    ):
         expand_recipe_bases(["fit", "--config", str(recipe)])
 
 
@@ -111,12 +129,16 @@ def test_bases_of_bases_apply_first_and_cycles_are_errors(tmp_path):
     _write(tmp_path / "base" / "b.yaml", {"trainer": {"max_epochs": 2, "devices": 1}})
     recipe = _write(tmp_path / "recipe.yaml", {"base": ["base/a.yaml"], "seed_everything": 0})
     assert [path.name for path, _ in recipe_chain(recipe)] == ["b.yaml", "a.yaml", "recipe.yaml"]
-    assert composed_recipe(recipe) == {"trainer": {"max_epochs": 1, "devices": 1},
-                                       "seed_everything": 0}
+    assert composed_recipe(recipe) == {
+        "trainer": {"max_epochs": 1, "devices": 1},
+        "seed_everything": 0,
+    }
     args = expand_recipe_bases(["fit", "--config", str(recipe), "--trainer.devices=2"])
     assert args[:3] == ["fit", "--config", str((tmp_path / "base" / "b.yaml").resolve())]
-    assert [yaml.safe_load(a) for a in args[4:7:2]] == [{"trainer": {"max_epochs": 1}},
-                                                        {"seed_everything": 0}]
+    assert [yaml.safe_load(a) for a in args[4:7:2]] == [
+        {"trainer": {"max_epochs": 1}},
+        {"seed_everything": 0},
+    ]
     assert args[-1] == "--trainer.devices=2"
     _write(tmp_path / "base" / "b.yaml", {"base": "a.yaml"})
     with pytest.raises(RecipeBaseError, match=r"base files form a cycle"):
@@ -124,15 +146,28 @@ def test_bases_of_bases_apply_first_and_cycles_are_errors(tmp_path):
 
 
 def test_lists_are_replaced_unless_appended_with_plus():
-    base = {"trainer": {"callbacks": [{"class_path": "A"}], "logger": {
-        "class_path": "L", "init_args": {"save_dir": "logs"}}}}
-    assert merge_recipes(base, {"trainer": {"callbacks": [{"class_path": "B"}]}})[
-        "trainer"]["callbacks"] == [{"class_path": "B"}]
-    merged = merge_recipes(base, {"trainer": {"callbacks+": [{"class_path": "B"}],
-                                              "logger": {"init_args": {"name": "run"}}}})
-    assert merged["trainer"] == {"callbacks": [{"class_path": "A"}, {"class_path": "B"}],
-                                 "logger": {"class_path": "L",
-                                            "init_args": {"save_dir": "logs", "name": "run"}}}
+    base = {
+        "trainer": {
+            "callbacks": [{"class_path": "A"}],
+            "logger": {"class_path": "L", "init_args": {"save_dir": "logs"}},
+        }
+    }
+    assert merge_recipes(base, {"trainer": {"callbacks": [{"class_path": "B"}]}})["trainer"][
+        "callbacks"
+    ] == [{"class_path": "B"}]
+    merged = merge_recipes(
+        base,
+        {
+            "trainer": {
+                "callbacks+": [{"class_path": "B"}],
+                "logger": {"init_args": {"name": "run"}},
+            }
+        },
+    )
+    assert merged["trainer"] == {
+        "callbacks": [{"class_path": "A"}, {"class_path": "B"}],
+        "logger": {"class_path": "L", "init_args": {"save_dir": "logs", "name": "run"}},
+    }
     other = merge_recipes(base, {"trainer": {"logger": {"class_path": "M"}}})
     assert other["trainer"]["logger"] == {"class_path": "M"}  # another class: a new block
 
@@ -140,15 +175,23 @@ def test_lists_are_replaced_unless_appended_with_plus():
 def test_plus_appends_to_the_base_callbacks_in_the_command_too(digits_with_base, monkeypatch):
     config = yaml.safe_load(digits_with_base.read_text())
     config["trainer"]["callbacks+"] = [
-        {"class_path": "lightning.pytorch.callbacks.LearningRateMonitor"}]
+        {"class_path": "lightning.pytorch.callbacks.LearningRateMonitor"}
+    ]
     _write(digits_with_base, config)
     callbacks = _print_config(monkeypatch, "--config", str(digits_with_base))["trainer"][
-        "callbacks"]
+        "callbacks"
+    ]
     names = [callback["class_path"].rpartition(".")[2] for callback in callbacks]
-    assert names == ["TUClsCheckpoint", "ParameterCountCallback", "ExactResumeCheckpoint",
-                     "MemberOwnershipCallback", "LearningRateMonitor"]
+    assert names == [
+        "TUClsCheckpoint",
+        "ParameterCountCallback",
+        "ExactResumeCheckpoint",
+        "MemberOwnershipCallback",
+        "LearningRateMonitor",
+    ]
     assert [c["class_path"] for c in composed_recipe(digits_with_base)["trainer"]["callbacks"]] == [
-        c["class_path"] for c in callbacks]
+        c["class_path"] for c in callbacks
+    ]
 
 
 def test_a_base_naming_a_class_off_the_allow_list_is_refused_by_export(
@@ -159,10 +202,21 @@ def test_a_base_naming_a_class_off_the_allow_list_is_refused_by_export(
     base = yaml.safe_load((digits_with_base.parent / "base" / "cpu.yaml").read_text())
     base["routine"] = {"init_args": {"model": {"class_path": f"{name}.Evil"}}}
     _write(digits_with_base.parent / "base" / "cpu.yaml", base)
-    with pytest.raises(ValueError, match=rf"base/cpu.yaml: .*'{name}.Evil' is not an allowed "
-                                         rf"class path"):
-        export_main(["--config", str(digits_with_base), "--ckpt_path", str(tmp_path / "x.ckpt"),
-                     "--output", str(tmp_path / "export")])
+    with pytest.raises(
+        ValueError,
+        match=rf"base/cpu.yaml: .*'{name}.Evil' is not an allowed "
+        rf"class path",
+    ):
+        export_main(
+            [
+                "--config",
+                str(digits_with_base),
+                "--ckpt_path",
+                str(tmp_path / "x.ckpt"),
+                "--output",
+                str(tmp_path / "export"),
+            ]
+        )
     assert_not_imported(name, marker)
 
 
@@ -170,4 +224,7 @@ def test_a_configuration_string_cannot_name_bases():
     with pytest.raises(RecipeBaseError, match=r"read from recipe files only"):
         expand_recipe_bases(["fit", "--config", "base: [a.yaml]\ntrainer: {}"])
     assert expand_recipe_bases(["fit", "--config", "trainer: {max_epochs: 1}"]) == [
-        "fit", "--config", "trainer: {max_epochs: 1}"]
+        "fit",
+        "--config",
+        "trainer: {max_epochs: 1}",
+    ]

@@ -29,12 +29,16 @@ from torch_uncertainty_signorm.signorm.optim import (
 EXPERIMENTS = Path(__file__).parents[1] / "experiments"
 # Transformer recipes (pretrained ViT / BERT) run in test_transformer_recipes_run.py, the text
 # quickstart (tweets_minilm_*, a tokenizer and text data) in its own tests.
-RECIPES = sorted(p for p in EXPERIMENTS.glob("*.yaml")
-                 if not p.stem.startswith(("vit_", "bert_", "tweets_")))
+RECIPES = sorted(
+    p for p in EXPERIMENTS.glob("*.yaml") if not p.stem.startswith(("vit_", "bert_", "tweets_"))
+)
 NARROW_RESNET = 0.25  # Masksembles needs >= 10 channels: stem 16, stages 16/32/64/128
 WIDE_RESNETS = (
-    std._WideResNet, packed._PackedWideResNet, batched._BatchWideResNet,
-    masked._MaskedWideResNet, mimo._MIMOWideResNet,
+    std._WideResNet,
+    packed._PackedWideResNet,
+    batched._BatchWideResNet,
+    masked._MaskedWideResNet,
+    mimo._MIMOWideResNet,
 )
 
 
@@ -84,11 +88,21 @@ def test_recipe_fast_dev_runs_on_cpu(recipe, tmp_path, monkeypatch, narrow_wider
     monkeypatch.chdir(tmp_path)
     monkeypatch.setattr("sys.argv", ["torch-uncertainty"])
     config = composed_recipe(recipe)
-    args = ["fit", "--config", str(recipe), "--trainer.fast_dev_run=1",
-            "--trainer.accelerator=cpu", "--trainer.devices=1", "--trainer.precision=32"]
+    args = [
+        "fit",
+        "--config",
+        str(recipe),
+        "--trainer.fast_dev_run=1",
+        "--trainer.accelerator=cpu",
+        "--trainer.devices=1",
+        "--trainer.precision=32",
+    ]
     if "digits" not in recipe.stem:
-        args += [f"--data={SyntheticDataModule.__module__}.SyntheticDataModule",
-                 "--data.init_args.batch_size=4", "--data.init_args.num_workers=0"]
+        args += [
+            f"--data={SyntheticDataModule.__module__}.SyntheticDataModule",
+            "--data.init_args.batch_size=4",
+            "--data.init_args.num_workers=0",
+        ]
     for path, block in _backbone_blocks(config):
         if "resnet" in block["class_path"] and "wideresnet" not in block["class_path"]:
             args.append(f"--{path}.init_args.width_multiplier={NARROW_RESNET}")
@@ -103,8 +117,10 @@ def test_recipe_fast_dev_runs_on_cpu(recipe, tmp_path, monkeypatch, narrow_wider
         members = config["routine"]["init_args"].get("member_lr_multiplier", 1)
         assert len(groups) == (2 if members == 1 else 3)
         # Unset (the Adam FineTune recipes): 3x under Adam, 100x under SGD (docs/settings.md).
-        rate = scale_rate(config["routine"]["init_args"].get("scale_lr_multiplier"),
-                          is_adaptive(cli.trainer.optimizers[0]))
+        rate = scale_rate(
+            config["routine"]["init_args"].get("scale_lr_multiplier"),
+            is_adaptive(cli.trainer.optimizers[0]),
+        )
         assert scales["lr"] == pytest.approx(rate * members * base["lr"])
         if recipe.stem.endswith("finetune"):
             assert rate == ADAPTIVE_SCALE_LR_MULTIPLIER
@@ -112,8 +128,10 @@ def test_recipe_fast_dev_runs_on_cpu(recipe, tmp_path, monkeypatch, narrow_wider
 
 
 ALL_RECIPES = sorted(EXPERIMENTS.glob("*.yaml"))
-CIFAR_DATAMODULES = ("torch_uncertainty.datamodules.CIFAR10DataModule",
-                     "torch_uncertainty.datamodules.CIFAR100DataModule")
+CIFAR_DATAMODULES = (
+    "torch_uncertainty.datamodules.CIFAR10DataModule",
+    "torch_uncertainty.datamodules.CIFAR100DataModule",
+)
 
 
 @pytest.mark.parametrize("recipe", ALL_RECIPES, ids=lambda p: p.stem)
@@ -141,11 +159,19 @@ def test_every_recipe_writes_results_for_the_tables(recipe):
 def test_recipe_families_are_all_covered():
     """The check above sees every family: 54 CNN CIFAR recipes and 4 ViT CIFAR-100 ones (OOD on),
     ViT ImageNet, BERT SST-2 and the digits quickstart."""
-    cifar = [p for p in ALL_RECIPES
-             if composed_recipe(p)["data"]["class_path"] in CIFAR_DATAMODULES]
+    cifar = [
+        p for p in ALL_RECIPES if composed_recipe(p)["data"]["class_path"] in CIFAR_DATAMODULES
+    ]
     assert len(cifar) >= 58
-    for family in ("resnet18_c10_", "resnet50_c100_", "wrn_c10_", "vit_c100_", "vit_imagenet_",
-                   "bert_sst2_", "digits_"):
+    for family in (
+        "resnet18_c10_",
+        "resnet50_c100_",
+        "wrn_c10_",
+        "vit_c100_",
+        "vit_imagenet_",
+        "bert_sst2_",
+        "digits_",
+    ):
         assert any(p.stem.startswith(family) for p in ALL_RECIPES), family
 
 
@@ -161,13 +187,20 @@ def test_one_step_run_writes_results_that_the_tables_and_regression_read(
 
     monkeypatch.chdir(tmp_path)
     monkeypatch.setattr("sys.argv", ["torch-uncertainty"])
-    cli = cli_main([
-        "fit", "--config", str(EXPERIMENTS / "resnet18_c10_signorm.yaml"),
-        "--trainer.max_steps=1", "--trainer.accelerator=cpu", "--trainer.precision=32",
-        f"--data={SyntheticDataModule.__module__}.SyntheticDataModule",
-        "--data.init_args.batch_size=4", "--data.init_args.num_samples=16",
-        f"--routine.init_args.model.init_args.model.init_args.width_multiplier={NARROW_RESNET}",
-    ])
+    cli = cli_main(
+        [
+            "fit",
+            "--config",
+            str(EXPERIMENTS / "resnet18_c10_signorm.yaml"),
+            "--trainer.max_steps=1",
+            "--trainer.accelerator=cpu",
+            "--trainer.precision=32",
+            f"--data={SyntheticDataModule.__module__}.SyntheticDataModule",
+            "--data.init_args.batch_size=4",
+            "--data.init_args.num_samples=16",
+            f"--routine.init_args.model.init_args.model.init_args.width_multiplier={NARROW_RESNET}",
+        ]
+    )
     assert cli.trainer.global_step == 1 and cli.trainer.fit_loop.epoch_loop.batch_idx < 3
     (results,) = (tmp_path / "logs").rglob("results.csv")
     with results.open() as file:
@@ -176,8 +209,17 @@ def test_one_step_run_writes_results_that_the_tables_and_regression_read(
     out = tmp_path / "tables"
     results_table.main(["--run", f"ours={results.parent}", "--out", str(out)])
     (row,) = csv.DictReader((out / "rows.csv").open())
-    assert {"Acc", "AUROC", "AUPR", "FPR95", "Params", "MAdds", "signorm_cos", "U_mod",
-            "jensen_gap"} <= set(row)
+    assert {
+        "Acc",
+        "AUROC",
+        "AUPR",
+        "FPR95",
+        "Params",
+        "MAdds",
+        "signorm_cos",
+        "U_mod",
+        "jensen_gap",
+    } <= set(row)
     assert 0 <= float(row["AUROC"]) <= 100  # percent, from ood/AUROC's fraction
     capsys.readouterr()
     assert regression.main([str(out / "rows.csv"), "--reference", str(out / "rows.csv")]) == 0

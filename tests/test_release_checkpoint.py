@@ -99,14 +99,18 @@ def test_earlier_layernorm_heads_load_and_reproduce_logits():
 def test_earlier_lightning_checkpoint_and_export_predict_what_they_predicted():
     io = load_file(DATA / f"signorm_resnet_{D303}_io.safetensors")
     routine = SigmaNormClassificationRoutine.load_from_checkpoint(  # built in Python: the model
-        DATA / f"signorm_resnet_{D303}.ckpt", map_location="cpu",  # object is passed again
-        model=build_model(tiny_signorm_spec(3, style="cifar", tau=0.5)))
+        DATA / f"signorm_resnet_{D303}.ckpt",
+        map_location="cpu",  # object is passed again
+        model=build_model(tiny_signorm_spec(3, style="cifar", tau=0.5)),
+    )
     with torch.no_grad():
-        torch.testing.assert_close(routine.model.eval()(io["inputs"]), io["logits"],
-                                   rtol=1e-5, atol=1e-5)
+        torch.testing.assert_close(
+            routine.model.eval()(io["inputs"]), io["logits"], rtol=1e-5, atol=1e-5
+        )
         exported = export.load_ensemble(DATA / f"signorm_resnet_{D303}_export")
         torch.testing.assert_close(exported(io["inputs"]), io["logits"], rtol=1e-5, atol=1e-5)
         member = export.load_member(DATA / f"signorm_resnet_{D303}_export", 1)
         batch = io["inputs"].shape[0]
-        torch.testing.assert_close(member(io["inputs"]), io["logits"][batch : 2 * batch],
-                                   rtol=1e-5, atol=1e-5)
+        torch.testing.assert_close(
+            member(io["inputs"]), io["logits"][batch : 2 * batch], rtol=1e-5, atol=1e-5
+        )

@@ -33,10 +33,15 @@ def _printed_config(recipe: Path) -> dict:
 #: else that differs fails the test.
 CHANGED_SINCE_RELEASE = {
     "tweets_minilm_signorm": {
-        "num_threads": 1, "trainer.max_steps": 120, "trainer.enable_progress_bar": True,
-        "data.init_args.train_size": 960, "data.init_args.val_size": 128,
-        "data.init_args.test_size": 500, "data.init_args.ood_size": 300,
-        "lr_scheduler.init_args.total_steps": 120, "lr_scheduler.init_args.warmup_steps": 10,
+        "num_threads": 1,
+        "trainer.max_steps": 120,
+        "trainer.enable_progress_bar": True,
+        "data.init_args.train_size": 960,
+        "data.init_args.val_size": 128,
+        "data.init_args.test_size": 500,
+        "data.init_args.ood_size": 300,
+        "lr_scheduler.init_args.total_steps": 120,
+        "lr_scheduler.init_args.warmup_steps": 10,
         "routine.init_args.member_lr_multiplier": 4.0,
         "routine.init_args.model.init_args.tau": 0.08,
     },

@@ -42,10 +42,14 @@ EXPECTED = {
     "regularized_layers": ("signorm_ensemble", [CONFIG["regularized_layers"]]),
     "num_estimators": ("signorm_ensemble", []),
     "member_spread": ("signorm_ensemble", [CONFIG["member_spread"]]),
-    "scale_lr_multiplier": ("SigmaNormClassificationRoutine",
-                            [None, DEFAULT_SCALE_LR_MULTIPLIER, ADAPTIVE_SCALE_LR_MULTIPLIER]),
-    "member_lr_multiplier": ("SigmaNormClassificationRoutine",
-                             [ROUTINE["member_lr_multiplier"].default]),
+    "scale_lr_multiplier": (
+        "SigmaNormClassificationRoutine",
+        [None, DEFAULT_SCALE_LR_MULTIPLIER, ADAPTIVE_SCALE_LR_MULTIPLIER],
+    ),
+    "member_lr_multiplier": (
+        "SigmaNormClassificationRoutine",
+        [ROUTINE["member_lr_multiplier"].default],
+    ),
     "target_diversity": ("SigmaNormClassificationRoutine", [ROUTINE["target_diversity"].default]),
     "max_steps": ("Trainer", [TRAINER["max_steps"].default]),
     "gradient_clip_val": ("Trainer", [TRAINER["gradient_clip_val"].default]),
@@ -54,7 +58,7 @@ EXPECTED = {
 
 def _table(header: str) -> list[list[str]]:
     """The rows of the Markdown table whose header row starts with ``header``, as cells."""
-    lines = TEXT[TEXT.index(header):].splitlines()
+    lines = TEXT[TEXT.index(header) :].splitlines()
     rows = []
     for line in lines[2:]:
         if not line.startswith("|"):
@@ -75,7 +79,7 @@ def _literals(cell: str) -> list:
 
 
 def _section(title: str) -> str:
-    text = TEXT[TEXT.index(title):]
+    text = TEXT[TEXT.index(title) :]
     return text[: text.index("\n## ", 1)] if "\n## " in text[1:] else text
 
 
@@ -84,8 +88,10 @@ def _python_blocks(section: str) -> list[str]:
 
 
 def test_the_defaults_table_states_the_codes_defaults():
-    rows = {re.search(r"`(\w+)`", row[1]).group(1): row
-            for row in _table("| setting | argument | set on | default in the code |")}
+    rows = {
+        re.search(r"`(\w+)`", row[1]).group(1): row
+        for row in _table("| setting | argument | set on | default in the code |")
+    }
     assert set(rows) == set(EXPECTED)
     for argument, (owner, defaults) in EXPECTED.items():
         _, _, set_on, default, _ = rows[argument]
@@ -100,22 +106,35 @@ def test_the_defaults_table_states_the_codes_defaults():
     assert scale_rate(None, adaptive=False) == DEFAULT_SCALE_LR_MULTIPLIER
     assert scale_rate(None, adaptive=True) == ADAPTIVE_SCALE_LR_MULTIPLIER
     parameter = [torch.nn.Parameter(torch.zeros(1))]
-    for optimizer in (torch.optim.Adam, torch.optim.AdamW, torch.optim.RMSprop,
-                      torch.optim.Adagrad, torch.optim.Adadelta):
-        assert is_adaptive(optimizer(parameter)) and optimizer.__name__ in rows[
-            "scale_lr_multiplier"][3]
+    for optimizer in (
+        torch.optim.Adam,
+        torch.optim.AdamW,
+        torch.optim.RMSprop,
+        torch.optim.Adagrad,
+        torch.optim.Adadelta,
+    ):
+        assert (
+            is_adaptive(optimizer(parameter))
+            and optimizer.__name__ in rows["scale_lr_multiplier"][3]
+        )
     assert not is_adaptive(torch.optim.SGD(parameter, lr=0.1))
 
 
 def test_the_ranges_named_in_the_text_are_the_codes():
-    constants = dict(re.findall(r"`(CONTROLLED_TAU_RANGE|TARGET_TOLERANCE|ACCURACY_DROP)` = "
-                                r"(\[[^\]]*\]|[0-9.]+)", TEXT))
+    constants = dict(
+        re.findall(
+            r"`(CONTROLLED_TAU_RANGE|TARGET_TOLERANCE|ACCURACY_DROP)` = "
+            r"(\[[^\]]*\]|[0-9.]+)",
+            TEXT,
+        )
+    )
     assert set(constants) == {"CONTROLLED_TAU_RANGE", "TARGET_TOLERANCE", "ACCURACY_DROP"}
     for name, value in constants.items():
         stated, expected = ast.literal_eval(value), getattr(diversity_target, name)
         assert (tuple(stated) if isinstance(stated, list) else stated) == expected, name
     tau_range, strength_range = re.search(
-        r"τ and λ must lie\s+in (\[[^\]]*\]) and (\[[^\]]*\])", TEXT).groups()
+        r"τ and λ must lie\s+in (\[[^\]]*\]) and (\[[^\]]*\])", TEXT
+    ).groups()
     assert tuple(ast.literal_eval(tau_range)) == regularization.TAU_RANGE
     assert tuple(ast.literal_eval(strength_range)) == (0, regularization.MAX_DIVERSITY_STRENGTH)
 
@@ -152,21 +171,29 @@ def _fit_one_step(namespace: dict, batches: list) -> None:
     """The page's routine and Trainer, one optimisation step (its other settings kept)."""
     trainer = namespace["trainer"]
     trainer.fit_loop.epoch_loop.max_steps = 1  # the page says its budget; one step here
-    trainer.fit(namespace["routine"], train_dataloaders=torch.utils.data.DataLoader(
-        batches, batch_size=None))
+    trainer.fit(
+        namespace["routine"],
+        train_dataloaders=torch.utils.data.DataLoader(batches, batch_size=None),
+    )
     assert trainer.global_step == 1
 
 
 def test_the_cnn_example_builds_and_trains_a_step(tmp_path, monkeypatch):
     import timm  # a dependency of the package
+
     monkeypatch.chdir(tmp_path)
     model_block, training_block = _python_blocks("## Worked example: a pretrained CNN")
     download = 'timm.create_model("resnet50.a1_in1k", pretrained=True, num_classes=10)'
     assert download in model_block
     # Stand-in for the downloaded weights: the same family (bottleneck blocks, "fc"), one block
     # a stage, untrained weights with norms moved off their initial state.
-    namespace = {"stand_in": lambda: _as_trained(timm.create_model(
-        "resnet50", pretrained=False, num_classes=10, layers=(1, 1, 1, 1), base_width=16))}
+    namespace = {
+        "stand_in": lambda: _as_trained(
+            timm.create_model(
+                "resnet50", pretrained=False, num_classes=10, layers=(1, 1, 1, 1), base_width=16
+            )
+        )
+    }
     exec(compile(model_block.replace(download, "stand_in()"), str(PAGE), "exec"), namespace)
     exec(compile(training_block, str(PAGE), "exec"), namespace)
 

@@ -25,8 +25,11 @@ PROFILE = b"export PATH=$HOME/bin:$PATH\n"
 
 
 def _digest(folder: Path) -> dict[str, str]:
-    return {str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
-            for p in sorted(folder.rglob("*")) if p.is_file() and not p.is_symlink()}
+    return {
+        str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(folder.rglob("*"))
+        if p.is_file() and not p.is_symlink()
+    }
 
 
 def test_a_listed_file_that_now_holds_something_else_is_not_rewritten(tmp_path):
@@ -34,8 +37,11 @@ def test_a_listed_file_that_now_holds_something_else_is_not_rewritten(tmp_path):
     write_stand_in(root)
     (root / "cifar-100-python" / "test").write_bytes(PROFILE)  # the user's now
     before = _digest(tmp_path)
-    with pytest.raises(FileExistsError, match=r"cifar-100-python/test exists and was not "
-                                              r"written by signorm-standin-data"):
+    with pytest.raises(
+        FileExistsError,
+        match=r"cifar-100-python/test exists and was not "
+        r"written by signorm-standin-data",
+    ):
         write_stand_in(root)
     assert _digest(tmp_path) == before
 
@@ -96,10 +102,17 @@ def test_a_stand_in_run_without_its_marker_is_still_refused(tmp_path, capsys):
     root = tmp_path / "standin"
     write_stand_in(root)
     assert is_stand_in_root(root) and not is_stand_in_root(tmp_path)
-    run = write_run(tmp_path / "logs" / "version_0", tu_metrics(0.97, 0.1, 0.04),
-                    config={"seed_everything": 0,
-                            "data": {"class_path": "CIFAR10DataModule",
-                                     "init_args": {"root": "standin", "batch_size": 16}}})
+    run = write_run(
+        tmp_path / "logs" / "version_0",
+        tu_metrics(0.97, 0.1, 0.04),
+        config={
+            "seed_everything": 0,
+            "data": {
+                "class_path": "CIFAR10DataModule",
+                "init_args": {"root": "standin", "batch_size": 16},
+            },
+        },
+    )
     reference = tmp_path / "ref.csv"
     reference.write_text("method,Acc\nref,97.0\n")
     with pytest.raises(SystemExit) as exit_:
@@ -120,8 +133,9 @@ def test_the_run_label_records_the_data_and_never_writes_through_a_link(tmp_path
     profile = tmp_path / "profile"
     profile.write_bytes(PROFILE)
     (run / RUN_LABEL).symlink_to(profile)
-    trainer = SimpleNamespace(log_dir=str(run), logger=object(), is_global_zero=True,
-                              fast_dev_run=False)
+    trainer = SimpleNamespace(
+        log_dir=str(run), logger=object(), is_global_zero=True, fast_dev_run=False
+    )
     stand_in_label(root)._write(trainer)
     assert profile.read_bytes() == PROFILE and not (run / RUN_LABEL).is_symlink()
     manifest = json.loads((root / MANIFEST).read_text())

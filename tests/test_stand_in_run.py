@@ -56,8 +56,9 @@ def test_health_advice_is_given_without_the_stand_in_label(recwarn):
 
 
 @pytest.mark.slow
-def test_a_stand_in_fit_runs_one_batch_and_gives_no_health_advice(tmp_path, monkeypatch,
-                                                                   recwarn, capsys):
+def test_a_stand_in_fit_runs_one_batch_and_gives_no_health_advice(
+    tmp_path, monkeypatch, recwarn, capsys
+):
     """The overrides signorm-standin-data prints, through the command's parser and trainer: one
     validation batch (and one sanity-check batch), one batch of each test set, no advice."""
     from torch_uncertainty_signorm.cli import cli_main
@@ -65,8 +66,16 @@ def test_a_stand_in_fit_runs_one_batch_and_gives_no_health_advice(tmp_path, monk
     monkeypatch.chdir(tmp_path)
     monkeypatch.setattr(sys, "argv", ["torch-uncertainty"])
     write_stand_in(tmp_path / "standin")
-    cli = cli_main(["fit", "--config", str(RECIPE), "--data.init_args.root=standin",
-                    *SMOKE_TEST_OVERRIDES, NARROW])
+    cli = cli_main(
+        [
+            "fit",
+            "--config",
+            str(RECIPE),
+            "--data.init_args.root=standin",
+            *SMOKE_TEST_OVERRIDES,
+            NARROW,
+        ]
+    )
     trainer = cli.trainer
     assert trainer.num_val_batches == [1] and trainer.num_sanity_val_batches == [1]
     assert trainer.num_test_batches and set(trainer.num_test_batches) == {1}  # eval_after_fit

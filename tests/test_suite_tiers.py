@@ -20,15 +20,18 @@ def test_every_second_tier_path_exists():
     assert all((TESTS / entry).is_dir() == entry.endswith("/") for entry in SECOND_TIER)
 
 
-@pytest.mark.parametrize(("path", "second"), [
-    ("journeys/test_journey_ddp.py", True),
-    ("journeys/any_new_journey.py", True),
-    ("test_distributed.py", True),
-    ("reproduction/test_regression.py", True),
-    ("reproduction/test_published_tables.py", False),
-    ("test_config.py", False),
-    ("test_journeys.py", False),  # a prefix of a folder's name is not the folder
-])
+@pytest.mark.parametrize(
+    ("path", "second"),
+    [
+        ("journeys/test_journey_ddp.py", True),
+        ("journeys/any_new_journey.py", True),
+        ("test_distributed.py", True),
+        ("reproduction/test_regression.py", True),
+        ("reproduction/test_published_tables.py", False),
+        ("test_config.py", False),
+        ("test_journeys.py", False),  # a prefix of a folder's name is not the folder
+    ],
+)
 def test_the_tier_of_a_file_follows_its_path(path, second):
     assert in_second_tier(TESTS / path) is second
 
@@ -36,19 +39,24 @@ def test_the_tier_of_a_file_follows_its_path(path, second):
 def test_per_recipe_tests_keep_a_representative_few_in_the_fast_tier():
     experiments = ROOT / "experiments"
     assert all((experiments / f"{name}.yaml").is_file() for name in FAST_TIER_RECIPES)
-    assert not second_tier_recipe("test_recipe_parses",
-                                  {"recipe": experiments / "digits_signorm.yaml"})
-    assert second_tier_recipe("test_recipe_parses",
-                              {"recipe": experiments / "wrn_c100_signorm.yaml"})
-    assert not second_tier_recipe("test_a_release_recipe_resolves_to_todays_recipe",
-                                  {"name": "resnet18_c10_signorm"})
-    assert not second_tier_recipe("test_recipe_is_consistent",
-                                  {"recipe": experiments / "wrn_c100_signorm.yaml"})
+    assert not second_tier_recipe(
+        "test_recipe_parses", {"recipe": experiments / "digits_signorm.yaml"}
+    )
+    assert second_tier_recipe(
+        "test_recipe_parses", {"recipe": experiments / "wrn_c100_signorm.yaml"}
+    )
+    assert not second_tier_recipe(
+        "test_a_release_recipe_resolves_to_todays_recipe", {"name": "resnet18_c10_signorm"}
+    )
+    assert not second_tier_recipe(
+        "test_recipe_is_consistent", {"recipe": experiments / "wrn_c100_signorm.yaml"}
+    )
 
 
 @pytest.mark.parametrize("required", [False, True], ids=["developer", "ci"])
 def test_a_missing_torch_uncertainty_recipe_folder_skips_only_outside_ci(
-        required, tmp_path, monkeypatch):
+    required, tmp_path, monkeypatch
+):
     import test_tu_format_recipes as tu
 
     absent = tmp_path / "no-recipes"
@@ -63,10 +71,17 @@ def test_a_missing_torch_uncertainty_recipe_folder_skips_only_outside_ci(
         assert f"CI needs TorchUncertainty's recipes at {absent}" in str(stop.value)
 
 
-def test_ruff_finds_nothing():
-    """``ruff check`` with pyproject.toml's rule set, over the whole tree (src/ included)."""
-    done = subprocess.run([sys.executable, "-m", "ruff", "check", "--no-cache", "--quiet", "."],
-                          cwd=ROOT, capture_output=True, text=True, check=False)
+@pytest.mark.parametrize("command", [["check"], ["format", "--check"]], ids=["check", "format"])
+def test_ruff_finds_nothing(command):
+    """``ruff check`` with pyproject.toml's rule set, and ``ruff format``'s layout, over the
+    whole tree (src/ included): one formatter, no style debate."""
+    done = subprocess.run(
+        [sys.executable, "-m", "ruff", *command, "--no-cache", "--quiet", "."],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     assert done.returncode == 0, done.stdout + done.stderr
 
 
@@ -80,13 +95,23 @@ def test_a_whole_tier_prints_its_time_and_fails_over_its_budget(tmp_path):
         (tmp_path / name).write_text(text)
     (tmp_path / "test_one.py").write_text("def test_one():\n    assert True\n")
     (tmp_path / "pytest.ini").write_text("[pytest]\ntestpaths = .\n")
-    command = [sys.executable, "-m", "pytest", "-m", "not slow", "-p", "no:cacheprovider",
-               "-p", "no:xdist"]
+    command = [
+        sys.executable,
+        "-m",
+        "pytest",
+        "-m",
+        "not slow",
+        "-p",
+        "no:cacheprovider",
+        "-p",
+        "no:xdist",
+    ]
     run = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, check=False)
     assert run.returncode == 1, run.stdout + run.stderr
     assert re.search(r"fast tier: \d+ s of its 0 s budget .*OVER BUDGET", run.stdout)
     assert "1 passed" in run.stdout
     # A run of chosen files is no tier: no verdict on its time.
-    files = subprocess.run([*command, "test_one.py"], cwd=tmp_path, capture_output=True,
-                           text=True, check=False)
+    files = subprocess.run(
+        [*command, "test_one.py"], cwd=tmp_path, capture_output=True, text=True, check=False
+    )
     assert files.returncode == 0 and "tier:" not in files.stdout

@@ -63,22 +63,28 @@ def offline_files(tmp_path_factory):
     _as_trained(tiny_bert()).save_pretrained(root / "bert")
     write_tokenizer(root / "tokenizer")
     return {
-        "vit": vit_file, "bert": root / "bert", "tokenizer": root / "tokenizer",
-        "sst2": write_sst2(root / "sst2"), "ood": write_newsgroups(root / "newsgroups"),
+        "vit": vit_file,
+        "bert": root / "bert",
+        "tokenizer": root / "tokenizer",
+        "sst2": write_sst2(root / "sst2"),
+        "ood": write_newsgroups(root / "newsgroups"),
     }
 
 
 def _offline_recipe(recipe: Path, files: dict, directory: Path) -> Path:
     config = composed_recipe(recipe)  # self-contained: written elsewhere below
     for block in _blocks(config, FACTORIES + "timm_vit"):
-        block["init_args"].update(model_name="test_vit", img_size=32,
-                                  pretrained_path=str(files["vit"]))
+        block["init_args"].update(
+            model_name="test_vit", img_size=32, pretrained_path=str(files["vit"])
+        )
     for block in _blocks(config, FACTORIES + "bert_classifier"):
         block["init_args"]["pretrained_path"] = str(files["bert"])
     if recipe.stem.startswith("bert_"):
         config["data"]["init_args"].update(
-            tokenizer=str(files["tokenizer"]), local_path=str(files["sst2"]),
-            ood_local_path=str(files["ood"]), batch_size=4,
+            tokenizer=str(files["tokenizer"]),
+            local_path=str(files["sst2"]),
+            ood_local_path=str(files["ood"]),
+            batch_size=4,
         )
     else:
         config["data"] = {
@@ -110,8 +116,17 @@ def test_transformer_recipe_fast_dev_runs_on_cpu(recipe, offline_files, tmp_path
     monkeypatch.chdir(tmp_path)
     monkeypatch.setattr("sys.argv", ["torch-uncertainty"])
     config = _offline_recipe(recipe, offline_files, tmp_path)
-    cli = cli_main(["fit", "--config", str(config), "--trainer.fast_dev_run=1",
-                    "--trainer.accelerator=cpu", "--trainer.devices=1", "--trainer.precision=32"])
+    cli = cli_main(
+        [
+            "fit",
+            "--config",
+            str(config),
+            "--trainer.fast_dev_run=1",
+            "--trainer.accelerator=cpu",
+            "--trainer.devices=1",
+            "--trainer.precision=32",
+        ]
+    )
     assert cli.trainer.state.finished and cli.trainer.global_step == 1
     (scheduler_config,) = cli.trainer.lr_scheduler_configs
     assert scheduler_config.interval == "step"
@@ -119,8 +134,12 @@ def test_transformer_recipe_fast_dev_runs_on_cpu(recipe, offline_files, tmp_path
         base, scales = cli.trainer.optimizers[0].param_groups
         assert scales["lr"] == pytest.approx(100 * base["lr"]) and scales["weight_decay"] == 0
     if recipe.stem.endswith("deep_ensembles"):
-        heads = [member.get_submodule(name).weight for member in cli.routine.model.core_models
-                 for name in ("head", "model.classifier") if _has(member, name)]
+        heads = [
+            member.get_submodule(name).weight
+            for member in cli.routine.model.core_models
+            for name in ("head", "model.classifier")
+            if _has(member, name)
+        ]
         assert len(heads) == cli.routine.model.num_estimators
         assert all(not torch.equal(heads[0], head) for head in heads[1:])
 
@@ -156,14 +175,18 @@ PAPER = {
 @pytest.mark.parametrize("recipe", RECIPES, ids=lambda p: p.stem)
 def test_transformer_recipe_follows_the_shared_recipe(recipe):
     config = composed_recipe(recipe)
-    prefix, method = next((k, recipe.stem.removeprefix(k + "_")) for k in PAPER
-                          if recipe.stem.startswith(k + "_"))
+    prefix, method = next(
+        (k, recipe.stem.removeprefix(k + "_")) for k in PAPER if recipe.stem.startswith(k + "_")
+    )
     members, steps, tau, checkpoint = PAPER[prefix]
     optimizer, schedule = config["optimizer"], config["lr_scheduler"]["init_args"]
     assert optimizer["class_path"] == "torch.optim.SGD"
     scale = members if method == "deep_ensembles" else 1  # joint training: loss averaged over M
-    assert optimizer["init_args"] == {"lr": pytest.approx(0.01 * scale), "momentum": 0.9,
-                                      "weight_decay": 0.0}
+    assert optimizer["init_args"] == {
+        "lr": pytest.approx(0.01 * scale),
+        "momentum": 0.9,
+        "weight_decay": 0.0,
+    }
     assert config["trainer"]["max_steps"] == schedule["total_steps"] == steps
     assert schedule["warmup_steps"] == (0 if method == "signorm" else 500)
     assert set(_values(config["routine"], "model_name")) == {checkpoint}

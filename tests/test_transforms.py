@@ -29,9 +29,11 @@ def test_imagenet_evaluation_resizes_then_centre_crops():
 
 @pytest.mark.parametrize(
     ("kwargs", "message"),
-    [({"dataset": "svhn"}, "dataset must be 'cifar' or 'imagenet', got 'svhn'"),
-     ({"size": 0}, "size must be an integer >= 1, got 0"),
-     ({"crop_pct": 1.5}, r"crop_pct must be in \(0, 1\], got 1.5")],
+    [
+        ({"dataset": "svhn"}, "dataset must be 'cifar' or 'imagenet', got 'svhn'"),
+        ({"size": 0}, "size must be an integer >= 1, got 0"),
+        ({"crop_pct": 1.5}, r"crop_pct must be in \(0, 1\], got 1.5"),
+    ],
 )
 def test_bad_arguments_name_the_value(kwargs, message):
     with pytest.raises(ValueError, match=message):

@@ -63,8 +63,16 @@ def test_tu_recipe_trains_one_step_unmodified(tmp_path):
 def test_deep_ensembles_model_block_and_moved_class_path():
     out = io.StringIO()
     with contextlib.redirect_stdout(out), pytest.raises(SystemExit) as exit_info:
-        main(["fit", "--config", str(FIXTURES / "deep_ensembles.yaml"), "--data",
-              "CIFAR10DataModule", "--print_config"])
+        main(
+            [
+                "fit",
+                "--config",
+                str(FIXTURES / "deep_ensembles.yaml"),
+                "--data",
+                "CIFAR10DataModule",
+                "--print_config",
+            ]
+        )
     assert exit_info.value.code in (0, None)
     config = yaml.safe_load(out.getvalue())
     assert config["routine"]["class_path"] == "torch_uncertainty.routines.ClassificationRoutine"
@@ -76,8 +84,11 @@ def test_deep_ensembles_model_block_and_moved_class_path():
 
 
 def test_missing_datamodule_lists_torch_uncertainty_datamodules():
-    with pytest.raises(ValueError, match=r"no class_path.*--data CIFAR10DataModule.*"
-                                         r"CIFAR100DataModule.*MNISTDataModule"):
+    with pytest.raises(
+        ValueError,
+        match=r"no class_path.*--data CIFAR10DataModule.*"
+        r"CIFAR100DataModule.*MNISTDataModule",
+    ):
         cli_main(["fit", "--config", str(FIXTURES / "packed.yaml"), *CPU])
 
 
@@ -90,16 +101,22 @@ def test_an_overlay_data_block_merges_into_the_recipes_datamodule():
 
 
 def test_unknown_datamodule_is_named():
-    with pytest.raises(ValueError, match=r"--data 'CIFAR10Data' is not a datamodule.*"
-                                         r"CIFAR10DataModule"):
+    with pytest.raises(
+        ValueError,
+        match=r"--data 'CIFAR10Data' is not a datamodule.*"
+        r"CIFAR10DataModule",
+    ):
         tu_format_args(["fit", "--data", "CIFAR10Data"])
 
 
 def test_datamodule_names_resolve_and_recipes_keep_their_class_paths():
     args = tu_format_args(["fit", "--config", "x.yaml", "--data=CIFAR100DataModule"])
     assert args == [
-        "fit", "--routine=torch_uncertainty.routines.ClassificationRoutine",
-        "--data=torch_uncertainty.datamodules.CIFAR100DataModule", "--config", "x.yaml",
+        "fit",
+        "--routine=torch_uncertainty.routines.ClassificationRoutine",
+        "--data=torch_uncertainty.datamodules.CIFAR100DataModule",
+        "--config",
+        "x.yaml",
         "--data=torch_uncertainty.datamodules.CIFAR100DataModule",
     ]
 
@@ -112,10 +129,16 @@ TU_RECIPES_COPY = Path(__file__).resolve().parents[2] / "shared" / "torch-uncert
 TU_RECIPES = [
     f"experiments/classification/{dataset}/configs/{backbone}/{method}.yaml"
     for dataset, backbone, method in [
-        *[("cifar10", b, m) for b in ("resnet18", "resnet50", "wideresnet28x10")
-          for m in ("standard", "packed", "batched", "masked", "mimo", "deep_ensembles")],
-        *[("cifar100", b, m) for b in ("resnet18", "resnet50")
-          for m in ("standard", "packed", "batched", "masked", "mimo")],
+        *[
+            ("cifar10", b, m)
+            for b in ("resnet18", "resnet50", "wideresnet28x10")
+            for m in ("standard", "packed", "batched", "masked", "mimo", "deep_ensembles")
+        ],
+        *[
+            ("cifar100", b, m)
+            for b in ("resnet18", "resnet50")
+            for m in ("standard", "packed", "batched", "masked", "mimo")
+        ],
         ("cifar100", "wideresnet28x10", "standard"),
     ]
 ]
@@ -123,16 +146,24 @@ TU_RECIPES = [
 
 def _tu_recipe(path: str, tmp_path: Path) -> Path:
     if TU_REPO:
-        text = subprocess.run(["git", "-C", TU_REPO, "show", f"HEAD:{path}"],
-                              capture_output=True, text=True, check=True).stdout
+        text = subprocess.run(
+            ["git", "-C", TU_REPO, "show", f"HEAD:{path}"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
     elif (TU_RECIPES_COPY / path).is_file():
         text = (TU_RECIPES_COPY / path).read_text()
     else:
-        missing = (f"neither TORCH_UNCERTAINTY_REPO (a git clone of TorchUncertainty) is set nor "
-                   f"{TU_RECIPES_COPY / path} exists")
+        missing = (
+            f"neither TORCH_UNCERTAINTY_REPO (a git clone of TorchUncertainty) is set nor "
+            f"{TU_RECIPES_COPY / path} exists"
+        )
         if os.environ.get("SIGNORM_REQUIRE_TU_RECIPES") == "1":  # CI (.ci/run): a failure
-            pytest.fail(f"{missing}; CI needs TorchUncertainty's recipes at {TU_RECIPES_COPY}",
-                        pytrace=False)
+            pytest.fail(
+                f"{missing}; CI needs TorchUncertainty's recipes at {TU_RECIPES_COPY}",
+                pytrace=False,
+            )
         pytest.skip(missing)
     recipe = tmp_path / Path(path).name
     recipe.write_text(text)
@@ -140,13 +171,23 @@ def _tu_recipe(path: str, tmp_path: Path) -> Path:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("path", [
-    pytest.param(path, marks=pytest.mark.xfail(
-        raises=IndexError, strict=True,
-        reason="TU's CIFAR-100 packed recipes build the network with num_classes: 10"))
-    if "cifar100/configs/resnet" in path and path.endswith("packed.yaml") else path
-    for path in TU_RECIPES
-], ids=lambda p: "-".join(Path(p).with_suffix("").parts[2::2]))
+@pytest.mark.parametrize(
+    "path",
+    [
+        pytest.param(
+            path,
+            marks=pytest.mark.xfail(
+                raises=IndexError,
+                strict=True,
+                reason="TU's CIFAR-100 packed recipes build the network with num_classes: 10",
+            ),
+        )
+        if "cifar100/configs/resnet" in path and path.endswith("packed.yaml")
+        else path
+        for path in TU_RECIPES
+    ],
+    ids=lambda p: "-".join(Path(p).with_suffix("").parts[2::2]),
+)
 def test_torch_uncertainty_recipe_trains_one_step(path, tmp_path):
     """One step at a quarter width (ResNets; WideResNet-28-10 has no width option), 4 images."""
     recipe = _tu_recipe(path, tmp_path)
@@ -155,10 +196,17 @@ def test_torch_uncertainty_recipe_trains_one_step(path, tmp_path):
     key, model = "model", routine["model"]
     if "core_models" in model["init_args"]:
         key, model = "model.init_args.core_models", model["init_args"]["core_models"]
-    narrow = [] if "wideresnet" in model["class_path"] else [
-        f"--routine.init_args.{key}.init_args.width_multiplier=0.25"]
-    cli = _fit(recipe, *narrow, "--data.init_args.batch_size=4",
-               f"--data.init_args.num_classes={routine['num_classes']}")
+    narrow = (
+        []
+        if "wideresnet" in model["class_path"]
+        else [f"--routine.init_args.{key}.init_args.width_multiplier=0.25"]
+    )
+    cli = _fit(
+        recipe,
+        *narrow,
+        "--data.init_args.batch_size=4",
+        f"--data.init_args.num_classes={routine['num_classes']}",
+    )
     assert cli.trainer.state.finished and cli.trainer.global_step == 1
     assert type(cli.routine) is ClassificationRoutine
 
@@ -186,8 +234,11 @@ def test_exported_signorm_row_trains_through_the_command():
     assert cli.trainer.global_step == 1
     assert type(cli.routine).__name__ == "SigmaNormClassificationRoutine"
     scale_ids = {id(p) for p in cli.routine.model.scale_logits()}
-    (scales,) = [g for g in cli.trainer.optimizers[0].param_groups
-                 if {id(p) for p in g["params"]} == scale_ids]
+    (scales,) = [
+        g
+        for g in cli.trainer.optimizers[0].param_groups
+        if {id(p) for p in g["params"]} == scale_ids
+    ]
     assert scales["lr"] == pytest.approx(0.05 * 100) and scales["weight_decay"] == 0.0
 
 

@@ -63,8 +63,10 @@ def whole_tier(markexpr: str, args_from_testpaths: bool) -> str | None:
 def in_second_tier(path: Path) -> bool:
     """Whether the test file at ``path`` belongs to the second tier by where it is."""
     relative = Path(path).resolve().relative_to(TESTS).as_posix()
-    return any(relative.startswith(entry) if entry.endswith("/") else relative == entry
-               for entry in SECOND_TIER)
+    return any(
+        relative.startswith(entry) if entry.endswith("/") else relative == entry
+        for entry in SECOND_TIER
+    )
 
 
 def second_tier_recipe(test_name: str, params: dict) -> bool:

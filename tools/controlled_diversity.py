@@ -45,8 +45,12 @@ SINGLE_WIDTH = "--routine.init_args.model.init_args.width_multiplier=0.125"
 
 
 def _command_env(site_dir: Path | None = None, manifest: Path | None = None) -> dict[str, str]:
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
-           "PYTHONWARNINGS": "ignore::DeprecationWarning"}
+    env = {
+        **os.environ,
+        "OMP_NUM_THREADS": "1",
+        "MKL_NUM_THREADS": "1",
+        "PYTHONWARNINGS": "ignore::DeprecationWarning",
+    }
     if site_dir is not None:
         sys.path.insert(0, str(REPO / "tests"))
         from fixtures.cifar_files import make_command_env
@@ -82,15 +86,19 @@ def _fit(args: list[str], log_dir: Path, env: dict[str, str]) -> Path:
     done = log_dir / "version_0" / "results.csv"
     if done.is_file():
         return done.parent
-    command = [str(Path(sys.executable).parent / "torch-uncertainty"), "fit", *map(str, args),
-               "--trainer.log_every_n_steps=1", "--trainer.enable_progress_bar=false",
-               "--trainer.logger=lightning.pytorch.loggers.CSVLogger",
-               f"--trainer.logger.init_args.save_dir={log_dir.parent}",
-               f"--trainer.logger.init_args.name={log_dir.name}"]
+    command = [
+        str(Path(sys.executable).parent / "torch-uncertainty"),
+        "fit",
+        *map(str, args),
+        "--trainer.log_every_n_steps=1",
+        "--trainer.enable_progress_bar=false",
+        "--trainer.logger=lightning.pytorch.loggers.CSVLogger",
+        f"--trainer.logger.init_args.save_dir={log_dir.parent}",
+        f"--trainer.logger.init_args.name={log_dir.name}",
+    ]
     log_dir.mkdir(parents=True, exist_ok=True)
     with (log_dir / "command.log").open("w") as log:
-        subprocess.run(command, cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT,
-                       check=True)
+        subprocess.run(command, cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT, check=True)
     return done.parent
 
 
@@ -100,18 +108,26 @@ def _per_step(run: Path) -> list[dict[str, float]]:
     with (run / "metrics.csv").open() as file:
         for row in csv.DictReader(file):
             if row.get("train/tau"):
-                rows.append({"step": int(row["step"]), "tau": float(row["train/tau"]),
-                             "cos_regularized": float(row["train/signorm_cos_regularized"]),
-                             "cos": float(row["train/signorm_cos"])})
+                rows.append(
+                    {
+                        "step": int(row["step"]),
+                        "tau": float(row["train/tau"]),
+                        "cos_regularized": float(row["train/signorm_cos_regularized"]),
+                        "cos": float(row["train/signorm_cos"]),
+                    }
+                )
     return rows
 
 
 def _results(run: Path) -> dict[str, float]:
     with (run / "results.csv").open() as file:
         row = list(csv.DictReader(file))[-1]
-    return {"Acc": 100 * float(row["test/cls/Acc"]), "NLL": float(row["test/cls/NLL"]),
-            "test_cos_regularized": float(row["test/div/signorm_cos_regularized"]),
-            "MI": float(row["test/ens_MI"])}
+    return {
+        "Acc": 100 * float(row["test/cls/Acc"]),
+        "NLL": float(row["test/cls/NLL"]),
+        "test_cos_regularized": float(row["test/div/signorm_cos_regularized"]),
+        "MI": float(row["test/ens_MI"]),
+    }
 
 
 def _write(rows: list[dict], path: Path) -> None:
@@ -126,8 +142,11 @@ def _markdown(rows: list[dict], path: Path) -> None:
     keys = list(rows[0])
     lines = ["| " + " | ".join(keys) + " |", "|" + "---|" * len(keys)]
     for row in rows:
-        lines.append("| " + " | ".join(
-            f"{v:.4g}" if isinstance(v, float) else str(v) for v in row.values()) + " |")
+        lines.append(
+            "| "
+            + " | ".join(f"{v:.4g}" if isinstance(v, float) else str(v) for v in row.values())
+            + " |"
+        )
     path.write_text("\n".join(lines) + "\n")
 
 
@@ -151,6 +170,7 @@ def _aggregate(rows: list[dict], keys: list[str], values: list[str]) -> list[dic
 
 # -- step 0 -----------------------------------------------------------------------------------
 
+
 def _step0_rows(name: str, base, inputs) -> list[dict]:
     import torch
 
@@ -168,19 +188,26 @@ def _step0_rows(name: str, base, inputs) -> list[dict]:
         with torch.no_grad():
             new_features = model.forward_features(inputs).unflatten(0, (M, -1))
             new_logits = model(inputs).unflatten(0, (M, -1))
-            cos = float(__import__("torch_uncertainty_signorm").signorm_cosine(
-                model.importances(regularized_only=True)))
+            cos = float(
+                __import__("torch_uncertainty_signorm").signorm_cosine(
+                    model.importances(regularized_only=True)
+                )
+            )
 
         def rel(a, b):
             return float((a - b).norm() / b.norm())
 
-        rows.append({
-            "model": name, "member_spread": spread, "signorm_cos_regularized": cos,
-            "member_features": max(rel(new_features[m], features[m]) for m in range(M)),
-            "mean_features": rel(new_features.mean(0), features.mean(0)),
-            "member_logits": max(rel(new_logits[m], logits[m]) for m in range(M)),
-            "mean_logits": rel(new_logits.mean(0), logits.mean(0)),
-        })
+        rows.append(
+            {
+                "model": name,
+                "member_spread": spread,
+                "signorm_cos_regularized": cos,
+                "member_features": max(rel(new_features[m], features[m]) for m in range(M)),
+                "mean_features": rel(new_features.mean(0), features.mean(0)),
+                "member_logits": max(rel(new_logits[m], logits[m]) for m in range(M)),
+                "mean_logits": rel(new_logits.mean(0), logits.mean(0)),
+            }
+        )
     return rows
 
 
@@ -194,12 +221,14 @@ def step0(out: Path) -> None:
     from torch_uncertainty_signorm.offline_assets import minilm_classifier
 
     torch.manual_seed(0)
-    tweets = TweetsDataModule(batch_size=32, max_length=32, train_size=192, val_size=64,
-                              test_size=192)
+    tweets = TweetsDataModule(
+        batch_size=32, max_length=32, train_size=192, val_size=64, test_size=192
+    )
     tweets.setup("test")
     batch = next(iter(tweets.test_dataloader()[0]))[0]
-    minilm = signorm_ensemble(minilm_classifier(num_classes=3), 4, pretrained=True,
-                              regularized_layers="transformer")
+    minilm = signorm_ensemble(
+        minilm_classifier(num_classes=3), 4, pretrained=True, regularized_layers="transformer"
+    )
     rows = _step0_rows("MiniLM (tweets)", minilm, batch)
 
     digits = DigitsDataModule(batch_size=64)
@@ -223,29 +252,50 @@ def step0(out: Path) -> None:
 
 # -- spread over a recipe's budget ------------------------------------------------------------
 
+
 def _cifar_single(root: Path, env: dict[str, str], work: Path, seed: int) -> Path:
-    run = _fit(["--config", EXPERIMENTS / "resnet18_c10_single.yaml", SINGLE_WIDTH,
-                *_cifar_args(root, seed), "--trainer.max_epochs=5"],
-               work / "runs" / "cifar_single" / f"seed{seed}", env)
+    run = _fit(
+        [
+            "--config",
+            EXPERIMENTS / "resnet18_c10_single.yaml",
+            SINGLE_WIDTH,
+            *_cifar_args(root, seed),
+            "--trainer.max_epochs=5",
+        ],
+        work / "runs" / "cifar_single" / f"seed{seed}",
+        env,
+    )
     return max((run / "checkpoints").glob("epoch=*val_acc*.ckpt"))
 
 
 def _cifar_args(root: Path, seed: int) -> list[str]:
-    return [f"--seed_everything={seed}", f"--data.init_args.root={root}",
-            "--data.init_args.batch_size=32", "--data.init_args.num_workers=0",
-            "--data.init_args.persistent_workers=false", "--data.init_args.eval_ood=false",
-            "--trainer.accelerator=cpu", "--trainer.devices=1", "--trainer.precision=32"]
+    return [
+        f"--seed_everything={seed}",
+        f"--data.init_args.root={root}",
+        "--data.init_args.batch_size=32",
+        "--data.init_args.num_workers=0",
+        "--data.init_args.persistent_workers=false",
+        "--data.init_args.eval_ood=false",
+        "--trainer.accelerator=cpu",
+        "--trainer.devices=1",
+        "--trainer.precision=32",
+    ]
 
 
 #: The tweets quickstart these measurements used (tweets_minilm_signorm.yaml before it took the
 #: tweets study's 120-step budget and settings): 24 steps of 8 tweets, tau 0.5, spread 0.3,
 #: target 0.9.
 TWEETS_24_STEPS = [
-    "--trainer.max_steps=24", "--trainer.enable_progress_bar=false",
-    "--lr_scheduler.init_args.total_steps=24", "--lr_scheduler.init_args.warmup_steps=0",
-    "--data.init_args.train_size=192", "--data.init_args.val_size=64",
-    "--data.init_args.test_size=192", "--data.init_args.ood_size=192",
-    "--routine.init_args.member_lr_multiplier=1.0", "--routine.init_args.target_diversity=0.9",
+    "--trainer.max_steps=24",
+    "--trainer.enable_progress_bar=false",
+    "--lr_scheduler.init_args.total_steps=24",
+    "--lr_scheduler.init_args.warmup_steps=0",
+    "--data.init_args.train_size=192",
+    "--data.init_args.val_size=64",
+    "--data.init_args.test_size=192",
+    "--data.init_args.ood_size=192",
+    "--routine.init_args.member_lr_multiplier=1.0",
+    "--routine.init_args.target_diversity=0.9",
     "--routine.init_args.model.init_args.tau=0.5",
     "--routine.init_args.model.init_args.member_spread=0.3",
 ]
@@ -255,25 +305,46 @@ def _setups(work: Path, seed: int) -> dict[str, tuple[list[str], dict[str, str]]
     root, cifar_env = _cifar(work)
     single = _cifar_single(root, cifar_env, work, seed)
     return {
-        "tweets": (["--config", EXPERIMENTS / "tweets_minilm_signorm.yaml", *TWEETS_24_STEPS,
-                    f"--seed_everything={seed}"], _command_env()),
-        "cifar_finetune": (["--config", EXPERIMENTS / "resnet18_c10_signorm_finetune.yaml",
-                            CIFAR_WIDTH, f"--routine.init_args.model.init_args.checkpoint={single}",
-                            *_cifar_args(root, seed)], cifar_env),
-        "digits": (["--config", EXPERIMENTS / "digits_signorm.yaml", f"--seed_everything={seed}"],
-                   _command_env()),
+        "tweets": (
+            [
+                "--config",
+                EXPERIMENTS / "tweets_minilm_signorm.yaml",
+                *TWEETS_24_STEPS,
+                f"--seed_everything={seed}",
+            ],
+            _command_env(),
+        ),
+        "cifar_finetune": (
+            [
+                "--config",
+                EXPERIMENTS / "resnet18_c10_signorm_finetune.yaml",
+                CIFAR_WIDTH,
+                f"--routine.init_args.model.init_args.checkpoint={single}",
+                *_cifar_args(root, seed),
+            ],
+            cifar_env,
+        ),
+        "digits": (
+            ["--config", EXPERIMENTS / "digits_signorm.yaml", f"--seed_everything={seed}"],
+            _command_env(),
+        ),
     }
 
 
 def _summary(setup: str, run: Path, **settings) -> dict:
     steps = _per_step(run)
-    last = steps[int(0.8 * len(steps)):]
-    return {"setup": setup, **settings, "steps": len(steps),
-            "cos_regularized_start": steps[0]["cos_regularized"],
-            "cos_regularized_end": steps[-1]["cos_regularized"],
-            "last20_min": min(s["cos_regularized"] for s in last),
-            "last20_max": max(s["cos_regularized"] for s in last),
-            "tau_end": steps[-1]["tau"], **_results(run)}
+    last = steps[int(0.8 * len(steps)) :]
+    return {
+        "setup": setup,
+        **settings,
+        "steps": len(steps),
+        "cos_regularized_start": steps[0]["cos_regularized"],
+        "cos_regularized_end": steps[-1]["cos_regularized"],
+        "last20_min": min(s["cos_regularized"] for s in last),
+        "last20_max": max(s["cos_regularized"] for s in last),
+        "tau_end": steps[-1]["tau"],
+        **_results(run),
+    }
 
 
 def spread(out: Path, seeds: list[int], work: Path) -> None:
@@ -284,14 +355,21 @@ def spread(out: Path, seeds: list[int], work: Path) -> None:
         for setup, values in (("tweets", SPREADS), ("cifar_finetune", (0.0, 0.3))):
             args, env = setups[setup]
             for value in values:
-                run = _fit([*args, f"{SPREAD_ARG}={value}",
-                            "--routine.init_args.target_diversity=null"],
-                           work / "runs" / f"spread_{setup}" / f"s{value:g}_seed{seed}", env)
+                run = _fit(
+                    [*args, f"{SPREAD_ARG}={value}", "--routine.init_args.target_diversity=null"],
+                    work / "runs" / f"spread_{setup}" / f"s{value:g}_seed{seed}",
+                    env,
+                )
                 rows.append(_summary(setup, run, member_spread=value, seed=seed))
     _write(rows, out / "spread_budget.csv")
-    _markdown(_aggregate(rows, ["setup", "member_spread", "steps"],
-                         ["cos_regularized_start", "cos_regularized_end", "Acc", "NLL", "MI"]),
-              out / "spread_budget.md")
+    _markdown(
+        _aggregate(
+            rows,
+            ["setup", "member_spread", "steps"],
+            ["cos_regularized_start", "cos_regularized_end", "Acc", "NLL", "MI"],
+        ),
+        out / "spread_budget.md",
+    )
 
 
 def targets(out: Path, seeds: list[int], work: Path) -> None:
@@ -302,18 +380,27 @@ def targets(out: Path, seeds: list[int], work: Path) -> None:
         for setup, (args, env) in setups.items():
             spread = [] if setup == "digits" else [f"{SPREAD_ARG}={TARGET_SPREAD}"]
             for target in TARGETS:
-                run = _fit([*args, *spread, f"--routine.init_args.target_diversity={target}"],
-                           work / "runs" / f"target_{setup}" / f"t{target:g}_seed{seed}", env)
+                run = _fit(
+                    [*args, *spread, f"--routine.init_args.target_diversity={target}"],
+                    work / "runs" / f"target_{setup}" / f"t{target:g}_seed{seed}",
+                    env,
+                )
                 row = _summary(setup, run, target=target, seed=seed)
                 row["reached"] = abs(row["cos_regularized_end"] - target) <= TOLERANCE
-                row["held"] = max(abs(row["last20_min"] - target),
-                                  abs(row["last20_max"] - target)) <= TOLERANCE
+                row["held"] = (
+                    max(abs(row["last20_min"] - target), abs(row["last20_max"] - target))
+                    <= TOLERANCE
+                )
                 rows.append(row)
-                trajectories += [{"setup": setup, "target": target, "seed": seed, **s}
-                                 for s in _per_step(run)]
+                trajectories += [
+                    {"setup": setup, "target": target, "seed": seed, **s} for s in _per_step(run)
+                ]
     _write(rows, out / "targets.csv")
-    summary = _aggregate(rows, ["setup", "target", "steps"],
-                         ["cos_regularized_start", "cos_regularized_end", "tau_end", "Acc", "NLL"])
+    summary = _aggregate(
+        rows,
+        ["setup", "target", "steps"],
+        ["cos_regularized_start", "cos_regularized_end", "tau_end", "Acc", "NLL"],
+    )
     for entry in summary:
         runs = [r for r in rows if (r["setup"], r["target"]) == (entry["setup"], entry["target"])]
         entry["reached"] = f"{sum(r['reached'] for r in runs)}/{len(runs)}"
@@ -333,16 +420,26 @@ def _figure(trajectories: list[dict], path: Path) -> None:
     fig, axes = plt.subplots(2, len(setups), figsize=(4.2 * len(setups), 6), squeeze=False)
     colours = dict(zip(TARGETS, ("tab:red", "tab:green", "tab:blue"), strict=True))
     for column, setup in enumerate(setups):
-        for (target, seed) in sorted({(t["target"], t["seed"]) for t in trajectories
-                                      if t["setup"] == setup}):
-            points = [t for t in trajectories
-                      if t["setup"] == setup and t["target"] == target and t["seed"] == seed]
+        for target, seed in sorted(
+            {(t["target"], t["seed"]) for t in trajectories if t["setup"] == setup}
+        ):
+            points = [
+                t
+                for t in trajectories
+                if t["setup"] == setup and t["target"] == target and t["seed"] == seed
+            ]
             steps = [p["step"] for p in points]
             label = f"target {target:g}" if seed == min(t["seed"] for t in trajectories) else None
-            axes[0][column].plot(steps, [p["cos_regularized"] for p in points],
-                                 color=colours[target], alpha=0.7, label=label)
-            axes[1][column].plot(steps, [p["tau"] for p in points], color=colours[target],
-                                 alpha=0.7)
+            axes[0][column].plot(
+                steps,
+                [p["cos_regularized"] for p in points],
+                color=colours[target],
+                alpha=0.7,
+                label=label,
+            )
+            axes[1][column].plot(
+                steps, [p["tau"] for p in points], color=colours[target], alpha=0.7
+            )
         for target in TARGETS:
             axes[0][column].axhline(target, color=colours[target], ls=":", lw=0.8)
         axes[0][column].set_title(setup)
@@ -358,10 +455,15 @@ def _figure(trajectories: list[dict], path: Path) -> None:
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("what", choices=("step0", "spread", "targets"))
-    parser.add_argument("--out", type=Path,
-                        default=REPO / "studies" / "results" / "controlled_diversity")
-    parser.add_argument("--work", type=Path, default=REPO / "logs" / "controlled_diversity",
-                        help="runs and CIFAR stand-ins (re-used: finished runs are skipped)")
+    parser.add_argument(
+        "--out", type=Path, default=REPO / "studies" / "results" / "controlled_diversity"
+    )
+    parser.add_argument(
+        "--work",
+        type=Path,
+        default=REPO / "logs" / "controlled_diversity",
+        help="runs and CIFAR stand-ins (re-used: finished runs are skipped)",
+    )
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     args = parser.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)

@@ -47,10 +47,17 @@ def exported_recipes(experiments: Path) -> dict[Path, str]:
             for method in EXPORTED_METHODS:
                 source = f"{backbone}_{dataset}_{method}.yaml"
                 config = composed_recipe(experiments / source)  # self-contained
-                target = EXPORT_FOLDER / dataset_folder / "configs" / backbone_folder / (
-                    f"{method}.yaml")
+                target = (
+                    EXPORT_FOLDER
+                    / dataset_folder
+                    / "configs"
+                    / backbone_folder
+                    / (f"{method}.yaml")
+                )
                 header = _HEADER.format(
-                    source=source, dataset=dataset_folder, backbone=backbone_folder,
+                    source=source,
+                    dataset=dataset_folder,
+                    backbone=backbone_folder,
                     target=target.relative_to(EXPORT_FOLDER),
                     datamodule=config["data"]["class_path"].rpartition(".")[2],
                 )

@@ -71,15 +71,18 @@ datamodule = DigitsDataModule(batch_size=64, eval_ood=True)
 
 num_estimators = 4
 model = signorm_ensemble(
-    resnet(datamodule.num_channels, datamodule.num_classes, 18, style="cifar",
-           width_multiplier=0.25),
+    resnet(
+        datamodule.num_channels, datamodule.num_classes, 18, style="cifar", width_multiplier=0.25
+    ),
     num_estimators,
     regularized_layers="resnet18",
     tau=0.1,  # the diversity control
     diversity_strength=1e-2,  # the regularizer's weight λ
 )
-print(f"{len(model.signorm_layer_names)} σNorm layers, "
-      f"{len(model.regularized_layer_names)} of them regularized")
+print(
+    f"{len(model.signorm_layer_names)} σNorm layers, "
+    f"{len(model.regularized_layer_names)} of them regularized"
+)
 
 # %%
 # The model takes a batch of B images and returns the member-major logits of shape
@@ -106,8 +109,12 @@ routine = SigmaNormClassificationRoutine(
     eval_ood=True,
 )
 trainer = TUTrainer(
-    accelerator="cpu", max_epochs=3, logger=False, enable_checkpointing=False,
-    enable_progress_bar=False, enable_model_summary=False,
+    accelerator="cpu",
+    max_epochs=3,
+    logger=False,
+    enable_checkpointing=False,
+    enable_progress_bar=False,
+    enable_model_summary=False,
 )
 
 # %%
@@ -120,8 +127,13 @@ trainer = TUTrainer(
 
 trainer.fit(routine, datamodule)
 results = trainer.test(routine, datamodule)[0]
-for key in ("test/cls/Acc", "test/cls/NLL", "test/cal/ECE", "ood/AUROC",
-            "test/div/signorm_cos_regularized"):
+for key in (
+    "test/cls/Acc",
+    "test/cls/NLL",
+    "test/cal/ECE",
+    "ood/AUROC",
+    "test/div/signorm_cos_regularized",
+):
     print(f"{key}: {results[key]:.3f}")
 
 # %%
@@ -144,12 +156,17 @@ width = 0.4
 for i, (label, layer_importances) in enumerate(importances.items()):
     counts = ownership_counts(layer_importances)
     shares = (counts / counts.sum()).numpy()
-    ax_own.bar(torch.arange(num_estimators + 1).numpy() + (i - 0.5) * width, shares, width,
-               label=label)
+    ax_own.bar(
+        torch.arange(num_estimators + 1).numpy() + (i - 0.5) * width, shares, width, label=label
+    )
     values = torch.cat([imp.flatten() for imp in layer_importances]).detach().numpy()
     ax_hist.hist(values, bins=40, range=(0, 1), density=True, alpha=0.6, label=label)
-ax_own.set(xlabel="number of owning members k", ylabel="share of features",
-           title="Feature ownership", xticks=range(num_estimators + 1))
+ax_own.set(
+    xlabel="number of owning members k",
+    ylabel="share of features",
+    title="Feature ownership",
+    xticks=range(num_estimators + 1),
+)
 ax_hist.set(xlabel="importance σ(γ)", ylabel="density", title="Member importances")
 ax_own.legend()
 ax_hist.legend()

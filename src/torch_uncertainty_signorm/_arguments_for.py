@@ -19,11 +19,16 @@ def arguments_for(
     Raises:
         TypeError: If ``arguments`` lacks one of them, naming it.
     """
-    names = [name for name, parameter in inspect.signature(target).parameters.items()
-             if name != "self" and parameter.kind not in (parameter.VAR_POSITIONAL,
-                                                          parameter.VAR_KEYWORD)]
+    names = [
+        name
+        for name, parameter in inspect.signature(target).parameters.items()
+        if name != "self"
+        and parameter.kind not in (parameter.VAR_POSITIONAL, parameter.VAR_KEYWORD)
+    ]
     missing = [name for name in names if name not in arguments and name not in overrides]
     if missing:
-        raise TypeError(f"{getattr(target, '__qualname__', target)} needs {', '.join(missing)}, "
-                        f"which the caller's arguments lack.")
+        raise TypeError(
+            f"{getattr(target, '__qualname__', target)} needs {', '.join(missing)}, "
+            f"which the caller's arguments lack."
+        )
     return {name: arguments[name] for name in names if name not in overrides} | overrides

@@ -73,14 +73,24 @@ __all__ = [
 #: torch's public convolution classes: every ``nn.modules.conv._ConvNd`` that torch ships is an
 #: instance of one of them (public route for "is a convolution").
 CONVOLUTIONS: tuple[type[nn.Module], ...] = (
-    nn.Conv1d, nn.Conv2d, nn.Conv3d, nn.ConvTranspose1d, nn.ConvTranspose2d, nn.ConvTranspose3d,
+    nn.Conv1d,
+    nn.Conv2d,
+    nn.Conv3d,
+    nn.ConvTranspose1d,
+    nn.ConvTranspose2d,
+    nn.ConvTranspose3d,
 )
 
 #: torch's public BatchNorm classes: every ``nn.modules.batchnorm._BatchNorm`` that torch ships
 #: is an instance of one of them (public route for "is a BatchNorm"; InstanceNorm is not one).
 BATCH_NORMS: tuple[type[nn.Module], ...] = (
-    nn.BatchNorm1d, nn.BatchNorm2d, nn.BatchNorm3d, nn.SyncBatchNorm,
-    nn.LazyBatchNorm1d, nn.LazyBatchNorm2d, nn.LazyBatchNorm3d,
+    nn.BatchNorm1d,
+    nn.BatchNorm2d,
+    nn.BatchNorm3d,
+    nn.SyncBatchNorm,
+    nn.LazyBatchNorm1d,
+    nn.LazyBatchNorm2d,
+    nn.LazyBatchNorm3d,
 )
 
 
@@ -187,6 +197,7 @@ def restart_validation(fit_loop_state: dict[str, Any]) -> None:
 
 # ----------------------------------------------------------------------------- TorchUncertainty
 
+
 def wide_resnet_class() -> type[nn.Module]:
     """TorchUncertainty's ``_WideResNet``: its public builder, ``wideresnet28x10``, fixes the
     widen factor to 10."""
@@ -195,8 +206,9 @@ def wide_resnet_class() -> type[nn.Module]:
     return _WideResNet
 
 
-def tu_data_loader(datamodule: Any, dataset: Any, training: bool,
-                   shuffle: bool = False) -> torch.utils.data.DataLoader:
+def tu_data_loader(
+    datamodule: Any, dataset: Any, training: bool, shuffle: bool = False
+) -> torch.utils.data.DataLoader:
     """``TUDataModule._data_loader``: a loader with the datamodule's batch size, workers and
     collate function, the one its own loaders use; it has no public counterpart."""
     return datamodule._data_loader(dataset, training=training, shuffle=shuffle)

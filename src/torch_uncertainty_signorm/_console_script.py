@@ -28,7 +28,7 @@ SUBCOMMANDS = {
 }
 
 USAGE = f"""\
-usage: torch-uncertainty [-h] [-c CONFIG] [--print_config[=flags]] {{{','.join(SUBCOMMANDS)}}} ...
+usage: torch-uncertainty [-h] [-c CONFIG] [--print_config[=flags]] {{{",".join(SUBCOMMANDS)}}} ...
 
 TorchUncertainty's Lightning CLI for any routine and datamodule named by class_path in a recipe
 (σNorm-Ensembles' recipes are in experiments/), and for TorchUncertainty's own recipes.
@@ -76,7 +76,9 @@ def build_mismatch(error: BaseException) -> str:
         except PackageNotFoundError:
             return "not installed"
 
-    return (f"torch-uncertainty: torchvision {installed('torchvision')} does not match torch "
-            f"{installed('torch')} ({error}): each torchvision release is built for one torch "
-            "release; install the pair together from the same index, e.g. pip install --force-"
-            "reinstall torch torchvision (or both from https://download.pytorch.org/whl/cpu).")
+    return (
+        f"torch-uncertainty: torchvision {installed('torchvision')} does not match torch "
+        f"{installed('torch')} ({error}): each torchvision release is built for one torch "
+        "release; install the pair together from the same index, e.g. pip install --force-"
+        "reinstall torch torchvision (or both from https://download.pytorch.org/whl/cpu)."
+    )

@@ -74,16 +74,25 @@ def wideresnet28(
     from torch_uncertainty.models.classification.resnet.utils import ResNetStyle
 
     check_integer("widen_factor", widen_factor)
-    kwargs = {"conv_bias": conv_bias, "dropout_rate": dropout_rate, "groups": groups,
-              "style": ResNetStyle(style.lower()) if isinstance(style, str) else style,
-              "normalization_layer": normalization_layer}
+    kwargs = {
+        "conv_bias": conv_bias,
+        "dropout_rate": dropout_rate,
+        "groups": groups,
+        "style": ResNetStyle(style.lower()) if isinstance(style, str) else style,
+        "normalization_layer": normalization_layer,
+    }
     if activation_fn is not None:
         kwargs["activation_fn"] = activation_fn
     if widen_factor == 10:
         return wideresnet28x10(in_channels, num_classes, **kwargs)
     wide_resnet = _compat.wide_resnet_class()  # wideresnet28x10's class, for other widen factors
-    return wide_resnet(depth=28, widen_factor=widen_factor, in_channels=in_channels,
-                       num_classes=num_classes, **kwargs)
+    return wide_resnet(
+        depth=28,
+        widen_factor=widen_factor,
+        in_channels=in_channels,
+        num_classes=num_classes,
+        **kwargs,
+    )
 
 
 def timm_vit(
@@ -248,22 +257,32 @@ def _from_pretrained_quietly(auto_class: Any, source: Any, hf_config: Any) -> nn
     hf_logging.disable_progress_bar()  # "Loading weights: 100%": a fraction of a second
     try:
         model, info = auto_class.from_pretrained(
-            source, config=hf_config, ignore_mismatched_sizes=True, trust_remote_code=False,
+            source,
+            config=hf_config,
+            ignore_mismatched_sizes=True,
+            trust_remote_code=False,
             output_loading_info=True,
         )
     finally:
         hf_logging.set_verbosity(verbosity)
         if bars:
             hf_logging.enable_progress_bar()
-    missing = [str(key) for key in [*info.get("missing_keys", ()),
-                                    *(k[0] if isinstance(k, tuple) else k
-                                      for k in info.get("mismatched_keys", ()))]
-               if not str(key).startswith("classifier.")]
+    missing = [
+        str(key)
+        for key in [
+            *info.get("missing_keys", ()),
+            *(k[0] if isinstance(k, tuple) else k for k in info.get("mismatched_keys", ())),
+        ]
+        if not str(key).startswith("classifier.")
+    ]
     if missing:
-        warnings.warn(f"{source}: {len(missing)} weights are not in the checkpoint (or have "
-                      f"another shape) and start random: {', '.join(sorted(missing)[:5])}"
-                      f"{', ...' if len(missing) > 5 else ''}; check the checkpoint matches "
-                      "the model name.", stacklevel=3)
+        warnings.warn(
+            f"{source}: {len(missing)} weights are not in the checkpoint (or have "
+            f"another shape) and start random: {', '.join(sorted(missing)[:5])}"
+            f"{', ...' if len(missing) > 5 else ''}; check the checkpoint matches "
+            "the model name.",
+            stacklevel=3,
+        )
     return model
 
 
@@ -319,16 +338,21 @@ def _config_from_data(data: Mapping[str, Any], num_classes: int):
     from transformers import AutoConfig
 
     if not isinstance(data, Mapping) or "model_type" not in data:
-        raise ValueError(f"config must be a mapping with a 'model_type' (bert_config()), got "
-                         f"{data!r:.200}.")
+        raise ValueError(
+            f"config must be a mapping with a 'model_type' (bert_config()), got {data!r:.200}."
+        )
     if "auto_map" in data:
-        raise ValueError(f"config names remote code (auto_map={data['auto_map']!r}); only "
-                         f"transformers' own architectures are built.")
+        raise ValueError(
+            f"config names remote code (auto_map={data['auto_map']!r}); only "
+            f"transformers' own architectures are built."
+        )
     try:
         hf_config = AutoConfig.for_model(**data)
     except ValueError as error:
-        raise ValueError(f"config has model_type={data['model_type']!r}, which transformers "
-                         f"does not know ({error}).") from None
+        raise ValueError(
+            f"config has model_type={data['model_type']!r}, which transformers "
+            f"does not know ({error})."
+        ) from None
     hf_config.num_labels = num_classes
     for key, value in _NO_DROPOUT.items():
         setattr(hf_config, key, value)

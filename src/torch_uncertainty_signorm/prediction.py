@@ -127,8 +127,10 @@ def predict(
         >>> prediction.member_probs.shape  # each member's probabilities
         torch.Size([4, B, 10])
     """
-    if isinstance(data, (list, tuple)) and data and all(
-        isinstance(loader, DataLoader) for loader in data
+    if (
+        isinstance(data, (list, tuple))
+        and data
+        and all(isinstance(loader, DataLoader) for loader in data)
     ):
         return [predict(model, loader, num_estimators, binary=binary) for loader in data]
     if num_estimators is None:

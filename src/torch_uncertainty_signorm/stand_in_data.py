@@ -40,9 +40,20 @@ from typing import Any, ClassVar
 import numpy as np
 
 __all__ = [
-    "HEALTH_CHECKS_OFF", "MANIFEST", "RUN_LABEL", "SMOKE_TEST_OVERRIDES", "accept_stand_in_files",
-    "is_stand_in_root", "main", "read_manifest", "stand_in_label", "use_stand_in_data",
-    "write_cifar10", "write_cifar100", "write_stand_in", "write_svhn_test",
+    "HEALTH_CHECKS_OFF",
+    "MANIFEST",
+    "RUN_LABEL",
+    "SMOKE_TEST_OVERRIDES",
+    "accept_stand_in_files",
+    "is_stand_in_root",
+    "main",
+    "read_manifest",
+    "stand_in_label",
+    "use_stand_in_data",
+    "write_cifar10",
+    "write_cifar100",
+    "write_stand_in",
+    "write_svhn_test",
 ]
 
 #: The manifest :func:`write_stand_in` writes at the data root: ``{"label", "files": {relative
@@ -53,19 +64,28 @@ RUN_LABEL = "STAND_IN_DATA.txt"
 #: The options of a smoke test on the stand-ins: CPU, float32, 2 training steps, one batch of
 #: validation and of test.
 SMOKE_TEST_OVERRIDES = (
-    "--trainer.accelerator=cpu", "--trainer.precision=32", "--trainer.max_epochs=1",
-    "--trainer.limit_train_batches=2", "--trainer.limit_val_batches=1",
-    "--trainer.limit_test_batches=1", "--data.init_args.batch_size=16",
-    "--data.init_args.num_workers=0", "--data.init_args.persistent_workers=false",
+    "--trainer.accelerator=cpu",
+    "--trainer.precision=32",
+    "--trainer.max_epochs=1",
+    "--trainer.limit_train_batches=2",
+    "--trainer.limit_val_batches=1",
+    "--trainer.limit_test_batches=1",
+    "--data.init_args.batch_size=16",
+    "--data.init_args.num_workers=0",
+    "--data.init_args.persistent_workers=false",
 )
 #: Why a run on stand-in data warns about no member's health (the routine's
 #: :class:`~torch_uncertainty_signorm.routines.health_warnings.HealthWarnings`), said once.
-HEALTH_CHECKS_OFF = ("member health warnings are off: on random pixels every member is at "
-                     "chance and predicts about one class, and the advice those warnings give "
-                     "(learning rates, σNorm scales, the head) does not apply")
-_LABEL = ("stand-in data written by signorm-standin-data: random pixels in the on-disk format of "
-          "torchvision's CIFAR-10, CIFAR-100 and SVHN test set, NOT the real data sets; results "
-          "on them test that a recipe runs, they measure nothing")
+HEALTH_CHECKS_OFF = (
+    "member health warnings are off: on random pixels every member is at "
+    "chance and predicts about one class, and the advice those warnings give "
+    "(learning rates, σNorm scales, the head) does not apply"
+)
+_LABEL = (
+    "stand-in data written by signorm-standin-data: random pixels in the on-disk format of "
+    "torchvision's CIFAR-10, CIFAR-100 and SVHN test set, NOT the real data sets; results "
+    "on them test that a recipe runs, they measure nothing"
+)
 
 
 class _Python2Pickler(pickle._Pickler):
@@ -123,8 +143,9 @@ def _batch(name: str, labels: list[int], rng: np.random.Generator, label_keys: d
     }
 
 
-def write_cifar10(root: Path, train_per_class: int = 5, test_per_class: int = 2,
-                  seed: int = 0) -> Path:
+def write_cifar10(
+    root: Path, train_per_class: int = 5, test_per_class: int = 2, seed: int = 0
+) -> Path:
     """torchvision ``CIFAR10``: ``<root>/cifar-10-batches-py/{data_batch_1..5, test_batch,
     batches.meta}``; ``train_per_class`` images per class over the five batches."""
     rng = np.random.default_rng(seed)
@@ -136,15 +157,28 @@ def write_cifar10(root: Path, train_per_class: int = 5, test_per_class: int = 2,
         _dump(batch, folder / f"data_batch_{index + 1}")
     test = [c for _ in range(test_per_class) for c in range(10)]
     _dump(_batch("testing batch 1 of 1", test, rng, {b"labels": test}), folder / "test_batch")
-    names = [b"airplane", b"automobile", b"bird", b"cat", b"deer", b"dog", b"frog", b"horse",
-             b"ship", b"truck"]
-    _dump({b"label_names": names, b"num_cases_per_batch": len(train) // 5, b"num_vis": 3072},
-          folder / "batches.meta")
+    names = [
+        b"airplane",
+        b"automobile",
+        b"bird",
+        b"cat",
+        b"deer",
+        b"dog",
+        b"frog",
+        b"horse",
+        b"ship",
+        b"truck",
+    ]
+    _dump(
+        {b"label_names": names, b"num_cases_per_batch": len(train) // 5, b"num_vis": 3072},
+        folder / "batches.meta",
+    )
     return folder
 
 
-def write_cifar100(root: Path, train_per_class: int = 2, test_per_class: int = 1,
-                   seed: int = 1) -> Path:
+def write_cifar100(
+    root: Path, train_per_class: int = 2, test_per_class: int = 1, seed: int = 1
+) -> Path:
     """torchvision ``CIFAR100``: ``<root>/cifar-100-python/{train, test, meta}`` with
     ``fine_labels`` (100 classes) and ``coarse_labels`` (20 superclasses)."""
     rng = np.random.default_rng(seed)
@@ -153,8 +187,13 @@ def write_cifar100(root: Path, train_per_class: int = 2, test_per_class: int = 1
         fine = [c for _ in range(per_class) for c in range(100)]
         keys = {b"fine_labels": fine, b"coarse_labels": [c // 5 for c in fine]}
         _dump(_batch(split, fine, rng, keys), folder / split)
-    _dump({b"fine_label_names": [f"fine_{c}".encode() for c in range(100)],
-           b"coarse_label_names": [f"coarse_{c}".encode() for c in range(20)]}, folder / "meta")
+    _dump(
+        {
+            b"fine_label_names": [f"fine_{c}".encode() for c in range(100)],
+            b"coarse_label_names": [f"coarse_{c}".encode() for c in range(20)],
+        },
+        folder / "meta",
+    )
     return folder
 
 
@@ -166,10 +205,13 @@ def write_svhn_test(root: Path, size: int = 6, seed: int = 2) -> Path:
     rng = np.random.default_rng(seed)
     path = Path(root) / "test_32x32.mat"
     buffer = io.BytesIO()
-    scipy.io.savemat(buffer, {
-        "X": rng.integers(0, 256, (32, 32, 3, size), dtype=np.uint8),
-        "y": rng.integers(1, 11, (size, 1), dtype=np.uint8),
-    })
+    scipy.io.savemat(
+        buffer,
+        {
+            "X": rng.integers(0, 256, (32, 32, 3, size), dtype=np.uint8),
+            "y": rng.integers(1, 11, (size, 1), dtype=np.uint8),
+        },
+    )
     # MATLAB's 116-byte text header names the time it was written: a fixed one instead, so that
     # the same seed gives the same bytes (a rerun recognises its own file)
     header = b"MATLAB 5.0 MAT-file, written by signorm-standin-data".ljust(116)
@@ -184,8 +226,13 @@ _MAX_MANIFEST_BYTES, _MAX_FILE_BYTES = 1 << 20, 64 << 20
 
 
 def _kind(mode: int) -> str:
-    return ("a symbolic link" if stat.S_ISLNK(mode) else "a folder" if stat.S_ISDIR(mode)
-            else "not a regular file")
+    return (
+        "a symbolic link"
+        if stat.S_ISLNK(mode)
+        else "a folder"
+        if stat.S_ISDIR(mode)
+        else "not a regular file"
+    )
 
 
 def _check_ours(path: Path, contents: set[bytes]) -> None:
@@ -194,19 +241,25 @@ def _check_ours(path: Path, contents: set[bytes]) -> None:
     ``contents``."""
     status = os.lstat(path)
     if not stat.S_ISREG(status.st_mode):
-        raise FileExistsError(f"{path} is {_kind(status.st_mode)}, not a file written by "
-                              f"signorm-standin-data: nothing was written; choose an empty "
-                              f"folder for the stand-ins.")
+        raise FileExistsError(
+            f"{path} is {_kind(status.st_mode)}, not a file written by "
+            f"signorm-standin-data: nothing was written; choose an empty "
+            f"folder for the stand-ins."
+        )
     if status.st_nlink > 1:
-        raise FileExistsError(f"{path} is a hard link ({status.st_nlink} names share its data): "
-                              f"replacing it would not be signorm-standin-data's own file; "
-                              f"nothing was written.")
+        raise FileExistsError(
+            f"{path} is a hard link ({status.st_nlink} names share its data): "
+            f"replacing it would not be signorm-standin-data's own file; "
+            f"nothing was written."
+        )
     from .safety.files import read_regular
 
     if read_regular(path, "stand-in file", _MAX_FILE_BYTES) not in contents:
-        raise FileExistsError(f"{path} exists and was not written by signorm-standin-data (its "
-                              f"content is not a stand-in's): nothing was written; choose an "
-                              f"empty folder for the stand-ins.")
+        raise FileExistsError(
+            f"{path} exists and was not written by signorm-standin-data (its "
+            f"content is not a stand-in's): nothing was written; choose an "
+            f"empty folder for the stand-ins."
+        )
 
 
 def _planned(seed: int) -> dict[str, bytes]:
@@ -219,8 +272,11 @@ def _planned(seed: int) -> dict[str, bytes]:
         write_cifar10(root, seed=seed)
         write_cifar100(root, seed=seed + 1)
         write_svhn_test(root, seed=seed + 2)
-        return {p.relative_to(root).as_posix(): p.read_bytes()
-                for p in sorted(root.rglob("*")) if p.is_file()}
+        return {
+            p.relative_to(root).as_posix(): p.read_bytes()
+            for p in sorted(root.rglob("*"))
+            if p.is_file()
+        }
 
 
 def _check_folders(root: Path, relative: str) -> None:
@@ -232,8 +288,10 @@ def _check_folders(root: Path, relative: str) -> None:
         if os.path.lexists(current):
             mode = os.lstat(current).st_mode
             if not stat.S_ISDIR(mode):
-                raise FileExistsError(f"{current} is {_kind(mode)}, not a folder "
-                                      f"signorm-standin-data wrote: nothing was written.")
+                raise FileExistsError(
+                    f"{current} is {_kind(mode)}, not a folder "
+                    f"signorm-standin-data wrote: nothing was written."
+                )
 
 
 def write_stand_in(root: str | Path, seed: int = 0) -> Path:
@@ -257,29 +315,46 @@ def write_stand_in(root: str | Path, seed: int = 0) -> Path:
     previous = read_manifest(root) or {"files": {}}
     planned = _planned(seed)
     for name in _DATA_SETS:
-        existing = [root / name] if os.path.lexists(root / name) and not (
-            root / name).is_dir() else sorted(p for p in (root / name).rglob("*")
-                                               if not p.is_dir() or p.is_symlink())
+        existing = (
+            [root / name]
+            if os.path.lexists(root / name) and not (root / name).is_dir()
+            else sorted(p for p in (root / name).rglob("*") if not p.is_dir() or p.is_symlink())
+        )
         if foreign := [p for p in existing if p.relative_to(root).as_posix() not in planned]:
-            raise FileExistsError(f"{foreign[0]} exists and was not written by "
-                                  "signorm-standin-data: choose an empty folder for the stand-ins")
+            raise FileExistsError(
+                f"{foreign[0]} exists and was not written by "
+                "signorm-standin-data: choose an empty folder for the stand-ins"
+            )
     for relative, data in planned.items():
         _check_folders(root, relative)
         path = root / relative
         if os.path.lexists(path):
             recorded = previous["files"].get(relative)
             current = _md5_if_regular(path)
-            _check_ours(path, {data} | ({_read_bytes(path)} if current is not None
-                                        and current == recorded else set()))
+            _check_ours(
+                path,
+                {data}
+                | ({_read_bytes(path)} if current is not None and current == recorded else set()),
+            )
     manifest = root / MANIFEST
     if os.path.lexists(manifest):
         _check_ours(manifest, {_read_bytes(manifest)})  # a manifest: replaced
-    text = json.dumps({"label": _LABEL, "files": {relative: hashlib.md5(data).hexdigest()
-                                                  for relative, data in planned.items()}},
-                      indent=1) + "\n"
+    text = (
+        json.dumps(
+            {
+                "label": _LABEL,
+                "files": {
+                    relative: hashlib.md5(data).hexdigest() for relative, data in planned.items()
+                },
+            },
+            indent=1,
+        )
+        + "\n"
+    )
     root.mkdir(parents=True, exist_ok=True)
-    _write_new(manifest, text.encode(), _read_bytes(manifest)
-               if os.path.lexists(manifest) else None)
+    _write_new(
+        manifest, text.encode(), _read_bytes(manifest) if os.path.lexists(manifest) else None
+    )
     for relative, data in planned.items():
         path = root / relative
         _write_new(path, data, _read_bytes(path) if os.path.lexists(path) else None)
@@ -311,14 +386,19 @@ def read_manifest(root: str | Path) -> dict[str, Any] | None:
     if not os.path.lexists(path):
         return None
     try:
-        manifest = json.loads(read_regular(path, "manifest", _MAX_MANIFEST_BYTES,
-                                           "a stand-in data manifest").decode("utf-8"))
+        manifest = json.loads(
+            read_regular(path, "manifest", _MAX_MANIFEST_BYTES, "a stand-in data manifest").decode(
+                "utf-8"
+            )
+        )
     except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as error:
-        raise ValueError(f"{path} is not a stand-in data manifest: "
-                         f"{' '.join(str(error).split())}") from None
+        raise ValueError(
+            f"{path} is not a stand-in data manifest: {' '.join(str(error).split())}"
+        ) from None
     files = manifest.get("files") if isinstance(manifest, dict) else None
     if not isinstance(files, dict) or not all(
-            isinstance(k, str) and isinstance(v, str) for k, v in files.items()):
+        isinstance(k, str) and isinstance(v, str) for k, v in files.items()
+    ):
         raise ValueError(f"{path} is not a stand-in data manifest (no 'files' mapping).")
     return manifest
 
@@ -339,8 +419,7 @@ def accept_stand_in_files(root: str | Path) -> dict[str, str]:
     manifest = read_manifest(root)
     if manifest is None:
         return {}
-    accepted = {os.path.realpath(Path(root) / name): md5
-                for name, md5 in manifest["files"].items()}
+    accepted = {os.path.realpath(Path(root) / name): md5 for name, md5 in manifest["files"].items()}
     from torchvision.datasets import utils
 
     released_check = getattr(utils.check_md5, "released_check", utils.check_md5)
@@ -372,15 +451,20 @@ def stand_in_label(root: str | Path) -> Any:
 
         def _write(self, trainer) -> None:
             folder = trainer.log_dir if trainer.logger is not None else None
-            if (trainer.is_global_zero and not trainer.fast_dev_run and folder
-                    and Path(folder).is_dir()):
+            if (
+                trainer.is_global_zero
+                and not trainer.fast_dev_run
+                and folder
+                and Path(folder).is_dir()
+            ):
                 from .safety.atomic_files import replaced_atomically
 
                 manifest = read_manifest(root) or {"files": {}}
                 files = "".join(f"{md5}  {name}\n" for name, md5 in manifest["files"].items())
                 with replaced_atomically(Path(folder) / RUN_LABEL) as partial:  # never a link's
-                    partial.write_text(f"{_LABEL}.\nData root: {Path(root).resolve()}\n"
-                                       f"Files (md5):\n{files}")
+                    partial.write_text(
+                        f"{_LABEL}.\nData root: {Path(root).resolve()}\nFiles (md5):\n{files}"
+                    )
 
         def teardown(self, trainer, pl_module, stage: str) -> None:
             self._write(trainer)
@@ -398,8 +482,11 @@ def use_stand_in_data(datamodule: Any, trainer: Any) -> bool:
     if root is None or not (Path(root) / MANIFEST).is_file():
         return False
     accepted = accept_stand_in_files(root)
-    print(f"STAND-IN DATA: {root} holds {len(accepted)} files of {_LABEL}; this run folder is "
-          f"labelled {RUN_LABEL}.", file=sys.stderr)
+    print(
+        f"STAND-IN DATA: {root} holds {len(accepted)} files of {_LABEL}; this run folder is "
+        f"labelled {RUN_LABEL}.",
+        file=sys.stderr,
+    )
     if trainer is not None:
         trainer.callbacks.append(stand_in_label(root))
     return True
@@ -422,14 +509,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (OSError, ValueError) as error:  # one line: no usage block above the reason
         print(f"{parser.prog}: error: {' '.join(str(error).split())}", file=sys.stderr)
         return 2
-    print(f"Wrote {len(read_manifest(args.root)['files'])} stand-in files and {manifest}.\n"
-          "Run a CIFAR recipe on them (CPU, 2 training steps, then validation and the test of "
-          "eval_after_fit on one batch each):\n"
-          f"  torch-uncertainty fit --config RECIPE.yaml --data.init_args.root={args.root} "
-          f"{' '.join(SMOKE_TEST_OVERRIDES)}\n"
-          "plus the recipe's width override (experiments/README.md, 'On a laptop') for the "
-          "WideResNet and ResNet recipes; TorchUncertainty's own recipes also take "
-          "--data CIFAR10DataModule (or CIFAR100DataModule).")
+    print(
+        f"Wrote {len(read_manifest(args.root)['files'])} stand-in files and {manifest}.\n"
+        "Run a CIFAR recipe on them (CPU, 2 training steps, then validation and the test of "
+        "eval_after_fit on one batch each):\n"
+        f"  torch-uncertainty fit --config RECIPE.yaml --data.init_args.root={args.root} "
+        f"{' '.join(SMOKE_TEST_OVERRIDES)}\n"
+        "plus the recipe's width override (experiments/README.md, 'On a laptop') for the "
+        "WideResNet and ResNet recipes; TorchUncertainty's own recipes also take "
+        "--data CIFAR10DataModule (or CIFAR100DataModule)."
+    )
     return 0
 
 

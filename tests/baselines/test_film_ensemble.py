@@ -122,8 +122,12 @@ def test_bad_inputs():
 
 @pytest.mark.parametrize(
     ("plain", "shape"),
-    [(nn.BatchNorm1d(3), (3,)), (nn.BatchNorm2d(3), (3, 4, 4)), (nn.BatchNorm3d(3), (3, 2, 2, 2)),
-     (nn.SyncBatchNorm(3), (3, 4, 4))],
+    [
+        (nn.BatchNorm1d(3), (3,)),
+        (nn.BatchNorm2d(3), (3, 4, 4)),
+        (nn.BatchNorm3d(3), (3, 2, 2, 2)),
+        (nn.SyncBatchNorm(3), (3, 4, 4)),
+    ],
     ids=["1d", "2d", "3d", "sync"],
 )
 def test_a_member_folds_back_into_the_batch_norm_it_replaced(plain, shape):
@@ -143,4 +147,3 @@ def test_a_member_folds_back_into_the_batch_norm_it_replaced(plain, shape):
         for m, (bn, x_m) in enumerate(zip(folded, member_rows(x, M), strict=True)):
             torch.testing.assert_close(bn.train(training)(x_m), out[m], rtol=1e-5, atol=1e-5)
     assert type(FiLMBatchNorm(3, M).to_plain(0)) is nn.BatchNorm2d  # built directly
-

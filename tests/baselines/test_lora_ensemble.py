@@ -95,7 +95,8 @@ def test_target_modules_use_the_layer_selection_grammar():
     assert lora_ensemble(tiny_vit(), M).adapted_layer_names == vit_qkv
     assert lora_ensemble(tiny_vit(), M, target_modules="attention").adapted_layer_names == vit_qkv
     assert lora_ensemble(tiny_vit(), M, target_modules=r"blocks\.1\..*qkv").adapted_layer_names == [
-        vit_qkv[1]]
+        vit_qkv[1]
+    ]
     bert = lora_ensemble(tiny_bert(), M, target_modules=["query", "value"])
     assert [n.rpartition(".")[2] for n in bert.adapted_layer_names] == ["query", "value"] * 2
 
@@ -107,8 +108,11 @@ def test_bad_inputs():
         lora_ensemble(tiny_vit(), M, alpha=-1)
     with pytest.raises(ValueError, match="num_estimators must be an integer >= 1, got 0"):
         lora_ensemble(tiny_vit(), 0)
-    with pytest.raises(ValueError, match=r"target_modules entry 'out_proj' matches no nn.Linear"
-                                         r"\. Available layers: blocks\.0\.attn\.qkv"):
+    with pytest.raises(
+        ValueError,
+        match=r"target_modules entry 'out_proj' matches no nn.Linear"
+        r"\. Available layers: blocks\.0\.attn\.qkv",
+    ):
         lora_ensemble(tiny_vit(), M, target_modules=["qkv", "out_proj"])
     with pytest.raises(ValueError, match="target_modules must be a preset name, a regex or a"):
         lora_ensemble(tiny_vit(), M, target_modules=5)

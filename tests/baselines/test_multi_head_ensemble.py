@@ -59,8 +59,11 @@ def test_parameters_are_the_backbone_without_its_classifier_plus_m_heads():
 
 def test_the_wrapper_and_factory_take_the_config_fields_and_round_trip_it():
     for function in (MultiHeadEnsemble, multi_head_ensemble):
-        keywords = {p.name: p.default for p in inspect.signature(function).parameters.values()
-                    if p.kind is inspect.Parameter.KEYWORD_ONLY}
+        keywords = {
+            p.name: p.default
+            for p in inspect.signature(function).parameters.values()
+            if p.kind is inspect.Parameter.KEYWORD_ONLY
+        }
         assert keywords == MultiHeadConfig.defaults()
     config = MultiHeadConfig(num_classes=7, head="linear")
     assert MultiHeadConfig.from_dict(json.loads(json.dumps(config.to_dict()))) == config

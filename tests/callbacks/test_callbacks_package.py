@@ -12,7 +12,8 @@ def test_importing_the_resume_callback_leaves_the_metrics_libraries_unimported()
     neither (Lightning itself still imports matplotlib)."""
     imported = modules_imported_by(
         "from torch_uncertainty_signorm.callbacks import ExactResumeCheckpoint",
-        ("sklearn", "seaborn", "torch_uncertainty.metrics"))
+        ("sklearn", "seaborn", "torch_uncertainty.metrics"),
+    )
     assert imported == []
 
 
@@ -29,6 +30,8 @@ def test_every_listed_callback_is_a_lightning_callback_of_its_module():
 def test_the_routines_callbacks_import_first_without_a_cycle():
     """The routine imports its callbacks; they must not import the routines package back."""
     for name in ("IdenticalMembersWarning", "DiversityTargetCallback"):
-        imported = modules_imported_by(f"from torch_uncertainty_signorm.callbacks import {name}",
-                                       ("torch_uncertainty_signorm.routines",))
+        imported = modules_imported_by(
+            f"from torch_uncertainty_signorm.callbacks import {name}",
+            ("torch_uncertainty_signorm.routines",),
+        )
         assert imported == []

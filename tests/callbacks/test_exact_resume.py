@@ -29,15 +29,19 @@ M, EPOCHS, BATCHES_PER_EPOCH = 2, 2, 5
 
 
 def _optim(routine: nn.Module) -> dict:
-    optimizer = torch.optim.SGD(signorm_param_groups(routine, lr=0.05), momentum=0.9,
-                                weight_decay=5e-4)
+    optimizer = torch.optim.SGD(
+        signorm_param_groups(routine, lr=0.05), momentum=0.9, weight_decay=5e-4
+    )
     scheduler = torch.optim.lr_scheduler.StepLR(optimizer, step_size=3, gamma=0.5)
     return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}
 
 
 def _routine(dropout_rate: float = 0.0) -> SigmaNormClassificationRoutine:
-    backbone = resnet(3, 10, 18, style="cifar", width_multiplier=0.125,
-                      dropout_rate=dropout_rate) if dropout_rate else tiny_resnet(18)
+    backbone = (
+        resnet(3, 10, 18, style="cifar", width_multiplier=0.125, dropout_rate=dropout_rate)
+        if dropout_rate
+        else tiny_resnet(18)
+    )
     model = signorm_ensemble(backbone, M, regularized_layers="resnet18")
     return SigmaNormClassificationRoutine(model, 10, nn.CrossEntropyLoss(), optim_recipe=_optim)
 
@@ -81,8 +85,11 @@ class _ValHistory(Callback):
 
     def on_validation_end(self, trainer, pl_module) -> None:
         if not trainer.sanity_checking:
-            metrics = {k: "nan" if v.isnan() else v.item()  # NaN != NaN
-                       for k, v in trainer.callback_metrics.items() if k.startswith("val/")}
+            metrics = {
+                k: "nan" if v.isnan() else v.item()  # NaN != NaN
+                for k, v in trainer.callback_metrics.items()
+                if k.startswith("val/")
+            }
             self.history.append((trainer.current_epoch, trainer.global_step, metrics))
 
 
@@ -112,17 +119,23 @@ class _AugmentedDataModule(SyntheticDataModule):
         self.train = _RandomlyAugmented(self.train)
 
 
-def _fit(root, *callbacks, ckpt_path=None, val_check_interval=1.0, logger=False,
-         augmented=False):
+def _fit(root, *callbacks, ckpt_path=None, val_check_interval=1.0, logger=False, augmented=False):
     seed_everything(0)
     routine = _routine(dropout_rate=0.2 if augmented else 0.0)
     data = (_AugmentedDataModule if augmented else SyntheticDataModule)(
-        batch_size=4, num_samples=4 * BATCHES_PER_EPOCH)
+        batch_size=4, num_samples=4 * BATCHES_PER_EPOCH
+    )
     history = _ValHistory()
     trainer = Trainer(
-        accelerator="cpu", max_epochs=EPOCHS, logger=logger, enable_progress_bar=False,
-        enable_model_summary=False, default_root_dir=root, val_check_interval=val_check_interval,
-        enable_checkpointing=False, callbacks=[ExactResumeCheckpoint(), history, *callbacks],
+        accelerator="cpu",
+        max_epochs=EPOCHS,
+        logger=logger,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        default_root_dir=root,
+        val_check_interval=val_check_interval,
+        enable_checkpointing=False,
+        callbacks=[ExactResumeCheckpoint(), history, *callbacks],
     )
     trainer.fit(routine, data, ckpt_path=ckpt_path)
     return routine, trainer, history.history
@@ -142,8 +155,10 @@ def references(tmp_path_factory):
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # as the tests (conftest.py): the sums' order then matches
     try:
-        return {interval: _fit(root / str(interval), val_check_interval=interval)
-                for interval in (1.0, 0.4)}
+        return {
+            interval: _fit(root / str(interval), val_check_interval=interval)
+            for interval in (1.0, 0.4)
+        }
     finally:
         torch.set_num_threads(threads)
 
@@ -192,8 +207,9 @@ def test_sigterm_then_resume_equals_uninterrupted_run(tmp_path, references, poin
     # train metrics: only those logged are compared.)
     metrics = resumed_trainer.callback_metrics
     for key, value in metrics.items():
-        torch.testing.assert_close(value, reference_trainer.callback_metrics[key], rtol=0, atol=0,
-                                   equal_nan=True, msg=key)
+        torch.testing.assert_close(
+            value, reference_trainer.callback_metrics[key], rtol=0, atol=0, equal_nan=True, msg=key
+        )
     assert not checkpoint_path.exists()  # removed once the resumed run completed
 
 
@@ -210,8 +226,7 @@ def augmented_reference(tmp_path_factory):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("batch", [2, BATCHES_PER_EPOCH - 1], ids=["mid-epoch", "last-batch"])
-def test_resume_is_exact_with_random_augmentation_in_workers(tmp_path, augmented_reference,
-                                                              batch):
+def test_resume_is_exact_with_random_augmentation_in_workers(tmp_path, augmented_reference, batch):
     """Each sample is augmented under its own seed: the same in any process, after a resume."""
     reference, reference_trainer, reference_history = augmented_reference
     with pytest.raises(SIGTERMException):
@@ -219,8 +234,9 @@ def test_resume_is_exact_with_random_augmentation_in_workers(tmp_path, augmented
     checkpoint_path = tmp_path / "checkpoints" / "interrupted.ckpt"
     assert torch.load(checkpoint_path, weights_only=True)["global_step"] == batch + 1
 
-    resumed, resumed_trainer, resumed_history = _fit(tmp_path, ckpt_path=checkpoint_path,
-                                                     augmented=True)
+    resumed, resumed_trainer, resumed_history = _fit(
+        tmp_path, ckpt_path=checkpoint_path, augmented=True
+    )
 
     assert resumed_trainer.global_step == reference_trainer.global_step == EPOCHS * 5
     _assert_same_state(resumed, reference)
@@ -239,7 +255,9 @@ def test_samples_are_augmented_under_their_own_seed():
     torch.manual_seed(1), random.seed(1), np.random.seed(1)
     again = data[(1, 8)], data[(0, 7)]
     assert (torch.rand(2).tolist(), random.random(), np.random.rand()) == (
-        draws[0].tolist(), *draws[1:])
+        draws[0].tolist(),
+        *draws[1:],
+    )
     assert torch.equal(again[1][0], first[0][0]) and torch.equal(again[0][0], first[1][0])
     assert not torch.equal(first[0][0], first[1][0])
 
@@ -266,13 +284,15 @@ def _configuration_error(module: nn.Module) -> None:
         # An error before the first step is no interruption: nothing is said about checkpoints.
         (_Interrupt("train_batch_start", 0, 0, act=_shape_error), RuntimeError, None),
         (_Interrupt("train_batch_end", 0, 1, act=_nan_weights), FloatingPointError, "not finite"),
-        (_Interrupt("train_batch_start", 0, 2, act=_configuration_error), ValueError,
-         "a configuration or data error, which resuming would meet again"),
+        (
+            _Interrupt("train_batch_start", 0, 2, act=_configuration_error),
+            ValueError,
+            "a configuration or data error, which resuming would meet again",
+        ),
     ],
     ids=["sigterm-in-sanity-check", "error-at-step-0", "nan-weights", "configuration-error"],
 )
-def test_no_checkpoint_when_there_is_nothing_to_resume(tmp_path, caplog, interrupt, error,
-                                                       message):
+def test_no_checkpoint_when_there_is_nothing_to_resume(tmp_path, caplog, interrupt, error, message):
     with pytest.raises(error):
         _fit(tmp_path, interrupt)
     assert not list(tmp_path.rglob("*.ckpt"))
@@ -289,14 +309,16 @@ def test_interruption_checkpoints_belong_to_their_run(tmp_path):
     from lightning.pytorch.loggers import CSVLogger
 
     def run(*callbacks, ckpt_path=None, version=None):
-        return _fit(tmp_path, *callbacks, ckpt_path=ckpt_path,
-                    logger=CSVLogger(tmp_path, version=version))
+        return _fit(
+            tmp_path, *callbacks, ckpt_path=ckpt_path, logger=CSVLogger(tmp_path, version=version)
+        )
 
     for _ in range(2):
         with pytest.raises(SIGTERMException):
             run(_Interrupt("train_batch_end", 0, 1))
-    first, second = (tmp_path / f"lightning_logs/version_{n}/checkpoints/interrupted.ckpt"
-                     for n in (0, 1))
+    first, second = (
+        tmp_path / f"lightning_logs/version_{n}/checkpoints/interrupted.ckpt" for n in (0, 1)
+    )
     first_bytes, second_bytes = first.read_bytes(), second.read_bytes()
     run()  # an unrelated run completes
     assert first.read_bytes() == first_bytes and second.is_file()
@@ -342,8 +364,7 @@ def test_checkpoint_path_defaults_and_explicit(tmp_path):
     trainer = Trainer(default_root_dir=tmp_path, logger=False, enable_checkpointing=False)
     assert ExactResumeCheckpoint(tmp_path, "x").ckpt_path(trainer) == tmp_path / "x.ckpt"
     assert ExactResumeCheckpoint().ckpt_path(trainer) == tmp_path / "checkpoints/interrupted.ckpt"
-    trainer = Trainer(logger=CSVLogger(tmp_path, name="run", version=3),
-                      enable_checkpointing=False)
+    trainer = Trainer(logger=CSVLogger(tmp_path, name="run", version=3), enable_checkpointing=False)
     assert ExactResumeCheckpoint().ckpt_path(trainer) == (
         tmp_path / "run/version_3/checkpoints/interrupted.ckpt"
     )

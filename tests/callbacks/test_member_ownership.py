@@ -47,16 +47,19 @@ def read_events(log_dir):
     events = EventAccumulator(str(log_dir), size_guidance={"images": 0, "scalars": 0})
     events.Reload()
     images = {tag: [e.step for e in events.Images(tag)] for tag in events.Tags()["images"]}
-    scalars = {tag: [(e.step, e.value) for e in events.Scalars(tag)]
-               for tag in events.Tags()["scalars"]}
+    scalars = {
+        tag: [(e.step, e.value) for e in events.Scalars(tag)] for tag in events.Tags()["scalars"]
+    }
     return images, scalars
 
 
 def read_logged_csv(log_dir):
     """The same from a CSVLogger run: PNG figures per epoch, scalars from metrics.csv."""
     images = {
-        f"ownership/{png.stem}": sorted(int(p.parent.name.removeprefix("epoch="))
-                                        for p in log_dir.glob(f"ownership/epoch=*/{png.name}"))
+        f"ownership/{png.stem}": sorted(
+            int(p.parent.name.removeprefix("epoch="))
+            for p in log_dir.glob(f"ownership/epoch=*/{png.name}")
+        )
         for png in log_dir.glob("ownership/epoch=*/*.png")
     }
     scalars = {}
@@ -81,8 +84,14 @@ def test_training_logs_one_block_figures_and_scalars_per_validation_epoch(tmp_pa
     figures_before = live_figures()
     routine = digits_signorm_routine()
     logger = TensorBoardLogger(tmp_path) if HAS_TENSORBOARD else CSVLogger(tmp_path)
-    trainer = cpu_trainer(max_epochs=2, logger=logger, limit_train_batches=3, log_every_n_steps=1,
-                          limit_val_batches=1, callbacks=[MemberOwnershipCallback()])
+    trainer = cpu_trainer(
+        max_epochs=2,
+        logger=logger,
+        limit_train_batches=3,
+        log_every_n_steps=1,
+        limit_val_batches=1,
+        callbacks=[MemberOwnershipCallback()],
+    )
     trainer.fit(routine, DigitsDataModule(batch_size=32))  # the sanity check runs too
     assert plt.get_fignums() == []  # no figure left open in pyplot
     assert live_figures() == figures_before  # 6 figures drawn, none kept alive
@@ -168,8 +177,11 @@ def test_hand_built_importances_give_exact_counts_and_a_repeated_epoch_replaces_
 def test_csv_logger_falls_back_to_png_figures(tmp_path):
     routine = digits_signorm_routine()
     logger = CSVLogger(tmp_path)
-    trainer = cpu_trainer(logger=logger, limit_val_batches=1,
-                          callbacks=[MemberOwnershipCallback(max_embedding_points=64)])
+    trainer = cpu_trainer(
+        logger=logger,
+        limit_val_batches=1,
+        callbacks=[MemberOwnershipCallback(max_embedding_points=64)],
+    )
     trainer.validate(routine, DigitsDataModule(batch_size=32), verbose=False)
     assert plt.get_fignums() == []
     for name in FIGURES:
@@ -184,13 +196,18 @@ def test_csv_logger_falls_back_to_png_figures(tmp_path):
 
 
 def test_embedding_plots_a_deterministic_even_subsample_capped_at_max_points():
-    importances = {"all": [torch.rand(M, 300), torch.rand(M, 20)],
-                   "regularized": [torch.rand(M, 30)]}
+    importances = {
+        "all": [torch.rand(M, 300), torch.rand(M, 20)],
+        "regularized": [torch.rand(M, 30)],
+    }
 
     def plotted_points():
         figure = importance_embedding_figure(importances, M, max_points=50)
-        return [torch.cat([torch.as_tensor(c.get_offsets()) for c in ax.collections])
-                for ax in figure.axes if ax.collections]
+        return [
+            torch.cat([torch.as_tensor(c.get_offsets()) for c in ax.collections])
+            for ax in figure.axes
+            if ax.collections
+        ]
 
     first, second = plotted_points(), plotted_points()
     assert [len(p) for p in first] == [50, 30]  # capped at 50 of 320; all 30 below the cap

@@ -168,8 +168,9 @@ def test_misconfigurations_raise_before_testing(imagenet_root):
     routine = ClassificationRoutine(
         nn.Sequential(nn.Flatten(), nn.Linear(3072, 10)), num_classes=10
     )
-    with pytest.raises(TypeError,
-                       match=r"needs a datamodule with `eval_sets`.*SyntheticDataModule"):
+    with pytest.raises(
+        TypeError, match=r"needs a datamodule with `eval_sets`.*SyntheticDataModule"
+    ):
         cpu_trainer(callbacks=[OODShiftEvaluation()]).test(
             routine, datamodule=SyntheticDataModule()
         )

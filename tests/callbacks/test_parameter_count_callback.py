@@ -23,12 +23,17 @@ from torch_uncertainty_signorm.callbacks import ParameterCountCallback
 def test_counts_reach_the_logger_on_fit_and_test(tmp_path):
     model = lora_ensemble(tiny_vit(), 2, num_classes=10)
     routine = ClassificationRoutine(
-        model, num_classes=10, loss=nn.CrossEntropyLoss(), is_ensemble=True,
+        model,
+        num_classes=10,
+        loss=nn.CrossEntropyLoss(),
+        is_ensemble=True,
         format_batch_fn=RepeatTarget(2),
         optim_recipe=lambda m: torch.optim.SGD(m.parameters(), lr=0.01),
     )
     trainer = cpu_trainer(
-        max_steps=1, limit_val_batches=0, logger=CSVLogger(tmp_path, name="counts"),
+        max_steps=1,
+        limit_val_batches=0,
+        logger=CSVLogger(tmp_path, name="counts"),
         callbacks=[ParameterCountCallback()],
     )
     trainer.fit(routine, SyntheticDataModule(batch_size=4))

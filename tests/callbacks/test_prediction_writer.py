@@ -20,9 +20,13 @@ def test_saved_probabilities_match_the_model_on_every_test_loader(tmp_path):
     torch.manual_seed(0)
     routine = digits_signorm_routine(save_to_csv=True)
     datamodule = DigitsDataModule(batch_size=64, eval_ood=True)
-    trainer = cpu_trainer(max_epochs=1, limit_train_batches=2, limit_val_batches=0,
-                          logger=CSVLogger(tmp_path, name="", version="run"),
-                          callbacks=[TestPredictionWriter()])
+    trainer = cpu_trainer(
+        max_epochs=1,
+        limit_train_batches=2,
+        limit_val_batches=0,
+        logger=CSVLogger(tmp_path, name="", version="run"),
+        callbacks=[TestPredictionWriter()],
+    )
     trainer.fit(routine, datamodule)
     trainer.test(routine, datamodule, verbose=False)
 
@@ -38,8 +42,9 @@ def test_saved_probabilities_match_the_model_on_every_test_loader(tmp_path):
         assert torch.equal(saved[f"targets/{index}"], targets)
     # The routine's own accuracy is the saved mean prediction's.
     accuracy = (saved["probs/0"].mean(0).argmax(-1) == saved["targets/0"]).double().mean()
-    assert float(accuracy) == pytest.approx(trainer.callback_metrics["test/cls/Acc"].item(),
-                                            abs=1e-6)
+    assert float(accuracy) == pytest.approx(
+        trainer.callback_metrics["test/cls/Acc"].item(), abs=1e-6
+    )
 
 
 def test_a_filename_that_is_not_safetensors_is_refused():
@@ -51,9 +56,13 @@ def test_only_the_chosen_loaders_are_saved(tmp_path):
     torch.manual_seed(0)
     routine = digits_signorm_routine(save_to_csv=True)
     datamodule = DigitsDataModule(batch_size=64, eval_ood=True)
-    trainer = cpu_trainer(max_epochs=1, limit_train_batches=1, limit_val_batches=0,
-                          logger=CSVLogger(tmp_path, name="", version="run"),
-                          callbacks=[TestPredictionWriter(dataloaders=[1])])
+    trainer = cpu_trainer(
+        max_epochs=1,
+        limit_train_batches=1,
+        limit_val_batches=0,
+        logger=CSVLogger(tmp_path, name="", version="run"),
+        callbacks=[TestPredictionWriter(dataloaders=[1])],
+    )
     trainer.fit(routine, datamodule)
     trainer.test(routine, datamodule, verbose=False)
     saved = load_file(tmp_path / "run" / "test_predictions.safetensors")

@@ -32,9 +32,15 @@ class _Tiny(LightningModule):
 
 def test_the_record_counts_the_batches_seen_and_the_parameters(tmp_path):
     callback = RunRecordCallback()
-    trainer = Trainer(default_root_dir=tmp_path, max_steps=2, callbacks=[callback],
-                      enable_progress_bar=False, enable_model_summary=False,
-                      enable_checkpointing=False, logger=True)
+    trainer = Trainer(
+        default_root_dir=tmp_path,
+        max_steps=2,
+        callbacks=[callback],
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        enable_checkpointing=False,
+        logger=True,
+    )
     module = _Tiny()
     loader = DataLoader(TensorDataset(X, Y), batch_size=4, shuffle=False)
     trainer.fit(module, loader)

@@ -10,8 +10,7 @@ from torch_uncertainty_signorm.signorm.diversity_target import DiversityTarget
 
 
 def _fitting(step: int) -> SimpleNamespace:
-    return SimpleNamespace(state=SimpleNamespace(fn="fit"), sanity_checking=False,
-                           global_step=step)
+    return SimpleNamespace(state=SimpleNamespace(fn="fit"), sanity_checking=False, global_step=step)
 
 
 def _validate(routine, callback, accuracy: float, step: int) -> None:
@@ -32,9 +31,12 @@ def test_a_validation_accuracy_fall_twice_in_a_row_is_warned_about():
     callback.controller = DiversityTarget(0.5, 0.1, 100)
     _validate(routine, callback, 1.0, step=10)
     _validate(routine, callback, 0.5, step=20)  # once: early fluctuations stay silent
-    with pytest.warns(UserWarning, match=r"target_diversity=0\.5 costs accuracy at this budget: "
-                      r"the ensemble's validation accuracy fell from 100\.0% \(its best\) to "
-                      r"40\.0% at step 30"):
+    with pytest.warns(
+        UserWarning,
+        match=r"target_diversity=0\.5 costs accuracy at this budget: "
+        r"the ensemble's validation accuracy fell from 100\.0% \(its best\) to "
+        r"40\.0% at step 30",
+    ):
         _validate(routine, callback, 0.4, step=30)
     assert callback.controller.best_accuracy == 1.0 and callback.controller.floor is not None
 
@@ -65,12 +67,16 @@ def test_a_tested_checkpoint_away_from_the_target_is_warned_about_once():
     assert cosine > 0.2  # the fresh ensemble is away from 0.1
     callback.fit_end = (90, 0.1)  # as if the fit had ended on the target
     tested = SimpleNamespace(ckpt_path="epoch=2-step=54.ckpt")
-    with pytest.warns(UserWarning, match=(
+    with pytest.warns(
+        UserWarning,
+        match=(
             rf"target_diversity=0.1 does not hold for the tested model: the checkpoint "
             rf"epoch=2-step=54.ckpt has the regularized layers' σNorm-cos {cosine:.4f} "
             rf"\(tolerance ±0.05\); the fit ended at 0.1000 after 90 steps \(within the "
             rf"tolerance\)\. eval_after_fit and `test --ckpt_path best` evaluate the checkpoint "
-            rf"best by validation accuracy")) as record:
+            rf"best by validation accuracy"
+        ),
+    ) as record:
         callback.on_test_end(tested, routine)
     assert len([w for w in record if "does not hold" in str(w.message)]) == 1
     callback.target = cosine  # tested weights on the target: nothing to say

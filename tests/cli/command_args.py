@@ -37,8 +37,14 @@ def routine_args(routine: str = ROUTINE, **data_args) -> list[str]:
 
 def signorm_args(*extra: str) -> list[str]:
     return [
-        "--config", SIGNORM_RECIPE, f"--data={SYNTHETIC}", "--data.init_args.batch_size=4",
-        "--data.init_args.num_workers=0", SIGNORM_NARROW, *CPU, *extra,
+        "--config",
+        SIGNORM_RECIPE,
+        f"--data={SYNTHETIC}",
+        "--data.init_args.batch_size=4",
+        "--data.init_args.num_workers=0",
+        SIGNORM_NARROW,
+        *CPU,
+        *extra,
     ]
 
 

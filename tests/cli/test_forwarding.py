@@ -85,7 +85,6 @@ def test_routine_hyperparameters_hold_the_routine_block(tmp_path, monkeypatch):
 def test_signorm_recipes_take_members_from_the_model_alone(tmp_path, monkeypatch):
     """One path sets M: the routine's RepeatTarget and is_ensemble follow the model's."""
     monkeypatch.chdir(tmp_path)
-    cli = cli_main(signorm_args("--routine.init_args.model.init_args.num_estimators=2"),
-                   run=False)
+    cli = cli_main(signorm_args("--routine.init_args.model.init_args.num_estimators=2"), run=False)
     assert cli.routine.model.num_estimators == 2
     assert cli.routine.format_batch_fn.num_repeats == 2 and cli.routine.is_ensemble is True

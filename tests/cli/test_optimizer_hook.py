@@ -48,7 +48,6 @@ def test_optimizer_param_groups_hook(tmp_path, monkeypatch):
     assert "parameters" not in vars(cli.routine) and "configure_optimizers" not in vars(cli.routine)
 
 
-
 class DecayGroupedRoutine(GroupedRoutine):
     """Records the base learning rate and weight decay the CLI hands its hook."""
 
@@ -86,8 +85,13 @@ def test_optimizer_param_groups_get_the_blocks_defaults_from_one_optimizer(tmp_p
 def test_the_commands_optimizer_trains_at_the_routines_multipliers(tmp_path, monkeypatch):
     """The command's route: the `optimizer:` block (lr 0.05) built on the routine's groups."""
     monkeypatch.chdir(tmp_path)
-    cli = cli_main(signorm_args("--routine.init_args.scale_lr_multiplier=7",
-                                "--routine.init_args.member_lr_multiplier=4"), run=False)
+    cli = cli_main(
+        signorm_args(
+            "--routine.init_args.scale_lr_multiplier=7",
+            "--routine.init_args.member_lr_multiplier=4",
+        ),
+        run=False,
+    )
     optimizers, schedulers = cli.routine.configure_optimizers()
     assert [g["lr"] for g in optimizers[0].param_groups] == pytest.approx([0.05, 0.2, 1.4])
     assert schedulers[0].base_lrs == pytest.approx([0.05, 0.2, 1.4])
@@ -101,9 +105,13 @@ class RecipeRoutine(SigmaNormClassificationRoutine):
 
 
 def test_an_optimizer_block_and_a_routines_own_recipe_are_refused_naming_both(
-        tmp_path, monkeypatch):
+    tmp_path, monkeypatch
+):
     monkeypatch.chdir(tmp_path)
-    with pytest.raises(ValueError, match=r"The optimiser is given twice: the routine's "
-                       r"optim_recipe \(a SGD\) and the recipe's `optimizer:` block "
-                       r"\(torch.optim.SGD\): keep one"):
+    with pytest.raises(
+        ValueError,
+        match=r"The optimiser is given twice: the routine's "
+        r"optim_recipe \(a SGD\) and the recipe's `optimizer:` block "
+        r"\(torch.optim.SGD\): keep one",
+    ):
         cli_main(signorm_args(f"--routine={class_path_of(RecipeRoutine)}"), run=False)

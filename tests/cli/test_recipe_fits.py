@@ -149,8 +149,11 @@ def test_signorm_checkpoint_reloads_and_tests_through_the_command(tmp_path, monk
     from torch_uncertainty_signorm.routines import SigmaNormClassificationRoutine
 
     monkeypatch.chdir(tmp_path)
-    common = signorm_args("--eval_after_fit=false", "--trainer.limit_val_batches=1",
-                           "--trainer.num_sanity_val_steps=0")
+    common = signorm_args(
+        "--eval_after_fit=false",
+        "--trainer.limit_val_batches=1",
+        "--trainer.num_sanity_val_steps=0",
+    )
     cli = cli_main(["fit", *common, "--trainer.max_epochs=1", "--trainer.limit_train_batches=1"])
     best = cli.trainer.checkpoint_callback.best_model_path
     loaded = SigmaNormClassificationRoutine.load_from_checkpoint(best)
@@ -164,7 +167,15 @@ def test_signorm_checkpoint_reloads_and_tests_through_the_command(tmp_path, monk
     # An evaluation overlay may switch the datamodule's loaders: the checkpoint does not decide.
     with warnings.catch_warnings():
         warnings.filterwarnings("error", message=".*replaced by the datamodule's")
-        tested = cli_main(["test", *common, "--ckpt_path", best, "--trainer.limit_test_batches=1",
-                           "--data.init_args.eval_ood=false"])
+        tested = cli_main(
+            [
+                "test",
+                *common,
+                "--ckpt_path",
+                best,
+                "--trainer.limit_test_batches=1",
+                "--data.init_args.eval_ood=false",
+            ]
+        )
     assert tested.trainer.ckpt_path == best and tested.routine.eval_ood is False
     assert "test/div/jensen_gap" in tested.trainer.callback_metrics

@@ -117,12 +117,18 @@ def test_a_truncated_or_non_image_corruption_file_is_named(tmp_path):
     write_cifar_c(tmp_path, ["fog", "snow"], LABELS, {})
     folder = tmp_path / "CIFAR-10-C"
     (folder / "fog.npy").write_bytes((folder / "fog.npy").read_bytes()[:500])
-    with pytest.raises(ValueError, match=r"'.*CIFAR-10-C/fog\.npy' could not be read "
-                                         r"\(.*\): the file is truncated or corrupt"):
+    with pytest.raises(
+        ValueError,
+        match=r"'.*CIFAR-10-C/fog\.npy' could not be read "
+        r"\(.*\): the file is truncated or corrupt",
+    ):
         CIFAR10CSeverity(tmp_path, "fog", 1)
     floats = np.load(folder / "snow.npy").astype(np.float32)
     floats[0, 0, 0, 0] = np.nan
     np.save(folder / "snow.npy", floats)
-    with pytest.raises(ValueError, match=r"snow\.npy holds float32 of shape \(20, 32, 32, 3\) "
-                                         r".*expected uint8 images"):
+    with pytest.raises(
+        ValueError,
+        match=r"snow\.npy holds float32 of shape \(20, 32, 32, 3\) "
+        r".*expected uint8 images",
+    ):
         CIFAR10CSeverity(tmp_path, "snow", 1)

@@ -205,8 +205,9 @@ def test_input_noise_is_one_fixed_draw_per_image_shared_by_the_shifted_sets() ->
     assert abs(residual.std().item() - 0.3) < 0.01 and abs(residual.mean().item()) < 0.01
     # A corruption of strength 0 would give back the noisy test image: each shifted set is
     # corrupt(clean) + the same sensor noise, so blurring does not remove the noise.
-    dm = _setup(**STUDY, eval_shift_severities=True, corruptions=["translation"],
-                shift_severities=[1])
+    dm = _setup(
+        **STUDY, eval_shift_severities=True, corruptions=["translation"], shift_severities=[1]
+    )
     shifted = raw(dm, dm.test_dataloader()[1].dataset.tensors[0])
     corrupted_clean = dm._corrupt(dm._raw("test"), "translation", 1)
     torch.testing.assert_close(shifted - corrupted_clean, residual, atol=1e-5, rtol=0)
@@ -256,8 +257,14 @@ def _as_imagenet(images: torch.Tensor, size: int) -> torch.Tensor:
 
 
 def test_imagenet_input_serves_resized_rgb_images_in_every_loader() -> None:
-    dm = _setup(imagenet_input=32, train_size=1000, val_size=200, batch_size=32, eval_ood=True,
-                eval_shift=True)
+    dm = _setup(
+        imagenet_input=32,
+        train_size=1000,
+        val_size=200,
+        batch_size=32,
+        eval_ood=True,
+        eval_shift=True,
+    )
     assert dm.input_shape == (3, 32, 32) and dm.num_channels == 3
     assert (dm.mean, dm.std) == ((0.485, 0.456, 0.406), (0.229, 0.224, 0.225))
     images, targets = next(iter(dm.train_dataloader()))
@@ -285,12 +292,14 @@ def test_imagenet_input_normalises_with_imagenet_statistics() -> None:
     # The OOD images are the 8x8 permuted test digits, then resized.
     grey = _setup(train_size=1000, val_size=200, eval_ood=True)
     permuted = grey.ood.tensors[0] * grey.std[0] + grey.mean[0]
-    torch.testing.assert_close(dm.ood.tensors[0], _as_imagenet(permuted, 32), atol=1e-5,
-                               rtol=1e-5)
+    torch.testing.assert_close(dm.ood.tensors[0], _as_imagenet(permuted, 32), atol=1e-5, rtol=1e-5)
 
 
 @pytest.mark.parametrize("value", [0, -32, 2.5, "32", True])
 def test_a_bad_imagenet_input_names_the_value_and_what_is_valid(value) -> None:
-    with pytest.raises(ValueError, match=rf"imagenet_input must be an integer >= 1, got "
-                                         rf"{value!r}\..*None serves the 8x8 grey images"):
+    with pytest.raises(
+        ValueError,
+        match=rf"imagenet_input must be an integer >= 1, got "
+        rf"{value!r}\..*None serves the 8x8 grey images",
+    ):
         DigitsDataModule(imagenet_input=value)

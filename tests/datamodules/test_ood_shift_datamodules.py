@@ -169,13 +169,28 @@ def test_offline_check_lists_every_missing_set_with_path_and_layout(tmp_path):
     """download=False: every set is checked before any work, and one error lists each missing
     one (the present MNIST is not listed), with its expected path and on-disk layout."""
     write_mnist_test(tmp_path, [40, 50])
-    datamodule = _cifar_module(tmp_path, eval_near_far_ood=True, eval_shift_severities=True,
-                               corruptions=["fog", "snow"], download=False)
+    datamodule = _cifar_module(
+        tmp_path,
+        eval_near_far_ood=True,
+        eval_shift_severities=True,
+        corruptions=["fog", "snow"],
+        download=False,
+    )
     with pytest.raises(FileNotFoundError) as error:
         datamodule.prepare_data()
     message = str(error.value)
-    lines = _lines_naming(message, "CIFAR10 (in-distribution)", "CIFAR100", "TinyImageNet",
-                          "SVHN", "Textures", "Places365", "CIFAR-10-C", "fog", "snow")
+    lines = _lines_naming(
+        message,
+        "CIFAR10 (in-distribution)",
+        "CIFAR100",
+        "TinyImageNet",
+        "SVHN",
+        "Textures",
+        "Places365",
+        "CIFAR-10-C",
+        "fog",
+        "snow",
+    )
     assert str(tmp_path / "tiny-imagenet-200" / "val") in lines["TinyImageNet"]
     assert "val_annotations.txt" in lines["TinyImageNet"]
     assert str(tmp_path / "test_32x32.mat") in lines["SVHN"]
@@ -208,8 +223,11 @@ def test_failed_download_stops_and_reports_every_set_in_one_error(tmp_path, monk
     monkeypatch.setattr(OODShiftMixin, "_build", build)
     # TorchUncertainty's own download of CIFAR-10 (its prepare_data) is not under test here.
     monkeypatch.setattr(CIFAR10DataModule, "prepare_data", lambda self: None)
-    datamodule = _cifar_module(tmp_path, eval_near_far_ood=True,
-                               ood_groups={"near": ["TinyImageNet"], "far": ["SVHN", "MNIST"]})
+    datamodule = _cifar_module(
+        tmp_path,
+        eval_near_far_ood=True,
+        ood_groups={"near": ["TinyImageNet"], "far": ["SVHN", "MNIST"]},
+    )
     with pytest.raises(FileNotFoundError) as error:
         datamodule.prepare_data()
     assert attempts == ["TinyImageNet"]

@@ -15,8 +15,12 @@ from torch_uncertainty_signorm.datamodules import SST2DataModule
 def files(tmp_path_factory):
     root = tmp_path_factory.mktemp("sst2")
     write_tokenizer(root / "tokenizer")
-    return {"root": root, "tokenizer": root / "tokenizer", "local_path": write_sst2(root / "sst2"),
-            "ood_local_path": write_newsgroups(root / "newsgroups")}
+    return {
+        "root": root,
+        "tokenizer": root / "tokenizer",
+        "local_path": write_sst2(root / "sst2"),
+        "ood_local_path": write_newsgroups(root / "newsgroups"),
+    }
 
 
 def _datamodule(files, **kwargs) -> SST2DataModule:
@@ -48,11 +52,12 @@ def test_test_split_is_the_official_validation_split_and_ood_follows(files):
     datamodule.setup("test")
     test_loader, ood_loader = datamodule.test_dataloader()
     assert len(datamodule.test) == 4 and len(datamodule.ood) == len(NEWSGROUPS)
-    (inputs, _), = list(test_loader)
+    ((inputs, _),) = list(test_loader)
     ood_batches = list(ood_loader)
     assert sum(len(labels) for _, labels in ood_batches) == len(NEWSGROUPS)
-    decoded = datamodule.tokenizer.decode(ood_batches[0][0]["input_ids"][0],
-                                          skip_special_tokens=True)
+    decoded = datamodule.tokenizer.decode(
+        ood_batches[0][0]["input_ids"][0], skip_special_tokens=True
+    )
     assert decoded == NEWSGROUPS[0]
     assert set(inputs) == {"input_ids", "token_type_ids", "attention_mask"}
 

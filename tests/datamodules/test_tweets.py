@@ -111,8 +111,12 @@ def test_bad_arguments_are_reported_by_value(kwargs, match):
 
 
 # ------------------------------------------- held-out topic, training-subset seed, corruptions
-STUDY = {"held_out_topic": "coachella", "near_ood_size": 40, "ood_size": 40,
-         "eval_near_far_ood": True}
+STUDY = {
+    "held_out_topic": "coachella",
+    "near_ood_size": 40,
+    "ood_size": 40,
+    "eval_near_far_ood": True,
+}
 
 
 def test_the_held_out_topic_leaves_every_split_and_is_the_near_ood_set():
@@ -125,17 +129,22 @@ def test_the_held_out_topic_leaves_every_split_and_is_the_near_ood_set():
     assert len(near) == 40 and torch.isnan(near.confidence).all()
     assert sum("coachella" in text.lower() for text in near.texts) >= 20
     assert [(s.kind, s.group) for s in datamodule.eval_sets] == [
-        ("id", None), ("ood", "near"), ("ood", "far")]
+        ("id", None),
+        ("ood", "near"),
+        ("ood", "far"),
+    ]
     assert len(datamodule.test_dataloader()) == 3
 
 
 def test_subset_seed_redraws_the_training_tweets_only():
-    first, second = _setup(held_out_topic="coachella"), _setup(held_out_topic="coachella",
-                                                               subset_seed=7)
+    first, second = (
+        _setup(held_out_topic="coachella"),
+        _setup(held_out_topic="coachella", subset_seed=7),
+    )
     assert set(first.split_indices["train"]) != set(second.split_indices["train"])
     for split in ("val", "test"):
         np.testing.assert_array_equal(first.split_indices[split], second.split_indices[split])
-    assert np.bincount(second.train.labels) .tolist() == np.bincount(first.train.labels).tolist()
+    assert np.bincount(second.train.labels).tolist() == np.bincount(first.train.labels).tolist()
 
 
 def test_corrupted_sets_grow_with_severity_keep_labels_and_are_seeded():
@@ -146,10 +155,16 @@ def test_corrupted_sets_grow_with_severity_keep_labels_and_are_seeded():
     assert len(sets) == 10 and [s.severity for s in specs] == [1, 1, 2, 2, 3, 3, 4, 4, 5, 5]
     clean = datamodule.test.texts[:50]
     for name in ("char_typos", "word_dropout"):
-        changed = [np.mean([a != b for a, b in zip(d.texts, clean, strict=True)])
-                   for s, d in zip(specs, sets, strict=True) if s.name == name]
-        lengths = [np.mean([len(t) for t in d.texts]) for s, d in zip(specs, sets, strict=True)
-                   if s.name == name]
+        changed = [
+            np.mean([a != b for a, b in zip(d.texts, clean, strict=True)])
+            for s, d in zip(specs, sets, strict=True)
+            if s.name == name
+        ]
+        lengths = [
+            np.mean([len(t) for t in d.texts])
+            for s, d in zip(specs, sets, strict=True)
+            if s.name == name
+        ]
         assert changed[0] > 0.3 and changed[-1] > changed[0], name
         if name == "word_dropout":
             assert lengths == sorted(lengths, reverse=True)
@@ -171,8 +186,10 @@ def test_corrupted_sets_grow_with_severity_keep_labels_and_are_seeded():
         ({"eval_ood": True, "eval_shift_severities": True}, r"cannot be combined"),
         ({"corruptions": ["fog"]}, r"corruptions \['fog'\]; valid names"),
         ({"subset_seed": -1}, r"subset_seed must be an integer >= 0, got -1"),
-        ({"held_out_topic": "coachella", "eval_near_far_ood": True, "near_ood_size": 10**5},
-         r"near_ood_size=100000 exceeds the \d+ tweets of the held-out topic"),
+        (
+            {"held_out_topic": "coachella", "eval_near_far_ood": True, "near_ood_size": 10**5},
+            r"near_ood_size=100000 exceeds the \d+ tweets of the held-out topic",
+        ),
     ],
 )
 def test_bad_study_arguments_are_reported_by_value(kwargs, match):

@@ -30,9 +30,14 @@ def signorm_run(cifar_root, command_env, tmp_path_factory) -> Run:  # noqa: F811
     its folder (copy it)."""
     work = tmp_path_factory.mktemp("signorm_run")
     done = run_command(
-        ["fit", "--config", EXPERIMENTS / "resnet18_c10_signorm.yaml",
-         *tiny_args(cifar_root, work / "logs")],
-        cwd=work, env=command_env,
+        [
+            "fit",
+            "--config",
+            EXPERIMENTS / "resnet18_c10_signorm.yaml",
+            *tiny_args(cifar_root, work / "logs"),
+        ],
+        cwd=work,
+        env=command_env,
     )
     assert done.returncode == 0, failure(done)
     return Run(work / "logs", done.stdout, done.stderr)

@@ -12,8 +12,13 @@ PLAIN_WIDTH = "--routine.init_args.model.init_args.width_multiplier=0.125"
 ENSEMBLE_WIDTH = "--routine.init_args.model.init_args.model.init_args.width_multiplier=0.125"
 
 
-def tiny_args(data_root: Path, log_dir: Path, width: str = ENSEMBLE_WIDTH,
-              batch_size: int = 8, devices: int = 1) -> list[str]:
+def tiny_args(
+    data_root: Path,
+    log_dir: Path,
+    width: str = ENSEMBLE_WIDTH,
+    batch_size: int = 8,
+    devices: int = 1,
+) -> list[str]:
     """Overrides shrinking a CIFAR recipe to seconds: 1/8 width, float32 on CPU, batches of
     ``batch_size``, one epoch of two steps, logs and checkpoints under ``log_dir``."""
     return [
@@ -37,8 +42,10 @@ def tiny_args(data_root: Path, log_dir: Path, width: str = ENSEMBLE_WIDTH,
 
 def failure(done) -> str:
     """The command line and the end of its output, for assertion messages."""
-    return (f"{' '.join(map(str, done.args))}\n--- stdout\n{done.stdout[-3000:]}\n"
-            f"--- stderr\n{done.stderr[-6000:]}")
+    return (
+        f"{' '.join(map(str, done.args))}\n--- stdout\n{done.stdout[-3000:]}\n"
+        f"--- stderr\n{done.stderr[-6000:]}"
+    )
 
 
 def only(paths, what: str) -> Path:

@@ -18,7 +18,8 @@ class SaveRunningStatistics(Callback):
     def on_train_batch_end(self, trainer: Trainer, pl_module: LightningModule, *args) -> None:
         statistics = {
             name: buffer.detach().cpu().contiguous()
-            for name, buffer in pl_module.named_buffers() if "running_" in name
+            for name, buffer in pl_module.named_buffers()
+            if "running_" in name
         }
         self.directory.mkdir(parents=True, exist_ok=True)
         save_file(statistics, str(self.directory / f"rank{trainer.global_rank}.safetensors"))

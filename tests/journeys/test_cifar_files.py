@@ -43,7 +43,9 @@ def test_torch_uncertainty_datamodules_load_the_files(
 
 def test_overlay_finds_every_near_far_and_corrupted_set(accepted_cifar_root):
     datamodule = CIFAR100OODShiftDataModule(
-        root=str(accepted_cifar_root), batch_size=4, eval_near_far_ood=True,
+        root=str(accepted_cifar_root),
+        batch_size=4,
+        eval_near_far_ood=True,
         eval_shift_severities=True,
     )
     datamodule.prepare_data()
@@ -78,8 +80,9 @@ def test_subprocess_environment_accepts_the_files(cifar_root, command_env, tmp_p
 
     def load(env, download):
         argv = [sys.executable, "-c", code, str(cifar_root), download]
-        return subprocess.run(argv, cwd=tmp_path, env=env, capture_output=True, text=True,
-                              check=False, timeout=120)
+        return subprocess.run(
+            argv, cwd=tmp_path, env=env, capture_output=True, text=True, check=False, timeout=120
+        )
 
     done = load(command_env, "download")  # the real download path finds verified files
     assert done.returncode == 0, done.stderr

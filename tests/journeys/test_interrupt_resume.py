@@ -24,26 +24,33 @@ def _args(cifar_root: Path) -> list[str]:
     """The recipe, tiny: 2 epochs of 4 batches (50 images, randomly cropped and flipped),
     validation on 20 images (2 batches)."""
     return [
-        "fit", "--config", RECIPE, "--seed_everything=0", "--trainer.accelerator=cpu",
-        "--trainer.devices=1", "--trainer.precision=32", "--trainer.max_epochs=2",
-        "--trainer.enable_progress_bar=false", "--trainer.enable_model_summary=false",
+        "fit",
+        "--config",
+        RECIPE,
+        "--seed_everything=0",
+        "--trainer.accelerator=cpu",
+        "--trainer.devices=1",
+        "--trainer.precision=32",
+        "--trainer.max_epochs=2",
+        "--trainer.enable_progress_bar=false",
+        "--trainer.enable_model_summary=false",
         "--trainer.logger.init_args.save_dir=logs",
         "--trainer.callbacks+=lightning.pytorch.callbacks.ModelCheckpoint",
         "--trainer.callbacks.init_args.save_last=true",
         "--routine.init_args.model.init_args.model.init_args.width_multiplier=0.125",
-        f"--data.init_args.root={cifar_root}", "--data.init_args.batch_size=16",
+        f"--data.init_args.root={cifar_root}",
+        "--data.init_args.batch_size=16",
         # TorchUncertainty's random crop and flip stay on (basic_augment); worker processes are
         # covered in-process by tests/callbacks/test_exact_resume.py.
-        "--data.init_args.num_workers=0", "--data.init_args.persistent_workers=false",
+        "--data.init_args.num_workers=0",
+        "--data.init_args.persistent_workers=false",
         "--data.init_args.eval_ood=false",
         # τ follows a diversity target: the controller's state must resume exactly too.
         "--routine.init_args.target_diversity=0.5",
     ]
 
 
-def _interrupt(
-    hook: str, batch: int | None = None, action: str = "SIGTERM", epoch: int = 0
-) -> str:
+def _interrupt(hook: str, batch: int | None = None, action: str = "SIGTERM", epoch: int = 0) -> str:
     init_args = {"hook": hook, "epoch": epoch, "batch": batch, "action": action}
     return "--trainer.callbacks+=" + json.dumps(
         {"class_path": "interrupt_points.InterruptAt", "init_args": init_args}
@@ -67,16 +74,22 @@ def reference(cifar_root, env, tmp_path_factory) -> Path:
 
 def _state(path: Path) -> dict:
     checkpoint = torch.load(path, weights_only=True)
-    return {"state_dict": checkpoint["state_dict"], "global_step": checkpoint["global_step"],
-            "epoch": checkpoint["epoch"]}
+    return {
+        "state_dict": checkpoint["state_dict"],
+        "global_step": checkpoint["global_step"],
+        "epoch": checkpoint["epoch"],
+    }
 
 
 def _assert_same_run(run_dir: Path, reference: Path) -> None:
-    actual, expected = _state(run_dir / "checkpoints/last.ckpt"), _state(
-        reference / "checkpoints/last.ckpt")
+    actual, expected = (
+        _state(run_dir / "checkpoints/last.ckpt"),
+        _state(reference / "checkpoints/last.ckpt"),
+    )
     assert (actual["global_step"], actual["epoch"]) == (expected["global_step"], expected["epoch"])
-    different = [k for k, v in expected["state_dict"].items()
-                 if not torch.equal(actual["state_dict"][k], v)]
+    different = [
+        k for k, v in expected["state_dict"].items() if not torch.equal(actual["state_dict"][k], v)
+    ]
     assert not different, f"{len(different)} tensors differ, e.g. {different[:3]}"
     assert (run_dir / "results.csv").read_text() == (reference / "results.csv").read_text()
 
@@ -97,8 +110,9 @@ def test_sigterm_then_resume_equals_the_uninterrupted_run(
     cifar_root, env, reference, tmp_path, point
 ):
     hook, epoch, batch, step = POINTS[point]
-    result = run_command([*_args(cifar_root), _interrupt(hook, batch, epoch=epoch)],
-                         cwd=tmp_path, env=env)
+    result = run_command(
+        [*_args(cifar_root), _interrupt(hook, batch, epoch=epoch)], cwd=tmp_path, env=env
+    )
     assert result.returncode == 143, result.stderr[-3000:]
     checkpoint = tmp_path / RUN_DIR / "checkpoints" / "interrupted.ckpt"
     assert checkpoint.is_file()
@@ -119,8 +133,9 @@ def test_sigterm_during_the_sanity_check_exits_non_zero_and_writes_nothing(
     cifar_root, env, tmp_path
 ):
     """Nothing trained yet: no checkpoint (the same command again is the same run)."""
-    result = run_command([*_args(cifar_root), _interrupt("on_sanity_check_start")],
-                         cwd=tmp_path, env=env)
+    result = run_command(
+        [*_args(cifar_root), _interrupt("on_sanity_check_start")], cwd=tmp_path, env=env
+    )
     assert result.returncode == 143, result.stderr[-3000:]
     assert "no checkpoint written" in result.stderr
     assert "run the same command again" in result.stderr
@@ -129,8 +144,15 @@ def test_sigterm_during_the_sanity_check_exits_non_zero_and_writes_nothing(
 
 @pytest.mark.slow
 def test_ctrl_c_exits_non_zero_with_the_checkpoint_path(cifar_root, env, tmp_path):
-    result = run_command([*_args(cifar_root), "--eval_after_fit=false",
-                          _interrupt("on_train_batch_end", 1, "SIGINT")], cwd=tmp_path, env=env)
+    result = run_command(
+        [
+            *_args(cifar_root),
+            "--eval_after_fit=false",
+            _interrupt("on_train_batch_end", 1, "SIGINT"),
+        ],
+        cwd=tmp_path,
+        env=env,
+    )
     assert result.returncode == 130, result.stderr[-3000:]
     checkpoint = Path(RUN_DIR) / "checkpoints" / "interrupted.ckpt"
     assert (tmp_path / checkpoint).is_file() and f"checkpoint {checkpoint}" in result.stderr

@@ -23,8 +23,12 @@ from torch_uncertainty_signorm.stand_in_data import SMOKE_TEST_OVERRIDES
 ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
 #: Two seeds of σN-Ens and Single at a smoke budget (6 steps, one validation batch).
-SMOKE = ["--trainer.max_epochs=1", "--trainer.limit_train_batches=6",
-         "--trainer.limit_val_batches=1", "--trainer.log_every_n_steps=1"]
+SMOKE = [
+    "--trainer.max_epochs=1",
+    "--trainer.limit_train_batches=6",
+    "--trainer.limit_val_batches=1",
+    "--trainer.log_every_n_steps=1",
+]
 
 
 def readme_job(comment: str) -> list[str]:
@@ -37,11 +41,22 @@ def readme_job(comment: str) -> list[str]:
 
 
 def _compare(args: list[str], cwd: Path) -> subprocess.CompletedProcess:
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "CUDA_VISIBLE_DEVICES": "",
-           "PYTHONWARNINGS": "ignore::DeprecationWarning",
-           "PATH": os.pathsep.join([str(BIN), os.environ.get("PATH", "")])}
-    return subprocess.run([str(BIN / "signorm-compare"), *args], cwd=cwd, env=env,
-                          capture_output=True, text=True, timeout=900, check=False)
+    env = {
+        **os.environ,
+        "OMP_NUM_THREADS": "1",
+        "CUDA_VISIBLE_DEVICES": "",
+        "PYTHONWARNINGS": "ignore::DeprecationWarning",
+        "PATH": os.pathsep.join([str(BIN), os.environ.get("PATH", "")]),
+    }
+    return subprocess.run(
+        [str(BIN / "signorm-compare"), *args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+        check=False,
+    )
 
 
 @pytest.mark.slow
@@ -64,7 +79,11 @@ def test_the_digits_main_job_at_two_seeds_prints_one_table_with_intervals_and_co
     with (tmp_path / "runs" / "comparison_runs.csv").open() as file:
         runs = list(csv.DictReader(file))
     assert [(r["method"], r["seed"]) for r in runs] == [
-        ("signorm", "0"), ("signorm", "1"), ("single", "0"), ("single", "1")]
+        ("signorm", "0"),
+        ("signorm", "1"),
+        ("single", "0"),
+        ("single", "1"),
+    ]
     assert all(int(r["optimizer_steps"]) == 6 for r in runs)
     assert float(runs[0]["fit_seconds"]) > 0 and float(runs[2]["params_total"]) > 0
     # Each run in the same logs tree, with TorchUncertainty's results.csv and its config.
@@ -83,9 +102,17 @@ def test_the_digits_main_job_at_two_seeds_prints_one_table_with_intervals_and_co
 def test_the_tweets_main_job_prints_signorm_beside_the_minilm_it_wraps(tmp_path):
     job = readme_job("second main job")
     args = [arg.replace("experiments/", f"{ROOT}/experiments/") for arg in job]
-    args += ["--out", "runs", "--", "--trainer.max_steps=3", "--trainer.limit_val_batches=1",
-             "--data.init_args.val_size=8", "--data.init_args.test_size=24",
-             "--data.init_args.ood_size=24", "--trainer.enable_progress_bar=false"]
+    args += [
+        "--out",
+        "runs",
+        "--",
+        "--trainer.max_steps=3",
+        "--trainer.limit_val_batches=1",
+        "--data.init_args.val_size=8",
+        "--data.init_args.test_size=24",
+        "--data.init_args.ood_size=24",
+        "--trainer.enable_progress_bar=false",
+    ]
     done = _compare(args, tmp_path)
     assert done.returncode == 0, done.stderr[-3000:]
     rows = [line.split() for line in done.stdout.splitlines()]
@@ -97,10 +124,13 @@ def test_the_tweets_main_job_prints_signorm_beside_the_minilm_it_wraps(tmp_path)
 
 @pytest.mark.slow
 def test_an_unmodified_torchuncertainty_recipe_is_a_row_beside_signorm_on_stand_in_data(tmp_path):
-    packed = _tu_recipe("experiments/classification/cifar10/configs/resnet18/packed.yaml",
-                        tmp_path)
-    subprocess.run([str(BIN / "signorm-standin-data"), "standin"], cwd=tmp_path, check=True,
-                   capture_output=True)
+    packed = _tu_recipe("experiments/classification/cifar10/configs/resnet18/packed.yaml", tmp_path)
+    subprocess.run(
+        [str(BIN / "signorm-standin-data"), "standin"],
+        cwd=tmp_path,
+        check=True,
+        capture_output=True,
+    )
     signorm = ROOT / "experiments/torch_uncertainty/classification/cifar10/configs/resnet18"
     overrides = [*SMOKE_TEST_OVERRIDES, "--data.init_args.root=standin"]
     (tmp_path / "cifar.yaml").write_text(
@@ -111,13 +141,16 @@ def test_an_unmodified_torchuncertainty_recipe_is_a_row_beside_signorm_on_stand_
         f"  packed:\n    recipe: {packed}\n    label: Packed (TorchUncertainty's recipe)\n"
         "    args: [--data, CIFAR10DataModule, --routine.init_args.save_to_csv=true,\n"
         "           --data.init_args.eval_ood=true,\n"
-        "           --routine.init_args.model.init_args.width_multiplier=0.25]\n")
+        "           --routine.init_args.model.init_args.width_multiplier=0.25]\n"
+    )
     before = packed.read_text()
     done = _compare(["--config", "cifar.yaml", "--out", "runs", "--", *overrides], tmp_path)
     assert done.returncode == 0, done.stderr[-3000:]
     assert "STAND-IN DATA (random pixels) in the runs of σN-Ens, Packed" in done.stdout
-    assert any(line.startswith("Packed (TorchUncertainty's recipe)") and "OOD AUROC" in line
-               for line in done.stdout.splitlines()), done.stdout[-3000:]
+    assert any(
+        line.startswith("Packed (TorchUncertainty's recipe)") and "OOD AUROC" in line
+        for line in done.stdout.splitlines()
+    ), done.stdout[-3000:]
     (run,) = (tmp_path / "runs" / "packed" / "seed_0").glob("version_*")
     with (run / "results.csv").open() as file:
         assert "ood/AUROC" in next(csv.reader(file))  # the same metrics as the σN-Ens row

@@ -19,18 +19,28 @@ TAU_PROBE = "journey_probes.RecordTau"
 def test_ddp_with_sync_batchnorm_keeps_every_ranks_signorm_statistics_equal(
     cifar_root, command_env, tmp_path
 ):
-    env = {**command_env, "PYTHONPATH": os.pathsep.join(
-        [command_env["PYTHONPATH"], str(Path(__file__).parent)]
-    )}
-    probes = [json.dumps({"class_path": name, "init_args": {"directory": str(tmp_path / "stats")}})
-              for name in (PROBE, TAU_PROBE)]
+    env = {
+        **command_env,
+        "PYTHONPATH": os.pathsep.join([command_env["PYTHONPATH"], str(Path(__file__).parent)]),
+    }
+    probes = [
+        json.dumps({"class_path": name, "init_args": {"directory": str(tmp_path / "stats")}})
+        for name in (PROBE, TAU_PROBE)
+    ]
     done = run_command(
-        ["fit", "--config", EXPERIMENTS / "resnet18_c100_signorm.yaml", "--eval_after_fit=false",
-         *tiny_args(cifar_root, tmp_path / "logs", batch_size=4, devices=2),
-         "--trainer.strategy=ddp", "--trainer.sync_batchnorm=true",
-         "--routine.init_args.target_diversity=0.5",
-         *(f"--trainer.callbacks+={probe}" for probe in probes)],
-        cwd=tmp_path, env=env,
+        [
+            "fit",
+            "--config",
+            EXPERIMENTS / "resnet18_c100_signorm.yaml",
+            "--eval_after_fit=false",
+            *tiny_args(cifar_root, tmp_path / "logs", batch_size=4, devices=2),
+            "--trainer.strategy=ddp",
+            "--trainer.sync_batchnorm=true",
+            "--routine.init_args.target_diversity=0.5",
+            *(f"--trainer.callbacks+={probe}" for probe in probes),
+        ],
+        cwd=tmp_path,
+        env=env,
     )
     assert done.returncode == 0, failure(done)
     # The τ controller reads replicated weights only: every rank trains with the same τ.
@@ -46,7 +56,8 @@ def test_ddp_with_sync_batchnorm_keeps_every_ranks_signorm_statistics_equal(
         torch.testing.assert_close(rank1[name], rank0[name], rtol=1e-6, atol=1e-7, msg=name)
     assert any(not torch.all(rank0[name] == 0) for name in signorm if "mean" in name)
     # Rank 0's checkpoint holds those statistics.
-    state = torch.load(best_checkpoint(tmp_path / "logs"), map_location="cpu",
-                       weights_only=True)["state_dict"]
+    state = torch.load(best_checkpoint(tmp_path / "logs"), map_location="cpu", weights_only=True)[
+        "state_dict"
+    ]
     for name in signorm:
         torch.testing.assert_close(state[name], rank0[name], rtol=0, atol=0, msg=name)

@@ -10,22 +10,35 @@ from studies import digits_study as study
 from torch_uncertainty_signorm.reproduction.runs import find_runs
 
 #: Three steps and no corrupted sets instead of the study's budget.
-TINY = ["--trainer.max_steps=3", "--lr_scheduler.init_args.total_steps=3",
-        "--trainer.log_every_n_steps=1", "--trainer.val_check_interval=3",
-        "--data.init_args.eval_shift_severities=false"]
+TINY = [
+    "--trainer.max_steps=3",
+    "--lr_scheduler.init_args.total_steps=3",
+    "--trainer.log_every_n_steps=1",
+    "--trainer.val_check_interval=3",
+    "--data.init_args.eval_shift_severities=false",
+]
 
 
 @pytest.mark.slow
 def test_a_study_run_feeds_the_checks_and_the_ood_scores(command_env, tmp_path):
-    run = study.StudyRun("signorm", 0, num_estimators=2, tau=study.TAU,
-                         diversity_strength=study.LAMBDA)
+    run = study.StudyRun(
+        "signorm", 0, num_estimators=2, tau=study.TAU, diversity_strength=study.LAMBDA
+    )
     command = run.command(tmp_path / "runs")
-    assert command[0] == "torch-uncertainty" and "--routine.init_args.member_lr_multiplier=2" \
-        in command
-    done = run_command([*command[1:], *TINY,
-                        ("--trainer.callbacks+=torch_uncertainty_signorm.callbacks."
-                         "TestPredictionWriter"), "--trainer.callbacks.dataloaders=[0, 1]"],
-                       cwd=tmp_path, env=command_env)
+    assert (
+        command[0] == "torch-uncertainty"
+        and "--routine.init_args.member_lr_multiplier=2" in command
+    )
+    done = run_command(
+        [
+            *command[1:],
+            *TINY,
+            ("--trainer.callbacks+=torch_uncertainty_signorm.callbacks.TestPredictionWriter"),
+            "--trainer.callbacks.dataloaders=[0, 1]",
+        ],
+        cwd=tmp_path,
+        env=command_env,
+    )
     assert done.returncode == 0, failure(done)
 
     log_dir = run.log_dir(tmp_path / "runs")

@@ -30,8 +30,7 @@ def trained_model(config_path, ckpt_path) -> torch.nn.Module:
 
 
 @pytest.mark.slow
-def test_export_reproduces_the_trained_logits_without_the_run(signorm_run, command_env,
-                                                              tmp_path):
+def test_export_reproduces_the_trained_logits_without_the_run(signorm_run, command_env, tmp_path):
     run_dir = shutil.copytree(signorm_run.log_dir, tmp_path / "run")
     config = only(run_dir.rglob("config.yaml"), "saved config.yaml")
     ckpt = best_checkpoint(run_dir)
@@ -41,14 +40,25 @@ def test_export_reproduces_the_trained_logits_without_the_run(signorm_run, comma
     assert expected.shape == (NUM_ESTIMATORS * 5, 10)  # (m b) c, member-major
 
     # From the recipe with the run's command-line override, and from the run's saved config.
-    sources = {"recipe": (EXPERIMENTS / "resnet18_c10_signorm.yaml", [ENSEMBLE_WIDTH]),
-               "saved_config": (config, [])}
+    sources = {
+        "recipe": (EXPERIMENTS / "resnet18_c10_signorm.yaml", [ENSEMBLE_WIDTH]),
+        "saved_config": (config, []),
+    }
     done = {
         name: run_module(
             "torch_uncertainty_signorm.cli.export",
-            ["--config", source, "--ckpt_path", ckpt, "--output", tmp_path / name, "--members",
-             *overrides],
-            cwd=tmp_path, env=command_env,
+            [
+                "--config",
+                source,
+                "--ckpt_path",
+                ckpt,
+                "--output",
+                tmp_path / name,
+                "--members",
+                *overrides,
+            ],
+            cwd=tmp_path,
+            env=command_env,
         )
         for name, (source, overrides) in sources.items()
     }
@@ -59,15 +69,18 @@ def test_export_reproduces_the_trained_logits_without_the_run(signorm_run, comma
         assert torch.equal(load_ensemble(tmp_path / "recipe")(images), expected)
         for member in range(NUM_ESTIMATORS):
             rows = expected[member * 5 : (member + 1) * 5]
-            torch.testing.assert_close(load_member(tmp_path / "recipe", member)(images), rows,
-                                       atol=1e-5, rtol=0)
+            torch.testing.assert_close(
+                load_member(tmp_path / "recipe", member)(images), rows, atol=1e-5, rtol=0
+            )
     assert done["saved_config"].returncode == 0, failure(done["saved_config"])
     for name in ("ensemble.safetensors", "member_3.safetensors"):
         assert (tmp_path / "saved_config" / name).read_bytes() == (
-            tmp_path / "recipe" / name).read_bytes()
+            tmp_path / "recipe" / name
+        ).read_bytes()
     # Every exported file has the mode the user's umask gives (safetensors alone writes 0600).
     umask = os.umask(0o022)
     os.umask(umask)
-    modes = {path.name: stat.S_IMODE(path.stat().st_mode)
-             for path in (tmp_path / "recipe").iterdir()}
+    modes = {
+        path.name: stat.S_IMODE(path.stat().st_mode) for path in (tmp_path / "recipe").iterdir()
+    }
     assert set(modes.values()) == {0o666 & ~umask}, modes

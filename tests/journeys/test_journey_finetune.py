@@ -17,9 +17,16 @@ ADAM_LR = 1e-3  # resnet18_c10_signorm_finetune.yaml
 
 def _fit(recipe: str, *args, cwd, env, **tiny) -> object:
     return run_command(
-        ["fit", "--config", EXPERIMENTS / recipe, "--eval_after_fit=false", *args,
-         *tiny_args(log_dir=cwd / "logs", **tiny)],
-        cwd=cwd, env=env,
+        [
+            "fit",
+            "--config",
+            EXPERIMENTS / recipe,
+            "--eval_after_fit=false",
+            *args,
+            *tiny_args(log_dir=cwd / "logs", **tiny),
+        ],
+        cwd=cwd,
+        env=env,
     )
 
 
@@ -31,13 +38,23 @@ def _state(ckpt) -> dict[str, torch.Tensor]:
 def test_finetune_starts_from_the_single_models_checkpoint(cifar_root, command_env, tmp_path):
     (tmp_path / "single").mkdir()
     (tmp_path / "finetune").mkdir()
-    done = _fit("resnet18_c10_single.yaml", cwd=tmp_path / "single", env=command_env,
-                data_root=cifar_root, width=PLAIN_WIDTH)
+    done = _fit(
+        "resnet18_c10_single.yaml",
+        cwd=tmp_path / "single",
+        env=command_env,
+        data_root=cifar_root,
+        width=PLAIN_WIDTH,
+    )
     assert done.returncode == 0, failure(done)
     single_ckpt = best_checkpoint(tmp_path / "single")
 
-    done = _fit("resnet18_c10_signorm_finetune.yaml", f"{CHECKPOINT}={single_ckpt}",
-                cwd=tmp_path / "finetune", env=command_env, data_root=cifar_root)
+    done = _fit(
+        "resnet18_c10_signorm_finetune.yaml",
+        f"{CHECKPOINT}={single_ckpt}",
+        cwd=tmp_path / "finetune",
+        env=command_env,
+        data_root=cifar_root,
+    )
     assert done.returncode == 0, failure(done)
     single, finetuned = _state(single_ckpt), _state(best_checkpoint(tmp_path / "finetune"))
 
@@ -55,8 +72,9 @@ def test_finetune_starts_from_the_single_models_checkpoint(cifar_root, command_e
 
 @pytest.mark.slow
 def test_finetune_without_checkpoint_fails_before_training(cifar_root, command_env, tmp_path):
-    done = _fit("resnet18_c10_signorm_finetune.yaml", cwd=tmp_path, env=command_env,
-                data_root=cifar_root)
+    done = _fit(
+        "resnet18_c10_signorm_finetune.yaml", cwd=tmp_path, env=command_env, data_root=cifar_root
+    )
     assert done.returncode != 0
     assert CHECKPOINT.lstrip("-") in done.stderr, failure(done)
     assert not list(tmp_path.rglob("*.ckpt")) and not list(tmp_path.rglob("events.out.*"))

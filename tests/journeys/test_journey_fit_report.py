@@ -20,7 +20,8 @@ def test_fit_results_table_and_regression(signorm_run, command_env, tmp_path):
     done = run_module(
         "torch_uncertainty_signorm.reproduction.results_table",
         ["--run", f"σN-Ens={signorm_run.log_dir}", *PUBLISHED_ROW, "--out", tmp_path / "table"],
-        cwd=tmp_path, env=command_env,
+        cwd=tmp_path,
+        env=command_env,
     )
     assert done.returncode == 0, failure(done)
     with (tmp_path / "table" / "rows.csv").open() as file:
@@ -38,7 +39,8 @@ def test_fit_results_table_and_regression(signorm_run, command_env, tmp_path):
     done = run_module(
         "torch_uncertainty_signorm.reproduction.regression",
         [rows, "--row", "σN-Ens", *PUBLISHED_ROW, "method=σN-Ens"],
-        cwd=tmp_path, env=command_env,
+        cwd=tmp_path,
+        env=command_env,
     )
     # Two steps at 1/8 width are far from the paper's 93.9 %: the check fails, metric by metric.
     assert done.returncode == 1, failure(done)
@@ -46,14 +48,16 @@ def test_fit_results_table_and_regression(signorm_run, command_env, tmp_path):
     # (then notes such as errata); a rule line follows the header.
     lines = done.stdout.splitlines()
     start = next(i for i, line in enumerate(lines) if line.startswith("metric "))
-    verdicts = {line.split()[0]: line.split()[5] for line in lines[start + 2:-1]}
+    verdicts = {line.split()[0]: line.split()[5] for line in lines[start + 2 : -1]}
     assert set(verdicts) == set(PAPER_METRICS), done.stdout
     assert verdicts["Acc"] == "FAIL" and verdicts["Params"] == "FAIL"
     assert done.stdout.splitlines()[-1].startswith(f"{list(verdicts.values()).count('FAIL')} of 8")
 
     done = run_module(
         "torch_uncertainty_signorm.reproduction.regression",
-        [signorm_run.log_dir, "--reference", rows], cwd=tmp_path, env=command_env,
+        [signorm_run.log_dir, "--reference", rows],
+        cwd=tmp_path,
+        env=command_env,
     )
     assert done.returncode == 0, failure(done)
     assert done.stdout.splitlines()[-1].startswith("0 of ")

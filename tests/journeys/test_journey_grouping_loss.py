@@ -13,10 +13,15 @@ def test_grouping_loss_is_evaluated_through_the_command(tmp_path):
     # The quickstart recipe on scikit-learn's bundled digits: 360 test images, enough for the
     # grouping-loss estimator's confidence bins.
     done = run_command(
-        ["test", "--config", EXPERIMENTS / "digits_signorm.yaml",
-         "--routine.init_args.eval_grouping_loss=true", "--data.init_args.eval_ood=false",
-         "--trainer.enable_progress_bar=false",
-         f"--trainer.logger.init_args.save_dir={tmp_path / 'logs'}"],
+        [
+            "test",
+            "--config",
+            EXPERIMENTS / "digits_signorm.yaml",
+            "--routine.init_args.eval_grouping_loss=true",
+            "--data.init_args.eval_ood=false",
+            "--trainer.enable_progress_bar=false",
+            f"--trainer.logger.init_args.save_dir={tmp_path / 'logs'}",
+        ],
         cwd=tmp_path,
     )
     assert done.returncode == 0, failure(done)
@@ -26,5 +31,6 @@ def test_grouping_loss_is_evaluated_through_the_command(tmp_path):
     assert -0.01 <= row["test/cls/grouping_loss"] <= 1, row
     # The routine's output diversity still reads the logits of each batch (the feature path
     # runs the model's forward, where they are read).
-    assert all(math.isfinite(row[f"test/div/{name}"])
-               for name in ("jensen_gap", "geometric_ambiguity")), row
+    assert all(
+        math.isfinite(row[f"test/div/{name}"]) for name in ("jensen_gap", "geometric_ambiguity")
+    ), row

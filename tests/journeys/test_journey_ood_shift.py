@@ -8,24 +8,42 @@ NEAR, FAR = ("CIFAR100", "TinyImageNet"), ("MNIST", "SVHN", "Textures", "Places3
 
 
 @pytest.mark.slow
-def test_best_checkpoint_under_the_ood_shift_overlay(signorm_run, cifar_root, command_env,
-                                                     tmp_path):
+def test_best_checkpoint_under_the_ood_shift_overlay(
+    signorm_run, cifar_root, command_env, tmp_path
+):
     done = run_command(
-        ["test", "--config", EXPERIMENTS / "resnet18_c10_signorm.yaml",
-         "--config", EXPERIMENTS / "eval" / "c10_ood_shift.yaml",
-         "--ckpt_path", best_checkpoint(signorm_run.log_dir),
-         *tiny_args(cifar_root, tmp_path / "logs")],
-        cwd=tmp_path, env=command_env,
+        [
+            "test",
+            "--config",
+            EXPERIMENTS / "resnet18_c10_signorm.yaml",
+            "--config",
+            EXPERIMENTS / "eval" / "c10_ood_shift.yaml",
+            "--ckpt_path",
+            best_checkpoint(signorm_run.log_dir),
+            *tiny_args(cifar_root, tmp_path / "logs"),
+        ],
+        cwd=tmp_path,
+        env=command_env,
     )
     assert done.returncode == 0, failure(done)
     row, after_fit = results_row(tmp_path / "logs"), results_row(signorm_run.log_dir)
 
-    expected = [f"ood_{group}/{name}/{metric}" for group, names in (("near", NEAR), ("far", FAR))
-                for name in names for metric in ("AUROC", "AUPR", "FPR95")]
-    expected += [f"ood_{group}/{metric}" for group in ("near", "far")
-                 for metric in ("AUROC", "AUPR", "FPR95")]
-    expected += [f"shift/{severity}/{metric}" for severity in ("s1", "s2", "s3", "s4", "s5", "mean")
-                 for metric in ("Acc", "NLL", "ECE")]
+    expected = [
+        f"ood_{group}/{name}/{metric}"
+        for group, names in (("near", NEAR), ("far", FAR))
+        for name in names
+        for metric in ("AUROC", "AUPR", "FPR95")
+    ]
+    expected += [
+        f"ood_{group}/{metric}"
+        for group in ("near", "far")
+        for metric in ("AUROC", "AUPR", "FPR95")
+    ]
+    expected += [
+        f"shift/{severity}/{metric}"
+        for severity in ("s1", "s2", "s3", "s4", "s5", "mean")
+        for metric in ("Acc", "NLL", "ECE")
+    ]
     assert not [key for key in expected if key not in row], sorted(row)
     assert all(0 <= row[key] <= 1 for key in expected if "NLL" not in key)
     assert row["ood_far/AUROC"] == pytest.approx(

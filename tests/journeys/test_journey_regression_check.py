@@ -21,8 +21,21 @@ from torch_uncertainty_signorm.reproduction.regression import ReproductionError,
 REGRESSION = "torch_uncertainty_signorm.reproduction.regression"
 RESULTS_TABLE = "torch_uncertainty_signorm.reproduction.results_table"
 # The reference row holds the diversity too.
-PAPER_METRICS = {"Acc", "NLL", "ECE", "aECE", "Brier", "AUPR", "AUROC", "FPR95", "Params",
-                 "MAdds", "signorm_cos", "U_mod", "jensen_gap"}
+PAPER_METRICS = {
+    "Acc",
+    "NLL",
+    "ECE",
+    "aECE",
+    "Brier",
+    "AUPR",
+    "AUROC",
+    "FPR95",
+    "Params",
+    "MAdds",
+    "signorm_cos",
+    "U_mod",
+    "jensen_gap",
+}
 
 
 def _verdicts(report: str) -> dict[str, str]:
@@ -38,8 +51,12 @@ def test_regression_check_names_missing_and_nan_metrics_and_counts_training_runs
     # The trained run, and its reference row (the paper's columns, OOD included).
     logs = shutil.copytree(signorm_run.log_dir, tmp_path / "logs")
     trained = only(logs.glob("*/version_0"), "trained run")
-    done = run_module(RESULTS_TABLE, ["--run", f"reference={trained}", "--out", tmp_path / "ref"],
-                      cwd=tmp_path, env=command_env)
+    done = run_module(
+        RESULTS_TABLE,
+        ["--run", f"reference={trained}", "--out", tmp_path / "ref"],
+        cwd=tmp_path,
+        env=command_env,
+    )
     assert done.returncode == 0, failure(done)
     reference = tmp_path / "ref" / "rows.csv"
     with reference.open() as file:
@@ -50,16 +67,30 @@ def test_regression_check_names_missing_and_nan_metrics_and_counts_training_runs
     # Item 3: `test` of the run's checkpoint, without OOD evaluation, logs a folder of its own
     # and saves config.yaml there (the checkpoint it evaluated included).
     checkpoint = best_checkpoint(trained)
-    done = run_command(["test", "--config", EXPERIMENTS / "resnet18_c10_signorm.yaml",
-                        "--ckpt_path", checkpoint, *tiny_args(cifar_root, logs),
-                        "--data.init_args.eval_ood=false"], cwd=tmp_path, env=command_env)
+    done = run_command(
+        [
+            "test",
+            "--config",
+            EXPERIMENTS / "resnet18_c10_signorm.yaml",
+            "--ckpt_path",
+            checkpoint,
+            *tiny_args(cifar_root, logs),
+            "--data.init_args.eval_ood=false",
+        ],
+        cwd=tmp_path,
+        env=command_env,
+    )
     assert done.returncode == 0, failure(done)
     retest = only([p for p in logs.glob("*/version_*") if p != trained], "re-test folder")
     saved = yaml.safe_load((retest / "config.yaml").read_text())
     assert saved["ckpt_path"] == str(checkpoint)
 
-    done = run_module(RESULTS_TABLE, ["--run", f"σN-Ens={logs}", "--out", tmp_path / "table"],
-                      cwd=tmp_path, env=command_env)
+    done = run_module(
+        RESULTS_TABLE,
+        ["--run", f"σN-Ens={logs}", "--out", tmp_path / "table"],
+        cwd=tmp_path,
+        env=command_env,
+    )
     assert done.returncode == 0, failure(done)
     assert "σN-Ens (n=1)" in done.stdout  # one training run, not two seeds
     assert "1 training run (seed 0) from 2 results.csv" in done.stderr
@@ -70,8 +101,7 @@ def test_regression_check_names_missing_and_nan_metrics_and_counts_training_runs
     assert ours["MAdds"] == row["MAdds"] and ours["Acc"] == row["Acc"]  # the same weights
 
     # Item 2: the OOD metrics the re-test did not compute fail, each named.
-    done = run_module(REGRESSION, [logs, "--reference", reference], cwd=tmp_path,
-                      env=command_env)
+    done = run_module(REGRESSION, [logs, "--reference", reference], cwd=tmp_path, env=command_env)
     assert done.returncode == 1, failure(done)
     verdicts = _verdicts(done.stdout)
     assert set(verdicts) == PAPER_METRICS, done.stdout
@@ -81,8 +111,12 @@ def test_regression_check_names_missing_and_nan_metrics_and_counts_training_runs
     assert "smoke test" not in done.stdout  # the reference row had the same budget
     assert "1 training run (seed 0) from 2 results.csv" in done.stdout
     assert "budget: ours max_epochs=1, limit_train_batches=2, trained_steps=2" in done.stdout
-    done = run_module(REGRESSION, [logs, "--reference", reference, "--exclude", "AUPR", "AUROC",
-                                   "FPR95"], cwd=tmp_path, env=command_env)
+    done = run_module(
+        REGRESSION,
+        [logs, "--reference", reference, "--exclude", "AUPR", "AUROC", "FPR95"],
+        cwd=tmp_path,
+        env=command_env,
+    )
     assert done.returncode == 0, failure(done)
     assert done.stdout.splitlines()[-1] == "0 of 10 metrics failed; excluded: AUPR, AUROC, FPR95"
 
@@ -96,22 +130,31 @@ def test_regression_check_names_missing_and_nan_metrics_and_counts_training_runs
         writer = csv.DictWriter(file, fieldnames=list(rows[0]))
         writer.writeheader()
         writer.writerows(rows)
-    done = run_module(REGRESSION, [broken, "--reference", reference], cwd=tmp_path,
-                      env=command_env)
+    done = run_module(REGRESSION, [broken, "--reference", reference], cwd=tmp_path, env=command_env)
     assert done.returncode == 1, failure(done)
     verdicts = _verdicts(done.stdout)
     assert verdicts["Acc"] == verdicts["NLL"] == "FAIL (NaN in the run)"
-    assert done.stdout.splitlines()[-1] == ("2 of 13 metrics failed: Acc (NaN in the run), "
-                                            "NLL (NaN in the run)")
+    assert done.stdout.splitlines()[-1] == (
+        "2 of 13 metrics failed: Acc (NaN in the run), NLL (NaN in the run)"
+    )
 
     # Item 4: seeds required, the published protocol's budget, the table's aliases; and the
     # same check from a pytest test of a CI job.
-    published = ["--published", "rn18", "--where", "dataset=C10", "arch=RN18",
-                 "method=sigmaN-Ens", "--min-seeds", "3"]
+    published = [
+        "--published",
+        "rn18",
+        "--where",
+        "dataset=C10",
+        "arch=RN18",
+        "method=sigmaN-Ens",
+        "--min-seeds",
+        "3",
+    ]
     done = run_module(REGRESSION, [trained, *published], cwd=tmp_path, env=command_env)
     assert done.returncode == 1, failure(done)
-    assert ("expected: published table 'rn18', row dataset=CIFAR-10, arch=ResNet-18, "
-            "method=σN-Ens") in done.stdout
+    assert (
+        "expected: published table 'rn18', row dataset=CIFAR-10, arch=ResNet-18, method=σN-Ens"
+    ) in done.stdout
     assert "| expected max_epochs=75 (Packed-Ensembles protocol" in done.stdout
     assert "a smoke test, not a reproduction" in done.stdout
     assert done.stdout.splitlines()[-1] == "FAIL: 1 distinct seed averaged, --min-seeds 3 required"

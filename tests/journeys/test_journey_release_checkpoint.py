@@ -17,13 +17,20 @@ COMPARED = ("test/cls/", "test/cal/", "test/sc/", "test/ens_", "ood/")
 
 
 @pytest.mark.slow
-def test_a_checkpoint_of_the_earlier_release_tests_to_the_same_metrics(cifar_root, command_env,
-                                                                      tmp_path):
+def test_a_checkpoint_of_the_earlier_release_tests_to_the_same_metrics(
+    cifar_root, command_env, tmp_path
+):
     done = run_command(
-        ["test", "--config", EXPERIMENTS / "resnet18_c10_signorm.yaml",
-         "--ckpt_path", DATA / "signorm_c10_command_d303e6e.ckpt",
-         *tiny_args(cifar_root, tmp_path / "logs")],
-        cwd=tmp_path, env=command_env,
+        [
+            "test",
+            "--config",
+            EXPERIMENTS / "resnet18_c10_signorm.yaml",
+            "--ckpt_path",
+            DATA / "signorm_c10_command_d303e6e.ckpt",
+            *tiny_args(cifar_root, tmp_path / "logs"),
+        ],
+        cwd=tmp_path,
+        env=command_env,
     )
     assert done.returncode == 0, failure(done)
     then = json.loads((DATA / "signorm_c10_command_d303e6e_test.json").read_text())

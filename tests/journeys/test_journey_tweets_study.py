@@ -11,10 +11,15 @@ from torch_uncertainty_signorm.reproduction.results_table import mean_std
 from torch_uncertainty_signorm.reproduction.runs import find_runs
 
 #: Two steps of 4 tweets and 24 test tweets instead of the study's budget.
-TINY = ["--trainer.max_steps=2", "--lr_scheduler.init_args.total_steps=2",
-        "--data.init_args.batch_size=4", "--data.init_args.train_size=16",
-        "--data.init_args.val_size=8", "--data.init_args.test_size=24",
-        "--data.init_args.ood_size=24"]
+TINY = [
+    "--trainer.max_steps=2",
+    "--lr_scheduler.init_args.total_steps=2",
+    "--data.init_args.batch_size=4",
+    "--data.init_args.train_size=16",
+    "--data.init_args.val_size=8",
+    "--data.init_args.test_size=24",
+    "--data.init_args.ood_size=24",
+]
 
 
 @pytest.mark.slow

@@ -36,18 +36,30 @@ class _Payload:
 
 
 def _digest(root: Path) -> dict[str, str]:
-    return {str(path.relative_to(root)): hashlib.sha256(path.read_bytes()).hexdigest()
-            for path in sorted(root.rglob("*")) if path.is_file()}
+    return {
+        str(path.relative_to(root)): hashlib.sha256(path.read_bytes()).hexdigest()
+        for path in sorted(root.rglob("*"))
+        if path.is_file()
+    }
 
 
 def _string_attack(work: Path, marker: Path) -> str:
     """A checkpoint whose ``format_batch_fn`` is a YAML class block naming a module on the path."""
     (work / "site" / "evil_module.py").write_text(
         f"from pathlib import Path\nPath({str(marker)!r}).touch()\n"
-        "import torch\nclass Evil(torch.nn.Module):\n    pass\n")
-    torch.save({"state_dict": {}, "pytorch-lightning_version": "2.6.0", "hyper_parameters": {
-        "_class_path": ROUTINE, "format_batch_fn": "{class_path: evil_module.Evil}"}},
-        work / "sent.ckpt")
+        "import torch\nclass Evil(torch.nn.Module):\n    pass\n"
+    )
+    torch.save(
+        {
+            "state_dict": {},
+            "pytorch-lightning_version": "2.6.0",
+            "hyper_parameters": {
+                "_class_path": ROUTINE,
+                "format_batch_fn": "{class_path: evil_module.Evil}",
+            },
+        },
+        work / "sent.ckpt",
+    )
     return "sent.ckpt"
 
 
@@ -62,9 +74,13 @@ def test_a_sent_checkpoint_runs_no_code(attack, command_env, tmp_path):
     for folder in (work / "site", work / "served", outside / "home"):
         folder.mkdir(parents=True)
     marker = outside / "payload.ran"
-    env = {**command_env, "HOME": str(outside / "home"), "TORCH_HOME": str(outside / "torch"),
-           "XDG_CACHE_HOME": str(outside / "cache"),
-           "PYTHONPATH": os.pathsep.join([str(work / "site"), command_env["PYTHONPATH"]])}
+    env = {
+        **command_env,
+        "HOME": str(outside / "home"),
+        "TORCH_HOME": str(outside / "torch"),
+        "XDG_CACHE_HOME": str(outside / "cache"),
+        "PYTHONPATH": os.pathsep.join([str(work / "site"), command_env["PYTHONPATH"]]),
+    }
     requests = []
     if attack == "yaml string":
         ckpt_path, refusal = _string_attack(work, marker), "is a string where a class is expected"
@@ -73,18 +89,30 @@ def test_a_sent_checkpoint_runs_no_code(attack, command_env, tmp_path):
         refusal = "is a URL: checkpoints are read from local files only"
     server = None
     if attack == "http url":
+
         class Handler(http.server.SimpleHTTPRequestHandler):
             def log_message(self, *args) -> None:
                 requests.append(args)
 
         server = http.server.ThreadingHTTPServer(
-            ("127.0.0.1", 0), functools.partial(Handler, directory=str(work / "served")))
+            ("127.0.0.1", 0), functools.partial(Handler, directory=str(work / "served"))
+        )
         threading.Thread(target=server.serve_forever, daemon=True).start()
         ckpt_path = f"http://127.0.0.1:{server.server_address[1]}/sent.ckpt"
     before = _digest(work)
     try:
-        done = run_command(["test", "--config", DIGITS, "--ckpt_path", ckpt_path,
-                            "--trainer.enable_progress_bar=false"], cwd=work, env=env)
+        done = run_command(
+            [
+                "test",
+                "--config",
+                DIGITS,
+                "--ckpt_path",
+                ckpt_path,
+                "--trainer.enable_progress_bar=false",
+            ],
+            cwd=work,
+            env=env,
+        )
     finally:
         if server is not None:
             server.shutdown()

@@ -26,14 +26,18 @@ RECIPE = EXPERIMENTS / "resnet18_c10_signorm.yaml"
 
 
 def _digest(root: Path) -> dict[str, str]:
-    return {str(path.relative_to(root)): hashlib.sha256(path.read_bytes()).hexdigest()
-            for path in sorted(root.rglob("*")) if path.is_file()}
+    return {
+        str(path.relative_to(root)): hashlib.sha256(path.read_bytes()).hexdigest()
+        for path in sorted(root.rglob("*"))
+        if path.is_file()
+    }
 
 
 def _interrupt(hook: str, batch: int, epoch: int | None = 0) -> str:
     init_args = {"hook": hook, "epoch": epoch, "batch": batch, "action": "SIGTERM"}
     return "--trainer.callbacks+=" + json.dumps(
-        {"class_path": "interrupt_points.InterruptAt", "init_args": init_args})
+        {"class_path": "interrupt_points.InterruptAt", "init_args": init_args}
+    )
 
 
 @pytest.fixture
@@ -45,8 +49,12 @@ def env(command_env):
 def _mount_tmpfs(path: Path, size: str) -> None:
     """Mount a tmpfs of ``size`` at ``path``, or skip the test saying why."""
     path.mkdir(parents=True)
-    done = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(path)],
-                          capture_output=True, text=True, check=False)
+    done = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(path)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     if done.returncode != 0:
         pytest.skip(f"this machine does not allow a tmpfs mount ({done.stderr.strip()})")
 
@@ -83,8 +91,19 @@ def test_resuming_from_a_read_only_copy_keeps_it_and_finishes(
     subprocess.run(["mount", "-o", "remount,ro", str(backup.parent)], check=True)
     kept, before = backup.read_bytes(), _digest(logs)
 
-    done = run_command(["fit", "--config", RECIPE, *tiny_args(cifar_root, logs),
-                        "--trainer.max_epochs=2", "--ckpt_path", backup], cwd=tmp_path, env=env)
+    done = run_command(
+        [
+            "fit",
+            "--config",
+            RECIPE,
+            *tiny_args(cifar_root, logs),
+            "--trainer.max_epochs=2",
+            "--ckpt_path",
+            backup,
+        ],
+        cwd=tmp_path,
+        env=env,
+    )
 
     assert done.returncode == 0, failure(done)
     assert backup.read_bytes() == kept  # the user's copy
@@ -104,10 +123,18 @@ def test_continuing_from_a_best_checkpoint_leaves_the_old_run_as_it_was(
     old_run = only(logs.glob("*/version_0"), "first run")
     before = _digest(old_run)
     done = run_command(
-        ["fit", "--config", RECIPE, *tiny_args(cifar_root, logs), "--trainer.max_epochs=2",
-         "--ckpt_path", best_checkpoint(old_run),
-         _interrupt("on_test_batch_start", 1, epoch=None)],
-        cwd=tmp_path, env=env,
+        [
+            "fit",
+            "--config",
+            RECIPE,
+            *tiny_args(cifar_root, logs),
+            "--trainer.max_epochs=2",
+            "--ckpt_path",
+            best_checkpoint(old_run),
+            _interrupt("on_test_batch_start", 1, epoch=None),
+        ],
+        cwd=tmp_path,
+        env=env,
     )
     assert done.returncode == 143, failure(done)
     assert _digest(old_run) == before
@@ -115,14 +142,17 @@ def test_continuing_from_a_best_checkpoint_leaves_the_old_run_as_it_was(
     best = best_checkpoint(new_run)
     assert "interrupted while testing after fit: training had finished" in done.stderr
     assert f"Test its best checkpoint with: torch-uncertainty test --config {RECIPE}" in (
-        done.stderr)
+        done.stderr
+    )
     assert done.stderr.rstrip().endswith(f"--ckpt_path {best}") or (
-        f"--ckpt_path {best}\n" in done.stderr), done.stderr[-2000:]
+        f"--ckpt_path {best}\n" in done.stderr
+    ), done.stderr[-2000:]
     assert "run the same command again" not in done.stderr
 
 
-def _fit_with_logs_on_a_small_tmpfs(args: list[str], logs: Path, size: str, left: Path,
-                                    cwd: Path, env: dict[str, str]) -> subprocess.CompletedProcess:
+def _fit_with_logs_on_a_small_tmpfs(
+    args: list[str], logs: Path, size: str, left: Path, cwd: Path, env: dict[str, str]
+) -> subprocess.CompletedProcess:
     """``torch-uncertainty fit args`` with ``logs`` a fresh tmpfs of ``size``; what the run left
     there is copied to ``left`` before the tmpfs goes. As root the tmpfs is mounted here and
     unmounted after; otherwise the command runs in a user and mount namespace of its own
@@ -131,8 +161,9 @@ def _fit_with_logs_on_a_small_tmpfs(args: list[str], logs: Path, size: str, left
     if os.geteuid() == 0:
         _mount_tmpfs(logs, size)
         try:
-            done = subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True,
-                                  timeout=300, check=False)
+            done = subprocess.run(
+                command, cwd=cwd, env=env, capture_output=True, text=True, timeout=300, check=False
+            )
             shutil.copytree(logs, left, symlinks=True)
         finally:
             subprocess.run(["umount", str(logs)], check=False)
@@ -140,25 +171,32 @@ def _fit_with_logs_on_a_small_tmpfs(args: list[str], logs: Path, size: str, left
     if shutil.which("unshare") is None:
         pytest.skip("not root, and no unshare command for a user mount namespace: no tmpfs")
     logs.mkdir(parents=True)
-    script = ('mount -t tmpfs -o size="$1" tmpfs "$2" || exit 97\n'
-              'logs="$2"; left="$3"; shift 3\n'
-              '"$@"; status=$?\n'
-              'mkdir -p "$left" && cp -a "$logs"/. "$left"/\n'
-              'exit $status\n')
-    done = subprocess.run(["unshare", "-rm", "sh", "-c", script, "sh", size, str(logs),
-                           str(left), *command],
-                          cwd=cwd, env=env, capture_output=True, text=True, timeout=300,
-                          check=False)
+    script = (
+        'mount -t tmpfs -o size="$1" tmpfs "$2" || exit 97\n'
+        'logs="$2"; left="$3"; shift 3\n'
+        '"$@"; status=$?\n'
+        'mkdir -p "$left" && cp -a "$logs"/. "$left"/\n'
+        "exit $status\n"
+    )
+    done = subprocess.run(
+        ["unshare", "-rm", "sh", "-c", script, "sh", size, str(logs), str(left), *command],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
     if done.returncode == 97 or (done.returncode != 0 and "unshare:" in done.stderr):
-        pytest.skip(f"this machine allows no tmpfs mount, as root or in a user namespace "
-                    f"({done.stderr.strip()[-300:]})")
+        pytest.skip(
+            f"this machine allows no tmpfs mount, as root or in a user namespace "
+            f"({done.stderr.strip()[-300:]})"
+        )
     return done
 
 
 @pytest.mark.slow
-def test_a_full_disk_leaves_whole_checkpoints_and_reports_the_disk_error(
-    cifar_root, env, tmp_path
-):
+def test_a_full_disk_leaves_whole_checkpoints_and_reports_the_disk_error(cifar_root, env, tmp_path):
     """Logs on a 2 MB tmpfs, where the run's first checkpoint (1.5 MB) fits and the next does
     not: the command fails with the disk's error (ENOSPC), which the interruption handler, failing
     on the same full disk, reports beside it and does not replace; the checkpoint that did not
@@ -167,14 +205,21 @@ def test_a_full_disk_leaves_whole_checkpoints_and_reports_the_disk_error(
     logs, left = tmp_path / "full", tmp_path / "left"
     done = _fit_with_logs_on_a_small_tmpfs(
         ["fit", "--config", RECIPE, *tiny_args(cifar_root, logs), "--eval_after_fit=false"],
-        logs, "2M", left, cwd=tmp_path, env=env)
+        logs,
+        "2M",
+        left,
+        cwd=tmp_path,
+        env=env,
+    )
 
     assert done.returncode == 1, failure(done)
     assert "save_checkpoint" in done.stderr, failure(done)  # a checkpoint hit the full disk
     assert done.stderr.rstrip().splitlines()[-1] == (
-        "OSError: [Errno 28] No space left on device"), failure(done)  # the error it ends with
+        "OSError: [Errno 28] No space left on device"
+    ), failure(done)  # the error it ends with
     assert "During handling of the above exception, another exception occurred" not in (
-        done.stderr), failure(done)
+        done.stderr
+    ), failure(done)
     assert done.stderr.count("Traceback (most recent call last)") == 1, failure(done)
     assert "the interruption checkpoint could not be written" in done.stderr, failure(done)
     files = [path for path in left.rglob("*") if path.is_file()]

@@ -9,13 +9,21 @@ from journey_commands import EXPERIMENTS, best_checkpoint, failure, tiny_args
 
 
 @pytest.mark.slow
-def test_validate_scores_the_best_checkpoint_as_fit_did(signorm_run, cifar_root, command_env,
-                                                        tmp_path):
+def test_validate_scores_the_best_checkpoint_as_fit_did(
+    signorm_run, cifar_root, command_env, tmp_path
+):
     checkpoint = best_checkpoint(signorm_run.log_dir)
     done = run_command(
-        ["validate", "--config", EXPERIMENTS / "resnet18_c10_signorm.yaml",
-         "--ckpt_path", checkpoint, *tiny_args(cifar_root, tmp_path / "logs")],
-        cwd=tmp_path, env=command_env,
+        [
+            "validate",
+            "--config",
+            EXPERIMENTS / "resnet18_c10_signorm.yaml",
+            "--ckpt_path",
+            checkpoint,
+            *tiny_args(cifar_root, tmp_path / "logs"),
+        ],
+        cwd=tmp_path,
+        env=command_env,
     )
     assert done.returncode == 0, failure(done)
     # The best checkpoint's name holds the validation accuracy fit measured (3 decimals).

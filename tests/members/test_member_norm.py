@@ -34,8 +34,11 @@ def test_one_base_runs_both_with_the_same_checks():
     assert not isinstance(SigmaLayerNorm(4, M), MemberBatchNorm)
     for layer in (SigmaBatchNorm2d(4, M), FiLMBatchNorm(4, M)):
         name = type(layer).__name__
-        with pytest.raises(ValueError, match=rf"{name} expects \(B·M, 4, \.\.\.\) inputs, got "
-                                             r"shape \(6, 5, 2, 2\)"):
+        with pytest.raises(
+            ValueError,
+            match=rf"{name} expects \(B·M, 4, \.\.\.\) inputs, got "
+            r"shape \(6, 5, 2, 2\)",
+        ):
             layer(torch.randn(6, 5, 2, 2))
         with pytest.raises(ValueError, match=rf"{name} expects a batch of B·M rows .* got 4 rows"):
             layer(torch.randn(4, 4, 2, 2))

@@ -36,8 +36,10 @@ def _trained_like(model: nn.Module) -> nn.Module:
         for name, param in model.named_parameters():
             if name.endswith("lora_B"):
                 param.normal_(0.0, 0.1)
-        if any(isinstance(m, nn.BatchNorm2d) or "BatchNorm" in type(m).__name__
-               for m in model.modules()):
+        if any(
+            isinstance(m, nn.BatchNorm2d) or "BatchNorm" in type(m).__name__
+            for m in model.modules()
+        ):
             model.train()
             for _ in range(2):
                 model(torch.randn(4, 3, 32, 32) * 2 + 1)
@@ -45,16 +47,25 @@ def _trained_like(model: nn.Module) -> nn.Module:
 
 
 WRAPPERS = {
-    "signorm-resnet": (lambda: signorm_ensemble(randomize_norms(tiny_resnet()), M,
-                                                pretrained=True, member_spread=0.5),
-                       lambda: torch.randn(4, 3, 32, 32)),
-    "film-resnet": (lambda: film_ensemble(tiny_resnet(), M, gain=1.0),
-                    lambda: torch.randn(4, 3, 32, 32)),
-    "lora-vit": (lambda: lora_ensemble(tiny_vit(), M, num_classes=5),
-                 lambda: torch.randn(4, 3, 32, 32)),
+    "signorm-resnet": (
+        lambda: signorm_ensemble(
+            randomize_norms(tiny_resnet()), M, pretrained=True, member_spread=0.5
+        ),
+        lambda: torch.randn(4, 3, 32, 32),
+    ),
+    "film-resnet": (
+        lambda: film_ensemble(tiny_resnet(), M, gain=1.0),
+        lambda: torch.randn(4, 3, 32, 32),
+    ),
+    "lora-vit": (
+        lambda: lora_ensemble(tiny_vit(), M, num_classes=5),
+        lambda: torch.randn(4, 3, 32, 32),
+    ),
     "lora-bert": (lambda: lora_ensemble(tiny_bert(), M, num_classes=4), bert_inputs),
-    "multi_head-resnet": (lambda: multi_head_ensemble(tiny_resnet(), M),
-                          lambda: torch.randn(4, 3, 32, 32)),
+    "multi_head-resnet": (
+        lambda: multi_head_ensemble(tiny_resnet(), M),
+        lambda: torch.randn(4, 3, 32, 32),
+    ),
     "multi_head-bert": (lambda: multi_head_ensemble(tiny_bert(), M, num_classes=4), bert_inputs),
 }
 
@@ -149,8 +160,14 @@ def test_torch_uncertainty_routine_takes_the_features_of_the_baselines(case):
     build, make_inputs = WRAPPERS[case]
     ensemble = _trained_like(build())
     classes = 5 if case == "lora-vit" else 10
-    routine = ClassificationRoutine(ensemble, classes, nn.CrossEntropyLoss(), is_ensemble=False,
-                                    format_batch_fn=RepeatTarget(M), eval_grouping_loss=True)
+    routine = ClassificationRoutine(
+        ensemble,
+        classes,
+        nn.CrossEntropyLoss(),
+        is_ensemble=False,
+        format_batch_fn=RepeatTarget(M),
+        eval_grouping_loss=True,
+    )
     inputs = make_inputs()
     with torch.no_grad():
         expected = routine.forward(inputs)
@@ -177,7 +194,10 @@ def test_an_absurd_member_count_is_refused_before_anything_is_built():
     from torch_uncertainty_signorm.members.wrapper import MAX_NUM_ESTIMATORS
 
     start = time.perf_counter()
-    with pytest.raises(ValueError, match=rf"num_estimators=100000 is more members than "
-                                         rf"{MAX_NUM_ESTIMATORS} .*use 1\.\.{MAX_NUM_ESTIMATORS}"):
+    with pytest.raises(
+        ValueError,
+        match=rf"num_estimators=100000 is more members than "
+        rf"{MAX_NUM_ESTIMATORS} .*use 1\.\.{MAX_NUM_ESTIMATORS}",
+    ):
         signorm_ensemble(tiny_resnet(), num_estimators=100_000)
     assert time.perf_counter() - start < 5

@@ -24,19 +24,31 @@ def _file(tmp_path: Path, text: str) -> Path:
     return path
 
 
-@pytest.mark.parametrize(("text", "message"), [
-    ("reference: a\nseeds: [0]\nmethods: {a: a.yaml, b: a.yaml}\nextra: 1\n", "unknown key"),
-    ("reference: c\nseeds: [0]\nmethods: {a: a.yaml, b: a.yaml}\n", "'c' is not one of"),
-    ("reference: a\nseeds: [0, 0]\nmethods: {a: a.yaml, b: a.yaml}\n", "distinct integers"),
-    ("reference: a\nseeds: [-1]\nmethods: {a: a.yaml, b: a.yaml}\n", "distinct integers"),
-    ("reference: a\nseeds: [0]\nmethods: {a: a.yaml}\n", "at least two methods"),
-    ("reference: a\nseeds: [0]\nmethods: {a: a.yaml, b: missing.yaml}\n",
-     "'missing.yaml' is not a file"),
-    ("reference: a\nseeds: [0]\nmethods: {a: a.yaml, b: {recipe: a.yaml, args: x}}\n",
-     "list of strings"),
-    (("reference: a\nseeds: [0]\nmethods: {a: a.yaml, b: {recipe: a.yaml, args: "
-     "[--seed_everything=5]}}\n"), "'--seed_everything=5' is set by signorm-compare"),
-])
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("reference: a\nseeds: [0]\nmethods: {a: a.yaml, b: a.yaml}\nextra: 1\n", "unknown key"),
+        ("reference: c\nseeds: [0]\nmethods: {a: a.yaml, b: a.yaml}\n", "'c' is not one of"),
+        ("reference: a\nseeds: [0, 0]\nmethods: {a: a.yaml, b: a.yaml}\n", "distinct integers"),
+        ("reference: a\nseeds: [-1]\nmethods: {a: a.yaml, b: a.yaml}\n", "distinct integers"),
+        ("reference: a\nseeds: [0]\nmethods: {a: a.yaml}\n", "at least two methods"),
+        (
+            "reference: a\nseeds: [0]\nmethods: {a: a.yaml, b: missing.yaml}\n",
+            "'missing.yaml' is not a file",
+        ),
+        (
+            "reference: a\nseeds: [0]\nmethods: {a: a.yaml, b: {recipe: a.yaml, args: x}}\n",
+            "list of strings",
+        ),
+        (
+            (
+                "reference: a\nseeds: [0]\nmethods: {a: a.yaml, b: {recipe: a.yaml, args: "
+                "[--seed_everything=5]}}\n"
+            ),
+            "'--seed_everything=5' is set by signorm-compare",
+        ),
+    ],
+)
 def test_a_bad_comparison_file_is_refused_naming_the_key_and_value(tmp_path, text, message):
     with pytest.raises(ValueError, match=message):
         cmp.read_comparison(_file(tmp_path, text))
@@ -50,8 +62,10 @@ def test_the_packaged_comparisons_read_and_name_existing_recipes():
 
 
 def test_class_frequency_baseline_is_the_majority_accuracy_and_prior_nll():
-    record = {"train_class_counts": {"0": 60, "1": 30, "2": 10},
-              "test_class_counts": {"0": 5, "1": 3, "2": 2}}
+    record = {
+        "train_class_counts": {"0": 60, "1": 30, "2": 10},
+        "test_class_counts": {"0": 5, "1": 3, "2": 2},
+    }
     accuracy, nll = cmp.class_frequency_baseline(record)
     assert accuracy == pytest.approx(0.5)
     assert nll == pytest.approx(-(5 * math.log(0.6) + 3 * math.log(0.3) + 2 * math.log(0.1)) / 10)
@@ -74,8 +88,8 @@ def test_mean_interval_is_students_t_and_tost_needs_the_interval_inside_the_marg
     row = mean_interval(d)
     half = stats.t.ppf(0.975, 4) * np.std(d, ddof=1) / math.sqrt(5)
     assert (row["low"], row["high"]) == pytest.approx((np.mean(d) - half, np.mean(d) + half))
-    assert equivalence_test(d, 0.05) < 0.05      # the 90 % interval lies inside ±0.05
-    assert equivalence_test(d, 0.01) > 0.05      # but not inside ±0.01
+    assert equivalence_test(d, 0.05) < 0.05  # the 90 % interval lies inside ±0.05
+    assert equivalence_test(d, 0.01) > 0.05  # but not inside ±0.01
     assert equivalence_test([x + 0.1 for x in d], 0.05) > 0.5  # clearly outside
     with pytest.raises(ValueError, match="margin must be a positive"):
         equivalence_test(d, 0)
@@ -87,13 +101,20 @@ def _runs(values: dict[str, list[tuple[float, float]]]) -> dict[str, cmp.MethodR
     for name, rows in values.items():
         r = runs[name] = cmp.MethodRuns(name)
         for seed, (acc, nll) in enumerate(rows):
-            r.metrics[seed] = {"test/cls/Acc": acc, "test/cls/NLL": nll, "test/cal/ECE": 0.02,
-                               "test/cls/Brier": 0.1}
+            r.metrics[seed] = {
+                "test/cls/Acc": acc,
+                "test/cls/NLL": nll,
+                "test/cal/ECE": 0.02,
+                "test/cls/Brier": 0.1,
+            }
             r.records[seed] = {
                 "params_total": 4_000_000 if name == "ref" else 1_000_000,
-                "params_trainable": 1_000_000, "optimizer_steps": 90,
-                "fit_seconds": 10.0 if name == "ref" else 5.0, "test_seconds": 2.0,
-                "train_class_counts": {"0": 50, "1": 50}, "test_class_counts": {"0": 5, "1": 5},
+                "params_trainable": 1_000_000,
+                "optimizer_steps": 90,
+                "fit_seconds": 10.0 if name == "ref" else 5.0,
+                "test_seconds": 2.0,
+                "train_class_counts": {"0": 50, "1": 50},
+                "test_class_counts": {"0": 5, "1": 5},
             }
             r.folders[seed] = Path(f"{name}/seed_{seed}/version_0")
     return runs
@@ -101,21 +122,26 @@ def _runs(values: dict[str, list[tuple[float, float]]]) -> dict[str, cmp.MethodR
 
 def test_the_table_gives_each_difference_its_interval_verdict_and_cost_ratio():
     comparison = cmp.Comparison(Path("c.yaml"), {}, "ref", (0, 1, 2))
-    runs = _runs({
-        "ref": [(0.90, 0.30), (0.91, 0.31), (0.92, 0.29)],
-        "better": [(0.95, 0.40), (0.96, 0.42), (0.97, 0.41)],   # σN-Ens: worse acc, better NLL
-        "noisy": [(0.85, 0.30), (0.95, 0.31), (0.90, 0.29)],
-    })
+    runs = _runs(
+        {
+            "ref": [(0.90, 0.30), (0.91, 0.31), (0.92, 0.29)],
+            "better": [(0.95, 0.40), (0.96, 0.42), (0.97, 0.41)],  # σN-Ens: worse acc, better NLL
+            "noisy": [(0.85, 0.30), (0.95, 0.31), (0.90, 0.29)],
+        }
+    )
     text = cmp.tables(comparison, runs, (0, 1, 2))
     lines = {tuple(line.split()[:2]): line for line in text.splitlines() if line.strip()}
     assert "σN-Ens WORSE" in lines[("better", "Acc")] and "-5.0" in lines[("better", "Acc")]
     assert "σN-Ens better" in lines[("better", "NLL")]
-    low, high = mean_interval([-0.10, -0.11, -0.12])["low"], mean_interval([-0.10, -0.11,
-                                                                            -0.12])["high"]
+    low, high = (
+        mean_interval([-0.10, -0.11, -0.12])["low"],
+        mean_interval([-0.10, -0.11, -0.12])["high"],
+    )
     assert f"[{low:+.3f}, {high:+.3f}]" in lines[("better", "NLL")]
     assert "no difference shown" in lines[("noisy", "Acc")]
-    (cost,) = [line.split() for line in text.splitlines()
-               if line.startswith("better") and "×" in line]
+    (cost,) = [
+        line.split() for line in text.splitlines() if line.startswith("better") and "×" in line
+    ]
     assert cost == ["better", "1.000", "1.000", "90", "0.50×", "1.00×"]  # params, fit, test
     assert "NOT LEARNED" not in text and "STAND-IN" not in text
 
@@ -150,8 +176,9 @@ def test_a_rerun_reuses_finished_runs_and_resumes_an_interrupted_one(tmp_path, m
     interrupted.mkdir(parents=True)
     (interrupted / "interrupted.ckpt").write_bytes(b"")
     calls = []
-    monkeypatch.setattr(cmp.subprocess, "run",
-                        lambda argv, **_: calls.append(argv) or SimpleNamespace(returncode=0))
+    monkeypatch.setattr(
+        cmp.subprocess, "run", lambda argv, **_: calls.append(argv) or SimpleNamespace(returncode=0)
+    )
     cmp.train(comparison, out, ["a", "b", "c"], [0])
     assert len(calls) == 2  # "a" reused
     assert f"--ckpt_path={interrupted / 'interrupted.ckpt'}" in calls[0]

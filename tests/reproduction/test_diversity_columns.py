@@ -32,18 +32,23 @@ def _diversity(cos: float, mi: float, jg: float) -> dict[str, float]:
 
 def _ensemble_runs(folder: Path, drop_from_seed_1: tuple[str, ...] = ()) -> Path:
     for seed, cos, mi, jg in ENSEMBLE:
-        diversity = {k: v for k, v in _diversity(cos, mi, jg).items()
-                     if not (seed == 1 and k in drop_from_seed_1)}
-        write_run(folder / f"version_{seed}", tu_metrics(0.9, 0.3, 0.02, **diversity),
-                  settings={"seed": seed})
+        diversity = {
+            k: v
+            for k, v in _diversity(cos, mi, jg).items()
+            if not (seed == 1 and k in drop_from_seed_1)
+        }
+        write_run(
+            folder / f"version_{seed}",
+            tu_metrics(0.9, 0.3, 0.02, **diversity),
+            settings={"seed": seed},
+        )
     return folder
 
 
 def _single_runs(folder: Path) -> Path:
     """A single model's runs: the routine logs no diversity for them."""
     for seed in (0, 1):
-        write_run(folder / f"version_{seed}", tu_metrics(0.88, 0.4, 0.03),
-                  settings={"seed": seed})
+        write_run(folder / f"version_{seed}", tu_metrics(0.88, 0.4, 0.03), settings={"seed": seed})
     return folder
 
 
@@ -56,7 +61,10 @@ def test_diversity_columns_are_the_three_measures():
     assert DIVERSITY_COLUMNS == ("signorm_cos", "U_mod", "jensen_gap")
     columns = results_table.PAPER_COLUMNS
     assert [columns[c].source for c in DIVERSITY_COLUMNS] == [
-        "test/div/signorm_cos", "test/ens_MI", "test/div/jensen_gap"]
+        "test/div/signorm_cos",
+        "test/ens_MI",
+        "test/div/jensen_gap",
+    ]
     assert all(c in regression.DEFAULT_TOLERANCES for c in DIVERSITY_COLUMNS)
 
 
@@ -96,8 +104,16 @@ def test_a_table_of_both_shows_dashes_for_the_single_model(tmp_path):
 def test_the_command_writes_the_columns_a_run_logged(tmp_path, capsys):
     _ensemble_runs(tmp_path / "ens")
     _single_runs(tmp_path / "single")
-    results_table.main(["--run", f"σN-Ens={tmp_path / 'ens'}", "--run",
-                        f"Single={tmp_path / 'single'}", "--out", str(tmp_path / "out")])
+    results_table.main(
+        [
+            "--run",
+            f"σN-Ens={tmp_path / 'ens'}",
+            "--run",
+            f"Single={tmp_path / 'single'}",
+            "--out",
+            str(tmp_path / "out"),
+        ]
+    )
     with (tmp_path / "out" / "rows.csv").open() as file:
         rows = {row["method"]: row for row in csv.DictReader(file)}
     assert float(rows["σN-Ens"]["jensen_gap"]) == pytest.approx(0.12)
@@ -115,12 +131,18 @@ def test_the_command_writes_the_columns_a_run_logged(tmp_path, capsys):
 def test_a_column_some_seeds_lack_is_named(tmp_path, capsys):
     runs = find_runs([_ensemble_runs(tmp_path / "logs", ("test/div/jensen_gap",))])
     assert results_table.missing_columns(runs) == {
-        "jensen_gap": [tmp_path / "logs" / "version_1" / "results.csv"]}
-    status, report = _report(capsys, tmp_path / "logs", "--reference", _reference(
-        tmp_path, signorm_cos=0.6, U_mod=0.06, jensen_gap=0.12))
+        "jensen_gap": [tmp_path / "logs" / "version_1" / "results.csv"]
+    }
+    status, report = _report(
+        capsys,
+        tmp_path / "logs",
+        "--reference",
+        _reference(tmp_path, signorm_cos=0.6, U_mod=0.06, jensen_gap=0.12),
+    )
     assert status == 1
-    assert report.splitlines()[-1] == ("1 of 3 metrics failed: jensen_gap (missing from 1 of 2 "
-                                       "runs)")
+    assert report.splitlines()[-1] == (
+        "1 of 3 metrics failed: jensen_gap (missing from 1 of 2 runs)"
+    )
 
 
 # ------------------------------------------------------------------ the regression check
@@ -136,14 +158,19 @@ def test_a_reference_without_diversity_checks_none_and_shows_ours(tmp_path, caps
     runs = _ensemble_runs(tmp_path / "logs")
     status, report = _report(capsys, runs, "--reference", _reference(tmp_path, Acc=90.0, NLL=0.3))
     assert status == 0, report
-    assert ("diversity (ours; the expected row has none): signorm_cos 0.6, U_mod 0.06, "
-            "jensen_gap 0.12") in report
+    assert (
+        "diversity (ours; the expected row has none): signorm_cos 0.6, U_mod 0.06, jensen_gap 0.12"
+    ) in report
     assert report.splitlines()[-1] == "0 of 2 metrics failed"
 
 
 def test_a_single_model_run_passes_a_reference_without_diversity(tmp_path, capsys):
-    status, report = _report(capsys, _single_runs(tmp_path / "single"), "--reference",
-                             _reference(tmp_path, Acc=88.0, NLL=0.4))
+    status, report = _report(
+        capsys,
+        _single_runs(tmp_path / "single"),
+        "--reference",
+        _reference(tmp_path, Acc=88.0, NLL=0.4),
+    )
     assert status == 0, report
     assert "diversity" not in report  # nothing logged, nothing to show
 
@@ -162,7 +189,8 @@ def test_a_reference_with_diversity_fails_a_run_that_logged_none(tmp_path, capsy
     assert status == 1
     assert report.splitlines()[-1] == (
         "3 of 4 metrics failed: signorm_cos (missing from the run), U_mod (missing from the "
-        "run), jensen_gap (missing from the run)")
+        "run), jensen_gap (missing from the run)"
+    )
 
 
 @pytest.mark.parametrize("metric", DIVERSITY_COLUMNS)
@@ -182,20 +210,29 @@ def test_a_reference_whose_diversity_is_far_fails_naming_the_metric(tmp_path, ca
     with pytest.raises(regression.ReproductionError, match=rf"{metric} \(out of tolerance\)"):
         regression.check_reproduction(runs, "--reference", far)
     # A wider tolerance for that metric lets it pass.
-    status, report = _report(capsys, runs, "--reference", far, "--tol",
-                             f"{metric}={4 * tolerance}")
+    status, report = _report(capsys, runs, "--reference", far, "--tol", f"{metric}={4 * tolerance}")
     assert status == 0, report
 
 
 def test_an_empty_reference_cell_is_not_compared_and_says_so(tmp_path, capsys):
     reference = tmp_path / "ref.csv"
-    write_rows([{"method": "ref", "Acc": 90.0, "signorm_cos": 0.6},
-                {"method": "other", "Acc": 90.0, "U_mod": 0.06, "jensen_gap": 0.5}], reference)
-    status, report = _report(capsys, _ensemble_runs(tmp_path / "logs"), "--reference", reference,
-                             "--reference-where", "method=ref")
+    write_rows(
+        [
+            {"method": "ref", "Acc": 90.0, "signorm_cos": 0.6},
+            {"method": "other", "Acc": 90.0, "U_mod": 0.06, "jensen_gap": 0.5},
+        ],
+        reference,
+    )
+    status, report = _report(
+        capsys,
+        _ensemble_runs(tmp_path / "logs"),
+        "--reference",
+        reference,
+        "--reference-where",
+        "method=ref",
+    )
     assert status == 0, report  # the far jensen_gap is the other row's
-    assert ("not compared (empty in the reference row, present in ours): U_mod, jensen_gap"
-            in report)
+    assert "not compared (empty in the reference row, present in ours): U_mod, jensen_gap" in report
     assert report.splitlines()[-1] == "0 of 2 metrics failed"
 
 

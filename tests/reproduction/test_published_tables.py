@@ -10,8 +10,15 @@ from torch_uncertainty_signorm.reproduction.published import TABLES, load_table
 
 #: Every ``\begin{table}`` label of the paper (signorm_ensembles.tex), in order of appearance.
 PAPER_TABLE_LABELS = [
-    "tab:main", "tab:sst2", "tab:vit", "tab:lambda", "tab:rn18", "tab:fourmetric",
-    "tab:mscaling", "tab:shift-cnn", "tab:shift-vit",
+    "tab:main",
+    "tab:sst2",
+    "tab:vit",
+    "tab:lambda",
+    "tab:rn18",
+    "tab:fourmetric",
+    "tab:mscaling",
+    "tab:shift-cnn",
+    "tab:shift-vit",
 ]
 
 
@@ -40,12 +47,24 @@ def test_sidecar_names_its_source_settings_and_units(name):
     ("name", "keys", "column", "value"),
     [
         ("main", {"dataset": "CIFAR-10", "arch": "ResNet-50", "method": "Packed"}, "FPR95", 14.4),
-        ("main", {"dataset": "CIFAR-100", "arch": "WideResNet-28-10", "method": "σN-Ens"},
-         "NLL", 0.584),
-        ("main", {"dataset": "CIFAR-100", "arch": "ResNet-50", "method": "Deep Ensembles"},
-         "Params", 94.82),
-        ("main", {"dataset": "CIFAR-10", "arch": "WideResNet-28-10",
-                  "method": "σN-Ens FineTune"}, "ECE", 0.79),
+        (
+            "main",
+            {"dataset": "CIFAR-100", "arch": "WideResNet-28-10", "method": "σN-Ens"},
+            "NLL",
+            0.584,
+        ),
+        (
+            "main",
+            {"dataset": "CIFAR-100", "arch": "ResNet-50", "method": "Deep Ensembles"},
+            "Params",
+            94.82,
+        ),
+        (
+            "main",
+            {"dataset": "CIFAR-10", "arch": "WideResNet-28-10", "method": "σN-Ens FineTune"},
+            "ECE",
+            0.79,
+        ),
         ("rn18", {"dataset": "CIFAR-100", "method": "MIMO"}, "AUROC", 80.7),
         ("rn18", {"dataset": "CIFAR-10", "method": "Packed"}, "MAdds", 0.48),
         ("sst2", {"method": "Hydra-Ens (Circ)"}, "FPR95", 55.06),
@@ -54,16 +73,31 @@ def test_sidecar_names_its_source_settings_and_units(name):
         ("mscaling", {"method": "σN-Ens", "num_estimators": 12}, "AUROC_std", 3.2),
         ("mscaling", {"method": "Packed", "num_estimators": 16}, "ECE", 11.9),
         ("lambda", {"arch": "ResNet-50", "diversity_strength": "1e-1"}, "ECE", 2.3),
-        ("fourmetric", {"arch": "ResNet-50", "correlation": "pearson", "metric": "jensen_gap"},
-         "rho", -0.83),
-        ("shift_cnn", {"arch": "WideResNet-28-10", "method": "σN-Ens", "severity": 5},
-         "NLL", 1.992),
-        ("shift_cnn", {"arch": "ResNet-50", "method": "FiLM-Ensemble", "severity": 3},
-         "ECE", 13.5),
-        ("shift_vit", {"dataset": "ImageNet-C", "method": "Deep Ensembles", "severity": 5},
-         "ECE", 0.86),
-        ("shift_vit", {"dataset": "CIFAR-100-C", "method": "LoRA-Ens", "severity": 2},
-         "Acc", 80.61),
+        (
+            "fourmetric",
+            {"arch": "ResNet-50", "correlation": "pearson", "metric": "jensen_gap"},
+            "rho",
+            -0.83,
+        ),
+        (
+            "shift_cnn",
+            {"arch": "WideResNet-28-10", "method": "σN-Ens", "severity": 5},
+            "NLL",
+            1.992,
+        ),
+        ("shift_cnn", {"arch": "ResNet-50", "method": "FiLM-Ensemble", "severity": 3}, "ECE", 13.5),
+        (
+            "shift_vit",
+            {"dataset": "ImageNet-C", "method": "Deep Ensembles", "severity": 5},
+            "ECE",
+            0.86,
+        ),
+        (
+            "shift_vit",
+            {"dataset": "CIFAR-100-C", "method": "LoRA-Ens", "severity": 2},
+            "Acc",
+            80.61,
+        ),
     ],
 )
 def test_spot_checked_numbers_match_the_paper(name, keys, column, value):
@@ -72,8 +106,17 @@ def test_spot_checked_numbers_match_the_paper(name, keys, column, value):
 
 def test_table_sizes_match_the_paper():
     sizes = {name: len(load_table(name).rows) for name in TABLES}
-    assert sizes == {"main": 36, "rn18": 18, "sst2": 6, "vit": 8, "mscaling": 10, "lambda": 12,
-                     "fourmetric": 18, "shift_cnn": 40, "shift_vit": 40}
+    assert sizes == {
+        "main": 36,
+        "rn18": 18,
+        "sst2": 6,
+        "vit": 8,
+        "mscaling": 10,
+        "lambda": 12,
+        "fourmetric": 18,
+        "shift_cnn": 40,
+        "shift_vit": 40,
+    }
 
 
 def test_unreported_values_are_nan_and_printed_text_is_kept():
@@ -81,8 +124,9 @@ def test_unreported_values_are_nan_and_printed_text_is_kept():
     assert math.isnan(table.row(method="Packed", num_estimators=12)["Acc"])
     (printed,) = table.select_text(method="Packed", num_estimators=12)
     assert printed["Acc"] == ""
-    (main_row,) = load_table("main").select_text(dataset="CIFAR-10", arch="ResNet-50",
-                                                  method="Packed")
+    (main_row,) = load_table("main").select_text(
+        dataset="CIFAR-10", arch="ResNet-50", method="Packed"
+    )
     assert main_row["MAdds"] == "1.00"  # trailing zero as printed
 
 
@@ -100,7 +144,8 @@ def test_where_accepts_ascii_and_short_spellings_and_lists_valid_values_otherwis
     exact = table.row(dataset="CIFAR-100", arch="WideResNet-28-10", method="σN-Ens")
     assert table.row(dataset="cifar100", arch="WRN-28-10", method="sigmaN-Ens") == exact
     assert table.row(dataset="C100", arch="RN50", method="sigman-ens finetune") == table.row(
-        dataset="CIFAR-100", arch="ResNet-50", method="σN-Ens FineTune")
+        dataset="CIFAR-100", arch="ResNet-50", method="σN-Ens FineTune"
+    )
     with pytest.raises(ValueError) as error:
         table.row(dataset="CIFAR-100", arch="WRN", method="sigmaN-Ens")
     # the values the other keys allow, spelled as in the table
@@ -115,14 +160,21 @@ def test_sidecar_budgets_follow_the_recipes():
     finetune = main.row(dataset="CIFAR-100", arch="WideResNet-28-10", method="σN-Ens FineTune")
     assert main.budget(finetune)["max_epochs"] == 25
     assert vit.budget(vit.row(dataset="ImageNet", method="sigmaN-Ens"))["max_steps"] == 20000
-    assert load_table("rn18").budget(load_table("rn18").row(
-        dataset="CIFAR-10", arch="ResNet-18", method="σN-Ens"))["max_epochs"] == 75
+    assert (
+        load_table("rn18").budget(
+            load_table("rn18").row(dataset="CIFAR-10", arch="ResNet-18", method="σN-Ens")
+        )["max_epochs"]
+        == 75
+    )
     assert load_table("sst2").budget({"method": "σN-Ens", "heads": "12"}) is None
     experiments = Path(__file__).parents[2] / "experiments"
     for recipe, (table, keys) in {
-        "wrn_c100_signorm.yaml": (main, row), "wrn_c100_signorm_finetune.yaml": (main, finetune),
-        "resnet18_c10_signorm.yaml": (load_table("rn18"), load_table("rn18").row(
-            dataset="CIFAR-10", arch="ResNet-18", method="σN-Ens")),
+        "wrn_c100_signorm.yaml": (main, row),
+        "wrn_c100_signorm_finetune.yaml": (main, finetune),
+        "resnet18_c10_signorm.yaml": (
+            load_table("rn18"),
+            load_table("rn18").row(dataset="CIFAR-10", arch="ResNet-18", method="σN-Ens"),
+        ),
         "vit_imagenet_signorm.yaml": (vit, vit.row(dataset="ImageNet", method="sigmaN-Ens")),
     }.items():
         trainer = composed_recipe(experiments / recipe)["trainer"]
@@ -148,12 +200,14 @@ def _build(block):
     return getattr(importlib.import_module(module), name)(**args)
 
 
-ERRATA = [(name, erratum) for name in ("main", "rn18")
-          for erratum in load_table(name).meta["errata"]]
+ERRATA = [
+    (name, erratum) for name in ("main", "rn18") for erratum in load_table(name).meta["errata"]
+]
 
 
-@pytest.mark.parametrize(("name", "erratum"), ERRATA,
-                         ids=[f"{e['row']['arch']}-{e['row']['method']}" for _, e in ERRATA])
+@pytest.mark.parametrize(
+    ("name", "erratum"), ERRATA, ids=[f"{e['row']['arch']}-{e['row']['method']}" for _, e in ERRATA]
+)
 def test_params_errata_hold_the_printed_and_the_recomputed_count(name, erratum):
     """The published value is the CSV's (as printed); the corrected one is parameter_counts of
     the CIFAR-10 recipe's model (built on the meta device: no memory, no time)."""
@@ -178,8 +232,9 @@ def test_params_errata_hold_the_printed_and_the_recomputed_count(name, erratum):
 
 def test_only_cifar10_params_of_the_affected_methods_have_errata():
     rows = {(e["row"]["dataset"], e["row"]["method"], e["column"]) for _, e in ERRATA}
-    assert rows == {("CIFAR-10", m, "Params")
-                    for m in ("σN-Ens", "σN-Ens FineTune", "FiLM-Ensemble")}
+    assert rows == {
+        ("CIFAR-10", m, "Params") for m in ("σN-Ens", "σN-Ens FineTune", "FiLM-Ensemble")
+    }
     assert len(ERRATA) == 9  # x ResNet-18, ResNet-50, WideResNet-28-10
     table = load_table("main")
     assert table.errata(table.row(dataset="CIFAR-100", arch="ResNet-50", method="σN-Ens")) == {}

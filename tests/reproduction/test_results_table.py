@@ -26,8 +26,11 @@ SEEDS = [  # (Acc, NLL, ECE) of three seeds, fractions as TorchUncertainty logs 
 @pytest.fixture
 def three_seeds(tmp_path):
     for seed, (acc, nll, ece) in enumerate(SEEDS):
-        write_run(tmp_path / "signorm" / f"seed{seed}", tu_metrics(acc, nll, ece),
-                  settings={"seed": seed, "test_batch_size": 64})
+        write_run(
+            tmp_path / "signorm" / f"seed{seed}",
+            tu_metrics(acc, nll, ece),
+            settings={"seed": seed, "test_batch_size": 64},
+        )
     return tmp_path / "signorm"
 
 
@@ -85,17 +88,28 @@ def test_madds_per_image_halves_flops_and_divides_by_the_first_test_batch(three_
     assert madds_per_image(1.92e11, 64) == pytest.approx(1.5)
     assert aggregate(find_runs([three_seeds]), "x")["MAdds"] == pytest.approx(1.5)
     assert aggregate(find_runs([three_seeds]), "x", test_batch_size=128)["MAdds"] == (
-        pytest.approx(0.75))
+        pytest.approx(0.75)
+    )
 
 
 def test_batch_size_is_read_from_the_saved_cli_config(tmp_path):
-    config = {"seed_everything": 1, "data": {"class_path": "X", "init_args": {"batch_size": 128}},
-              "routine": {"class_path": "a.SigmaNormClassificationRoutine",
-                          "init_args": {"model": {"init_args": {"tau": 0.5, "num_estimators": 4}}}}}
+    config = {
+        "seed_everything": 1,
+        "data": {"class_path": "X", "init_args": {"batch_size": 128}},
+        "routine": {
+            "class_path": "a.SigmaNormClassificationRoutine",
+            "init_args": {"model": {"init_args": {"tau": 0.5, "num_estimators": 4}}},
+        },
+    }
     write_run(tmp_path / "run", tu_metrics(0.9, 0.3, 0.01), config=config)
     (run,) = find_runs([tmp_path])
-    assert run.settings == {"seed": 1, "method": "SigmaNormClassificationRoutine", "tau": 0.5,
-                            "num_estimators": 4, "test_batch_size": 128}
+    assert run.settings == {
+        "seed": 1,
+        "method": "SigmaNormClassificationRoutine",
+        "tau": 0.5,
+        "num_estimators": 4,
+        "test_batch_size": 128,
+    }
     config["trainer"] = {"max_epochs": 2, "limit_train_batches": 3, "max_steps": -1}
     write_run(tmp_path / "run", tu_metrics(0.9, 0.3, 0.01), config=config)
     (run,) = find_runs([tmp_path])
@@ -119,15 +133,33 @@ def test_madds_rejects_a_bad_batch_size(bad):
 
 def test_command_appends_our_row_to_the_published_block(three_seeds, tmp_path, capsys):
     out = tmp_path / "tables"
-    header, body = results_table.main([
-        "--run", f"σN-Ens (ours)={three_seeds}", "--published", "rn18",
-        "--where", "dataset=CIFAR-10", "arch=ResNet-18", "--out", str(out),
-    ])
+    header, body = results_table.main(
+        [
+            "--run",
+            f"σN-Ens (ours)={three_seeds}",
+            "--published",
+            "rn18",
+            "--where",
+            "dataset=CIFAR-10",
+            "arch=ResNet-18",
+            "--out",
+            str(out),
+        ]
+    )
     assert header == ["method", "Acc", "NLL", "ECE", "AUPR", "AUROC", "FPR95", "Params", "MAdds"]
     assert body[0] == ["Single", "94.0", "0.238", "3.5", "94.0", "89.7", "33.8", "11.17", "0.56"]
     assert len(body) == 10  # the 9 published CIFAR-10 rows, then ours
-    assert body[-1] == ["σN-Ens (ours) (n=3)", "92.0 ± 2.0", "0.330 ± 0.030", "2.00 ± 1.00",
-                        "95.0", "90.0", "20.0", "11.39", "1.5"]
+    assert body[-1] == [
+        "σN-Ens (ours) (n=3)",
+        "92.0 ± 2.0",
+        "0.330 ± 0.030",
+        "2.00 ± 1.00",
+        "95.0",
+        "90.0",
+        "20.0",
+        "11.39",
+        "1.5",
+    ]
     markdown = (out / "table.md").read_text()
     assert "| σN-Ens (ours) (n=3) | 92.0 ± 2.0 |" in markdown
     latex = (out / "table.tex").read_text()
@@ -138,25 +170,47 @@ def test_command_appends_our_row_to_the_published_block(three_seeds, tmp_path, c
 
 
 def test_shift_tables_get_one_row_per_severity(tmp_path):
-    shift = {f"shift/s{k}/{m}": v for k in range(1, 6)
-             for m, v in (("Acc", 0.8 - 0.1 * k), ("NLL", 0.5 * k), ("ECE", 0.01 * k))}
+    shift = {
+        f"shift/s{k}/{m}": v
+        for k in range(1, 6)
+        for m, v in (("Acc", 0.8 - 0.1 * k), ("NLL", 0.5 * k), ("ECE", 0.01 * k))
+    }
     write_run(tmp_path / "run", tu_metrics(0.9, 0.3, 0.01, **shift))
-    _, body = results_table.main([
-        "--run", f"ours={tmp_path / 'run'}", "--published", "shift_cnn",
-        "--where", "arch=ResNet-50", "dataset=CIFAR-100-C", "--out", str(tmp_path / "t"),
-    ])
+    _, body = results_table.main(
+        [
+            "--run",
+            f"ours={tmp_path / 'run'}",
+            "--published",
+            "shift_cnn",
+            "--where",
+            "arch=ResNet-50",
+            "dataset=CIFAR-100-C",
+            "--out",
+            str(tmp_path / "t"),
+        ]
+    )
     ours = body[-5:]
     assert [r[:2] for r in ours] == [["ours (n=1)", str(k)] for k in range(1, 6)]
     assert ours[2][2:] == ["50.0", "1.500", "3.00"]  # severity 3: Acc 50 %, NLL 1.5, ECE 3 %
 
 
 def test_near_far_ood_columns_fill_the_vit_table(tmp_path):
-    write_run(tmp_path / "run", tu_metrics(0.9, 0.3, 0.01, **{"ood_near/AUROC": 0.8123,
-                                                             "ood_far/AUROC": 0.9}))
-    header, body = results_table.main([
-        "--run", f"ours={tmp_path / 'run'}", "--published", "vit", "--where",
-        "dataset=CIFAR-100", "--out", str(tmp_path / "t"),
-    ])
+    write_run(
+        tmp_path / "run",
+        tu_metrics(0.9, 0.3, 0.01, **{"ood_near/AUROC": 0.8123, "ood_far/AUROC": 0.9}),
+    )
+    header, body = results_table.main(
+        [
+            "--run",
+            f"ours={tmp_path / 'run'}",
+            "--published",
+            "vit",
+            "--where",
+            "dataset=CIFAR-100",
+            "--out",
+            str(tmp_path / "t"),
+        ]
+    )
     assert body[0][header.index("Acc")] == "92.77 ± 0.10"
     assert body[-1][header.index("AUROC_near")] == "81.23"
     assert body[-1][header.index("AUROC_far")] == "90.00"
@@ -172,18 +226,28 @@ def test_command_errors_name_the_bad_input(tmp_path, capsys):
     assert "is neither a results file nor a folder" in capsys.readouterr().err
     write_run(tmp_path / "run", tu_metrics(0.9, 0.3, 0.01))
     with pytest.raises(SystemExit):
-        results_table.main(["--run", f"x={tmp_path}", "--published", "main",
-                            "--where", "dataset=MNIST"])
+        results_table.main(
+            ["--run", f"x={tmp_path}", "--published", "main", "--where", "dataset=MNIST"]
+        )
     err = capsys.readouterr().err
     assert "0 rows of table 'main' match {'dataset': 'MNIST'}" in err
     assert "valid values: dataset: CIFAR-10, CIFAR-100; arch: ResNet-50, WideResNet-28-10" in err
 
 
 def test_where_accepts_the_tables_aliases(three_seeds, tmp_path):
-    _, body = results_table.main([
-        "--run", f"ours={three_seeds}", "--published", "main", "--where", "dataset=C100",
-        "arch=WRN-28-10", "--out", str(tmp_path / "t"),
-    ])
+    _, body = results_table.main(
+        [
+            "--run",
+            f"ours={three_seeds}",
+            "--published",
+            "main",
+            "--where",
+            "dataset=C100",
+            "arch=WRN-28-10",
+            "--out",
+            str(tmp_path / "t"),
+        ]
+    )
     assert len(body) == 10 and body[0][0] == "Single"  # the nine published rows of the block
 
 

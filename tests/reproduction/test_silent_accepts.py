@@ -19,10 +19,17 @@ PROFILE = b"export PATH=$HOME/bin:$PATH\n"
 
 
 def _run(folder: Path, seed: int = 0, tau: float = 0.1, acc: float = 0.97) -> Path:
-    return write_run(folder, tu_metrics(acc, 0.1, 0.04),
-                     config={"seed_everything": seed, "routine": {
-                         "class_path": "x.SigmaNormClassificationRoutine",
-                         "init_args": {"model": {"init_args": {"tau": tau}}}}})
+    return write_run(
+        folder,
+        tu_metrics(acc, 0.1, 0.04),
+        config={
+            "seed_everything": seed,
+            "routine": {
+                "class_path": "x.SigmaNormClassificationRoutine",
+                "init_args": {"model": {"init_args": {"tau": tau}}},
+            },
+        },
+    )
 
 
 def _reference(tmp_path: Path, text: str = "method,Acc\nref,97.0\n") -> Path:
@@ -41,27 +48,35 @@ def _refused(capsys, *argv: str) -> str:
     return err
 
 
-@pytest.mark.parametrize(("tolerance", "message"), [
-    ("Acc=1e308", r"absolute tolerance Acc=1e\+308 is wider than 100"),
-    ("Acc=1e6%", r"relative tolerance Acc=10000 is wider than 1 \(100%\)"),
-])
+@pytest.mark.parametrize(
+    ("tolerance", "message"),
+    [
+        ("Acc=1e308", r"absolute tolerance Acc=1e\+308 is wider than 100"),
+        ("Acc=1e6%", r"relative tolerance Acc=10000 is wider than 1 \(100%\)"),
+    ],
+)
 def test_a_tolerance_that_passes_anything_is_refused(tolerance, message, tmp_path, capsys):
     _run(tmp_path / "runs" / "version_0")
-    err = _refused(capsys, tmp_path / "runs", "--reference", _reference(tmp_path),
-                   "--tol", tolerance)
+    err = _refused(
+        capsys, tmp_path / "runs", "--reference", _reference(tmp_path), "--tol", tolerance
+    )
     assert re.search(message, err), err
 
 
 def test_every_metric_excluded_is_an_empty_check(tmp_path, capsys):
     _run(tmp_path / "runs" / "version_0")
-    err = _refused(capsys, tmp_path / "runs", "--reference", _reference(tmp_path),
-                   "--exclude", "Acc")
+    err = _refused(
+        capsys, tmp_path / "runs", "--reference", _reference(tmp_path), "--exclude", "Acc"
+    )
     assert "every metric of the expected row is excluded (Acc): nothing would be compared" in err
 
 
 def test_an_infinite_reference_value_is_refused():
-    with pytest.raises(ValueError, match=r"expected row holds MAdds=inf: an infinite expected "
-                                         r"value would pass or fail any result"):
+    with pytest.raises(
+        ValueError,
+        match=r"expected row holds MAdds=inf: an infinite expected "
+        r"value would pass or fail any result",
+    ):
         compare_rows({"MAdds": 1.0, "Acc": 90.0}, {"MAdds": float("inf"), "Acc": 90.0})
 
 
@@ -70,8 +85,18 @@ def test_a_reference_with_an_appended_row_is_refused(tmp_path, capsys):
     reference = _reference(tmp_path, "method,Acc\nref,97.0\nappended,0.0\n")
     err = _refused(capsys, tmp_path / "runs", "--reference", reference)
     assert "holds 2 reference rows (ref, appended)" in err and "--reference-where" in err
-    assert regression.main([str(tmp_path / "runs"), "--reference", str(reference),
-                            "--reference-where", "method=ref"]) == 0
+    assert (
+        regression.main(
+            [
+                str(tmp_path / "runs"),
+                "--reference",
+                str(reference),
+                "--reference-where",
+                "method=ref",
+            ]
+        )
+        == 0
+    )
 
 
 @pytest.mark.parametrize("where", ["results.csv", "reference"])
@@ -86,15 +111,19 @@ def test_a_duplicated_column_is_refused(where, tmp_path, capsys):
     assert re.search(r"names the column '(test/cls/)?Acc' twice", err), err
 
 
-@pytest.mark.parametrize(("cell", "message"), [
-    ("=1+1", r"column 'Acc' holds '=1\+1', not a number"),
-    ("high", r"column 'Acc' holds 'high', not a number"),
-    ("9" * 200_000, r"is not a rows CSV \(field larger than field limit"),
-])
+@pytest.mark.parametrize(
+    ("cell", "message"),
+    [
+        ("=1+1", r"column 'Acc' holds '=1\+1', not a number"),
+        ("high", r"column 'Acc' holds 'high', not a number"),
+        ("9" * 200_000, r"is not a rows CSV \(field larger than field limit"),
+    ],
+)
 def test_a_reference_cell_that_is_no_number_is_named(cell, message, tmp_path, capsys):
     _run(tmp_path / "runs" / "version_0")
-    err = _refused(capsys, tmp_path / "runs", "--reference",
-                   _reference(tmp_path, f"method,Acc\nref,{cell}\n"))
+    err = _refused(
+        capsys, tmp_path / "runs", "--reference", _reference(tmp_path, f"method,Acc\nref,{cell}\n")
+    )
     assert re.search(message, err), err[:300]
     assert "Traceback" not in err
 
@@ -109,8 +138,7 @@ def test_a_text_cell_in_results_csv_is_named(tmp_path, capsys):
 def test_a_byte_order_mark_is_no_part_of_the_first_column(tmp_path, capsys):
     run = _run(tmp_path / "runs" / "version_0")
     (run / "results.csv").write_bytes("\ufefftest/cls/Acc\n0.9700\n".encode())
-    assert regression.main([str(tmp_path / "runs"), "--reference",
-                            str(_reference(tmp_path))]) == 0
+    assert regression.main([str(tmp_path / "runs"), "--reference", str(_reference(tmp_path))]) == 0
     assert "missing from the run" not in capsys.readouterr().out
 
 
@@ -128,8 +156,12 @@ def test_runs_whose_settings_cannot_be_read_are_refused_unless_allowed(tmp_path,
     reference = _reference(tmp_path)
     err = _refused(capsys, tmp_path / "runs", "--reference", reference)
     assert "the settings of 2 run(s) under" in err and "--allow-unknown-settings" in err
-    assert regression.main([str(tmp_path / "runs"), "--reference", str(reference),
-                            "--allow-unknown-settings"]) == 0
+    assert (
+        regression.main(
+            [str(tmp_path / "runs"), "--reference", str(reference), "--allow-unknown-settings"]
+        )
+        == 0
+    )
     out = capsys.readouterr().out
     assert "warning: the settings of 2 run(s) could not be read" in out
 
@@ -170,8 +202,9 @@ def test_the_table_replaces_a_link_never_the_file_it_leads_to(tmp_path):
         (tmp_path / "out" / name).symlink_to(profile)
     results_table.main(_table(tmp_path, "--overwrite"))
     assert profile.read_bytes() == PROFILE
-    assert not any((tmp_path / "out" / name).is_symlink()
-                   for name in ("rows.csv", "table.md", "table.tex"))
+    assert not any(
+        (tmp_path / "out" / name).is_symlink() for name in ("rows.csv", "table.md", "table.tex")
+    )
 
 
 def test_out_naming_a_file_is_one_line(tmp_path, capsys):
@@ -206,11 +239,13 @@ def test_rows_digest_unchanged_by_a_refused_run(tmp_path, capsys):
     _run(tmp_path / "runs" / "version_0")
     results_table.main(_table(tmp_path))
     capsys.readouterr()
-    before = {p.name: hashlib.sha256(p.read_bytes()).hexdigest()
-              for p in (tmp_path / "out").iterdir()}
+    before = {
+        p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in (tmp_path / "out").iterdir()
+    }
     _table_refused(capsys, _table(tmp_path))
-    assert {p.name: hashlib.sha256(p.read_bytes()).hexdigest()
-            for p in (tmp_path / "out").iterdir()} == before
+    assert {
+        p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in (tmp_path / "out").iterdir()
+    } == before
 
 
 def test_a_row_appended_to_results_csv_is_named_in_the_report(tmp_path, capsys):

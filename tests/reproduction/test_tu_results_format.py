@@ -17,11 +17,21 @@ ROW = [*WHERE, "method=σN-Ens"]
 def _write_tu_run(log_dir, params, **values):
     """results.csv as TorchUncertainty's csv_writer writes it (``.4f``, 'nan' for NaN), and the
     CLI's config.yaml (test batch 128) beside it; σN-Ens ResNet-18 CIFAR-10 of rn18 otherwise."""
-    row = dict.fromkeys(TU_HEADER, 0.5) | {
-        "test/cls/Acc": 0.939, "test/cls/NLL": 0.185, "test/cal/ECE": 0.007,
-        "ood/AUPR": 0.934, "ood/AUROC": 0.891, "ood/FPR95": 0.306, "test/sc/Cov_5Risk": "nan",
-        "test/cplx/params": params, "test/cplx/flops": 2.2164e9 * 2 * 128,
-    } | values
+    row = (
+        dict.fromkeys(TU_HEADER, 0.5)
+        | {
+            "test/cls/Acc": 0.939,
+            "test/cls/NLL": 0.185,
+            "test/cal/ECE": 0.007,
+            "ood/AUPR": 0.934,
+            "ood/AUROC": 0.891,
+            "ood/FPR95": 0.306,
+            "test/sc/Cov_5Risk": "nan",
+            "test/cplx/params": params,
+            "test/cplx/flops": 2.2164e9 * 2 * 128,
+        }
+        | values
+    )
     log_dir.mkdir(parents=True)
     with (log_dir / "results.csv").open("w", newline="") as file:
         writer = csv.writer(file)
@@ -33,8 +43,18 @@ def _write_tu_run(log_dir, params, **values):
 
 def test_tu_results_csv_fills_every_paper_column_including_ood(tmp_path, capsys):
     run = _write_tu_run(tmp_path / "run", params=11_201_002)
-    header, body = results_table.main(["--run", f"ours={run}", "--published", "rn18",
-                                       "--where", *WHERE, "--out", str(tmp_path / "out")])
+    header, body = results_table.main(
+        [
+            "--run",
+            f"ours={run}",
+            "--published",
+            "rn18",
+            "--where",
+            *WHERE,
+            "--out",
+            str(tmp_path / "out"),
+        ]
+    )
     (ours,) = read_rows(tmp_path / "out" / "rows.csv")
     assert ours["AUROC"] == pytest.approx(89.1) and ours["AUPR"] == pytest.approx(93.4)
     assert ours["FPR95"] == pytest.approx(30.6) and ours["Acc"] == pytest.approx(93.9)
@@ -52,7 +72,7 @@ def test_regression_passes_a_faithful_run_and_labels_the_erratum(tmp_path, capsy
     report = capsys.readouterr().out
     lines = report.splitlines()
     start = next(i for i, line in enumerate(lines) if line.startswith("metric "))
-    compared = {line.split()[0] for line in lines[start + 2:-1]}  # below the header's rule
+    compared = {line.split()[0] for line in lines[start + 2 : -1]}  # below the header's rule
     assert compared == {"Acc", "NLL", "ECE", "AUPR", "AUROC", "FPR95", "Params", "MAdds"}
     (params,) = [line for line in report.splitlines() if line.startswith("Params")]
     assert "11.2 " in params and "ok  (erratum: paper prints 11.39)" in params
@@ -60,7 +80,8 @@ def test_regression_passes_a_faithful_run_and_labels_the_erratum(tmp_path, capsy
     printed = _write_tu_run(tmp_path / "printed", params=11_390_000, **{"ood/AUROC": 0.87})
     assert regression.main([str(printed), "--published", "rn18", "--where", *ROW]) == 1
     assert capsys.readouterr().out.splitlines()[-1] == (
-        "2 of 8 metrics failed: AUROC (out of tolerance), Params (out of tolerance)")
+        "2 of 8 metrics failed: AUROC (out of tolerance), Params (out of tolerance)"
+    )
 
 
 def test_madds_tolerance_is_relative():

@@ -83,10 +83,17 @@ def test_test_metrics_land_in_results_csv_next_to_torch_uncertainty_metrics(tmp_
     (csv_path,) = tmp_path.rglob("results.csv")
     with csv_path.open() as file:
         (row,) = list(csv.DictReader(file))
-    for key in ("test/cls/Acc", "ood/AUROC", "test/ens_MI", "test/div/signorm_cos",
-                "test/div/signorm_cos_regularized", "test/div/jensen_gap",
-                "test/div/geometric_ambiguity", "test/health/dead_members",
-                *(f"test/member_{m}/{name}" for m in range(4) for name in ("Acc", "NLL"))):
+    for key in (
+        "test/cls/Acc",
+        "ood/AUROC",
+        "test/ens_MI",
+        "test/div/signorm_cos",
+        "test/div/signorm_cos_regularized",
+        "test/div/jensen_gap",
+        "test/div/geometric_ambiguity",
+        "test/health/dead_members",
+        *(f"test/member_{m}/{name}" for m in range(4) for name in ("Acc", "NLL")),
+    ):
         assert row[key] != "", key
     assert 0 < float(row["test/member_3/Acc"]) <= 1  # a fraction, as test/cls/Acc
     # the mutual information (modulation uncertainty) is TorchUncertainty's, logged once
@@ -119,7 +126,8 @@ def test_routine_built_in_python_reloads_from_its_checkpoint(tmp_path):
     rebuilds it (weights_only loading), with the same logits."""
     torch.manual_seed(0)
     routine = SigmaNormClassificationRoutine(
-        MODEL_SPEC, loss={"class_path": "torch.nn.CrossEntropyLoss"},
+        MODEL_SPEC,
+        loss={"class_path": "torch.nn.CrossEntropyLoss"},
         optim_recipe=lambda model: torch.optim.SGD(model.parameters(), lr=0.1),
     )
     data = TensorDataset(torch.randn(8, 3, 32, 32), torch.randint(0, 10, (8,)))
@@ -140,20 +148,33 @@ def test_load_from_checkpoint_never_imports_a_checkpoint_class(tmp_path, monkeyp
     model class fails on the allow-list, before that class's module is imported."""
     name, marker = marker_module(tmp_path, monkeypatch, "routine_load_marker")
     path = tmp_path / "crafted.ckpt"
-    torch.save({"state_dict": {}, "pytorch-lightning_version": lightning.__version__,
-                "hyper_parameters": {
-        "_class_path": "torch_uncertainty_signorm.routines.SigmaNormClassificationRoutine",
-        "_instantiator": "lightning.pytorch.cli.instantiate_module",
-        "model": {"class_path": f"{name}.Evil"}, "num_classes": 10,
-    }}, path)
+    torch.save(
+        {
+            "state_dict": {},
+            "pytorch-lightning_version": lightning.__version__,
+            "hyper_parameters": {
+                "_class_path": "torch_uncertainty_signorm.routines.SigmaNormClassificationRoutine",
+                "_instantiator": "lightning.pytorch.cli.instantiate_module",
+                "model": {"class_path": f"{name}.Evil"},
+                "num_classes": 10,
+            },
+        },
+        path,
+    )
     with pytest.raises(ValueError, match=rf"model.class_path='{name}.Evil' is not an allowed"):
         SigmaNormClassificationRoutine.load_from_checkpoint(path)
     assert_not_imported(name, marker)
 
 
 def _crafted_checkpoint(path, **hyper_parameters):
-    torch.save({"state_dict": {}, "pytorch-lightning_version": lightning.__version__,
-                "hyper_parameters": hyper_parameters}, path)
+    torch.save(
+        {
+            "state_dict": {},
+            "pytorch-lightning_version": lightning.__version__,
+            "hyper_parameters": hyper_parameters,
+        },
+        path,
+    )
     return path
 
 
@@ -161,28 +182,45 @@ def test_load_from_checkpoint_refuses_a_yaml_string_read_as_a_class(tmp_path, mo
     """The class block hidden in a YAML string under ``model.init_args.model`` is refused
     before jsonargparse parses it: its module is never imported, its class never built."""
     name, marker = marker_module(tmp_path, monkeypatch, "routine_string_marker")
-    spec = {**MODEL_SPEC, "init_args": {**MODEL_SPEC["init_args"],
-                                        "model": f"{{class_path: {name}.Evil}}"}}
+    spec = {
+        **MODEL_SPEC,
+        "init_args": {**MODEL_SPEC["init_args"], "model": f"{{class_path: {name}.Evil}}"},
+    }
     path = _crafted_checkpoint(tmp_path / "crafted.ckpt", model=spec, num_classes=10)
-    with pytest.raises(ValueError, match=rf"model\.init_args\.model='{{class_path: {name}\.Evil}}'"
-                                         rf" is a string where a class is expected"):
+    with pytest.raises(
+        ValueError,
+        match=rf"model\.init_args\.model='{{class_path: {name}\.Evil}}'"
+        rf" is a string where a class is expected",
+    ):
         SigmaNormClassificationRoutine.load_from_checkpoint(path)
     assert_not_imported(name, marker)
 
 
 def test_a_plain_string_batch_format_is_refused(tmp_path):
-    path = _crafted_checkpoint(tmp_path / "crafted.ckpt", model=MODEL_SPEC, num_classes=10,
-                               format_batch_fn="RepeatTarget")
-    with pytest.raises(TypeError, match=r"format_batch_fn must be a Module or its class_path/"
-                                        r"init_args mapping, got str 'RepeatTarget'"):
+    path = _crafted_checkpoint(
+        tmp_path / "crafted.ckpt", model=MODEL_SPEC, num_classes=10, format_batch_fn="RepeatTarget"
+    )
+    with pytest.raises(
+        TypeError,
+        match=r"format_batch_fn must be a Module or its class_path/"
+        r"init_args mapping, got str 'RepeatTarget'",
+    ):
         SigmaNormClassificationRoutine.load_from_checkpoint(path)
 
 
-@pytest.mark.parametrize(("content", "message"), [
-    (None, r"checkpoint_path='.*bad\.ckpt' is empty \(0 bytes\)"),
-    ([1, 2], (r"checkpoint_path='.*bad\.ckpt' has hyper_parameters of type list "
-              r"\(\[1, 2\]\); expected a mapping")),
-])
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (None, r"checkpoint_path='.*bad\.ckpt' is empty \(0 bytes\)"),
+        (
+            [1, 2],
+            (
+                r"checkpoint_path='.*bad\.ckpt' has hyper_parameters of type list "
+                r"\(\[1, 2\]\); expected a mapping"
+            ),
+        ),
+    ],
+)
 def test_a_bad_checkpoint_is_named_with_what_is_wrong(tmp_path, content, message):
     path = tmp_path / "bad.ckpt"
     if content is None:
@@ -202,8 +240,11 @@ def test_non_finite_test_inputs_are_an_error_naming_the_batch():
     images = torch.randn(8, 3, 32, 32)
     images[5, 0, 0, 0] = float("nan")
     loader = DataLoader(TensorDataset(images, torch.randint(0, 10, (8,))), batch_size=4)
-    with pytest.raises(ValueError, match=r"The inputs of test batch 1 of loader 0 hold 1 "
-                                         r"non-finite value\(s\) \(NaN or inf\) out of 12288"):
+    with pytest.raises(
+        ValueError,
+        match=r"The inputs of test batch 1 of loader 0 hold 1 "
+        r"non-finite value\(s\) \(NaN or inf\) out of 12288",
+    ):
         cpu_trainer().test(routine, loader)
 
 
@@ -215,13 +256,27 @@ def test_ensemble_arguments_are_derived_from_the_model():
     assert "model" not in routine.hparams  # an object, not data: give it to load_from_checkpoint
 
 
-@pytest.mark.parametrize(("arguments", "message"), [
-    ({"num_classes": 5}, r"num_classes=5, but the model's member heads predict 10 classes"),
-    ({"is_ensemble": False}, (r"is_ensemble=False, but the model is an ensemble of "
-                              r"num_estimators=2")),
-    ({"format_batch_fn": RepeatTarget(3)}, (r"repeats the targets 3 times, but the model has "
-                                            r"num_estimators=2")),
-], ids=["num_classes", "is_ensemble", "format_batch_fn"])
+@pytest.mark.parametrize(
+    ("arguments", "message"),
+    [
+        ({"num_classes": 5}, r"num_classes=5, but the model's member heads predict 10 classes"),
+        (
+            {"is_ensemble": False},
+            (
+                r"is_ensemble=False, but the model is an ensemble of "
+                r"num_estimators=2"
+            ),
+        ),
+        (
+            {"format_batch_fn": RepeatTarget(3)},
+            (
+                r"repeats the targets 3 times, but the model has "
+                r"num_estimators=2"
+            ),
+        ),
+    ],
+    ids=["num_classes", "is_ensemble", "format_batch_fn"],
+)
 def test_arguments_contradicting_the_model_fail_at_construction(arguments, message):
     model = signorm_ensemble(tiny_resnet(), 2)
     with pytest.raises(ValueError, match=message):
@@ -233,7 +288,10 @@ def test_arguments_contradicting_the_model_fail_at_construction(arguments, messa
 
 def _plain_routine(model) -> ClassificationRoutine:
     return ClassificationRoutine(
-        model, 10, nn.CrossEntropyLoss(), is_ensemble=True,
+        model,
+        10,
+        nn.CrossEntropyLoss(),
+        is_ensemble=True,
         format_batch_fn=RepeatTarget(model.num_estimators),
         optim_recipe=torch.optim.SGD(model.parameters(), lr=0.1),
     )
@@ -252,8 +310,11 @@ def test_plain_routine_fit_fails_before_the_first_step():
     require_diversity_loss(model)  # idempotent; SigmaNormEnsemble should register it itself
     before = {k: v.clone() for k, v in model.state_dict().items() if v.is_floating_point()}
     trainer = cpu_trainer(max_epochs=1, limit_val_batches=0)
-    with pytest.raises(MissingRegularizerError, match=r"without its diversity regularizer.*"
-                                                       r"SigmaNormClassificationRoutine"):
+    with pytest.raises(
+        MissingRegularizerError,
+        match=r"without its diversity regularizer.*"
+        r"SigmaNormClassificationRoutine",
+    ):
         trainer.fit(_plain_routine(model), _loader())
     assert trainer.global_step == 0
     for name, value in model.state_dict().items():
@@ -281,7 +342,8 @@ def test_regularization_guard_passes_signorm_routine_and_manual_loops():
     loss.backward()
     assert model.scale_logits()[0].grad is not None
     routine = SigmaNormClassificationRoutine(
-        signorm_ensemble(tiny_resnet(), 2), loss=nn.CrossEntropyLoss(),
+        signorm_ensemble(tiny_resnet(), 2),
+        loss=nn.CrossEntropyLoss(),
         optim_recipe=lambda m: torch.optim.SGD(m.parameters(), lr=0.1),
     )
     require_diversity_loss(routine.model)
@@ -294,21 +356,32 @@ def _converted_routine(member_spread: float = 0.0, **routine_kwargs):
     """σN-Ens converted from a 'pretrained' tiny ResNet-18 (identical members unless spread),
     SGD with momentum and the σNorm groups."""
     torch.manual_seed(0)
-    model = signorm_ensemble(randomize_norms(tiny_resnet()), 2, pretrained=True,
-                             regularized_layers="resnet18", tau=0.5, diversity_strength=1e-3,
-                             member_spread=member_spread)
+    model = signorm_ensemble(
+        randomize_norms(tiny_resnet()),
+        2,
+        pretrained=True,
+        regularized_layers="resnet18",
+        tau=0.5,
+        diversity_strength=1e-3,
+        member_spread=member_spread,
+    )
     return SigmaNormClassificationRoutine(
-        model, 10, nn.CrossEntropyLoss(),
-        optim_recipe=lambda m: torch.optim.SGD(signorm_param_groups(m, lr=0.01), lr=0.01,
-                                               momentum=0.9),
+        model,
+        10,
+        nn.CrossEntropyLoss(),
+        optim_recipe=lambda m: torch.optim.SGD(
+            signorm_param_groups(m, lr=0.01), lr=0.01, momentum=0.9
+        ),
         **routine_kwargs,
     )
 
 
 def _loaders(size: int = 8):
     generator = torch.Generator().manual_seed(0)
-    data = TensorDataset(torch.randn(size, 3, 32, 32, generator=generator),
-                         torch.randint(0, 10, (size,), generator=generator))
+    data = TensorDataset(
+        torch.randn(size, 3, 32, 32, generator=generator),
+        torch.randint(0, 10, (size,), generator=generator),
+    )
     return DataLoader(data, batch_size=4), DataLoader(data, batch_size=4)
 
 
@@ -319,8 +392,9 @@ def _logged(tmp_path) -> list[dict]:
 
 def test_training_logs_diversity_and_tau_every_log_every_n_steps(tmp_path):
     routine = _converted_routine(member_spread=0.3)
-    trainer = cpu_trainer(max_steps=6, log_every_n_steps=2, limit_val_batches=0,
-                          logger=CSVLogger(tmp_path))
+    trainer = cpu_trainer(
+        max_steps=6, log_every_n_steps=2, limit_val_batches=0, logger=CSVLogger(tmp_path)
+    )
     trainer.fit(routine, _loaders(24)[0])
     assert "train/signorm_cos" in trainer.progress_bar_metrics
     assert "train/tau" not in trainer.progress_bar_metrics  # τ is fixed without a target
@@ -335,10 +409,13 @@ def test_training_logs_diversity_and_tau_every_log_every_n_steps(tmp_path):
 
 def test_identical_members_are_warned_about_and_diverged_ones_are_not(tmp_path):
     train, val = _loaders()
-    with pytest.warns(UserWarning, match=r"still one model at this validation: the regularized "
-                      r"layers' σNorm-cos is 0\.999\d+ \(>= 0\.999\) after 2 steps, at "
-                      r"tau=0\.5 and "
-                      r"diversity_strength \(lambda\)=0\.001.*member_spread.*target_diversity"):
+    with pytest.warns(
+        UserWarning,
+        match=r"still one model at this validation: the regularized "
+        r"layers' σNorm-cos is 0\.999\d+ \(>= 0\.999\) after 2 steps, at "
+        r"tau=0\.5 and "
+        r"diversity_strength \(lambda\)=0\.001.*member_spread.*target_diversity",
+    ):
         cpu_trainer(max_epochs=1, num_sanity_val_steps=0).fit(_converted_routine(), train, val)
     silent = _converted_routine(warn_identical_members=False)
     diverse = _converted_routine(member_spread=0.5)
@@ -351,8 +428,11 @@ def test_identical_members_are_warned_about_and_diverged_ones_are_not(tmp_path):
 
 def test_a_target_from_identical_members_asks_for_a_spread():
     routine = _converted_routine(target_diversity=0.6)
-    with pytest.warns(UserWarning, match=r"target_diversity=0\.6 starts from identical members.*"
-                                         r"member_spread \(e\.g\. 0\.3\)"):
+    with pytest.warns(
+        UserWarning,
+        match=r"target_diversity=0\.6 starts from identical members.*"
+        r"member_spread \(e\.g\. 0\.3\)",
+    ):
         cpu_trainer(max_epochs=1, limit_val_batches=0).fit(routine, _loaders()[0])
 
 
@@ -360,18 +440,24 @@ def test_a_missed_target_is_warned_about_with_the_reason():
     """Two steps cannot bring identical-but-for-a-tiny-spread members to 0.3."""
     routine = _converted_routine(member_spread=0.01, target_diversity=0.3)
     trainer = cpu_trainer(max_epochs=1, limit_val_batches=0)
-    with pytest.warns(UserWarning, match=r"target_diversity=0\.3 was not reached: the "
-                      r"regularized layers' σNorm-cos is (0\.99\d+|1\.0000) after 2 steps"):
+    with pytest.warns(
+        UserWarning,
+        match=r"target_diversity=0\.3 was not reached: the "
+        r"regularized layers' σNorm-cos is (0\.99\d+|1\.0000) after 2 steps",
+    ):
         trainer.fit(routine, _loaders()[0])
     assert routine.model.tau < 0.5  # the controller strengthened the push
     assert "train/tau" in trainer.progress_bar_metrics  # τ moves: on the progress bar
 
 
-@pytest.mark.parametrize(("kwargs", "message"), [
-    ({"target_diversity": 1.2}, r"target_diversity must be a number in \(0, 1\), got 1.2"),
-    ({"target_diversity": "0.5"}, r"target_diversity must be a number in \(0, 1\), got '0.5'"),
-    ({"warn_identical_members": "no"}, r"warn_identical_members must be True or False"),
-])
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"target_diversity": 1.2}, r"target_diversity must be a number in \(0, 1\), got 1.2"),
+        ({"target_diversity": "0.5"}, r"target_diversity must be a number in \(0, 1\), got '0.5'"),
+        ({"warn_identical_members": "no"}, r"warn_identical_members must be True or False"),
+    ],
+)
 def test_bad_diversity_arguments_name_the_value(kwargs, message):
     with pytest.raises(ValueError, match=message):
         _converted_routine(**kwargs)
@@ -404,7 +490,9 @@ def test_the_routine_hands_its_callbacks_to_any_trainer():
 
     routine = _converted_routine(member_spread=0.3, target_diversity=0.6)
     assert [type(c) for c in routine.configure_callbacks()] == [
-        DiversityTargetCallback, IdenticalMembersWarning]
+        DiversityTargetCallback,
+        IdenticalMembersWarning,
+    ]
     trainer = cpu_trainer(max_epochs=1, limit_val_batches=0)
     trainer.fit(routine, _loaders()[0])
     assert routine.diversity_target is routine.target_callback.controller
@@ -426,7 +514,11 @@ def test_the_target_state_is_in_weights_only_checkpoints_and_load_from_checkpoin
     assert saved == routine.diversity_target.state_dict() and saved["updates"] == 2
 
     loaded = SigmaNormClassificationRoutine.load_from_checkpoint(
-        path, model=_converted_routine(member_spread=0.3).model, loss=nn.CrossEntropyLoss(),
-        optim_recipe=routine.optim_recipe, weights_only=False)
+        path,
+        model=_converted_routine(member_spread=0.3).model,
+        loss=nn.CrossEntropyLoss(),
+        optim_recipe=routine.optim_recipe,
+        weights_only=False,
+    )
     cpu_trainer(max_epochs=1, limit_val_batches=0).fit(loaded, _loaders()[0])
     assert loaded.diversity_target.updates == 4  # 2 restored + 2 of this fit

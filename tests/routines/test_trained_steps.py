@@ -25,11 +25,15 @@ def _last_row(folder) -> dict[str, str]:
 def test_trained_steps_are_the_steps_taken_not_the_last_checkpoints(tmp_path):
     torch.manual_seed(0)
     routine = digits_signorm_routine(save_to_csv=True)
-    checkpoints = ModelCheckpoint(dirpath=tmp_path / "ckpt", every_n_train_steps=4,
-                                  save_top_k=-1)
-    trainer = cpu_trainer(max_epochs=1, max_steps=6, limit_val_batches=0,
-                          logger=CSVLogger(tmp_path / "fit"), callbacks=[checkpoints],
-                          enable_checkpointing=True)
+    checkpoints = ModelCheckpoint(dirpath=tmp_path / "ckpt", every_n_train_steps=4, save_top_k=-1)
+    trainer = cpu_trainer(
+        max_epochs=1,
+        max_steps=6,
+        limit_val_batches=0,
+        logger=CSVLogger(tmp_path / "fit"),
+        callbacks=[checkpoints],
+        enable_checkpointing=True,
+    )
     datamodule = DigitsDataModule(batch_size=32)
     trainer.fit(routine, datamodule)
     trainer.test(routine, datamodule, verbose=False)
@@ -39,6 +43,10 @@ def test_trained_steps_are_the_steps_taken_not_the_last_checkpoints(tmp_path):
     assert trained_steps(run) == 6
 
     tester = cpu_trainer(logger=CSVLogger(tmp_path / "test"))
-    tester.test(digits_signorm_routine(save_to_csv=True), datamodule,
-                ckpt_path=str(tmp_path / "ckpt" / "epoch=0-step=4.ckpt"), verbose=False)
+    tester.test(
+        digits_signorm_routine(save_to_csv=True),
+        datamodule,
+        ckpt_path=str(tmp_path / "ckpt" / "epoch=0-step=4.ckpt"),
+        verbose=False,
+    )
     assert float(_last_row(tmp_path / "test")[TRAINED_STEPS_COLUMN]) == 4

@@ -11,8 +11,11 @@ from torch_uncertainty_signorm.safety.allowlist import MODEL_CLASS_PATHS, check_
 from torch_uncertainty_signorm.safety.class_blocks import build_class_block
 
 EXPERIMENTS = Path(__file__).parents[2] / "experiments"
-SIGNORM_RECIPES = [p for p in sorted(EXPERIMENTS.glob("*.yaml"))
-                   if "SigmaNormClassificationRoutine" in p.read_text()]
+SIGNORM_RECIPES = [
+    p
+    for p in sorted(EXPERIMENTS.glob("*.yaml"))
+    if "SigmaNormClassificationRoutine" in p.read_text()
+]
 
 
 @pytest.mark.parametrize("recipe", SIGNORM_RECIPES, ids=lambda p: p.stem)
@@ -25,28 +28,51 @@ def test_signorm_recipes_name_only_allowed_classes(recipe):
 
 def test_names_outside_the_list_are_refused_before_import(tmp_path, monkeypatch):
     name, marker = marker_module(tmp_path, monkeypatch, "allowlist_marker")
-    spec = {"class_path": "torch_uncertainty_signorm.signorm_ensemble",
-            "init_args": {"model": {"class_path": "torch_uncertainty.models.classification.resnet",
-                                    "init_args": {"normalization_layer": f"{name}.Evil"}}}}
-    with pytest.raises(ValueError, match=rf"model.init_args.model.init_args.normalization_layer="
-                                         rf"'{name}.Evil' is not an allowed class path.*allowed: "):
+    spec = {
+        "class_path": "torch_uncertainty_signorm.signorm_ensemble",
+        "init_args": {
+            "model": {
+                "class_path": "torch_uncertainty.models.classification.resnet",
+                "init_args": {"normalization_layer": f"{name}.Evil"},
+            }
+        },
+    }
+    with pytest.raises(
+        ValueError,
+        match=rf"model.init_args.model.init_args.normalization_layer="
+        rf"'{name}.Evil' is not an allowed class path.*allowed: ",
+    ):
         build_class_block(spec, SigmaNormEnsemble)
     with pytest.raises(ValueError, match=rf"losses\[1\].class_path='{name}.Evil'"):
         check_class_paths(
             [{"class_path": "torch.nn.CrossEntropyLoss"}, {"class_path": f"{name}.Evil"}],
-            where="losses")
+            where="losses",
+        )
     assert_not_imported(name, marker)
     check_class_paths(
-        {"regularized_layers": ["layer1.0.bn2", "encoder.layer"], "expand_at": "blocks"})
+        {"regularized_layers": ["layer1.0.bn2", "encoder.layer"], "expand_at": "blocks"}
+    )
 
 
 def test_allowed_spec_builds_the_ensemble():
-    model = build_class_block({
-        "class_path": "torch_uncertainty_signorm.signorm_ensemble",
-        "init_args": {"model": {"class_path": "torch_uncertainty.models.classification.resnet",
-                                "init_args": {"in_channels": 3, "num_classes": 4, "arch": 18,
-                                              "width_multiplier": 0.125}},
-                      "num_estimators": 3}}, SigmaNormEnsemble)
+    model = build_class_block(
+        {
+            "class_path": "torch_uncertainty_signorm.signorm_ensemble",
+            "init_args": {
+                "model": {
+                    "class_path": "torch_uncertainty.models.classification.resnet",
+                    "init_args": {
+                        "in_channels": 3,
+                        "num_classes": 4,
+                        "arch": 18,
+                        "width_multiplier": 0.125,
+                    },
+                },
+                "num_estimators": 3,
+            },
+        },
+        SigmaNormEnsemble,
+    )
     assert isinstance(model, SigmaNormEnsemble)
     assert model.num_estimators == 3 and model.heads.weight.shape[:2] == (3, 4)
 
@@ -54,23 +80,41 @@ def test_allowed_spec_builds_the_ensemble():
 def test_settings_given_as_one_config_block_build_the_same_ensemble():
     """A checkpoint of a recipe giving the settings as a ``config:`` block stores
     ``SigmaNormConfig``'s class path: it is allowed, and builds what the keywords build."""
-    backbone = {"class_path": "torch_uncertainty.models.classification.resnet",
-                "init_args": {"in_channels": 3, "num_classes": 4, "arch": 18,
-                              "width_multiplier": 0.125}}
+    backbone = {
+        "class_path": "torch_uncertainty.models.classification.resnet",
+        "init_args": {"in_channels": 3, "num_classes": 4, "arch": 18, "width_multiplier": 0.125},
+    }
     settings = {"tau": 0.5, "regularized_layers": "resnet18", "member_spread": 0.2}
-    as_keywords = build_class_block({**_ensemble_spec(backbone), "init_args": {
-        "model": backbone, "num_estimators": 2, **settings}}, SigmaNormEnsemble)
-    as_config = build_class_block({**_ensemble_spec(backbone), "init_args": {
-        "model": backbone, "num_estimators": 2,
-        "config": {"class_path": "torch_uncertainty_signorm.SigmaNormConfig",
-                   "init_args": settings}}}, SigmaNormEnsemble)
+    as_keywords = build_class_block(
+        {
+            **_ensemble_spec(backbone),
+            "init_args": {"model": backbone, "num_estimators": 2, **settings},
+        },
+        SigmaNormEnsemble,
+    )
+    as_config = build_class_block(
+        {
+            **_ensemble_spec(backbone),
+            "init_args": {
+                "model": backbone,
+                "num_estimators": 2,
+                "config": {
+                    "class_path": "torch_uncertainty_signorm.SigmaNormConfig",
+                    "init_args": settings,
+                },
+            },
+        },
+        SigmaNormEnsemble,
+    )
     assert as_config.config == as_keywords.config and as_config.config.tau == 0.5
     assert as_config.regularized_layer_names == as_keywords.regularized_layer_names
 
 
 def _ensemble_spec(backbone) -> dict:
-    return {"class_path": "torch_uncertainty_signorm.signorm_ensemble",
-            "init_args": {"model": backbone, "num_estimators": 2}}
+    return {
+        "class_path": "torch_uncertainty_signorm.signorm_ensemble",
+        "init_args": {"model": backbone, "num_estimators": 2},
+    }
 
 
 @pytest.mark.parametrize("as_string", ["yaml", "yaml_file", "class_name"])
@@ -80,10 +124,16 @@ def test_a_string_read_as_a_class_is_refused_before_parsing(as_string, tmp_path,
     name, marker = marker_module(tmp_path, monkeypatch, "string_class_marker")
     monkeypatch.chdir(tmp_path)
     (tmp_path / "block.yaml").write_text(f"class_path: {name}.Evil\n")
-    value = {"yaml": f"{{class_path: {name}.Evil}}", "yaml_file": "block.yaml",
-             "class_name": "Linear"}[as_string]
-    with pytest.raises(ValueError, match=rf"model\.init_args\.model={value!r} is a string where "
-                                         rf"a class is expected"):
+    value = {
+        "yaml": f"{{class_path: {name}.Evil}}",
+        "yaml_file": "block.yaml",
+        "class_name": "Linear",
+    }[as_string]
+    with pytest.raises(
+        ValueError,
+        match=rf"model\.init_args\.model={value!r} is a string where "
+        rf"a class is expected",
+    ):
         build_class_block(_ensemble_spec(value), SigmaNormEnsemble)
     assert_not_imported(name, marker)
 

@@ -31,8 +31,10 @@ def test_a_killed_writer_never_leaves_a_truncated_file_at_the_final_name(tmp_pat
     child = os.fork()
     if child == 0:  # the writer: never returns into pytest
         try:
-            with (replaced_atomically(tmp_path / "interrupted.ckpt") as partial,
-                  partial.open("wb") as file):
+            with (
+                replaced_atomically(tmp_path / "interrupted.ckpt") as partial,
+                partial.open("wb") as file,
+            ):
                 file.write(b"x" * 1_000_000)
                 file.flush()
                 ready.touch()

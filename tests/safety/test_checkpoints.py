@@ -24,18 +24,26 @@ def digits_resnet():
 def test_lightning_checkpoint_of_a_trained_single_model_is_reproduced_by_every_member(tmp_path):
     single = digits_resnet()
     routine = ClassificationRoutine(
-        single, 10, nn.CrossEntropyLoss(),
+        single,
+        10,
+        nn.CrossEntropyLoss(),
         optim_recipe=torch.optim.SGD(single.parameters(), lr=0.05, momentum=0.9),
     )
     checkpointing = ModelCheckpoint(dirpath=tmp_path, save_last=True)
-    trainer = cpu_trainer(max_epochs=1, limit_train_batches=5, limit_val_batches=1,
-                          enable_checkpointing=True, callbacks=[checkpointing])
+    trainer = cpu_trainer(
+        max_epochs=1,
+        limit_train_batches=5,
+        limit_val_batches=1,
+        enable_checkpointing=True,
+        callbacks=[checkpointing],
+    )
     trainer.fit(routine, DigitsDataModule(batch_size=32))
     x = torch.randn(6, 1, 8, 8)
     with torch.no_grad():
         expected = single.eval().feats_forward(x)
-    ensemble = signorm_ensemble(digits_resnet(), 4, pretrained=True,
-                                checkpoint=str(tmp_path / "last.ckpt")).eval()
+    ensemble = signorm_ensemble(
+        digits_resnet(), 4, pretrained=True, checkpoint=str(tmp_path / "last.ckpt")
+    ).eval()
     with torch.no_grad():
         members = ensemble.forward_features(x).unflatten(0, (4, -1))
     for member in members:
@@ -56,18 +64,26 @@ def test_plain_state_dicts_load(tmp_path, suffix):
 @pytest.mark.parametrize(
     ("write", "error", "message"),
     [
-        (lambda p: torch.save(
-            resnet(3, 10, 50, style="cifar", width_multiplier=0.125).state_dict(), p),
-         ValueError, r"does not fit _ResNet: unexpected: .*shape mismatch: layer1.0.conv1.weight"),
+        (
+            lambda p: torch.save(
+                resnet(3, 10, 50, style="cifar", width_multiplier=0.125).state_dict(), p
+            ),
+            ValueError,
+            r"does not fit _ResNet: unexpected: .*shape mismatch: layer1.0.conv1.weight",
+        ),
         (lambda p: p.write_bytes(b"PK\x03\x04 truncated"), ValueError, "could not be read"),
-        (lambda p: torch.save({"step": torch.tensor(1), "notes": "x"}, p), ValueError,
-         "holds no state dict of tensors"),
+        (
+            lambda p: torch.save({"step": torch.tensor(1), "notes": "x"}, p),
+            ValueError,
+            "holds no state dict of tensors",
+        ),
         (lambda p: None, FileNotFoundError, "does not exist or is not a file"),
     ],
     ids=["other-architecture", "truncated", "not-a-state-dict", "missing-file"],
 )
-def test_bad_checkpoints_name_the_file_and_leave_the_model_untouched(tmp_path, write, error,
-                                                                     message):
+def test_bad_checkpoints_name_the_file_and_leave_the_model_untouched(
+    tmp_path, write, error, message
+):
     path = tmp_path / "bad.ckpt"
     write(path)
     model = tiny_resnet()

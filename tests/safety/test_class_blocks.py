@@ -39,11 +39,14 @@ def _backbone(block: dict) -> dict:
     return block["init_args"]["model"]["init_args"]
 
 
-@pytest.mark.parametrize(("key", "value", "expected"), [
-    ("in_channels", "three", "int"),
-    ("width_multiplier", [0.125], "float"),
-    ("style", "round", "ResNetStyle"),
-])
+@pytest.mark.parametrize(
+    ("key", "value", "expected"),
+    [
+        ("in_channels", "three", "int"),
+        ("width_multiplier", [0.125], "float"),
+        ("style", "round", "ResNetStyle"),
+    ],
+)
 def test_a_wrong_typed_value_in_an_export_is_refused_naming_key_and_type(
     export_dir, tmp_path, key, value, expected
 ):
@@ -56,8 +59,11 @@ def test_a_wrong_typed_value_in_an_export_is_refused_naming_key_and_type(
 def test_a_value_jsonargparse_reads_as_its_type_is_coerced(export_dir, tmp_path):
     """``"3"`` for an ``int`` is read as a recipe reads it; an enum by value as by name."""
     reference = load_ensemble(export_dir)
-    folder = _edited(export_dir, tmp_path / "export",
-                     lambda b: _backbone(b).update({"in_channels": "3", "style": "cifar"}))
+    folder = _edited(
+        export_dir,
+        tmp_path / "export",
+        lambda b: _backbone(b).update({"in_channels": "3", "style": "cifar"}),
+    )
     model = load_ensemble(folder)
     inputs = torch.randn(2, 3, 32, 32)
     assert torch.equal(model(inputs), reference(inputs))
@@ -65,8 +71,11 @@ def test_a_value_jsonargparse_reads_as_its_type_is_coerced(export_dir, tmp_path)
 
 def test_an_argument_the_class_does_not_take_is_refused_by_name(export_dir, tmp_path):
     folder = _edited(export_dir, tmp_path / "export", lambda b: _backbone(b).update(depth=3))
-    with pytest.raises(ValueError, match=r"model\.init_args\.model\.init_args\.depth=3 is not "
-                                         r"an argument of .*resnet; valid arguments: .*arch"):
+    with pytest.raises(
+        ValueError,
+        match=r"model\.init_args\.model\.init_args\.depth=3 is not "
+        r"an argument of .*resnet; valid arguments: .*arch",
+    ):
         load_ensemble(folder)
 
 
@@ -79,8 +88,11 @@ def test_a_nested_class_path_outside_the_list_is_refused_before_import(
         _backbone(block)["normalization_layer"] = {"class_path": f"{name}.Evil"}
 
     folder = _edited(export_dir, tmp_path / "export", nest)
-    with pytest.raises(ValueError, match=rf"normalization_layer\.class_path='{name}\.Evil' is "
-                                         r"not an allowed class path"):
+    with pytest.raises(
+        ValueError,
+        match=rf"normalization_layer\.class_path='{name}\.Evil' is "
+        r"not an allowed class path",
+    ):
         load_ensemble(folder)
     with pytest.raises(ValueError, match=rf"'{name}\.Evil' is not an allowed class path"):
         build_class_block(json.loads((folder / "config.json").read_text())["model"], nn.Module)

@@ -32,8 +32,9 @@ def _snapshot(folder: Path) -> dict[str, tuple[str, int]]:
     found = {}
     for path in sorted(folder.rglob("*")):
         status = path.lstat()
-        digest = (hashlib.sha256(path.read_bytes()).hexdigest()
-                  if stat.S_ISREG(status.st_mode) else "")
+        digest = (
+            hashlib.sha256(path.read_bytes()).hexdigest() if stat.S_ISREG(status.st_mode) else ""
+        )
         found[str(path.relative_to(folder))] = (digest, stat.S_IMODE(status.st_mode))
     return found
 
@@ -92,8 +93,11 @@ def test_an_overwrite_refuses_a_folder_holding_a_named_pipe(tmp_path):
     out = export_ensemble(build_model(SPEC).eval(), SPEC, tmp_path / "out")
     os.mkfifo(out / "feed")
     before = _snapshot(tmp_path)
-    with pytest.raises(ValueError, match=r"'.*out' holds '.*feed', a named pipe .FIFO., which an "
-                                         r"export cannot carry over") as error:
+    with pytest.raises(
+        ValueError,
+        match=r"'.*out' holds '.*feed', a named pipe .FIFO., which an "
+        r"export cannot carry over",
+    ) as error:
         export_ensemble(build_model(SPEC).eval(), SPEC, out, overwrite=True)
     assert "\n" not in str(error.value)
     assert _snapshot(tmp_path) == before
@@ -116,8 +120,9 @@ def test_a_write_replaces_a_symbolic_link_never_the_file_it_leads_to(tmp_path):
     target.write_bytes(PROFILE)
     (tmp_path / "run").mkdir()
     (tmp_path / "run" / "last.ckpt").symlink_to(target)
-    AtomicCheckpointIO().save_checkpoint({"state_dict": {"w": torch.zeros(1)}},
-                                         tmp_path / "run" / "last.ckpt")
+    AtomicCheckpointIO().save_checkpoint(
+        {"state_dict": {"w": torch.zeros(1)}}, tmp_path / "run" / "last.ckpt"
+    )
     assert target.read_bytes() == PROFILE
     assert not (tmp_path / "run" / "last.ckpt").is_symlink()
 
@@ -130,6 +135,7 @@ def test_a_hard_linked_results_table_is_not_rewritten(tmp_path):
     os.link(outside, tmp_path / "run" / "results.csv")
     before = _snapshot(tmp_path)
     with pytest.warns(UserWarning, match="is a hard link"):
-        append_to_last_row(tmp_path / "run" / "results.csv", {"test/div/jensen_gap": 0.5},
-                           run_dir=tmp_path / "run")
+        append_to_last_row(
+            tmp_path / "run" / "results.csv", {"test/div/jensen_gap": 0.5}, run_dir=tmp_path / "run"
+        )
     assert _snapshot(tmp_path) == before

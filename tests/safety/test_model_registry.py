@@ -33,7 +33,8 @@ def test_the_registry_records_what_fetches_weights():
     assert bert.weight_sources == {"pretrained": False, "pretrained_path": None}
     assert bert.stored_argument.name == "config"
     ensemble = model_registry.model_entry(
-        "torch_uncertainty_signorm.signorm.ensemble.signorm_ensemble")
+        "torch_uncertainty_signorm.signorm.ensemble.signorm_ensemble"
+    )
     assert ensemble.role == "ensemble" and ensemble.layout_flags == ("pretrained",)
     assert "checkpoint" in ensemble.weight_sources
     assert model_registry.model_entry("os.system") is None
@@ -55,6 +56,10 @@ def test_one_rule_for_data():
 def test_the_export_package_never_imports_the_command():
     imported = modules_imported_by(
         "import torch_uncertainty_signorm.export",
-        ("torch_uncertainty_signorm.cli", "torch_uncertainty_signorm.cli.recipe_parsing",
-         "lightning.pytorch.cli"))
+        (
+            "torch_uncertainty_signorm.cli",
+            "torch_uncertainty_signorm.cli.recipe_parsing",
+            "lightning.pytorch.cli",
+        ),
+    )
     assert imported == []

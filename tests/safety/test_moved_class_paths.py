@@ -35,8 +35,9 @@ def _stored_class_paths() -> set[str]:
     files = [*ROOT.glob("experiments/**/*.yaml"), *ROOT.glob("tests/fixtures/**/*.yaml")]
     found = set()
     for path in files:
-        found |= set(re.findall(r"class_path:\s*(torch_uncertainty_signorm[\w.]*)",
-                                path.read_text()))
+        found |= set(
+            re.findall(r"class_path:\s*(torch_uncertainty_signorm[\w.]*)", path.read_text())
+        )
     return found
 
 
@@ -51,13 +52,21 @@ def test_each_moved_path_imports_the_object_of_its_current_path(old):
 
 
 def test_moved_paths_are_replaced_at_any_depth_and_the_tree_is_left_as_it_was():
-    tree = {"class_path": OLD_ENSEMBLE, "init_args": {
-        "config": {"class_path": "torch_uncertainty_signorm.config.SigmaNormConfig"},
-        "layers": ["torch_uncertainty_signorm.baselines.film_ensemble.FiLMEnsemble", "bn1"]}}
+    tree = {
+        "class_path": OLD_ENSEMBLE,
+        "init_args": {
+            "config": {"class_path": "torch_uncertainty_signorm.config.SigmaNormConfig"},
+            "layers": ["torch_uncertainty_signorm.baselines.film_ensemble.FiLMEnsemble", "bn1"],
+        },
+    }
     current = current_class_paths(tree)
-    assert current == {"class_path": NEW_ENSEMBLE, "init_args": {
-        "config": {"class_path": "torch_uncertainty_signorm.signorm.config.SigmaNormConfig"},
-        "layers": ["torch_uncertainty_signorm.baselines.film.model.FiLMEnsemble", "bn1"]}}
+    assert current == {
+        "class_path": NEW_ENSEMBLE,
+        "init_args": {
+            "config": {"class_path": "torch_uncertainty_signorm.signorm.config.SigmaNormConfig"},
+            "layers": ["torch_uncertainty_signorm.baselines.film.model.FiLMEnsemble", "bn1"],
+        },
+    }
     assert tree["class_path"] == OLD_ENSEMBLE
 
 
@@ -72,16 +81,20 @@ def test_a_recipe_naming_a_moved_path_parses_as_the_command_reads_it(tmp_path):
 def test_a_checkpoint_naming_a_moved_path_loads(tmp_path):
     """The command's checkpoint names the package root's factory; the same checkpoint with the
     factory's former module path loads to the same model."""
-    checkpoint = torch.load(DATA / "signorm_c10_command_d303e6e.ckpt", map_location="cpu",
-                            weights_only=True)
+    checkpoint = torch.load(
+        DATA / "signorm_c10_command_d303e6e.ckpt", map_location="cpu", weights_only=True
+    )
     assert checkpoint["hyper_parameters"]["model"]["class_path"] == (
-        "torch_uncertainty_signorm.signorm_ensemble")
+        "torch_uncertainty_signorm.signorm_ensemble"
+    )
     today = SigmaNormClassificationRoutine.load_from_checkpoint(
-        DATA / "signorm_c10_command_d303e6e.ckpt", map_location="cpu")
+        DATA / "signorm_c10_command_d303e6e.ckpt", map_location="cpu"
+    )
     checkpoint["hyper_parameters"]["model"]["class_path"] = OLD_ENSEMBLE
     torch.save(checkpoint, tmp_path / "old.ckpt")
-    old = SigmaNormClassificationRoutine.load_from_checkpoint(tmp_path / "old.ckpt",
-                                                              map_location="cpu")
+    old = SigmaNormClassificationRoutine.load_from_checkpoint(
+        tmp_path / "old.ckpt", map_location="cpu"
+    )
     assert type(old.model) is type(today.model)
     old_state = old.model.state_dict()
     assert old_state.keys() == today.model.state_dict().keys()
@@ -97,8 +110,13 @@ def test_an_export_naming_a_moved_path_loads_and_predicts_what_it_predicted(tmp_
     (folder / "config.json").write_text(json.dumps(config))
     io = load_file(DATA / "signorm_resnet_d303e6e_io.safetensors")
     with torch.no_grad():
-        torch.testing.assert_close(export.load_ensemble(folder)(io["inputs"]), io["logits"],
-                                   rtol=1e-5, atol=1e-5)
+        torch.testing.assert_close(
+            export.load_ensemble(folder)(io["inputs"]), io["logits"], rtol=1e-5, atol=1e-5
+        )
         batch = io["inputs"].shape[0]
-        torch.testing.assert_close(export.load_member(folder, 1)(io["inputs"]),
-                                   io["logits"][batch : 2 * batch], rtol=1e-5, atol=1e-5)
+        torch.testing.assert_close(
+            export.load_member(folder, 1)(io["inputs"]),
+            io["logits"][batch : 2 * batch],
+            rtol=1e-5,
+            atol=1e-5,
+        )

@@ -31,28 +31,51 @@ BERT = "torch_uncertainty_signorm.backbones.bert_classifier"
 
 
 def _backbone(**init_args) -> dict:
-    return {"class_path": RESNET, "init_args": {"in_channels": 1, "num_classes": 10, "arch": 18,
-                                                 "style": "cifar", **init_args}}
+    return {
+        "class_path": RESNET,
+        "init_args": {
+            "in_channels": 1,
+            "num_classes": 10,
+            "arch": 18,
+            "style": "cifar",
+            **init_args,
+        },
+    }
 
 
 def _recipe(backbone: object) -> dict:
-    model = {"class_path": "torch_uncertainty_signorm.signorm_ensemble",
-             "init_args": {"model": backbone, "num_estimators": 2}}
-    return {"routine": {"class_path": ROUTINE, "init_args": {"num_classes": 10, "model": model}},
-            "data": {"class_path": "torch_uncertainty_signorm.datamodules.DigitsDataModule"}}
+    model = {
+        "class_path": "torch_uncertainty_signorm.signorm_ensemble",
+        "init_args": {"model": backbone, "num_estimators": 2},
+    }
+    return {
+        "routine": {"class_path": ROUTINE, "init_args": {"num_classes": 10, "model": model}},
+        "data": {"class_path": "torch_uncertainty_signorm.datamodules.DigitsDataModule"},
+    }
 
 
 def _bert(**config) -> dict:
-    return {"class_path": BERT, "init_args": {"num_classes": 10, "pretrained": False,
-                                              "config": config}}
+    return {
+        "class_path": BERT,
+        "init_args": {"num_classes": 10, "pretrained": False, "config": config},
+    }
 
 
 # ------------------------------------------------------------- 1. what a class path is
-@pytest.mark.parametrize(("value", "expected"), [
-    ("advcanary.é", True), ("payload_local.Ωmega", True), ("torch.nn.BatchNorm2d", True),
-    ("vit_base_patch16_224.augreg_in21k", True), ("advcanary", False), ("a..b", False),
-    ("1a.b", False), ("blocks/model.yaml", False), ("a.b ", False),
-])
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        ("advcanary.é", True),
+        ("payload_local.Ωmega", True),
+        ("torch.nn.BatchNorm2d", True),
+        ("vit_base_patch16_224.augreg_in21k", True),
+        ("advcanary", False),
+        ("a..b", False),
+        ("1a.b", False),
+        ("blocks/model.yaml", False),
+        ("a.b ", False),
+    ],
+)
 def test_a_class_path_is_what_jsonargparse_imports(value, expected):
     """Any dotted sequence of ``str.isidentifier()`` parts, whatever the script."""
     assert allowlist.is_class_path(value) is expected
@@ -60,13 +83,18 @@ def test_a_class_path_is_what_jsonargparse_imports(value, expected):
 
 def test_a_class_path_in_another_script_is_refused_unimported(tmp_path, monkeypatch):
     name, marker = marker_module(tmp_path, monkeypatch, "advcanary")
-    with pytest.raises(ValueError, match=r"model.init_args.activation_fn='advcanary.é' is not "
-                                         r"an allowed class path"):
+    with pytest.raises(
+        ValueError,
+        match=r"model.init_args.activation_fn='advcanary.é' is not "
+        r"an allowed class path",
+    ):
         allowlist.check_class_paths(
-            {"class_path": RESNET, "init_args": {"activation_fn": "advcanary.é"}}, where="model")
+            {"class_path": RESNET, "init_args": {"activation_fn": "advcanary.é"}}, where="model"
+        )
     with pytest.raises(ValueError, match=r"activation_fn='advcanary.é' is not an allowed"):
-        allowlist.check_recipe(_recipe(_backbone(activation_fn="advcanary.é")), "recipe.yaml",
-                               folder=tmp_path)
+        allowlist.check_recipe(
+            _recipe(_backbone(activation_fn="advcanary.é")), "recipe.yaml", folder=tmp_path
+        )
     assert_not_imported(name, marker)
 
 
@@ -76,8 +104,9 @@ def test_a_module_beside_the_recipe_counts_as_importable(tmp_path, monkeypatch):
     (tmp_path / "payload_local.py").write_text("raise SystemExit('ran')\n")
     monkeypatch.chdir(tmp_path.parent)
     with pytest.raises(ValueError, match=r"payload_local.é' is not an allowed class path"):
-        allowlist.check_recipe(_recipe(_backbone(activation_fn="payload_local.é")),
-                               "recipe.yaml", folder=tmp_path)
+        allowlist.check_recipe(
+            _recipe(_backbone(activation_fn="payload_local.é")), "recipe.yaml", folder=tmp_path
+        )
 
 
 # ------------------------------------------------------------- 2. which file a path names
@@ -91,14 +120,22 @@ def test_a_file_named_in_a_block_file_is_read_from_that_files_folder(tmp_path, m
     """The parser reads ``backbone.yaml`` from ``blocks/``, where ``model.yaml`` names it; the
     check used to look for it beside the recipe and in the working directory."""
     _evil_block(tmp_path / "blocks", "backbone.yaml")
-    (tmp_path / "blocks" / "model.yaml").write_text(yaml.safe_dump(
-        {"class_path": "torch_uncertainty_signorm.signorm_ensemble",
-         "init_args": {"model": "backbone.yaml", "num_estimators": 2}}))
+    (tmp_path / "blocks" / "model.yaml").write_text(
+        yaml.safe_dump(
+            {
+                "class_path": "torch_uncertainty_signorm.signorm_ensemble",
+                "init_args": {"model": "backbone.yaml", "num_estimators": 2},
+            }
+        )
+    )
     recipe = _recipe(None)
     recipe["routine"]["init_args"]["model"] = "blocks/model.yaml"
     monkeypatch.chdir(tmp_path.parent)
-    with pytest.raises(ValueError, match=r"routine.init_args.model.init_args.model.class_path="
-                                         r"'evil_marker.Evil' is not an allowed class path"):
+    with pytest.raises(
+        ValueError,
+        match=r"routine.init_args.model.init_args.model.class_path="
+        r"'evil_marker.Evil' is not an allowed class path",
+    ):
         allowlist.check_recipe(recipe, "recipe.yaml", folder=tmp_path)
 
 
@@ -109,13 +146,24 @@ def test_a_home_relative_file_is_read_and_checked(tmp_path, monkeypatch):
         allowlist.check_recipe(_recipe("~/blk.yaml"), "recipe.yaml", folder=tmp_path / "r")
 
 
-@pytest.mark.parametrize("url", ["file://{path}", "file:{path}", "http://example.com/blk.yaml",
-                                 "s3://bucket/blk.yaml", "simplecache::s3://bucket/blk.yaml"])
+@pytest.mark.parametrize(
+    "url",
+    [
+        "file://{path}",
+        "file:{path}",
+        "http://example.com/blk.yaml",
+        "s3://bucket/blk.yaml",
+        "simplecache::s3://bucket/blk.yaml",
+    ],
+)
 def test_a_url_is_refused_never_read(url, tmp_path):
     path = _evil_block(tmp_path, "blk.yaml")
     value = url.format(path=path)
-    with pytest.raises(ValueError, match=r"names a URL or a file: path, which the parser would "
-                                         r"read unchecked"):
+    with pytest.raises(
+        ValueError,
+        match=r"names a URL or a file: path, which the parser would "
+        r"read unchecked",
+    ):
         allowlist.check_recipe(_recipe(value), "recipe.yaml", folder=tmp_path)
 
 
@@ -177,8 +225,9 @@ def test_a_block_file_swapped_for_a_pipe_after_the_check_is_refused(tmp_path, mo
 
 # ----------------------------------------------------------------- 3. bounded reading
 @pytest.mark.timeout(10)
-@pytest.mark.parametrize("text", ["a: &r [*r]", "a: &r {b: *r}", "a: &r [[1, *r]]",
-                                  "x: &r\n  y: [1, {z: *r}]\n"])
+@pytest.mark.parametrize(
+    "text", ["a: &r [*r]", "a: &r {b: *r}", "a: &r [[1, *r]]", "x: &r\n  y: [1, {z: *r}]\n"]
+)
 def test_a_cyclic_yaml_alias_is_refused_at_once(text):
     with pytest.raises(UnboundedYAML, match=r"^recipe.yaml holds a cyclic YAML alias") as error:
         load_yaml(text, "recipe.yaml")
@@ -188,15 +237,29 @@ def test_a_cyclic_yaml_alias_is_refused_at_once(text):
 @pytest.mark.timeout(10)
 def test_an_alias_used_twice_still_reads():
     assert load_yaml("a: &x [1, 2]\nb: [*x, *x]\n", "recipe.yaml") == {
-        "a": [1, 2], "b": [[1, 2], [1, 2]]}
+        "a": [1, 2],
+        "b": [[1, 2], [1, 2]],
+    }
 
 
 @pytest.mark.timeout(10)
-@pytest.mark.parametrize("pattern", [r"(?>((.*)*)*X)", r"(?>(a+)+)$", r"(a*)*+", r"(?:a+)++$",
-                                     r"(?:.*\.){2,}+x", r"(?>(?>a|b)*)*c"])
+@pytest.mark.parametrize(
+    "pattern",
+    [
+        r"(?>((.*)*)*X)",
+        r"(?>(a+)+)$",
+        r"(a*)*+",
+        r"(?:a+)++$",
+        r"(?:.*\.){2,}+x",
+        r"(?>(?>a|b)*)*c",
+    ],
+)
 def test_atomic_groups_and_possessive_repeats_are_walked(pattern):
-    with pytest.raises(ValueError, match=r"inside a repeat, whose matching can take "
-                                         r"exponential time"):
+    with pytest.raises(
+        ValueError,
+        match=r"inside a repeat, whose matching can take "
+        r"exponential time",
+    ):
         check_pattern("regularized_layers", pattern)
 
 
@@ -205,10 +268,14 @@ def test_a_checkpoints_atomic_group_is_refused_before_test_ckpt_path_matches_it(
     """The route of ``test --ckpt_path``: the values a checkpoint brings are checked first."""
     from torch_uncertainty_signorm.safety.checkpoint_args import check_taken_arguments
 
-    with pytest.raises(ValueError, match=r"ckpt_path='run.ckpt': routine.init_args.model."
-                                         r"init_args.regularized_layers='\(\?>"):
-        check_taken_arguments("run.ckpt", {"model.init_args.regularized_layers": r"(?>((.*)*)*X)"},
-                              ROUTINE, {})
+    with pytest.raises(
+        ValueError,
+        match=r"ckpt_path='run.ckpt': routine.init_args.model."
+        r"init_args.regularized_layers='\(\?>",
+    ):
+        check_taken_arguments(
+            "run.ckpt", {"model.init_args.regularized_layers": r"(?>((.*)*)*X)"}, ROUTINE, {}
+        )
 
 
 @pytest.mark.parametrize("pattern", [r"(?>layer1)\.bn\d", r"layer[34]\.\d++\.bn2"])
@@ -217,31 +284,48 @@ def test_simple_atomic_and_possessive_patterns_are_kept(pattern):
 
 
 _BART = {"model_type": "bart", "encoder_layers": 12, "decoder_layers": 12, "d_model": 768}
-_ALBERT = {"model_type": "albert", "num_hidden_layers": 12, "num_hidden_groups": 1,
-           "inner_group_num": 1, "hidden_size": 768}
+_ALBERT = {
+    "model_type": "albert",
+    "num_hidden_layers": 12,
+    "num_hidden_groups": 1,
+    "inner_group_num": 1,
+    "hidden_size": 768,
+}
 
 
 @pytest.mark.timeout(10)
-@pytest.mark.parametrize(("config", "refused"), [
-    ({**_BART, "encoder_layers": 100_000}, r"config.encoder_layers=100000 repeats a layer"),
-    ({**_BART, "decoder_layers": 10**9}, r"config.decoder_layers=1000000000 repeats a layer"),
-    ({**_ALBERT, "num_hidden_groups": 64, "inner_group_num": 64},
-     rf"config stacks 49152 layers .*at most {MAX_STACKED_LAYERS}"),
-    ({**_ALBERT, "inner_group_num": -1}, r"config.inner_group_num=-1 repeats a layer"),
-    ({"model_type": "funnel", "block_sizes": [100, 100]}, r"block_sizes=\[100, 100\]"),
-    ({"model_type": "blip", "text_config": {"num_hidden_layers": 5000}},
-     r"config.text_config.num_hidden_layers=5000"),
-])
+@pytest.mark.parametrize(
+    ("config", "refused"),
+    [
+        ({**_BART, "encoder_layers": 100_000}, r"config.encoder_layers=100000 repeats a layer"),
+        ({**_BART, "decoder_layers": 10**9}, r"config.decoder_layers=1000000000 repeats a layer"),
+        (
+            {**_ALBERT, "num_hidden_groups": 64, "inner_group_num": 64},
+            rf"config stacks 49152 layers .*at most {MAX_STACKED_LAYERS}",
+        ),
+        ({**_ALBERT, "inner_group_num": -1}, r"config.inner_group_num=-1 repeats a layer"),
+        ({"model_type": "funnel", "block_sizes": [100, 100]}, r"block_sizes=\[100, 100\]"),
+        (
+            {"model_type": "blip", "text_config": {"num_hidden_layers": 5000}},
+            r"config.text_config.num_hidden_layers=5000",
+        ),
+    ],
+)
 def test_an_exports_layer_counts_are_bounded_before_building(config, refused):
-    spec = {"class_path": "torch_uncertainty_signorm.signorm_ensemble",
-            "init_args": {"model": _bert(**config), "num_estimators": 2}}
+    spec = {
+        "class_path": "torch_uncertainty_signorm.signorm_ensemble",
+        "init_args": {"model": _bert(**config), "num_estimators": 2},
+    }
     with pytest.raises(ValueError, match=refused):
         check_ensemble_spec(spec)
 
 
 def test_real_architectures_layer_counts_pass():
-    for config in (_BART, _ALBERT, {"model_type": "t5", "num_layers": 24,
-                                    "num_decoder_layers": 24}):
+    for config in (
+        _BART,
+        _ALBERT,
+        {"model_type": "t5", "num_layers": 24, "num_decoder_layers": 24},
+    ):
         check_layer_counts({"init_args": {"model": _bert(**config)}})
 
 
@@ -262,13 +346,16 @@ def _fifo_folder(root: Path) -> Path:
     return folder
 
 
-@pytest.mark.parametrize(("make", "said"), [
-    (lambda root: root / "file.txt", r"is a regular file, not a folder"),
-    (lambda root: Path("."), r"is the working directory or a parent of it"),
-    (lambda root: root / "sub" / "..", r"is the working directory or a parent of it"),
-    (lambda root: root / "link", r"is a symbolic link"),
-    (_fifo_folder, r"holds '.*pipe', a named pipe \(FIFO\), which an export cannot carry"),
-])
+@pytest.mark.parametrize(
+    ("make", "said"),
+    [
+        (lambda root: root / "file.txt", r"is a regular file, not a folder"),
+        (lambda root: Path("."), r"is the working directory or a parent of it"),
+        (lambda root: root / "sub" / "..", r"is the working directory or a parent of it"),
+        (lambda root: root / "link", r"is a symbolic link"),
+        (_fifo_folder, r"holds '.*pipe', a named pipe \(FIFO\), which an export cannot carry"),
+    ],
+)
 def test_an_output_that_cannot_take_an_export_is_named(make, said, tmp_path, monkeypatch):
     from torch_uncertainty_signorm.export.writing import output_directory
 
@@ -302,8 +389,9 @@ for name, argv, debug in json.loads(sys.argv[1]):
 
 def _write(path: Path, content: object) -> str:
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(content if isinstance(content, str) else yaml.safe_dump(content,
-                                                                             allow_unicode=True))
+    path.write_text(
+        content if isinstance(content, str) else yaml.safe_dump(content, allow_unicode=True)
+    )
     return path.name
 
 
@@ -313,34 +401,57 @@ _ACTIVATION = "routine.init_args.model.init_args.model.init_args.activation_fn"
 _EXPORT_CASES = {
     "unicode class path": (
         ["--config", "unicode.yaml", "--output", "o1"],
-        f"unicode.yaml: {_ACTIVATION}='advcanary.é' {_REFUSED}"),
+        f"unicode.yaml: {_ACTIVATION}='advcanary.é' {_REFUSED}",
+    ),
     "unicode class path in a base file": (
         ["--config", "with_base.yaml", "--output", "o2"],
-        f"base_unicode.yaml: {_ACTIVATION}='advcanary.é' {_REFUSED}"),
-    "a file named in a block file": (["--config", "nested.yaml", "--output", "o3"],
-                                     f"init_args.model.class_path='evil_marker.Evil' {_REFUSED}"),
-    "a home-relative file": (["--config", "home_file.yaml", "--output", "o4"],
-                             f"model.class_path='evil_marker.Evil' {_REFUSED}"),
-    "a file:// path": (["--config", "file_url.yaml", "--output", "o5"],
-                       "names a URL or a file: path"),
-    "a cyclic alias": (["--config", "cyclic.yaml", "--output", "o6"],
-                       "holds a cyclic YAML alias"),
-    "BART encoder layers": (["--config", "bart.yaml", "--output", "o7"],
-                            "config.encoder_layers=100000 repeats a layer 100000 times"),
-    "ALBERT inner groups": (["--config", "albert.yaml", "--output", "o8"],
-                            "config stacks 49152 layers"),
-    "a model larger than its checkpoint": (["--config", "wide.yaml", "--output", "o9"],
-                                           "checkpoint='run.ckpt' does not fit"),
-    "a missing recipe": (["--config", "missing.yaml", "--output", "o10"],
-                         "--config 'missing.yaml' does not exist."),
-    "--output naming a file": (["--config", "unicode.yaml", "--output", "a_file"],
-                               "'a_file' is a regular file, not a folder"),
-    "--output .": (["--config", "unicode.yaml", "--output", "."],
-                   "'.' is the working directory or a parent of it"),
-    "--output a symlink": (["--config", "unicode.yaml", "--output", "link", "--overwrite"],
-                           "'link' is a symbolic link"),
-    "--output holding a FIFO": (["--config", "unicode.yaml", "--output", "fifo_out",
-                                 "--overwrite"], "a named pipe (FIFO), which an export"),
+        f"base_unicode.yaml: {_ACTIVATION}='advcanary.é' {_REFUSED}",
+    ),
+    "a file named in a block file": (
+        ["--config", "nested.yaml", "--output", "o3"],
+        f"init_args.model.class_path='evil_marker.Evil' {_REFUSED}",
+    ),
+    "a home-relative file": (
+        ["--config", "home_file.yaml", "--output", "o4"],
+        f"model.class_path='evil_marker.Evil' {_REFUSED}",
+    ),
+    "a file:// path": (
+        ["--config", "file_url.yaml", "--output", "o5"],
+        "names a URL or a file: path",
+    ),
+    "a cyclic alias": (["--config", "cyclic.yaml", "--output", "o6"], "holds a cyclic YAML alias"),
+    "BART encoder layers": (
+        ["--config", "bart.yaml", "--output", "o7"],
+        "config.encoder_layers=100000 repeats a layer 100000 times",
+    ),
+    "ALBERT inner groups": (
+        ["--config", "albert.yaml", "--output", "o8"],
+        "config stacks 49152 layers",
+    ),
+    "a model larger than its checkpoint": (
+        ["--config", "wide.yaml", "--output", "o9"],
+        "checkpoint='run.ckpt' does not fit",
+    ),
+    "a missing recipe": (
+        ["--config", "missing.yaml", "--output", "o10"],
+        "--config 'missing.yaml' does not exist.",
+    ),
+    "--output naming a file": (
+        ["--config", "unicode.yaml", "--output", "a_file"],
+        "'a_file' is a regular file, not a folder",
+    ),
+    "--output .": (
+        ["--config", "unicode.yaml", "--output", "."],
+        "'.' is the working directory or a parent of it",
+    ),
+    "--output a symlink": (
+        ["--config", "unicode.yaml", "--output", "link", "--overwrite"],
+        "'link' is a symbolic link",
+    ),
+    "--output holding a FIFO": (
+        ["--config", "unicode.yaml", "--output", "fifo_out", "--overwrite"],
+        "a named pipe (FIFO), which an export",
+    ),
 }
 
 
@@ -351,12 +462,15 @@ def _export_files(root: Path) -> None:
     unicode_recipe = _recipe(_backbone(activation_fn="advcanary.é"))
     _write(root / "unicode.yaml", unicode_recipe)
     _write(root / "base_unicode.yaml", {"routine": unicode_recipe["routine"]})
-    _write(root / "with_base.yaml", {"base": "base_unicode.yaml",
-                                     "data": unicode_recipe["data"]})
+    _write(root / "with_base.yaml", {"base": "base_unicode.yaml", "data": unicode_recipe["data"]})
     _write(root / "blocks" / "backbone.yaml", {"class_path": "evil_marker.Evil"})
-    _write(root / "blocks" / "model.yaml", {
-        "class_path": "torch_uncertainty_signorm.signorm_ensemble",
-        "init_args": {"model": "backbone.yaml", "num_estimators": 2}})
+    _write(
+        root / "blocks" / "model.yaml",
+        {
+            "class_path": "torch_uncertainty_signorm.signorm_ensemble",
+            "init_args": {"model": "backbone.yaml", "num_estimators": 2},
+        },
+    )
     nested = _recipe(None)
     nested["routine"]["init_args"]["model"] = "blocks/model.yaml"
     _write(root / "nested.yaml", nested)
@@ -364,11 +478,19 @@ def _export_files(root: Path) -> None:
     _write(root / "file_url.yaml", _recipe(f"file://{root / 'abs_blk.yaml'}"))
     _write(root / "cyclic.yaml", "loop: &r [*r]\n" + yaml.safe_dump(_recipe(_backbone())))
     _write(root / "bart.yaml", _recipe(_bert(**{**_BART, "encoder_layers": 100_000})))
-    _write(root / "albert.yaml", _recipe(_bert(**{**_ALBERT, "num_hidden_groups": 64,
-                                                   "inner_group_num": 64})))
+    _write(
+        root / "albert.yaml",
+        _recipe(_bert(**{**_ALBERT, "num_hidden_groups": 64, "inner_group_num": 64})),
+    )
     # few layers, each huge: sized on the meta device against the checkpoint, never allocated
-    wide = {"model_type": "bert", "num_hidden_layers": 2, "hidden_size": 1 << 15,
-            "intermediate_size": 1 << 17, "num_attention_heads": 8, "vocab_size": 1 << 16}
+    wide = {
+        "model_type": "bert",
+        "num_hidden_layers": 2,
+        "hidden_size": 1 << 15,
+        "intermediate_size": 1 << 17,
+        "num_attention_heads": 8,
+        "vocab_size": 1 << 16,
+    }
     _write(root / "wide.yaml", _recipe(_bert(**wide)))
     torch.save({"state_dict": {"model.w": torch.zeros(1)}}, root / "run.ckpt")
     (root / "a_file").write_text("notes")
@@ -384,21 +506,39 @@ def export_answers(tmp_path_factory) -> tuple[dict, Path]:
     root = tmp_path_factory.mktemp("export_3")
     markers = [root / "site" / f"{name}.imported" for name in ("advcanary", "evil_marker")]
     for marker in markers:
-        _write(marker.with_suffix(".py"),
-               f"from pathlib import Path\nPath({str(marker)!r}).touch()\nclass Evil:\n    pass\n")
+        _write(
+            marker.with_suffix(".py"),
+            f"from pathlib import Path\nPath({str(marker)!r}).touch()\nclass Evil:\n    pass\n",
+        )
     _export_files(root)
-    argv = [[name, [*arguments, "--ckpt_path", "run.ckpt"], False]
-            for name, (arguments, _) in _EXPORT_CASES.items()]
-    argv.append(["debug", ["--config", "missing.yaml", "--ckpt_path", "run.ckpt", "--output",
-                           "o11"], True])
+    argv = [
+        [name, [*arguments, "--ckpt_path", "run.ckpt"], False]
+        for name, (arguments, _) in _EXPORT_CASES.items()
+    ]
+    argv.append(
+        ["debug", ["--config", "missing.yaml", "--ckpt_path", "run.ckpt", "--output", "o11"], True]
+    )
     (root / "driver.py").write_text(_DRIVER)
     path = os.pathsep.join([str(root / "site"), os.environ.get("PYTHONPATH", "")])
-    done = subprocess.run([sys.executable, "driver.py", json.dumps(argv)], cwd=root,
-                          capture_output=True, text=True, timeout=600, check=False,
-                          env={**os.environ, "PYTHONPATH": path, "HOME": str(root / "home"),
-                               "OMP_NUM_THREADS": "1", "PYTHONWARNINGS": "ignore"})
-    answers = {name: (status, stderr, seconds) for name, status, stderr, seconds in
-               map(json.loads, done.stdout.splitlines())}
+    done = subprocess.run(
+        [sys.executable, "driver.py", json.dumps(argv)],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+        env={
+            **os.environ,
+            "PYTHONPATH": path,
+            "HOME": str(root / "home"),
+            "OMP_NUM_THREADS": "1",
+            "PYTHONWARNINGS": "ignore",
+        },
+    )
+    answers = {
+        name: (status, stderr, seconds)
+        for name, status, stderr, seconds in map(json.loads, done.stdout.splitlines())
+    }
     assert set(answers) == {*_EXPORT_CASES, "debug"}, done.stderr[-3000:]
     assert not any(marker.exists() for marker in markers), "a class path was imported"
     return answers, root
@@ -431,16 +571,30 @@ def test_python_m_with_the_recipes_folder_on_the_path_imports_nothing_of_it(tmp_
     """``PYTHONPATH=.`` and ``python -m``: a ``payload_local.py`` shipped beside the recipe,
     named in another script's letters."""
     marker = tmp_path / "payload_local.imported"
-    _write(tmp_path / "payload_local.py", f"from pathlib import Path\n"
-                                          f"Path({str(marker)!r}).touch()\n")
+    _write(
+        tmp_path / "payload_local.py", f"from pathlib import Path\nPath({str(marker)!r}).touch()\n"
+    )
     _write(tmp_path / "recipe.yaml", _recipe(_backbone(activation_fn="payload_local.é")))
     path = os.pathsep.join([".", os.environ.get("PYTHONPATH", "")])
     done = subprocess.run(
-        [sys.executable, "-m", "torch_uncertainty_signorm.cli.export", "--config", "recipe.yaml",
-         "--ckpt_path", "run.ckpt", "--output", "out"], cwd=tmp_path, capture_output=True,
-        text=True, timeout=300, check=False,
-        env={**os.environ, "PYTHONPATH": path, "OMP_NUM_THREADS": "1",
-             "PYTHONWARNINGS": "ignore"})
+        [
+            sys.executable,
+            "-m",
+            "torch_uncertainty_signorm.cli.export",
+            "--config",
+            "recipe.yaml",
+            "--ckpt_path",
+            "run.ckpt",
+            "--output",
+            "out",
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+        env={**os.environ, "PYTHONPATH": path, "OMP_NUM_THREADS": "1", "PYTHONWARNINGS": "ignore"},
+    )
     assert not marker.exists(), done.stderr[-2000:]
     assert done.returncode == 1 and done.stderr.count("\n") == 1, done.stderr[-2000:]
     assert "activation_fn='payload_local.é' is not an allowed class path" in done.stderr
@@ -451,10 +605,16 @@ def test_torch_uncertainty_refuses_a_cyclic_recipe_in_one_line(tmp_path):
     (tmp_path / "cyclic.yaml").write_text("a: &r [*r]\n")
     start = time.perf_counter()
     done = subprocess.run(
-        [str(Path(sys.executable).parent / "torch-uncertainty"), "fit", "--config",
-         "cyclic.yaml"], cwd=tmp_path, capture_output=True, text=True, timeout=300, check=False,
-        env={**os.environ, "OMP_NUM_THREADS": "1", "PYTHONWARNINGS": "ignore"})
+        [str(Path(sys.executable).parent / "torch-uncertainty"), "fit", "--config", "cyclic.yaml"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+        env={**os.environ, "OMP_NUM_THREADS": "1", "PYTHONWARNINGS": "ignore"},
+    )
     assert done.returncode == 1
-    assert done.stderr.count("\n") <= 1 and "holds a cyclic YAML alias" in done.stderr, (
-        done.stderr[-2000:])
+    assert done.stderr.count("\n") <= 1 and "holds a cyclic YAML alias" in done.stderr, done.stderr[
+        -2000:
+    ]
     assert time.perf_counter() - start < 120

@@ -15,8 +15,11 @@ CONTROLLED = {"signorm_diversity_target": {"target": 0.5}}
 def test_a_fixed_tau_runs_checkpoint_holds_its_configured_tau():
     assert checkpoint_tau({"signorm_tau": 0.1}, 0.1) == 0.1
     assert checkpoint_tau({}, 0.1) is None
-    with pytest.raises(ValueError, match=r"signorm_tau=500, but the run's configuration gives "
-                                         r"tau=0.1") as error:
+    with pytest.raises(
+        ValueError,
+        match=r"signorm_tau=500, but the run's configuration gives "
+        r"tau=0.1",
+    ) as error:
         checkpoint_tau({"signorm_tau": 500.0}, 0.1)
     assert "\n" not in str(error.value)
 

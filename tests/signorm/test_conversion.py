@@ -37,6 +37,9 @@ def test_norm_layers_without_state_carry_no_evidence():
 def test_converted_models_are_not_converted_twice():
     model = tiny_resnet()
     convert_norm_layers(model, 2)
-    with pytest.raises(ValueError, match=r"_ResNet is already converted to σNorm \(σNorm layers: "
-                                         r"'bn1', 'layer1.0.bn1', 'layer1.0.bn2', \.\.\.\)"):
+    with pytest.raises(
+        ValueError,
+        match=r"_ResNet is already converted to σNorm \(σNorm layers: "
+        r"'bn1', 'layer1.0.bn1', 'layer1.0.bn2', \.\.\.\)",
+    ):
         convert_norm_layers(model, 2)

@@ -27,8 +27,15 @@ def _converted(member_spread: float = 0.0, seed: int = 0):
     torch.manual_seed(seed)
     backbone = randomize_norms(tiny_resnet(18))
     torch.manual_seed(seed + 1)
-    return signorm_ensemble(backbone, M, pretrained=True, regularized_layers="resnet18",
-                            tau=0.5, diversity_strength=1e-3, member_spread=member_spread)
+    return signorm_ensemble(
+        backbone,
+        M,
+        pretrained=True,
+        regularized_layers="resnet18",
+        tau=0.5,
+        diversity_strength=1e-3,
+        member_spread=member_spread,
+    )
 
 
 def _regularized_logit_grads(model) -> list[torch.Tensor]:
@@ -49,12 +56,14 @@ def _analytic_grads(model) -> list[torch.Tensor]:
 
 def test_exact_conversion_is_the_symmetric_fixed_point_and_a_spread_leaves_it():
     identical, spread = _converted(0.0), _converted(0.3)
-    for grad, analytic in zip(_regularized_logit_grads(identical), _analytic_grads(identical),
-                              strict=True):
+    for grad, analytic in zip(
+        _regularized_logit_grads(identical), _analytic_grads(identical), strict=True
+    ):
         assert torch.count_nonzero(analytic) == 0  # p = 1/M exactly: (1 - M p) = 0
         assert grad.abs().max() < 1e-9  # autograd's log-sum-exp: zero up to rounding
-    for grad, analytic in zip(_regularized_logit_grads(spread), _analytic_grads(spread),
-                              strict=True):
+    for grad, analytic in zip(
+        _regularized_logit_grads(spread), _analytic_grads(spread), strict=True
+    ):
         torch.testing.assert_close(grad, analytic, rtol=1e-4, atol=1e-9)
         assert grad.abs().max() > 1e-5
 
@@ -64,13 +73,16 @@ def test_member_spread_is_zero_sum_per_feature_on_the_regularized_layers_only():
     regularized = set(plain.regularized_layer_names)
     assert regularized and set(plain.signorm_layer_names) - regularized
     for name in plain.signorm_layer_names:
-        offsets = (spread.backbone.get_submodule(name).scale_logits
-                   - plain.backbone.get_submodule(name).scale_logits).detach()
+        offsets = (
+            spread.backbone.get_submodule(name).scale_logits
+            - plain.backbone.get_submodule(name).scale_logits
+        ).detach()
         if name not in regularized:
             assert torch.equal(offsets, torch.zeros_like(offsets)), name
             continue
-        torch.testing.assert_close(offsets.mean(0), torch.zeros(offsets.shape[1]),
-                                   atol=1e-6, rtol=0)  # Σ_m ε_m = 0: each feature's mean kept
+        torch.testing.assert_close(
+            offsets.mean(0), torch.zeros(offsets.shape[1]), atol=1e-6, rtol=0
+        )  # Σ_m ε_m = 0: each feature's mean kept
         assert 0.12 < float(offsets.std()) < 0.28  # members' offsets have std ≈ member_spread
 
 
@@ -84,8 +96,9 @@ def test_zero_spread_draws_nothing_and_one_member_is_never_spread():
     first.spread_members(0.0)
     assert torch.equal(torch.get_rng_state(), state) and torch.equal(first.scale_logits, before)
     torch.manual_seed(0)
-    single = signorm_ensemble(randomize_norms(tiny_resnet(18)), 1, pretrained=True,
-                              member_spread=1.0)
+    single = signorm_ensemble(
+        randomize_norms(tiny_resnet(18)), 1, pretrained=True, member_spread=1.0
+    )
     torch.manual_seed(0)
     converted = signorm_ensemble(randomize_norms(tiny_resnet(18)), 1, pretrained=True)
     for a, b in zip(single.scale_logits(), converted.scale_logits(), strict=True):
@@ -108,9 +121,10 @@ def test_spread_moves_members_at_first_order_and_their_mean_features_at_second_o
             layer.spread_members(spread)
         changes[spread] = [
             _changes(spread_out.unflatten(0, (M, -1)), exact.unflatten(0, (M, -1)))
-            for spread_out, exact in ((model.forward_features(inputs),
-                                       base.forward_features(inputs)),
-                                      (model(inputs), base(inputs)))
+            for spread_out, exact in (
+                (model.forward_features(inputs), base.forward_features(inputs)),
+                (model(inputs), base(inputs)),
+            )
         ]
     (features_big, logits_big), (features_small, logits_small) = changes[0.02], changes[0.01]
     assert features_big[0] / features_small[0] == pytest.approx(2.0, rel=0.1)
@@ -122,8 +136,10 @@ def test_spread_moves_members_at_first_order_and_their_mean_features_at_second_o
 
 def _changes(new: torch.Tensor, old: torch.Tensor) -> tuple[float, float]:
     """Relative change of the members' ``(M, B, ...)`` outputs, and of their mean."""
+
     def relative(a, b):
         return float((a - b).norm() / b.norm())
+
     return relative(new, old), relative(new.mean(0), old.mean(0))
 
 
@@ -137,18 +153,30 @@ def _synthetic_run(target: float, steps: int = 160, seed: int = 0):
     """A converted two-LayerNorm MLP on a fixed 3-class task, SGD with momentum 0.9 and the
     σNorm groups, τ from the controller every step: σNorm-cos and τ per step."""
     torch.manual_seed(seed)
-    net = nn.Sequential(nn.Linear(16, 32), nn.LayerNorm(32), nn.ReLU(), nn.Linear(32, 32),
-                        nn.LayerNorm(32), nn.ReLU(), nn.Linear(32, 3))
+    net = nn.Sequential(
+        nn.Linear(16, 32),
+        nn.LayerNorm(32),
+        nn.ReLU(),
+        nn.Linear(32, 32),
+        nn.LayerNorm(32),
+        nn.ReLU(),
+        nn.Linear(32, 3),
+    )
     with torch.no_grad():
         for layer in (net[1], net[4]):
             layer.weight.uniform_(0.5, 1.5)
     inputs = torch.randn(256, 16)
     labels = (inputs[:, 0] > 0).long() + (inputs[:, 1] > 0.5).long()
-    model = signorm_ensemble(net, M, pretrained=True, head="6", member_spread=0.3, tau=0.5,
-                             diversity_strength=1e-3)
+    model = signorm_ensemble(
+        net, M, pretrained=True, head="6", member_spread=0.3, tau=0.5, diversity_strength=1e-3
+    )
     optimizer = torch.optim.SGD(signorm_param_groups(model, 0.01), lr=0.01, momentum=0.9)
-    controller = DiversityTarget(target, model.penalty.tau, steps,
-                                 lookahead=optimizer_lookahead(optimizer, model.scale_logits()))
+    controller = DiversityTarget(
+        target,
+        model.penalty.tau,
+        steps,
+        lookahead=optimizer_lookahead(optimizer, model.scale_logits()),
+    )
     cosines, taus = [], []
     for step in range(steps):
         with torch.no_grad():
@@ -167,7 +195,7 @@ def _synthetic_run(target: float, steps: int = 160, seed: int = 0):
 def test_controller_reaches_and_holds_the_target_within_tau_range(target):
     cosines, taus = _synthetic_run(target)
     assert cosines[0] > 0.98  # the members start nearly identical (spread 0.3 only)
-    last = cosines[int(0.8 * len(cosines)):]
+    last = cosines[int(0.8 * len(cosines)) :]
     assert max(abs(c - target) for c in last) <= TARGET_TOLERANCE, last
     low, high = CONTROLLED_TAU_RANGE
     assert TAU_RANGE[0] <= low and high <= TAU_RANGE[1]
@@ -211,15 +239,18 @@ def _saved(state: dict):
     return buffer
 
 
-@pytest.mark.parametrize(("kwargs", "message"), [
-    ({"target": 1.0}, r"target_diversity must be a number in \(0, 1\), got 1.0"),
-    ({"target": 0}, r"target_diversity must be a number in \(0, 1\), got 0"),
-    ({"target": True}, r"target_diversity must be a number in \(0, 1\), got True"),
-    ({"tau": 1e4}, r"tau=10000.0 is outside \[0.001, 1000\] \(TAU_RANGE\)"),
-    ({"tau": 50.0}, r"tau=50.0 is outside \[0.001, 10\] \(CONTROLLED_TAU_RANGE\)"),
-    ({"total_steps": 0}, r"total_steps must be a finite number > 0, got 0"),
-    ({"smoothing": 1.0}, r"smoothing must be a number in \[0, 1\), got 1.0"),
-])
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"target": 1.0}, r"target_diversity must be a number in \(0, 1\), got 1.0"),
+        ({"target": 0}, r"target_diversity must be a number in \(0, 1\), got 0"),
+        ({"target": True}, r"target_diversity must be a number in \(0, 1\), got True"),
+        ({"tau": 1e4}, r"tau=10000.0 is outside \[0.001, 1000\] \(TAU_RANGE\)"),
+        ({"tau": 50.0}, r"tau=50.0 is outside \[0.001, 10\] \(CONTROLLED_TAU_RANGE\)"),
+        ({"total_steps": 0}, r"total_steps must be a finite number > 0, got 0"),
+        ({"smoothing": 1.0}, r"smoothing must be a number in \[0, 1\), got 1.0"),
+    ],
+)
 def test_bad_controller_values_name_the_value(kwargs, message):
     arguments = {"target": 0.5, "tau": 0.5, "total_steps": 100, **kwargs}
     with pytest.raises(ValueError, match=message):
@@ -260,8 +291,11 @@ def test_an_accuracy_fall_stops_the_push_from_growing_and_survives_a_checkpoint(
     restored.load_state_dict(target.state_dict())
     assert restored.floor == target.floor and restored.best_accuracy == pytest.approx(0.92)
     assert restored.update(1.0 - 1e-4, 18) >= held - 1e-12
-    legacy = {k: v for k, v in target.state_dict().items()
-              if k not in ("floor", "best_accuracy", "falling")}
+    legacy = {
+        k: v
+        for k, v in target.state_dict().items()
+        if k not in ("floor", "best_accuracy", "falling")
+    }
     restored.load_state_dict(legacy)  # a checkpoint of an earlier release: no hold yet
     assert restored.floor is None
 

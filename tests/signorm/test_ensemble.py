@@ -147,12 +147,14 @@ def test_torchvision_resnet_and_nested_modules_with_a_shared_norm():
 
 
 def test_diversity_loss_and_scale_logit_accessor():
-    model = signorm_ensemble(tiny_resnet(), M, regularized_layers="resnet18", tau=0.2,
-                             diversity_strength=0.5)
+    model = signorm_ensemble(
+        tiny_resnet(), M, regularized_layers="resnet18", tau=0.2, diversity_strength=0.5
+    )
     from torch_uncertainty_signorm import sharing_penalty
 
-    regularized = [model.backbone.get_submodule(n).importance()
-                   for n in model.regularized_layer_names]
+    regularized = [
+        model.backbone.get_submodule(n).importance() for n in model.regularized_layer_names
+    ]
     expected = 0.5 * sum(sharing_penalty(imp, 0.2) for imp in regularized)
     torch.testing.assert_close(model.diversity_loss(), expected)
     logits = model.scale_logits()
@@ -172,13 +174,17 @@ def test_state_dict_round_trip_keeps_every_member():
     torch.testing.assert_close(clone(x), model(x))
 
 
-@pytest.mark.parametrize("kwargs", [
-    {"num_estimators": 0},
-    {"regularized_layers": "resnet34"},
-    {"expand_at": "stem"},
-    {"head": "classifier"},
-    {"pretrained": True},
-], ids=lambda kwargs: next(iter(kwargs)))
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"num_estimators": 0},
+        {"regularized_layers": "resnet34"},
+        {"expand_at": "stem"},
+        {"head": "classifier"},
+        {"pretrained": True},
+    ],
+    ids=lambda kwargs: next(iter(kwargs)),
+)
 def test_a_refused_setting_leaves_the_given_model_untouched(kwargs):
     """Refused before or after conversion has started, the caller's model keeps its layers
     (each error's message is in tests/test_bad_inputs.py's catalogue)."""
@@ -219,8 +225,9 @@ def test_an_untrained_checkpoint_is_refused_before_it_is_loaded(tmp_path):
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
 def test_heads_follow_the_backbone_dtype(dtype):
     model = signorm_ensemble(tiny_resnet().to(dtype), M)
-    floats = [t for t in [*model.heads.parameters(), *model.heads.buffers()]
-              if t.is_floating_point()]
+    floats = [
+        t for t in [*model.heads.parameters(), *model.heads.buffers()] if t.is_floating_point()
+    ]
     assert {t.dtype for t in floats} == {dtype}
     assert model.heads(torch.randn(2 * M, 64, dtype=dtype)).dtype == dtype
 
@@ -296,8 +303,9 @@ def test_auto_evaluation_parts_apply_on_cpu_only():
 
 @pytest.mark.parametrize("value", [0, -4, True, 2.5, "all"])
 def test_eval_chunk_size_must_be_auto_none_or_a_positive_integer(value):
-    with pytest.raises(ValueError, match=f"eval_chunk_size must be 'auto', None or an integer "
-                                         f">= 1.*got {value!r}"):
+    with pytest.raises(
+        ValueError, match=f"eval_chunk_size must be 'auto', None or an integer >= 1.*got {value!r}"
+    ):
         signorm_ensemble(tiny_resnet(), M, eval_chunk_size=value)
 
 
@@ -307,7 +315,9 @@ def test_the_factory_has_the_classs_arguments_and_a_short_help():
     import inspect
     import pydoc
 
-    assert inspect.signature(signorm_ensemble).parameters == inspect.signature(
-        SigmaNormEnsemble).parameters
+    assert (
+        inspect.signature(signorm_ensemble).parameters
+        == inspect.signature(SigmaNormEnsemble).parameters
+    )
     assert len(pydoc.render_doc(signorm_ensemble, renderer=pydoc.plaintext).splitlines()) < 40
     assert type(signorm_ensemble(tiny_resnet(), 2, tau=0.5)) is SigmaNormEnsemble

@@ -48,7 +48,8 @@ def test_signorm_recipes_are_torch_uncertaintys_with_the_scale_logits_apart():
     (reference,) = theirs["optimizer"].param_groups
     base, scales = ours["optimizer"].param_groups
     assert {k: v for k, v in base.items() if k != "params"} == {
-        k: v for k, v in reference.items() if k != "params"}  # lr 0.1, momentum, nesterov, wd
+        k: v for k, v in reference.items() if k != "params"
+    }  # lr 0.1, momentum, nesterov, wd
     assert scales["lr"] == pytest.approx(100 * reference["lr"]) and scales["weight_decay"] == 0
     assert {id(p) for p in scales["params"]} == {id(p) for p in model.scale_logits()}
     assert ours["lr_scheduler"].optimizer is ours["optimizer"]
@@ -58,7 +59,8 @@ def test_signorm_recipes_are_torch_uncertaintys_with_the_scale_logits_apart():
     assert [g["lr"] for g in ours["optimizer"].param_groups] == pytest.approx([0.01, 1.0])
     # Every recipe of TorchUncertainty has its σN-Ens version, under the same name.
     assert {name for name in dir(tu) if name.startswith("optim_")} == {
-        name for name in optim_recipes.__all__ if name.startswith("optim_")}
+        name for name in optim_recipes.__all__ if name.startswith("optim_")
+    }
     procedure = optim_recipes.get_procedure("wideresnet28x10", "cifar100")(model)
     assert procedure["optimizer"].param_groups[1]["lr"] == pytest.approx(10.0)
 
@@ -68,8 +70,12 @@ def test_a_routine_takes_the_recipe_as_torch_uncertaintys_routines_do():
     from torch_uncertainty_signorm.signorm.optim import signorm_optim_recipe
 
     model = signorm_ensemble(tiny_resnet(), 2)
-    routine = SigmaNormClassificationRoutine(model, optim_recipe=signorm_optim_recipe(
-        lambda m: torch.optim.SGD(m.parameters(), lr=0.05, momentum=0.9, weight_decay=5e-4)))
+    routine = SigmaNormClassificationRoutine(
+        model,
+        optim_recipe=signorm_optim_recipe(
+            lambda m: torch.optim.SGD(m.parameters(), lr=0.05, momentum=0.9, weight_decay=5e-4)
+        ),
+    )
     optimizer = routine.configure_optimizers()
     assert [g["lr"] for g in optimizer.param_groups] == pytest.approx([0.05, 5.0])
     assert [g["weight_decay"] for g in optimizer.param_groups] == [5e-4, 0.0]
@@ -84,6 +90,8 @@ def test_bad_recipes_name_the_problem():
         signorm_optim_recipe(lambda m: None, scale_lr_multiplier=0)
     with pytest.raises(TypeError, match="returned NoneType; expected a torch optimizer"):
         signorm_optim_recipe(lambda m: None)(signorm_ensemble(tiny_resnet(), 2))
+
+
 def test_member_parameters_train_m_times_faster_with_weight_decay_divided_by_m():
     model = signorm_ensemble(tiny_resnet(), 4)
     shared, heads, scales = signorm_param_groups(
@@ -126,10 +134,12 @@ def test_the_default_scale_rate_follows_the_optimisers_kind():
 
     assert ADAPTIVE < 100.0
     model = signorm_ensemble(tiny_resnet(), 2)
-    for make, rate in ((lambda p: torch.optim.SGD(p, lr=0.1, momentum=0.9), 100.0),
-                       (lambda p: torch.optim.Adam(p, lr=0.1), ADAPTIVE),
-                       (lambda p: torch.optim.AdamW(p, lr=0.1), ADAPTIVE),
-                       (lambda p: torch.optim.RMSprop(p, lr=0.1), ADAPTIVE)):
+    for make, rate in (
+        (lambda p: torch.optim.SGD(p, lr=0.1, momentum=0.9), 100.0),
+        (lambda p: torch.optim.Adam(p, lr=0.1), ADAPTIVE),
+        (lambda p: torch.optim.AdamW(p, lr=0.1), ADAPTIVE),
+        (lambda p: torch.optim.RMSprop(p, lr=0.1), ADAPTIVE),
+    ):
         optimizer = signorm_optim_recipe(lambda m, make=make: make(m.parameters()))(model)
         assert optimizer.param_groups[-1]["lr"] == pytest.approx(0.1 * rate)
         assert is_adaptive(optimizer) == (rate == ADAPTIVE)

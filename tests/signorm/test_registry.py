@@ -56,8 +56,11 @@ def _inputs(kind: type, rows: int) -> torch.Tensor:
 
 
 @pytest.mark.parametrize("pretrained", [True, False], ids=["converted", "from-scratch"])
-@pytest.mark.parametrize("kind", list(NORM_REGISTRY),
-                         ids=lambda kind: f"{kind.__module__.split('.')[0]}.{kind.__qualname__}")
+@pytest.mark.parametrize(
+    "kind",
+    list(NORM_REGISTRY),
+    ids=lambda kind: f"{kind.__module__.split('.')[0]}.{kind.__qualname__}",
+)
 def test_every_member_folds_back_into_a_plain_layer_with_its_exact_output(kind, pretrained):
     """``to_plain(m)`` is the registered plain class that converts back into the same σNorm
     class, and computes member m's rows (training and evaluation), BN statistics included."""
@@ -80,8 +83,7 @@ def test_every_member_folds_back_into_a_plain_layer_with_its_exact_output(kind, 
         with torch.no_grad():
             out = member_rows(layer.train(training)(x), M)
             for m, (plain, x_m) in enumerate(zip(folded, member_rows(x, M), strict=True)):
-                torch.testing.assert_close(plain.train(training)(x_m), out[m], rtol=1e-5,
-                                           atol=1e-5)
+                torch.testing.assert_close(plain.train(training)(x_m), out[m], rtol=1e-5, atol=1e-5)
     if isinstance(layer, MemberBatchNorm):  # one training step moved every member alike
         for m, plain in enumerate(folded):
             torch.testing.assert_close(plain.running_mean, layer.running_mean[m])
@@ -93,13 +95,19 @@ def test_folding_checks_the_member_and_a_shift_the_plain_layer_cannot_hold():
     with pytest.raises(ValueError, match=r"member must be an integer in 0\.\.2, got 3"):
         layer.to_plain(3)
     layer.load_pretrained_affine(torch.ones(4), torch.full((4,), 0.5))
-    with pytest.raises(ValueError, match=r"Member 1 of this SigmaRMSNorm has a nonzero shift β.*"
-                                          r"RMSNorm cannot hold"):
+    with pytest.raises(
+        ValueError,
+        match=r"Member 1 of this SigmaRMSNorm has a nonzero shift β.*"
+        r"RMSNorm cannot hold",
+    ):
         layer.to_plain(1)
 
 
-@pytest.mark.parametrize("kind", [timm_norm.LayerNormFp32, timm_norm.LayerNorm2dFp32,
-                                  timm_norm.RmsNormFp32], ids=lambda kind: kind.__name__)
+@pytest.mark.parametrize(
+    "kind",
+    [timm_norm.LayerNormFp32, timm_norm.LayerNorm2dFp32, timm_norm.RmsNormFp32],
+    ids=lambda kind: kind.__name__,
+)
 def test_timm_float32_norms_keep_computing_in_float32(kind):
     """timm's ``*Fp32`` norms convert to σNorm classes of their own that normalize a bfloat16
     input in float32, as the plain layer does, instead of σLN/σRMSNorm in bfloat16."""
@@ -119,8 +127,9 @@ def test_timm_float32_norms_keep_computing_in_float32(kind):
 def test_timm_group_norms_convert_as_group_norm():
     """timm's GroupNorm and GroupNorm1 are torch's GroupNorm with another argument order: they
     convert (exact type) instead of being refused as unknown subclasses."""
-    model = nn.Sequential(nn.Conv2d(3, C, 1), timm_norm.GroupNorm(C, num_groups=2),
-                          timm_norm.GroupNorm1(C))
+    model = nn.Sequential(
+        nn.Conv2d(3, C, 1), timm_norm.GroupNorm(C, num_groups=2), timm_norm.GroupNorm1(C)
+    )
     assert find_norm_layers(model) == ["1", "2"]
     assert all(signorm_class_for(model[i]) is SigmaGroupNorm for i in (1, 2))
 

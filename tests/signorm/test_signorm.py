@@ -40,8 +40,11 @@ def member_reference_bns(layer, template: nn.Module) -> list[nn.Module]:
 @pytest.mark.parametrize("pretrained", [False, True])
 @pytest.mark.parametrize(
     ("bn_cls", "shape"),
-    [(nn.BatchNorm2d, (M * 5, 6, 4, 3)), (nn.BatchNorm1d, (M * 7, 6)),
-     (nn.BatchNorm1d, (M * 3, 6, 5))],
+    [
+        (nn.BatchNorm2d, (M * 5, 6, 4, 3)),
+        (nn.BatchNorm1d, (M * 7, 6)),
+        (nn.BatchNorm1d, (M * 3, 6, 5)),
+    ],
 )
 def test_sigma_bn_equals_separate_batchnorms_per_member(bn_cls, shape, pretrained, momentum):
     template = bn_cls(6, momentum=momentum)
@@ -55,16 +58,18 @@ def test_sigma_bn_equals_separate_batchnorms_per_member(bn_cls, shape, pretraine
     for _ in range(3):  # several steps exercise the momentum / cumulative average
         x = torch.randn(shape) * 3 + 1
         out = layer.train()(x)
-        expected = batch_major([ref.train()(xm)
-                                for ref, xm in zip(refs, member_rows(x, M), strict=True)])
+        expected = batch_major(
+            [ref.train()(xm) for ref, xm in zip(refs, member_rows(x, M), strict=True)]
+        )
         torch.testing.assert_close(out, expected, rtol=1e-5, atol=1e-5)
     for m, ref in enumerate(refs):
         torch.testing.assert_close(layer.running_mean[m], ref.running_mean, rtol=1e-5, atol=1e-6)
         torch.testing.assert_close(layer.running_var[m], ref.running_var, rtol=1e-5, atol=1e-6)
     assert int(layer.num_batches_tracked) == int(refs[0].num_batches_tracked)
     x = torch.randn(shape)
-    expected = batch_major([ref.eval()(xm)
-                            for ref, xm in zip(refs, member_rows(x, M), strict=True)])
+    expected = batch_major(
+        [ref.eval()(xm) for ref, xm in zip(refs, member_rows(x, M), strict=True)]
+    )
     torch.testing.assert_close(layer.eval()(x), expected, rtol=1e-5, atol=1e-5)
 
 
@@ -177,8 +182,11 @@ def test_member_parameters_and_statistics_live_in_the_state_dict():
     "layer", [SigmaBatchNorm2d(3, M), SigmaLayerNorm(3, M), SigmaGroupNorm(1, 3, M)]
 )
 def test_batch_not_divisible_by_members_is_an_error(layer):
-    x = (torch.randn(M * 2 + 1, 3, 2, 2) if not isinstance(layer, SigmaLayerNorm)
-         else torch.randn(9, 3))
+    x = (
+        torch.randn(M * 2 + 1, 3, 2, 2)
+        if not isinstance(layer, SigmaLayerNorm)
+        else torch.randn(9, 3)
+    )
     with pytest.raises(ValueError, match=r"num_estimators = 4, got 9 rows"):
         layer(x)
 

@@ -21,8 +21,9 @@ def test_tiny_and_negative_scales_are_reproduced_with_logits_in_range(dtype):
     magnitude, factor, logits, shift = output_preserving_reparameterization(weight, None, 8)
     assert {t.dtype for t in (magnitude, factor, logits, shift)} == {dtype}
     rtol = 1e-12 if dtype == torch.float64 else 1e-6
-    torch.testing.assert_close(magnitude * factor * torch.sigmoid(logits), weight, rtol=rtol,
-                               atol=0)
+    torch.testing.assert_close(
+        magnitude * factor * torch.sigmoid(logits), weight, rtol=rtol, atol=0
+    )
     importance = torch.sigmoid(logits.double())
     assert importance.min() == pytest.approx(MIN_CONVERTED_IMPORTANCE, rel=1e-5)
     assert importance.max() == pytest.approx(MAX_CONVERTED_IMPORTANCE, rel=1e-6)

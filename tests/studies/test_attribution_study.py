@@ -20,18 +20,27 @@ H2 = ("H2", "D_M4_tau0.1", "C_M4_lambda0")
 H3 = ("H3", "F_M4_tau0.1_symmetric", "E_M4_lambda0_nospread")
 
 
-def _difference(hypothesis: str, a: str, b: str, low: float, high: float,
-                metric: str = "NLL") -> dict:
+def _difference(
+    hypothesis: str, a: str, b: str, low: float, high: float, metric: str = "NLL"
+) -> dict:
     """A row of ``analyse``'s differences, as ``verdicts`` reads it."""
-    return {"hypothesis": hypothesis, "difference": f"{a} − {b}", "metric": metric,
-            "mean": (low + high) / 2, "low": low, "high": high}
+    return {
+        "hypothesis": hypothesis,
+        "difference": f"{a} − {b}",
+        "metric": metric,
+        "mean": (low + high) / 2,
+        "low": low,
+        "high": high,
+    }
 
 
 def _cos_runs(f_cos: list[float], e_cos: list[float]) -> dict:
     """Arms F and E, per seed, with only their regularized σNorm-cos (H3's mechanism)."""
     column = study.COLUMNS["cos_reg"]
-    return {"F_M4_tau0.1_symmetric": {s: {"metrics": {column: c}} for s, c in enumerate(f_cos)},
-            "E_M4_lambda0_nospread": {s: {"metrics": {column: c}} for s, c in enumerate(e_cos)}}
+    return {
+        "F_M4_tau0.1_symmetric": {s: {"metrics": {column: c}} for s, c in enumerate(f_cos)},
+        "E_M4_lambda0_nospread": {s: {"metrics": {column: c}} for s, c in enumerate(e_cos)},
+    }
 
 
 def test_the_registered_margin():
@@ -97,28 +106,31 @@ def _h4(first_jg: tuple, first_nll: tuple, second_nll: tuple) -> str:
         _difference("H4", first, "placement_first_tau1", *first_nll),
         _difference("H4", second, "placement_second_tau1", *second_nll),
     ]
-    runs = {name: {} for name in (first, second, "placement_first_tau1",
-                                  "placement_second_tau1")}
+    runs = {name: {} for name in (first, second, "placement_first_tau1", "placement_second_tau1")}
     return study.verdicts(runs, differences, failed=set())["H4"]
 
 
-@pytest.mark.parametrize(("first_jg", "first_nll", "second_nll", "expected"), [
-    ((EPS, 0.1), (-0.1, -DELTA - EPS), (-DELTA, DELTA), "confirmed"),
-    ((EPS, 0.1), (DELTA + EPS, 0.1), (-DELTA, DELTA), "confirmed"),  # moved either way
-    ((0.0, 0.1), (-0.1, -DELTA - EPS), (-DELTA, DELTA), "open"),  # the JG interval touches 0
-    ((EPS, 0.1), (-0.1, -DELTA), (-DELTA, DELTA), "open"),  # the first NLL touches −δ
-    ((EPS, 0.1), (-0.1, -DELTA - EPS), (-DELTA - EPS, DELTA), "open"),  # today's moved
-    ((-0.1, 0.1), (-DELTA, DELTA), (-DELTA, DELTA), "refuted"),  # neither NLL moved
-    ((-0.1, 0.1), (-DELTA, DELTA + EPS), (-DELTA, DELTA), "open"),
-])
+@pytest.mark.parametrize(
+    ("first_jg", "first_nll", "second_nll", "expected"),
+    [
+        ((EPS, 0.1), (-0.1, -DELTA - EPS), (-DELTA, DELTA), "confirmed"),
+        ((EPS, 0.1), (DELTA + EPS, 0.1), (-DELTA, DELTA), "confirmed"),  # moved either way
+        ((0.0, 0.1), (-0.1, -DELTA - EPS), (-DELTA, DELTA), "open"),  # the JG interval touches 0
+        ((EPS, 0.1), (-0.1, -DELTA), (-DELTA, DELTA), "open"),  # the first NLL touches −δ
+        ((EPS, 0.1), (-0.1, -DELTA - EPS), (-DELTA - EPS, DELTA), "open"),  # today's moved
+        ((-0.1, 0.1), (-DELTA, DELTA), (-DELTA, DELTA), "refuted"),  # neither NLL moved
+        ((-0.1, 0.1), (-DELTA, DELTA + EPS), (-DELTA, DELTA), "open"),
+    ],
+)
 def test_h4_at_its_margins(first_jg, first_nll, second_nll, expected):
     assert _h4(first_jg, first_nll, second_nll) == expected
 
 
 def test_holm_levels_follow_the_order_of_the_p_values():
     levels = study._holm_levels({"H1": 0.00298, "H2": 0.796, "H3": 0.359, "H4": 0.617})
-    assert levels == pytest.approx({"H1": 1 - 0.05 / 4, "H3": 1 - 0.05 / 3, "H4": 1 - 0.05 / 2,
-                                    "H2": 1 - 0.05 / 1})
+    assert levels == pytest.approx(
+        {"H1": 1 - 0.05 / 4, "H3": 1 - 0.05 / 3, "H4": 1 - 0.05 / 2, "H2": 1 - 0.05 / 1}
+    )
     # A hypothesis without a p-value (its runs missing) comes last, at the least strict level.
     levels = study._holm_levels({"H1": math.nan, "H2": 0.5, "H3": 0.01, "H4": 0.2})
     assert levels["H1"] == pytest.approx(0.95) and levels["H3"] == pytest.approx(0.9875)
@@ -126,11 +138,20 @@ def test_holm_levels_follow_the_order_of_the_p_values():
 
 def test_paired_contrasts_pair_by_seed_not_by_position():
     nll = study.COLUMNS["NLL"]
-    runs = {"a": {0: {"metrics": {nll: 0.30}}, 1: {"metrics": {nll: 0.40}},
-                  2: {"metrics": {nll: 0.50}}},
-            # inserted in another order, and a seed the other arm lacks
-            "b": {2: {"metrics": {nll: 0.49}}, 3: {"metrics": {nll: 9.0}},
-                  0: {"metrics": {nll: 0.29}}, 1: {"metrics": {nll: 0.39}}}}
+    runs = {
+        "a": {
+            0: {"metrics": {nll: 0.30}},
+            1: {"metrics": {nll: 0.40}},
+            2: {"metrics": {nll: 0.50}},
+        },
+        # inserted in another order, and a seed the other arm lacks
+        "b": {
+            2: {"metrics": {nll: 0.49}},
+            3: {"metrics": {nll: 9.0}},
+            0: {"metrics": {nll: 0.29}},
+            1: {"metrics": {nll: 0.39}},
+        },
+    }
     d = study._paired(runs, "a", "b", "NLL", 0.95)
     assert d["seeds"] == [0, 1, 2]
     assert d["mean"] == pytest.approx(0.01) and d["low"] == pytest.approx(0.01)
@@ -146,4 +167,7 @@ def test_the_stored_runs_give_the_published_verdicts():
     assert result["verdicts"] == published
     assert {h: v for h, v in published.items() if h.startswith("H") and " " not in h} == {
         "H1": "open (checks failed: ['B_signorm_M1']; by the interval: ensemble's)",
-        "H2": "open", "H3": "open", "H4": "open"}
+        "H2": "open",
+        "H3": "open",
+        "H4": "open",
+    }

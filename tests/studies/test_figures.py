@@ -26,12 +26,17 @@ def tau_sweep(tmp_path):
     for i, tau in enumerate(TAUS):
         for seed in range(2):
             cos = 0.2 + 0.2 * i + 0.01 * seed
-            diversity = {"test/div/signorm_cos": cos, "test/div/jensen_gap": math.exp(-5 * cos),
-                         "test/ens_MI": 1 - cos**3, "test/div/geometric_ambiguity": 1 / cos}
-            write_run(tmp_path / "tau" / f"t{tau}" / f"seed{seed}",
-                      tu_metrics(0.90 + 0.01 * i + 0.02 * seed, 0.3, 0.02 + 0.01 * seed,
-                                 **diversity),
-                      settings={"method": "signorm", "tau": tau, "seed": seed})
+            diversity = {
+                "test/div/signorm_cos": cos,
+                "test/div/jensen_gap": math.exp(-5 * cos),
+                "test/ens_MI": 1 - cos**3,
+                "test/div/geometric_ambiguity": 1 / cos,
+            }
+            write_run(
+                tmp_path / "tau" / f"t{tau}" / f"seed{seed}",
+                tu_metrics(0.90 + 0.01 * i + 0.02 * seed, 0.3, 0.02 + 0.01 * seed, **diversity),
+                settings={"method": "signorm", "tau": tau, "seed": seed},
+            )
     return tmp_path / "tau"
 
 
@@ -40,7 +45,8 @@ def test_spearman_is_minus_one_on_a_monotone_sweep_and_pearson_is_not(tau_sweep,
     figures.main(["diversity", str(tau_sweep), "--out", str(out)])
     table = _read(out / "diversity_correlations.csv")
     assert {(r["metric"], r["points"]) for r in table} == {
-        (m, p) for m in ("MI", "jensen_gap", "geometric_ambiguity") for p in ("runs", "tau means")}
+        (m, p) for m in ("MI", "jensen_gap", "geometric_ambiguity") for p in ("runs", "tau means")
+    }
     for row in table:
         assert float(row["spearman"]) == pytest.approx(-1.0)
         assert -1.0 < float(row["pearson"]) < -0.8  # curved, so |Pearson| < 1
@@ -68,12 +74,18 @@ def test_member_scaling_groups_by_method_and_m(tmp_path):
         for m in (2, 4):
             for seed in range(2):
                 acc = 0.8 + 0.01 * m * (1 if method == "signorm" else -1) + 0.01 * seed
-                write_run(tmp_path / "members" / f"{method}{m}" / f"s{seed}",
-                          tu_metrics(acc, 0.5, 0.02), settings={"method": method,
-                                                                "num_estimators": m})
+                write_run(
+                    tmp_path / "members" / f"{method}{m}" / f"s{seed}",
+                    tu_metrics(acc, 0.5, 0.02),
+                    settings={"method": method, "num_estimators": m},
+                )
     rows, figure = figures.member_scaling(find_runs([tmp_path / "members"]))
     assert [(r["method"], r["num_estimators"]) for r in rows] == [
-        ("Packed", 2), ("Packed", 4), ("σN-Ens", 2), ("σN-Ens", 4)]
+        ("Packed", 2),
+        ("Packed", 4),
+        ("σN-Ens", 2),
+        ("σN-Ens", 4),
+    ]
     assert rows[3]["Acc"] == pytest.approx(84.5) and rows[1]["Acc"] == pytest.approx(76.5)
     assert len(figure.axes) == 4
 
@@ -81,8 +93,11 @@ def test_member_scaling_groups_by_method_and_m(tmp_path):
 def test_lambda_table_and_severity_curves(tmp_path):
     for lam in (1e-4, 1e-2):
         shift = {f"shift/s{k}/{m}": 0.01 * k for k in range(1, 6) for m in ("Acc", "NLL", "ECE")}
-        write_run(tmp_path / f"l{lam}", tu_metrics(0.9, 0.3 + lam, 0.02, **shift),
-                  settings={"method": "signorm", "diversity_strength": lam, "tau": 0.1})
+        write_run(
+            tmp_path / f"l{lam}",
+            tu_metrics(0.9, 0.3 + lam, 0.02, **shift),
+            settings={"method": "signorm", "diversity_strength": lam, "tau": 0.1},
+        )
     runs = find_runs([tmp_path])
     rows, _ = figures.lambda_table(runs)
     assert [r["diversity_strength"] for r in rows] == [1e-4, 1e-2]
@@ -96,15 +111,28 @@ def test_lambda_table_and_severity_curves(tmp_path):
 def test_ownership_counts_of_saved_importances(tmp_path):
     run = write_run(tmp_path / "run", tu_metrics(0.9, 0.3, 0.02), settings={"tau": 0.1})
     # 3 features: owned by 1, 2 and 0 of the 2 members (threshold 0.5)
-    save_file({"bn1": torch.tensor([[0.9, 0.9, 0.1], [0.2, 0.8, 0.3]])},
-              run / "importances.safetensors", metadata={"regularized": json.dumps(["bn1"])})
+    save_file(
+        {"bn1": torch.tensor([[0.9, 0.9, 0.1], [0.2, 0.8, 0.3]])},
+        run / "importances.safetensors",
+        metadata={"regularized": json.dumps(["bn1"])},
+    )
     rows = figures.ownership([run], tmp_path)
-    assert rows == [{"run": f"{tmp_path.name}_run", "scope": "all",
-                     "k=0": pytest.approx(1 / 3, abs=1e-4), "k=1": pytest.approx(1 / 3, abs=1e-4),
-                     "k=2": pytest.approx(1 / 3, abs=1e-4)},
-                    {"run": f"{tmp_path.name}_run", "scope": "regularized",
-                     "k=0": pytest.approx(1 / 3, abs=1e-4), "k=1": pytest.approx(1 / 3, abs=1e-4),
-                     "k=2": pytest.approx(1 / 3, abs=1e-4)}]
+    assert rows == [
+        {
+            "run": f"{tmp_path.name}_run",
+            "scope": "all",
+            "k=0": pytest.approx(1 / 3, abs=1e-4),
+            "k=1": pytest.approx(1 / 3, abs=1e-4),
+            "k=2": pytest.approx(1 / 3, abs=1e-4),
+        },
+        {
+            "run": f"{tmp_path.name}_run",
+            "scope": "regularized",
+            "k=0": pytest.approx(1 / 3, abs=1e-4),
+            "k=1": pytest.approx(1 / 3, abs=1e-4),
+            "k=2": pytest.approx(1 / 3, abs=1e-4),
+        },
+    ]
     assert (tmp_path / f"importance_embedding_{tmp_path.name}_run.png").is_file()
     assert (tmp_path / f"importance_histogram_{tmp_path.name}_run.png").is_file()
 

@@ -16,15 +16,26 @@ def _write(folder, nll: dict[str, list[float]], cos: float = 0.5, learned: bool 
         for seed, value in enumerate(values):
             run = folder / method / f"seed_{seed}"
             run.mkdir(parents=True)
-            metrics = {"test/cls/NLL": value, "test/cls/Acc": 0.9 + 0.001 * seed,
-                       "test/cal/ECE": 0.02, "ood/AUROC": 0.9 + 0.03 * seed * (method == "single"),
-                       "test/div/signorm_cos_regularized": cos, "test/health/one_class": 0}
+            metrics = {
+                "test/cls/NLL": value,
+                "test/cls/Acc": 0.9 + 0.001 * seed,
+                "test/cal/ECE": 0.02,
+                "ood/AUROC": 0.9 + 0.03 * seed * (method == "single"),
+                "test/div/signorm_cos_regularized": cos,
+                "test/health/one_class": 0,
+            }
             with (run / "results.csv").open("w", newline="") as file:
                 writer = csv.DictWriter(file, fieldnames=list(metrics))
                 writer.writeheader()
                 writer.writerow(metrics)
-            rows.append({"method": method, "seed": seed, "folder": f"{method}/seed_{seed}",
-                         "learned": learned})
+            rows.append(
+                {
+                    "method": method,
+                    "seed": seed,
+                    "folder": f"{method}/seed_{seed}",
+                    "learned": learned,
+                }
+            )
     with (folder / "comparison_runs.csv").open("w", newline="") as file:
         writer = csv.DictWriter(file, fieldnames=["method", "seed", "folder", "learned"])
         writer.writeheader()
@@ -32,13 +43,16 @@ def _write(folder, nll: dict[str, list[float]], cos: float = 0.5, learned: bool 
 
 
 def test_primary_nll_is_holm_corrected_and_each_verdict_follows_its_rule(tmp_path):
-    _write(tmp_path, {
-        "signorm": [0.30, 0.31, 0.29, 0.30, 0.32],
-        "single": [0.40, 0.42, 0.39, 0.41, 0.40],       # σN-Ens clearly lower: better
-        "multi_head": [0.301, 0.309, 0.292, 0.299, 0.321],  # within ±0.02: equivalent
-        "deep_ensembles": [0.20, 0.35, 0.25, 0.40, 0.22],   # noisy: open
-        "film": [0.20, 0.21, 0.19, 0.20, 0.22],          # σN-Ens clearly higher: worse
-    })
+    _write(
+        tmp_path,
+        {
+            "signorm": [0.30, 0.31, 0.29, 0.30, 0.32],
+            "single": [0.40, 0.42, 0.39, 0.41, 0.40],  # σN-Ens clearly lower: better
+            "multi_head": [0.301, 0.309, 0.292, 0.299, 0.321],  # within ±0.02: equivalent
+            "deep_ensembles": [0.20, 0.35, 0.25, 0.40, 0.22],  # noisy: open
+            "film": [0.20, 0.21, 0.19, 0.20, 0.22],  # σN-Ens clearly higher: worse
+        },
+    )
     runs = study.read_runs(tmp_path)
     assert study.checks(runs) == []
     rows = {(r["arm"], r["metric"]): r for r in study.readings(runs)}

@@ -117,7 +117,8 @@ def test_paired_difference_is_the_t_interval_of_the_per_seed_differences():
     # A Holm level widens it by the t quantile alone.
     wide = stats.paired_difference(a, b, 1 - 0.05 / 4)
     assert wide["high"] - wide["mean"] == pytest.approx(
-        scipy_stats.t.ppf(1 - 0.05 / 8, 4) * sd / math.sqrt(5))
+        scipy_stats.t.ppf(1 - 0.05 / 8, 4) * sd / math.sqrt(5)
+    )
     # The pairing matters: b in another seed order gives another interval.
     shuffled = stats.paired_difference(a, b[[1, 2, 3, 4, 0]])
     assert shuffled["mean"] == pytest.approx(mean)

@@ -25,11 +25,19 @@ class _Run:
 def test_kept_runs_are_skipped_failures_reported_and_finished_runs_recorded(tmp_path, capsys):
     (tmp_path / "kept").mkdir()
     (tmp_path / "kept" / "done").write_text("")
-    runs = [_Run("kept", "raise SystemExit(3)"), _Run("fails", "raise SystemExit(3)"),
-            _Run("trains", "import os; print(os.environ['OMP_NUM_THREADS'])")]
+    runs = [
+        _Run("kept", "raise SystemExit(3)"),
+        _Run("fails", "raise SystemExit(3)"),
+        _Run("trains", "import os; print(os.environ['OMP_NUM_THREADS'])"),
+    ]
     recorded = []
-    train_runs(runs, tmp_path, jobs=2, kept=lambda log_dir: (log_dir / "done").is_file(),
-               record=lambda run, log_dir, seconds: recorded.append((run.name, seconds)))
+    train_runs(
+        runs,
+        tmp_path,
+        jobs=2,
+        kept=lambda log_dir: (log_dir / "done").is_file(),
+        record=lambda run, log_dir, seconds: recorded.append((run.name, seconds)),
+    )
 
     lines = capsys.readouterr().out.splitlines()
     assert lines[0] == f"kept {tmp_path / 'kept'}"

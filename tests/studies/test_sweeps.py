@@ -19,21 +19,28 @@ def test_tau_grid_is_values_times_seeds_at_fixed_m_and_lambda():
     assert len(points) == 6
     assert {p.tau for p in points} == {0.1, 1.0}
     assert {(p.num_estimators, p.diversity_strength, p.method) for p in points} == {
-        (4, 1e-3, "signorm")}
+        (4, 1e-3, "signorm")
+    }
 
 
 def test_member_grid_adds_packed_and_keeps_integers():
     points = sweep_points("members", [2, 4.0], [0], tau=0.5, with_packed=True)
     assert [(p.method, p.num_estimators, p.tau) for p in points] == [
-        ("signorm", 2, 0.5), ("signorm", 4, 0.5), ("packed", 2, 0.5), ("packed", 4, 0.5)]
+        ("signorm", 2, 0.5),
+        ("signorm", 4, 0.5),
+        ("packed", 2, 0.5),
+        ("packed", 4, 0.5),
+    ]
     assert all(type(p.num_estimators) is int for p in points)
 
 
 @pytest.mark.parametrize(
     ("args", "match"),
-    [(("temperature", [1.0], [0]), "sweep must be one of.*got 'temperature'"),
-     (("members", [2.5], [0]), r"member counts must be integers >= 1, got \[2.5\]"),
-     (("tau", [], [0]), "a sweep needs values and seeds")],
+    [
+        (("temperature", [1.0], [0]), "sweep must be one of.*got 'temperature'"),
+        (("members", [2.5], [0]), r"member counts must be integers >= 1, got \[2.5\]"),
+        (("tau", [], [0]), "a sweep needs values and seeds"),
+    ],
 )
 def test_bad_grids_raise(args, match):
     with pytest.raises(ValueError, match=match):
@@ -49,22 +56,45 @@ def test_recipe_command_overrides_reach_the_resolved_config(tmp_path, capsys, mo
     with pytest.raises(SystemExit):
         cli_main([*command[1:], "--print_config"])
     printed = capsys.readouterr().out
-    for line in ("seed_everything: 7", "num_estimators: 2", "tau: 0.5",
-                 "diversity_strength: 0.001", "save_to_csv: true", "version: seed7",
-                 "name: signorm_M2_tau0.5_lambda0.001"):
+    for line in (
+        "seed_everything: 7",
+        "num_estimators: 2",
+        "tau: 0.5",
+        "diversity_strength: 0.001",
+        "save_to_csv: true",
+        "version: seed7",
+        "name: signorm_M2_tau0.5_lambda0.001",
+    ):
         assert line in printed, line
 
 
 def test_printing_a_recipe_sweep_records_each_points_settings(tmp_path, capsys):
-    sweeps.main(["members", "--backend", "recipe", "--values", "2", "16", "--seeds", "0",
-                 "--tau", "0.5", "--config", "a.yaml", "--packed-config", "b.yaml",
-                 "--out", str(tmp_path)])
+    sweeps.main(
+        [
+            "members",
+            "--backend",
+            "recipe",
+            "--values",
+            "2",
+            "16",
+            "--seeds",
+            "0",
+            "--tau",
+            "0.5",
+            "--config",
+            "a.yaml",
+            "--packed-config",
+            "b.yaml",
+            "--out",
+            str(tmp_path),
+        ]
+    )
     lines = capsys.readouterr().out.splitlines()
     assert len(lines) == 4 and all(line.startswith("torch-uncertainty fit") for line in lines)
     assert "--config b.yaml" in lines[2] and ".tau=" not in lines[2]  # Packed has no τ
     settings = json.loads(
-        (tmp_path / "members" / "packed_M16" / "seed0" / "settings.json")
-        .read_text())
+        (tmp_path / "members" / "packed_M16" / "seed0" / "settings.json").read_text()
+    )
     assert settings["method"] == "packed" and settings["num_estimators"] == 16
 
 

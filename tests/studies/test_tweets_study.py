@@ -18,18 +18,22 @@ def test_the_grid_spans_three_decades_of_tau_with_three_seeds_and_trains_shared_
     sweep = {r.tau for r in runs if r.part == "sweeps" and r.num_estimators == 4}
     assert len(sweep) >= 5 and max(sweep) / min(sweep) >= 1e3
     for tau in sweep:
-        seeds = {r.seed for r in runs if r.part == "sweeps" and r.tau == tau
-                 and r.num_estimators == 4}
+        seeds = {
+            r.seed for r in runs if r.part == "sweeps" and r.tau == tau and r.num_estimators == 4
+        }
         assert seeds == {0, 1, 2}
     assert {r.num_estimators for r in runs if r.part == "sweeps"} == {2, 3, 4, 8}
     methods = {(r.method, r.seed) for r in runs if r.part == "methods"}
     assert methods == {(m, s) for m in study.RECIPES for s in (0, 1, 2)}
 
 
-@pytest.mark.parametrize("run", [
-    study.StudyRun("signorm", 1, num_estimators=8, tau=0.01, part="sweeps"),
-    study.StudyRun("deep_ensembles", 2),
-])
+@pytest.mark.parametrize(
+    "run",
+    [
+        study.StudyRun("signorm", 1, num_estimators=8, tau=0.01, part="sweeps"),
+        study.StudyRun("deep_ensembles", 2),
+    ],
+)
 def test_each_command_parses_with_the_command_own_parser_and_sets_the_run(run, tmp_path):
     command = run.command(tmp_path)
     assert command[:2] == ["torch-uncertainty", "fit"]
@@ -80,10 +84,18 @@ def test_the_controlled_study_redraws_training_tweets_per_seed_and_compensates_m
     runs = controlled.study_runs()
     assert len(runs) == len(set(runs)) == 16
     names = {r.name for r in runs}
-    assert {"single", "deep_ensembles_M4", "signorm_M1_tau0.08", "signorm_M4_tau0.04",
-            "signorm_M4_tau0.08", "signorm_M4_tau0.16"} == names
-    for run in (controlled.StudyRun("signorm", 2, tau=0.16, evaluate_shift=False),
-                controlled.StudyRun("deep_ensembles", 1)):
+    assert {
+        "single",
+        "deep_ensembles_M4",
+        "signorm_M1_tau0.08",
+        "signorm_M4_tau0.04",
+        "signorm_M4_tau0.08",
+        "signorm_M4_tau0.16",
+    } == names
+    for run in (
+        controlled.StudyRun("signorm", 2, tau=0.16, evaluate_shift=False),
+        controlled.StudyRun("deep_ensembles", 1),
+    ):
         command = run.command(tmp_path)
         config = parse_recipe(command[3], command[4:])
         data = config.data.init_args

@@ -117,9 +117,12 @@ def _kept_global_rngs() -> Iterator[None]:
 def _global_rng_states() -> dict[str, Any]:
     """torch's (CPU and CUDA), numpy's and Python's global RNG states, in the layout of
     Lightning's checkpoints (``torch``, ``torch.cuda``, ``numpy``, ``python``)."""
-    return {"torch": torch.get_rng_state(), "python": random.getstate(),
-            "numpy": np.random.get_state(),
-            "torch.cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else []}
+    return {
+        "torch": torch.get_rng_state(),
+        "python": random.getstate(),
+        "numpy": np.random.get_state(),
+        "torch.cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else [],
+    }
 
 
 def _set_global_rng_states(states: Mapping[str, Any]) -> None:
@@ -137,8 +140,13 @@ def _portable_rng_states() -> dict[str, Any]:
     """The global RNG states in types that ``torch.load(weights_only=True)`` accepts."""
     states = _global_rng_states()
     kind, keys, position, has_gauss, cached_gaussian = states.pop("numpy")
-    states["numpy"] = (kind, torch.from_numpy(keys.astype(np.int64)), position, has_gauss,
-                       cached_gaussian)
+    states["numpy"] = (
+        kind,
+        torch.from_numpy(keys.astype(np.int64)),
+        position,
+        has_gauss,
+        cached_gaussian,
+    )
     version, internal, gauss = states.pop("python")
     states["python"] = (version, list(internal), gauss)
     return states
@@ -222,8 +230,11 @@ class ExactResumeCheckpoint(Callback):
 
     # ----------------------------------------------------------------------------- state
     def state_dict(self) -> dict[str, Any]:
-        return {"seed": self.seed, "rng_states": _portable_rng_states(),
-                "interrupted": self._saving}
+        return {
+            "seed": self.seed,
+            "rng_states": _portable_rng_states(),
+            "interrupted": self._saving,
+        }
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         self.seed = state_dict["seed"]
@@ -309,8 +320,9 @@ class ExactResumeCheckpoint(Callback):
             if trainer.global_step > 0 or isinstance(exception, _INTERRUPTIONS):
                 # An error before the first step (a bad setting, missing data) is not an
                 # interruption: its own message says what to fix.
-                rank_zero_info(f"{type(exception).__name__}: no interruption checkpoint written "
-                               f"({reason}).")
+                rank_zero_info(
+                    f"{type(exception).__name__}: no interruption checkpoint written ({reason})."
+                )
             return
         path = self.ckpt_path(trainer)
         existed = path.exists()
@@ -320,8 +332,10 @@ class ExactResumeCheckpoint(Callback):
         except Exception as error:
             if trainer.is_global_zero and not existed:
                 path.unlink(missing_ok=True)  # what a non-atomic write left
-            rank_zero_warn(f"{type(exception).__name__}: the interruption checkpoint could not "
-                           f"be written to {path} ({type(error).__name__}: {error}).")
+            rank_zero_warn(
+                f"{type(exception).__name__}: the interruption checkpoint could not "
+                f"be written to {path} ({type(error).__name__}: {error})."
+            )
             return
         finally:
             self._saving = False
@@ -340,8 +354,10 @@ class ExactResumeCheckpoint(Callback):
             try:
                 path.unlink()
             except OSError as error:
-                rank_zero_warn(f"The interruption checkpoint {path} this run resumed from is "
-                               f"stale now but could not be removed ({error}); remove it.")
+                rank_zero_warn(
+                    f"The interruption checkpoint {path} this run resumed from is "
+                    f"stale now but could not be removed ({error}); remove it."
+                )
         self._resumed_from_interruption = False
 
 
@@ -360,18 +376,19 @@ def saved_on_interruption(checkpoint: Mapping[str, Any]) -> bool:
     )
 
 
-def _not_resumable(trainer: Trainer, pl_module: LightningModule,
-                   exception: BaseException) -> str | None:
+def _not_resumable(
+    trainer: Trainer, pl_module: LightningModule, exception: BaseException
+) -> str | None:
     """Why the state at ``exception`` is not worth a checkpoint, or ``None`` when it is."""
     if trainer.global_step == 0:
         return "no optimisation step was taken: running the same command again is the same"
     if isinstance(exception, (ValueError, TypeError)):
-        return ("a configuration or data error, which resuming would meet again: fix it and "
-                "run again")
+        return (
+            "a configuration or data error, which resuming would meet again: fix it and run again"
+        )
     if isinstance(exception, FloatingPointError):
         return "the training state is not finite"
     tensors = itertools.chain(pl_module.parameters(), pl_module.buffers())
     if not all(torch.isfinite(t).all() for t in tensors if t.is_floating_point()):
         return "the weights are not finite"
     return None
-

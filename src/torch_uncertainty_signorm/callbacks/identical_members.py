@@ -15,8 +15,11 @@ from torch import nn
 from ..diversity import signorm_cosine
 
 __all__ = [
-    "IDENTICAL_MEMBERS_COSINE", "IdenticalMembersWarning", "identical_members_message",
-    "members_identical", "regularized_cosine",
+    "IDENTICAL_MEMBERS_COSINE",
+    "IdenticalMembersWarning",
+    "identical_members_message",
+    "members_identical",
+    "regularized_cosine",
 ]
 
 #: σNorm-cos of the regularized layers at and above which the members count as one model.
@@ -35,8 +38,9 @@ def members_identical(model: nn.Module, cosine: float) -> bool:
     return model.num_estimators > 1 and cosine >= IDENTICAL_MEMBERS_COSINE
 
 
-def identical_members_message(cosine: float, when: str, steps: int, tau: float,
-                              diversity_strength: float) -> str:
+def identical_members_message(
+    cosine: float, when: str, steps: int, tau: float, diversity_strength: float
+) -> str:
     """The warning when the members are still one model (σNorm-cos ``cosine`` of the
     regularized layers >= :data:`IDENTICAL_MEMBERS_COSINE`) after ``steps`` steps, ``when``
     (``"at this validation"``, ``"at the end of fit"``), with what to try."""
@@ -89,5 +93,4 @@ class IdenticalMembersWarning(Callback):
 
 def _message(pl_module: LightningModule, cosine: float, when: str, step: int) -> str:
     model = pl_module.model
-    return identical_members_message(cosine, when, step, model.tau,
-                                     model.config.diversity_strength)
+    return identical_members_message(cosine, when, step, model.tau, model.config.diversity_strength)

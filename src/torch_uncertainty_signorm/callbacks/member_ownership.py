@@ -111,8 +111,9 @@ class MemberOwnershipCallback(Callback):
         importances = {s: [layers[n] for n in names] for s, names in scopes.items() if names}
         counts = {s: ownership_counts(imps, self.threshold) for s, imps in importances.items()}
 
-        metrics = {f"ownership/signorm_cos/{n}": float(pairwise_cosine(i))
-                   for n, i in layers.items()}
+        metrics = {
+            f"ownership/signorm_cos/{n}": float(pairwise_cosine(i)) for n, i in layers.items()
+        }
         for scope, imps in importances.items():
             fractions = ownership_fractions(imps, self.threshold)
             metrics.update({f"ownership/{scope}/k={k}": float(f) for k, f in enumerate(fractions)})
@@ -143,8 +144,11 @@ class MemberOwnershipCallback(Callback):
             return log_dir
         return Path(trainer.default_root_dir)
 
+
 def importance_embedding_figure(
-    importances: dict[str, list[Tensor]], num_members: int, threshold: float = 0.5,
+    importances: dict[str, list[Tensor]],
+    num_members: int,
+    threshold: float = 0.5,
     max_points: int = 4096,
 ) -> Figure:
     """2-D PCA of the pooled per-feature importance vectors, coloured by ownership k.
@@ -200,8 +204,12 @@ def importance_histogram_figure(
         values = torch.cat([i.flatten() for i in imps]).numpy()
         ax.hist(values, bins=np.linspace(0, 1, 51), color="tab:blue")
         ax.axvline(threshold, color="black", linestyle="--", linewidth=1)
-        ax.set(title=f"{scope} layers", xlabel=r"importance $\sigma(\gamma)$", ylabel="count",
-               xlim=(0, 1))
+        ax.set(
+            title=f"{scope} layers",
+            xlabel=r"importance $\sigma(\gamma)$",
+            ylabel="count",
+            xlim=(0, 1),
+        )
     figure.tight_layout()
     return figure
 
@@ -214,25 +222,35 @@ def _counts_figure(counts: dict[str, Tensor]) -> Figure:
     width = 0.8 / len(counts)
     for i, (scope, count) in enumerate(counts.items()):
         fractions = (count.double() / count.sum()).numpy()
-        ax.bar(np.arange(num_k) + (i - (len(counts) - 1) / 2) * width, fractions, width,
-               label=f"{scope} layers")
-    ax.set(xticks=np.arange(num_k), xlabel="ownership k (members with σ(γ) > threshold)",
-           ylabel="fraction of features", ylim=(0, 1))
+        ax.bar(
+            np.arange(num_k) + (i - (len(counts) - 1) / 2) * width,
+            fractions,
+            width,
+            label=f"{scope} layers",
+        )
+    ax.set(
+        xticks=np.arange(num_k),
+        xlabel="ownership k (members with σ(γ) > threshold)",
+        ylabel="fraction of features",
+        ylim=(0, 1),
+    )
     ax.legend()
     figure.tight_layout()
     return figure
 
 
-def _log_figure(loggers: list[Logger], out_dir: Path, name: str, figure: Figure,
-                epoch: int) -> None:
+def _log_figure(
+    loggers: list[Logger], out_dir: Path, name: str, figure: Figure, epoch: int
+) -> None:
     """TensorBoard ``add_figure`` at step ``epoch``; MLflow artifact; otherwise a PNG file."""
     to_file = not loggers
     for logger in loggers:
         if isinstance(logger, MLFlowLogger):
             log_figure(logger, f"ownership/epoch={epoch}/{name}", figure)  # TorchUncertainty's
         elif hasattr(logger.experiment, "add_figure"):
-            logger.experiment.add_figure(f"ownership/{name}", figure, global_step=epoch,
-                                         close=False)
+            logger.experiment.add_figure(
+                f"ownership/{name}", figure, global_step=epoch, close=False
+            )
         else:
             to_file = True
     if to_file:
@@ -244,8 +262,13 @@ def _log_figure(loggers: list[Logger], out_dir: Path, name: str, figure: Figure,
 def _write_csv(path: Path, epoch: int, counts: dict[str, Tensor]) -> None:
     """Append this epoch's rows; header once; an epoch already present is replaced."""
     rows = [
-        {"epoch": epoch, "scope": scope, "k": k, "count": int(c),
-         "fraction": f"{float(c) / float(count.sum()):.6f}"}
+        {
+            "epoch": epoch,
+            "scope": scope,
+            "k": k,
+            "count": int(c),
+            "fraction": f"{float(c) / float(count.sum()):.6f}",
+        }
         for scope, count in counts.items()
         for k, c in enumerate(count)
     ]

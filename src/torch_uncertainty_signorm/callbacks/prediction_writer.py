@@ -58,8 +58,7 @@ class TestPredictionWriter(TestLogitsCallback):
             raise ValueError(f"filename must end with '.safetensors', got {filename!r}.")
         if dataloaders is not None:
             indices = list(dataloaders) if isinstance(dataloaders, (list, tuple)) else []
-            valid = all(isinstance(i, int) and not isinstance(i, bool) and i >= 0
-                        for i in indices)
+            valid = all(isinstance(i, int) and not isinstance(i, bool) and i >= 0 for i in indices)
             if not indices or not valid or len(set(indices)) != len(indices):
                 raise ValueError(
                     f"dataloaders must be a non-empty list of distinct test-loader indices >= 0 "

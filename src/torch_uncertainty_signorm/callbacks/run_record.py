@@ -30,8 +30,17 @@ __all__ = ["RUN_RECORD_FILENAME", "RunRecordCallback"]
 
 RUN_RECORD_FILENAME = "run_record.json"
 #: The distributions whose versions a run records.
-PACKAGES = ("torch-uncertainty-signorm", "torch-uncertainty", "torch", "lightning",
-            "torchvision", "timm", "transformers", "numpy", "scikit-learn")
+PACKAGES = (
+    "torch-uncertainty-signorm",
+    "torch-uncertainty",
+    "torch",
+    "lightning",
+    "torchvision",
+    "timm",
+    "transformers",
+    "numpy",
+    "scikit-learn",
+)
 
 
 def provenance(device: str) -> dict[str, Any]:
@@ -41,8 +50,9 @@ def provenance(device: str) -> dict[str, Any]:
 
     def git(*args: str) -> str | None:
         try:
-            done = subprocess.run(["git", *args], cwd=source, capture_output=True, text=True,
-                                  timeout=10, check=False)
+            done = subprocess.run(
+                ["git", *args], cwd=source, capture_output=True, text=True, timeout=10, check=False
+            )
         except (OSError, subprocess.TimeoutExpired):
             return None
         return done.stdout.strip() if done.returncode == 0 else None
@@ -55,8 +65,13 @@ def provenance(device: str) -> dict[str, Any]:
             versions[name] = version(name)
         except PackageNotFoundError:
             versions[name] = None
-    return {"commit": commit, "source_modified": None if modified is None else bool(modified),
-            "versions": versions, "python": platform.python_version(), "device": device}
+    return {
+        "commit": commit,
+        "source_modified": None if modified is None else bool(modified),
+        "versions": versions,
+        "python": platform.python_version(),
+        "device": device,
+    }
 
 
 def _targets(batch: Any) -> torch.Tensor | None:
@@ -95,13 +110,16 @@ class RunRecordCallback(Callback):
         self._started: float | None = None
 
     def state_dict(self) -> dict[str, Any]:
-        return {"fit_seconds": self._fit_so_far(),
-                "train_counts": {int(k): int(v) for k, v in self.train_counts.items()}}
+        return {
+            "fit_seconds": self._fit_so_far(),
+            "train_counts": {int(k): int(v) for k, v in self.train_counts.items()},
+        }
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         self.fit_seconds = float(state_dict.get("fit_seconds", 0.0))
-        self.train_counts = Counter({int(k): int(v)
-                                     for k, v in state_dict.get("train_counts", {}).items()})
+        self.train_counts = Counter(
+            {int(k): int(v) for k, v in state_dict.get("train_counts", {}).items()}
+        )
 
     def _fit_so_far(self) -> float:
         running = time.perf_counter() - self._started if self._started is not None else 0.0
@@ -110,8 +128,9 @@ class RunRecordCallback(Callback):
     def on_train_start(self, trainer: Trainer, pl_module: LightningModule) -> None:
         self._started = time.perf_counter()
 
-    def on_train_batch_end(self, trainer: Trainer, pl_module: LightningModule, outputs: Any,
-                           batch: Any, batch_idx: int) -> None:
+    def on_train_batch_end(
+        self, trainer: Trainer, pl_module: LightningModule, outputs: Any, batch: Any, batch_idx: int
+    ) -> None:
         if (targets := _targets(batch)) is not None:
             self.train_counts.update(targets.tolist())
 
@@ -124,8 +143,15 @@ class RunRecordCallback(Callback):
         self.test_counts = Counter()
         self._test_started = time.perf_counter()
 
-    def on_test_batch_end(self, trainer: Trainer, pl_module: LightningModule, outputs: Any,
-                          batch: Any, batch_idx: int, dataloader_idx: int = 0) -> None:
+    def on_test_batch_end(
+        self,
+        trainer: Trainer,
+        pl_module: LightningModule,
+        outputs: Any,
+        batch: Any,
+        batch_idx: int,
+        dataloader_idx: int = 0,
+    ) -> None:
         if dataloader_idx == 0 and (targets := _targets(batch)) is not None:
             self.test_counts.update(targets.tolist())
 

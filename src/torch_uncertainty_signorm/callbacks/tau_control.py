@@ -33,7 +33,6 @@ from .identical_members import members_identical, regularized_cosine
 __all__ = ["TARGET_STATE_KEY", "DiversityTargetCallback"]
 
 
-
 class DiversityTargetCallback(Callback):
     """Adjusts τ every optimisation step so that the regularized layers' σNorm-cos settles at
     ``target``.
@@ -66,8 +65,8 @@ class DiversityTargetCallback(Callback):
     def on_train_start(self, trainer: Trainer, pl_module: LightningModule) -> None:
         model = pl_module.model
         optimizer = trainer.optimizers[0] if trainer.optimizers else None
-        lookahead = 1.0 if optimizer is None else optimizer_lookahead(
-            optimizer, model.scale_logits()
+        lookahead = (
+            1.0 if optimizer is None else optimizer_lookahead(optimizer, model.scale_logits())
         )
         self.controller = DiversityTarget(  # τ stays the model's: the controller sets it there
             self.target, model, trainer.estimated_stepping_batches, lookahead=lookahead
@@ -99,24 +98,38 @@ class DiversityTargetCallback(Callback):
         """Feed the ensemble's validation accuracy (the routine's member-health sums) to the
         controller; warn when the target costs accuracy."""
         controller, health = self.controller, pl_module.val_health
-        if (controller is None or trainer.state.fn != "fit" or trainer.sanity_checking
-                or health.update_count == 0):
+        if (
+            controller is None
+            or trainer.state.fn != "fit"
+            or trainer.sanity_checking
+            or health.update_count == 0
+        ):
             return
         accuracy = float(health.compute().accuracy()[-1])  # the routine's compute() reuses it
         best = controller.best_accuracy
         if controller.validated(accuracy):
-            rank_zero_warn(target_cost_message(controller, best, accuracy,
-                                               regularized_cosine(pl_module.model),
-                                               trainer.global_step))
+            rank_zero_warn(
+                target_cost_message(
+                    controller,
+                    best,
+                    accuracy,
+                    regularized_cosine(pl_module.model),
+                    trainer.global_step,
+                )
+            )
 
     def on_train_end(self, trainer: Trainer, pl_module: LightningModule) -> None:
         cosine = regularized_cosine(pl_module.model)
         self.fit_end, self._fit_missed = (trainer.global_step, cosine), self.missed(cosine)
         if self._fit_missed:
-            rank_zero_warn(missed_target_message(
-                self.controller, cosine, trainer.global_step,
-                getattr(pl_module.model, "member_spread", 0.0),
-            ))
+            rank_zero_warn(
+                missed_target_message(
+                    self.controller,
+                    cosine,
+                    trainer.global_step,
+                    getattr(pl_module.model, "member_spread", 0.0),
+                )
+            )
 
     def on_test_end(self, trainer: Trainer, pl_module: LightningModule) -> None:
         """Warn, once per test, when the tested weights are away from the target: ``test``

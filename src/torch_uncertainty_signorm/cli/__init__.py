@@ -81,7 +81,17 @@ from .run_folders import SaveRunConfig
 from .tu_recipes import SUBCOMMANDS, tu_format_args
 
 __all__ = [
-    "EVALUATION_ONLY_ARGS", "FORWARDED_DATA_ARGS", "SIGINT_EXIT_CODE", "SIGTERM_EXIT_CODE",
-    "SUBCOMMANDS", "RunInterrupted", "SaveRunConfig", "TUSigmaNormCLI", "cli_main",
-    "forward_datamodule_args", "main", "resume_command", "tu_format_args",
+    "EVALUATION_ONLY_ARGS",
+    "FORWARDED_DATA_ARGS",
+    "SIGINT_EXIT_CODE",
+    "SIGTERM_EXIT_CODE",
+    "SUBCOMMANDS",
+    "RunInterrupted",
+    "SaveRunConfig",
+    "TUSigmaNormCLI",
+    "cli_main",
+    "forward_datamodule_args",
+    "main",
+    "resume_command",
+    "tu_format_args",
 ]

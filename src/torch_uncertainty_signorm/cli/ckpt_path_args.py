@@ -25,11 +25,20 @@ __all__ = ["EVALUATION_ONLY_ARGS", "OUTPUT_ARGS", "reconcile_checkpoint_args"]
 
 #: Routine arguments that only change how a trained model is evaluated: ``--ckpt_path`` takes
 #: a value given for them over the checkpoint's (``test --routine.init_args.ood_criterion=energy``).
-EVALUATION_ONLY_ARGS = frozenset({
-    *FORWARDED_DATA_ARGS, "eval_grouping_loss", "ood_criterion", "post_processing",
-    "scod_ood_cost", "num_bins_calibration_error", "log_plots", "save_to_csv", "csv_filename",
-    "check_finite_loss",
-})
+EVALUATION_ONLY_ARGS = frozenset(
+    {
+        *FORWARDED_DATA_ARGS,
+        "eval_grouping_loss",
+        "ood_criterion",
+        "post_processing",
+        "scod_ood_cost",
+        "num_bins_calibration_error",
+        "log_plots",
+        "save_to_csv",
+        "csv_filename",
+        "check_finite_loss",
+    }
+)
 
 #: Routine arguments choosing what a run writes and where: they come from the recipe or the
 #: command line only, never from a checkpoint (which would choose a file outside the run).
@@ -56,8 +65,9 @@ def _routine_names(class_path: str | None) -> set[str]:
     return {class_path, f"{routine_class.__module__}.{routine_class.__qualname__}"}
 
 
-def _given_routine_keys(parser: LightningArgumentParser, args: ArgsType,
-                        subcommand: str) -> set[str]:
+def _given_routine_keys(
+    parser: LightningArgumentParser, args: ArgsType, subcommand: str
+) -> set[str]:
     """Dotted ``routine.init_args`` keys set by the recipe or the command line ``args``."""
     if isinstance(args, dict | Namespace):
         given = parser.parse_object(args, defaults=False)
@@ -68,16 +78,18 @@ def _given_routine_keys(parser: LightningArgumentParser, args: ArgsType,
     return set(init_args.keys()) if isinstance(init_args, Namespace) else set()
 
 
-def _routine_init_args(parser: LightningArgumentParser, config: Namespace,
-                       subcommand: str) -> dict[str, Any]:
+def _routine_init_args(
+    parser: LightningArgumentParser, config: Namespace, subcommand: str
+) -> dict[str, Any]:
     """The routine's ``init_args`` as plain YAML values, link targets and ``None`` included."""
-    return yaml.safe_load(
-        parser.dump(config, skip_link_targets=False, skip_none=False)
-    )[subcommand]["routine"]["init_args"]
+    return yaml.safe_load(parser.dump(config, skip_link_targets=False, skip_none=False))[
+        subcommand
+    ]["routine"]["init_args"]
 
 
-def reconcile_checkpoint_args(parser: LightningArgumentParser, config: Namespace,
-                              args: ArgsType) -> tuple[Namespace, bool]:
+def reconcile_checkpoint_args(
+    parser: LightningArgumentParser, config: Namespace, args: ArgsType
+) -> tuple[Namespace, bool]:
     """Check a checkpoint's saved routine arguments against the recipe, never importing them.
 
     Lightning's version imports the checkpoint's ``_class_path`` and lets its values override

@@ -65,10 +65,14 @@ logger = logging.getLogger(__name__)
 def _monitored(checkpoint: Any) -> str:
     """`` (val/cls/Acc)``: what the best checkpoint is best at (TorchUncertainty's
     ``TUClsCheckpoint`` keeps one per metric, its best model being the accuracy one)."""
-    inner = [callback for callback in getattr(checkpoint, "callbacks", {}).values()
-             if getattr(callback, "best_model_path", None) == checkpoint.best_model_path]
+    inner = [
+        callback
+        for callback in getattr(checkpoint, "callbacks", {}).values()
+        if getattr(callback, "best_model_path", None) == checkpoint.best_model_path
+    ]
     monitor = getattr(checkpoint, "monitor", None) or next(
-        (callback.monitor for callback in inner if getattr(callback, "monitor", None)), None)
+        (callback.monitor for callback in inner if getattr(callback, "monitor", None)), None
+    )
     return f" ({monitor})" if monitor else ""
 
 
@@ -211,8 +215,9 @@ class TUSigmaNormCLI(TULightningCLI):
             )
         else:
             self._tested_after_fit = Path(checkpoint.best_model_path)
-        self.trainer.test(self.routine, datamodule=self.datamodule, ckpt_path=ckpt_path,
-                          weights_only=True)
+        self.trainer.test(
+            self.routine, datamodule=self.datamodule, ckpt_path=ckpt_path, weights_only=True
+        )
 
     def instantiate_trainer(self, **kwargs: Any) -> Any:
         """As Lightning's; ``trainer.sync_batchnorm: true`` also synchronises σBN statistics
@@ -279,7 +284,9 @@ class TUSigmaNormCLI(TULightningCLI):
         parser.add_argument("--optimizer", type=OptimizerCallable | None, default=None)
         parser.add_argument("--lr_scheduler", type=LRSchedulerCallable | None, default=None)
         parser.add_argument(
-            "--num_threads", type=int | None, default=None,
+            "--num_threads",
+            type=int | None,
+            default=None,
             help="torch's intra-op CPU threads for this run (torch.set_num_threads); unset: "
             "torch's default (the cores, or OMP_NUM_THREADS). Small inputs gain nothing from "
             "more threads and lose on shared cores (the digits quickstart sets 1).",
@@ -312,7 +319,9 @@ class TUSigmaNormCLI(TULightningCLI):
                 f"({self._config_value(self.config, 'optimizer').get('class_path')}): keep one."
             )
         self.routine.optim_recipe = routine_optim_recipe(
-            self.routine, optimizer, self._config_value(self.config_init, "lr_scheduler"),
+            self.routine,
+            optimizer,
+            self._config_value(self.config_init, "lr_scheduler"),
             block=self._config_value(self.config, "optimizer"),
         )
 
@@ -369,13 +378,15 @@ class TUSigmaNormCLI(TULightningCLI):
         try:
             super()._run_subcommand(subcommand)
         except SIGTERMException as stop:
-            raise RunInterrupted(SIGTERM_EXIT_CODE, self._interruption_checkpoint(),
-                                 self._tested_after_fit) from stop
+            raise RunInterrupted(
+                SIGTERM_EXIT_CODE, self._interruption_checkpoint(), self._tested_after_fit
+            ) from stop
         except SystemExit as stop:  # Lightning exits with 1 after Ctrl-C
             if self.trainer.state.status != TrainerStatus.INTERRUPTED:
                 raise
-            raise RunInterrupted(SIGINT_EXIT_CODE, self._interruption_checkpoint(),
-                                 self._tested_after_fit) from stop
+            raise RunInterrupted(
+                SIGINT_EXIT_CODE, self._interruption_checkpoint(), self._tested_after_fit
+            ) from stop
 
     def _interruption_checkpoint(self) -> Path | None:
         return interruption_checkpoint(self.trainer)
@@ -431,23 +442,30 @@ def main(args: ArgsType = None, started: float | None = None) -> None:
             # jsonargparse wraps a constructor's error in its Union report, whose last line is
             # the whole configuration: say the constructor's message last, where users look.
             traceback.print_exc()
-            print(f"torch-uncertainty: invalid configuration: {type(cause).__name__}: {cause}",
-                  file=sys.stderr)
+            print(
+                f"torch-uncertainty: invalid configuration: {type(cause).__name__}: {cause}",
+                file=sys.stderr,
+            )
             raise SystemExit(1) from None
         if _raised_here(error) and not debugging():  # a refusal of this package's checks
             print(f"torch-uncertainty: {type(error).__name__}: {error}", file=sys.stderr)
             raise SystemExit(1) from None
         raise
-    print(f"torch-uncertainty finished in {time.perf_counter() - started:.1f} s (wall time, "
-          f"{start - started:.1f} s of it start-up: importing torch, Lightning and "
-          "TorchUncertainty)")
+    print(
+        f"torch-uncertainty finished in {time.perf_counter() - started:.1f} s (wall time, "
+        f"{start - started:.1f} s of it start-up: importing torch, Lightning and "
+        "TorchUncertainty)"
+    )
 
 
 def _raised_here(error: BaseException) -> bool:
     """Whether ``error`` is a one-line refusal raised by this package's own code."""
     frames = traceback.extract_tb(error.__traceback__)
-    return bool(frames) and "\n" not in str(error) and (
-        f"{Path(__file__).parents[1].name}{os.sep}" in frames[-1].filename)
+    return (
+        bool(frames)
+        and "\n" not in str(error)
+        and (f"{Path(__file__).parents[1].name}{os.sep}" in frames[-1].filename)
+    )
 
 
 def _buried_cause(error: BaseException) -> BaseException | None:
@@ -458,8 +476,11 @@ def _buried_cause(error: BaseException) -> BaseException | None:
     while current is not None and id(current) not in seen:
         seen.add(id(current))
         frames = traceback.extract_tb(current.__traceback__)
-        if (isinstance(current, (ValueError, TypeError)) and frames
-                and f"{Path(__file__).parents[1].name}{os.sep}" in frames[-1].filename):
+        if (
+            isinstance(current, (ValueError, TypeError))
+            and frames
+            and f"{Path(__file__).parents[1].name}{os.sep}" in frames[-1].filename
+        ):
             found = current
         current = current.__cause__ or current.__context__
     return found if found is not None and str(found) != str(error) else None

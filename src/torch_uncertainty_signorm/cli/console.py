@@ -36,8 +36,14 @@ import re
 import sys
 import warnings
 
-__all__ = ["DEBUG_VARIABLE", "NOISE_MESSAGES", "debugging", "one_line_parser_class",
-           "silence_library_noise", "summarise_parse_error"]
+__all__ = [
+    "DEBUG_VARIABLE",
+    "NOISE_MESSAGES",
+    "debugging",
+    "one_line_parser_class",
+    "silence_library_noise",
+    "summarise_parse_error",
+]
 
 #: Regular expressions (``warnings.filterwarnings``' ``message``) of the warnings dropped.
 NOISE_MESSAGES = (
@@ -68,8 +74,12 @@ def silence_library_noise() -> None:
     warnings.formatwarning = _one_line
     for message in NOISE_MESSAGES:
         warnings.filterwarnings("ignore", message=message)
-    for name in ("lightning.pytorch.utilities.rank_zero", "lightning.fabric.utilities.rank_zero",
-                 "lightning.pytorch", "lightning"):
+    for name in (
+        "lightning.pytorch.utilities.rank_zero",
+        "lightning.fabric.utilities.rank_zero",
+        "lightning.pytorch",
+        "lightning",
+    ):
         log = logging.getLogger(name)
         if not any(isinstance(f, _DropTips) for f in log.filters):
             log.addFilter(_DropTips())
@@ -80,9 +90,11 @@ _NOT_ACCEPTED = re.compile(r"Option '([^']+)' is not accepted")
 _CLASS_PATH = re.compile(r"Problem with given class_path '([^']+)'")
 _PARSER_KEY = re.compile(r'Parser key "([^"]+)"')
 _UNRECOGNIZED = re.compile(r"Unrecognized arguments: (.+)")
-_NOISE_LINES = re.compile(r"^\s*(- )?(Does not validate against any of the Union subtypes|"
-                          r"Subtypes:|Errors:|Given value type:|Given value:|"
-                          r"Expected a <class 'NoneType'>)")
+_NOISE_LINES = re.compile(
+    r"^\s*(- )?(Does not validate against any of the Union subtypes|"
+    r"Subtypes:|Errors:|Given value type:|Given value:|"
+    r"Expected a <class 'NoneType'>)"
+)
 
 
 def _parameters(class_path: str) -> list[str]:
@@ -90,8 +102,11 @@ def _parameters(class_path: str) -> list[str]:
     module, _, name = class_path.rpartition(".")
     try:
         target = getattr(importlib.import_module(module), name)
-        return [p.name for p in inspect.signature(target).parameters.values()
-                if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+        return [
+            p.name
+            for p in inspect.signature(target).parameters.values()
+            if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
+        ]
     except (ImportError, AttributeError, TypeError, ValueError):
         return []
 
@@ -112,23 +127,28 @@ def summarise_parse_error(message: str, options: list[str] | None = None) -> str
             classes = [m.group(1) for text in lines[:index] if (m := _CLASS_PATH.search(text))]
             where = ".init_args.".join(keys) if keys else ""
             owner = classes[-1] if classes else ""
-            text = (f"{where}: " if where else "") + found.group(0) + (
-                f" by {owner}" if owner else "")
+            text = (
+                (f"{where}: " if where else "") + found.group(0) + (f" by {owner}" if owner else "")
+            )
             parameters = _parameters(owner) if owner else []
             hint = _did_you_mean(found.group(1), parameters)
             if not hint and "model" in parameters and where:
                 # A wrapper (σN-Ens, FiLM, LoRA): the option is likely the wrapped model's.
-                hint = (f"; {owner.rpartition('.')[2]} wraps a model: its options are spelt "
-                        f"--{where}.init_args.model.init_args.{found.group(1)}")
+                hint = (
+                    f"; {owner.rpartition('.')[2]} wraps a model: its options are spelt "
+                    f"--{where}.init_args.model.init_args.{found.group(1)}"
+                )
             return text + hint
     for line in lines:
         if (found := _UNRECOGNIZED.search(line)) is not None:
             first = found.group(1).split()[0]
             name = first.split("=", 1)[0]
-            return found.group(0) + _did_you_mean(name, [o for o in options or ()
-                                                          if o.startswith("--")])
-    kept = [" ".join(line.split()) for line in lines
-            if line.strip() and not _NOISE_LINES.match(line)]
+            return found.group(0) + _did_you_mean(
+                name, [o for o in options or () if o.startswith("--")]
+            )
+    kept = [
+        " ".join(line.split()) for line in lines if line.strip() and not _NOISE_LINES.match(line)
+    ]
     return " ".join(kept)
 
 
@@ -158,10 +178,12 @@ def one_line_parser_class(raising: bool = False) -> type:
             options = [s for action in parser._actions for s in action.option_strings]
             if raising:
                 raise ValueError(summarise_parse_error(message, options))
-            sys.stderr.write("torch-uncertainty: invalid configuration: "
-                             f"{summarise_parse_error(message, options)} "
-                             f"({parser.prog.replace(' [options]', '')} --help lists the "
-                             "options)\n")
+            sys.stderr.write(
+                "torch-uncertainty: invalid configuration: "
+                f"{summarise_parse_error(message, options)} "
+                f"({parser.prog.replace(' [options]', '')} --help lists the "
+                "options)\n"
+            )
             self.exit(2)
 
     return OneLineErrorParser

@@ -16,8 +16,12 @@ def training_set_size(datamodule: LightningDataModule) -> int | None:
         return None
 
 
-def wrap_setup(datamodule: LightningDataModule, *, validate_as_fit: bool = False,
-               refuse_empty_training_set: bool = False) -> None:
+def wrap_setup(
+    datamodule: LightningDataModule,
+    *,
+    validate_as_fit: bool = False,
+    refuse_empty_training_set: bool = False,
+) -> None:
     """Wrap ``datamodule.setup`` (the instance's, which Lightning's trainer calls) for one run.
 
     Lightning calls ``datamodule.setup(stage)`` itself, with no hook in between, so the command

@@ -42,8 +42,10 @@ def _recipe_model_block(recipe: Path, overrides: Sequence[str], allowed: Sequenc
     block again after."""
     if not recipe.is_file():
         if recipe.exists():
-            raise ValueError(f"--config {str(recipe)!r} is not a regular file (a named pipe, a "
-                             f"device, a folder); expected a recipe (a YAML file).")
+            raise ValueError(
+                f"--config {str(recipe)!r} is not a regular file (a named pipe, a "
+                f"device, a folder); expected a recipe (a YAML file)."
+            )
         raise FileNotFoundError(f"--config {str(recipe)!r} does not exist.")
     recipe_allowed = allowlist.RECIPE_CLASS_PATHS | frozenset(allowed)
     for path, read in recipe_chain(recipe):  # the recipe and each of its base files, whole,
@@ -65,8 +67,10 @@ def _recipe_model_block(recipe: Path, overrides: Sequence[str], allowed: Sequenc
             if refusals:  # the parser may bury the refusal in a longer error of its own
                 raise refusals[0] from None
             if type(error) is ValueError:  # the parser's own one line: say which recipe
-                raise ValueError(f"--config {str(recipe)!r} is not a valid recipe for the "
-                                 f"torch-uncertainty command: {error}") from None
+                raise ValueError(
+                    f"--config {str(recipe)!r} is not a valid recipe for the "
+                    f"torch-uncertainty command: {error}"
+                ) from None
             raise
     if refusals:
         raise refusals[0]
@@ -86,21 +90,40 @@ def main(argv: Sequence[str] | None = None) -> Path:
     """``signorm-export`` (or ``python -m torch_uncertainty_signorm.cli.export``): checkpoint +
     recipe → export directory."""
     parser = _OneLineParser(
-        prog="signorm-export", description=_DESCRIPTION,
+        prog="signorm-export",
+        description=_DESCRIPTION,
         epilog="Other arguments override the recipe as on the torch-uncertainty command, e.g. "
-               "--routine.init_args.model.init_args.num_estimators=2.", allow_abbrev=False,
+        "--routine.init_args.model.init_args.num_estimators=2.",
+        allow_abbrev=False,
     )
-    parser.add_argument("--config", type=Path, required=True,
-                        help="The recipe (or the run's saved config.yaml) that built the model.")
-    parser.add_argument("--ckpt_path", type=Path, required=True,
-                        help="The Lightning checkpoint of the trained routine.")
+    parser.add_argument(
+        "--config",
+        type=Path,
+        required=True,
+        help="The recipe (or the run's saved config.yaml) that built the model.",
+    )
+    parser.add_argument(
+        "--ckpt_path",
+        type=Path,
+        required=True,
+        help="The Lightning checkpoint of the trained routine.",
+    )
     parser.add_argument("--output", type=Path, required=True, help="The export directory.")
-    parser.add_argument("--members", action="store_true",
-                        help="Also export each member as a plain model.")
-    parser.add_argument("--overwrite", action="store_true",
-                        help="Replace the export in an --output directory that is not empty.")
-    parser.add_argument("--allow", action="append", default=[], metavar="CLASS_PATH",
-                        help="Trust this exact class path too (loading needs it as well).")
+    parser.add_argument(
+        "--members", action="store_true", help="Also export each member as a plain model."
+    )
+    parser.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="Replace the export in an --output directory that is not empty.",
+    )
+    parser.add_argument(
+        "--allow",
+        action="append",
+        default=[],
+        metavar="CLASS_PATH",
+        help="Trust this exact class path too (loading needs it as well).",
+    )
     args, overrides = parser.parse_known_args(argv)
     with _sigterm_as_exit():  # SIGTERM unwinds: a partial export folder is removed
         return _export(args, overrides)
@@ -110,14 +133,14 @@ class _OneLineParser(argparse.ArgumentParser):
     """argparse's parser whose errors are one line, as the command's other refusals."""
 
     def error(self, message: str):
-        self.exit(2, f"{self.prog}: error: {message} ({self.prog} --help lists the "
-                     f"arguments)\n")
+        self.exit(2, f"{self.prog}: error: {message} ({self.prog} --help lists the arguments)\n")
 
 
 @contextlib.contextmanager
 def _sigterm_as_exit() -> Iterator[None]:
     """SIGTERM raises ``SystemExit(143)`` while the block runs (in the main thread), so that
     the export's temporary folder is removed and the previous export left as it was."""
+
     def stop(signum: int, _frame: object) -> None:
         raise SystemExit(128 + signum)
 
@@ -159,8 +182,14 @@ def _export(args: argparse.Namespace, overrides: Sequence[str]) -> Path:
     model.load_state_dict(state)
     if (tau := checkpoint_tau(saved, model.tau, f"--ckpt_path {args.ckpt_path}")) is not None:
         model.set_tau(tau)  # the export records the τ the run ended with
-    directory = export_ensemble(model.eval(), spec, args.output, members=args.members,
-                                extra_class_paths=args.allow, overwrite=args.overwrite)
+    directory = export_ensemble(
+        model.eval(),
+        spec,
+        args.output,
+        members=args.members,
+        extra_class_paths=args.allow,
+        overwrite=args.overwrite,
+    )
     print(f"Exported {model.num_estimators} members to {directory}")
     return directory
 

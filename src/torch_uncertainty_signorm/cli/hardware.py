@@ -18,14 +18,20 @@ __all__ = ["LAPTOP_OVERRIDES", "NoAcceleratorError", "laptop_overrides", "missin
 #: experiments/README.md's ``LAPTOP`` overrides (one epoch of 5 batches of 16, on CPU), but the
 #: accelerator and precision, which :func:`missing_accelerator` names first.
 LAPTOP_OVERRIDES = (
-    "--trainer.max_epochs=1", "--trainer.limit_train_batches=5", "--trainer.limit_val_batches=2",
-    "--trainer.limit_test_batches=2", "--data.init_args.batch_size=16",
-    "--data.init_args.num_workers=0", "--data.init_args.persistent_workers=false",
+    "--trainer.max_epochs=1",
+    "--trainer.limit_train_batches=5",
+    "--trainer.limit_val_batches=2",
+    "--trainer.limit_test_batches=2",
+    "--data.init_args.batch_size=16",
+    "--data.init_args.num_workers=0",
+    "--data.init_args.persistent_workers=false",
 )
 #: Backbones with a width argument: the override narrowing them (experiments/README.md).
 _NARROWER = {
     "torch_uncertainty.models.classification.wideresnet28x10": (
-        "class_path=torch_uncertainty_signorm.backbones.wideresnet28", "init_args.widen_factor=1"),
+        "class_path=torch_uncertainty_signorm.backbones.wideresnet28",
+        "init_args.widen_factor=1",
+    ),
     "torch_uncertainty.models.classification.resnet": ("init_args.width_multiplier=0.25",),
     "torch_uncertainty.models.classification.packed_resnet": ("init_args.width_multiplier=0.25",),
     "torch_uncertainty.models.classification.batched_resnet": ("init_args.width_multiplier=0.25",),
@@ -94,9 +100,16 @@ def missing_accelerator(config: Mapping[str, Any]) -> str | None:
     kind = "GPU" if accelerator.lower() != "mps" else "Apple MPS device"
     precision = trainer.get("precision")
     written = f"trainer.accelerator={accelerator}" + (
-        f", precision={precision}" if precision not in (None, 32, "32", "32-true") else "")
-    return (f"no {kind} found: this recipe sets {written}; to run it on this machine's CPU add "
-            f"{' '.join(laptop_overrides(config))} (a reduced size, about a minute; "
-            "experiments/README.md, 'On a laptop'), or only --trainer.accelerator=cpu"
-            + (" --trainer.precision=32" if "--trainer.precision=32" in
-               laptop_overrides(config) else "") + " for the full recipe on CPU.")
+        f", precision={precision}" if precision not in (None, 32, "32", "32-true") else ""
+    )
+    return (
+        f"no {kind} found: this recipe sets {written}; to run it on this machine's CPU add "
+        f"{' '.join(laptop_overrides(config))} (a reduced size, about a minute; "
+        "experiments/README.md, 'On a laptop'), or only --trainer.accelerator=cpu"
+        + (
+            " --trainer.precision=32"
+            if "--trainer.precision=32" in laptop_overrides(config)
+            else ""
+        )
+        + " for the full recipe on CPU."
+    )

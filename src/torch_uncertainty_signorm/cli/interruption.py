@@ -13,8 +13,12 @@ from lightning.pytorch import Trainer
 from .tu_recipes import SUBCOMMANDS
 
 __all__ = [
-    "SIGINT_EXIT_CODE", "SIGTERM_EXIT_CODE", "RunInterrupted", "interruption_checkpoint",
-    "report_interruption", "resume_command",
+    "SIGINT_EXIT_CODE",
+    "SIGTERM_EXIT_CODE",
+    "RunInterrupted",
+    "interruption_checkpoint",
+    "report_interruption",
+    "resume_command",
 ]
 
 #: Exit codes of a run stopped by SIGTERM / Ctrl-C (128 + signal number, as shells report them).
@@ -40,8 +44,11 @@ def interruption_checkpoint(trainer: Trainer) -> Path | None:
     ``trainer`` saved on interruption, if any."""
     from ..callbacks.exact_resume import ExactResumeCheckpoint
 
-    paths = [callback.saved_path for callback in trainer.callbacks
-             if isinstance(callback, ExactResumeCheckpoint)]
+    paths = [
+        callback.saved_path
+        for callback in trainer.callbacks
+        if isinstance(callback, ExactResumeCheckpoint)
+    ]
     return next((path for path in paths if path is not None), None)
 
 
@@ -56,9 +63,10 @@ def resume_command(args: list[str], checkpoint: Path, subcommand: str | None = N
         skip = arg == "--ckpt_path"
         if not skip:
             kept.append(arg)
-    if subcommand is not None and (at := next(
-        (i for i, arg in enumerate(kept) if arg in SUBCOMMANDS), None
-    )) is not None:
+    if (
+        subcommand is not None
+        and (at := next((i for i, arg in enumerate(kept) if arg in SUBCOMMANDS), None)) is not None
+    ):
         kept[at] = subcommand
     return shlex.join(["torch-uncertainty", *kept, "--ckpt_path", str(checkpoint)])
 
@@ -73,15 +81,27 @@ def report_interruption(stop: RunInterrupted, args: Any) -> None:
     argv = sys.argv[1:] if args is None else args
     if stop.checkpoint is not None:
         command = resume_command(argv, stop.checkpoint) if isinstance(argv, list) else None
-        print(f"torch-uncertainty interrupted: checkpoint {stop.checkpoint}"
-              + (f"\nResume with: {command}" if command else ""), file=sys.stderr)
+        print(
+            f"torch-uncertainty interrupted: checkpoint {stop.checkpoint}"
+            + (f"\nResume with: {command}" if command else ""),
+            file=sys.stderr,
+        )
     elif stop.tested is not None:  # fit had finished: its best checkpoint is to be tested
-        command = (resume_command(argv, stop.tested, "test") if isinstance(argv, list) else
-                   f"torch-uncertainty test --config <recipe> --ckpt_path {stop.tested}")
-        print(f"torch-uncertainty interrupted while testing after fit: training had finished "
-              f"(the same command again would train again). Test its best checkpoint with: "
-              f"{command}", file=sys.stderr)
+        command = (
+            resume_command(argv, stop.tested, "test")
+            if isinstance(argv, list)
+            else f"torch-uncertainty test --config <recipe> --ckpt_path {stop.tested}"
+        )
+        print(
+            f"torch-uncertainty interrupted while testing after fit: training had finished "
+            f"(the same command again would train again). Test its best checkpoint with: "
+            f"{command}",
+            file=sys.stderr,
+        )
     else:
-        print("torch-uncertainty interrupted: no checkpoint written (nothing to resume: no "
-              "optimisation step was taken, or the state was not finite); run the same "
-              "command again.", file=sys.stderr)
+        print(
+            "torch-uncertainty interrupted: no checkpoint written (nothing to resume: no "
+            "optimisation step was taken, or the state was not finite); run the same "
+            "command again.",
+            file=sys.stderr,
+        )

@@ -16,8 +16,9 @@ from ..signorm.optim import is_adaptive
 __all__ = ["base_hyperparameters", "optim_recipe", "routine_optim_recipe"]
 
 
-def base_hyperparameters(block: Namespace | None, optimizer: OptimizerCallable,
-                         parameters: list[Any]) -> dict[str, Any]:
+def base_hyperparameters(
+    block: Namespace | None, optimizer: OptimizerCallable, parameters: list[Any]
+) -> dict[str, Any]:
     """The base ``lr`` and ``weight_decay`` of the recipe's optimiser.
 
     Read from the parsed ``optimizer:`` block's ``init_args``, which jsonargparse fills with the
@@ -32,20 +33,26 @@ def base_hyperparameters(block: Namespace | None, optimizer: OptimizerCallable,
     return {"lr": defaults["lr"], "weight_decay": defaults.get("weight_decay")}
 
 
-def optim_recipe(lightning_module: LightningModule | None, optimizer: Any,
-                 lr_scheduler: Any = None) -> Any:
+def optim_recipe(
+    lightning_module: LightningModule | None, optimizer: Any, lr_scheduler: Any = None
+) -> Any:
     """As Lightning's ``configure_optimizers``; a scheduler declaring ``interval = "step"`` (such
     as :class:`~torch_uncertainty_signorm.lr_schedulers.WarmupCosineLR`) is stepped every
     optimisation step instead of every epoch."""
     if getattr(lr_scheduler, "interval", None) == "step":
-        return {"optimizer": optimizer,
-                "lr_scheduler": {"scheduler": lr_scheduler, "interval": "step"}}
+        return {
+            "optimizer": optimizer,
+            "lr_scheduler": {"scheduler": lr_scheduler, "interval": "step"},
+        }
     return LightningCLI.configure_optimizers(lightning_module, optimizer, lr_scheduler)
 
 
-def routine_optim_recipe(routine: LightningModule, optimizer: OptimizerCallable,
-                         lr_scheduler: LRSchedulerCallable | None,
-                         block: Namespace | None = None) -> Any:
+def routine_optim_recipe(
+    routine: LightningModule,
+    optimizer: OptimizerCallable,
+    lr_scheduler: LRSchedulerCallable | None,
+    block: Namespace | None = None,
+) -> Any:
     """The recipe's optimiser and scheduler, built for ``routine``.
 
     The optimiser is built on the routine's ``optimizer_param_groups(lr)`` when it defines one

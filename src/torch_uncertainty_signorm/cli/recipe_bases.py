@@ -39,7 +39,11 @@ from typing import Any
 import yaml
 
 __all__ = [
-    "BASE_KEY", "RecipeBaseError", "composed_recipe", "expand_recipe_bases", "merge_recipes",
+    "BASE_KEY",
+    "RecipeBaseError",
+    "composed_recipe",
+    "expand_recipe_bases",
+    "merge_recipes",
     "recipe_chain",
 ]
 
@@ -83,10 +87,14 @@ def _base_paths(config: Mapping[str, Any], path: Path, root: Path) -> list[Path]
                 f"folder of the recipe given on the command line (or one below it)."
             )
         if not base.is_file():
-            what = ("is not a regular file (a named pipe, a device, a folder)"
-                    if base.exists() else "does not exist")
-            raise RecipeBaseError(f"{path}: base file {name!r} ({base}) {what}; a base is a "
-                                  f"YAML file.")
+            what = (
+                "is not a regular file (a named pipe, a device, a folder)"
+                if base.exists()
+                else "does not exist"
+            )
+            raise RecipeBaseError(
+                f"{path}: base file {name!r} ({base}) {what}; a base is a YAML file."
+            )
         bases.append(base)
     return bases
 
@@ -111,8 +119,9 @@ def recipe_chain(recipe: str | Path) -> list[tuple[Path, dict[str, Any]]]:
         if config is None:
             config = {}
         if not isinstance(config, dict):
-            raise RecipeBaseError(f"{shown}: a recipe or base file must be a mapping, got "
-                                  f"{type(config).__name__}.")
+            raise RecipeBaseError(
+                f"{shown}: a recipe or base file must be a mapping, got {type(config).__name__}."
+            )
         if BASE_KEY in config:
             for base in _base_paths(config, shown, root):
                 if base in stack:
@@ -143,11 +152,14 @@ def merge_recipes(earlier: Any, later: Any) -> Any:
         if key.endswith("+") and isinstance(value, list):
             name = key[:-1]
             previous = merged.get(name)
-            merged[name] = [*(previous if isinstance(previous, list) else []),
-                            *copy.deepcopy(value)]
+            merged[name] = [
+                *(previous if isinstance(previous, list) else []),
+                *copy.deepcopy(value),
+            ]
         else:
-            merged[key] = merge_recipes(merged[key], value) if key in merged else (
-                copy.deepcopy(value))
+            merged[key] = (
+                merge_recipes(merged[key], value) if key in merged else (copy.deepcopy(value))
+            )
     return merged
 
 

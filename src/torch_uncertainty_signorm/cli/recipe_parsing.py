@@ -45,8 +45,9 @@ class _ParseOnlyCLI(TUSigmaNormCLI):
         """Run nothing: the recipe is only read."""
 
 
-def parse_recipe(config: str | Path, overrides: Sequence[str] = (), raising: bool = False
-                 ) -> Namespace:
+def parse_recipe(
+    config: str | Path, overrides: Sequence[str] = (), raising: bool = False
+) -> Namespace:
     """The parsed, normalized configuration of ``config``, as the command would train it.
 
     Args:

@@ -15,8 +15,12 @@ from lightning.pytorch import Trainer
 from lightning.pytorch.cli import SaveConfigCallback
 from torch_uncertainty.utils.cli import TUSaveConfigCallback
 
-__all__ = ["SaveRunConfig", "continue_logged_run", "remove_unused_log_dirs",
-           "report_stale_partials"]
+__all__ = [
+    "SaveRunConfig",
+    "continue_logged_run",
+    "remove_unused_log_dirs",
+    "report_stale_partials",
+]
 
 
 class SaveRunConfig(TUSaveConfigCallback):
@@ -104,13 +108,21 @@ def remove_unused_log_dirs(trainer: Trainer | None, started: float) -> None:
         if folder is None or not folder.is_dir():
             continue
         entries = list(folder.rglob("*"))
-        if all(entry.is_file() and entry.stat().st_mtime >= started - 1
-               and (entry.name.startswith("events.out.tfevents.")
-                    or entry.name in ("hparams.yaml", "config.yaml", "metrics.csv"))
-               for entry in entries):
+        if all(
+            entry.is_file()
+            and entry.stat().st_mtime >= started - 1
+            and (
+                entry.name.startswith("events.out.tfevents.")
+                or entry.name in ("hparams.yaml", "config.yaml", "metrics.csv")
+            )
+            for entry in entries
+        ):
             shutil.rmtree(folder, ignore_errors=True)
-            print(f"torch-uncertainty: removed {folder}: the run failed before training or "
-                  f"testing wrote anything to it.", file=sys.stderr)
+            print(
+                f"torch-uncertainty: removed {folder}: the run failed before training or "
+                f"testing wrote anything to it.",
+                file=sys.stderr,
+            )
 
 
 def report_stale_partials(trainer: Trainer | None, started: float) -> list[Path]:
@@ -138,19 +150,23 @@ def report_stale_partials(trainer: Trainer | None, started: float) -> list[Path]
         for folder in (own, own / "checkpoints"):
             warn_stale_partials(folder, started)
         try:
-            siblings = sorted(entry for entry in own.parent.iterdir() if entry.is_dir()
-                              and entry.name.startswith("version_") and entry != own)
+            siblings = sorted(
+                entry
+                for entry in own.parent.iterdir()
+                if entry.is_dir() and entry.name.startswith("version_") and entry != own
+            )
         except OSError:
             continue
         for sibling in siblings:
             for folder in (sibling, sibling / "checkpoints"):
-                found.extend(path for path in stale_partials(folder, started)
-                             if path not in found)
+                found.extend(path for path in stale_partials(folder, started) if path not in found)
     if found:
         size = sum(path.lstat().st_size for path in found if path.exists())
         shown = ", ".join(str(path) for path in found[:3]) + (", ..." if len(found) > 3 else "")
-        print(f"torch-uncertainty: {len(found)} partial file(s) ({size / 1e6:.1f} MB) left in "
-              f"other runs' folders by a write cut off (SIGKILL, a power cut), no checkpoint: "
-              f"{shown}; delete them when no run writes there (a run removes only its own).",
-              file=sys.stderr)
+        print(
+            f"torch-uncertainty: {len(found)} partial file(s) ({size / 1e6:.1f} MB) left in "
+            f"other runs' folders by a write cut off (SIGKILL, a power cut), no checkpoint: "
+            f"{shown}; delete them when no run writes there (a run removes only its own).",
+            file=sys.stderr,
+        )
     return found

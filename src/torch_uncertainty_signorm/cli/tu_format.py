@@ -23,8 +23,13 @@ from torch_uncertainty.models.classification.resnet.utils import ResNetStyle
 from ..safety.allowlist import current_class_paths
 
 __all__ = [
-    "DATAMODULE_PACKAGES", "DEFAULT_ROUTINE", "check_datamodule_named",
-    "normalize_recipe", "register_shorthands", "resolve_datamodule", "to_tu_format",
+    "DATAMODULE_PACKAGES",
+    "DEFAULT_ROUTINE",
+    "check_datamodule_named",
+    "normalize_recipe",
+    "register_shorthands",
+    "resolve_datamodule",
+    "to_tu_format",
 ]
 
 #: The routine of a ``routine:`` block without ``class_path`` (TorchUncertainty's ``main.py``).
@@ -35,8 +40,12 @@ DATAMODULE_PACKAGES = ("torch_uncertainty.datamodules", "torch_uncertainty_signo
 #: the batch) after the recipes were written for ``"legacy"`` (every member sees the whole batch,
 #: as their ``RepeatTarget`` expects).
 LEGACY_REPEAT_MODELS = frozenset(
-    f"torch_uncertainty.models.classification.{name}" for name in (
-        "batched_resnet", "masked_resnet", "batched_wideresnet28x10", "masked_wideresnet28x10",
+    f"torch_uncertainty.models.classification.{name}"
+    for name in (
+        "batched_resnet",
+        "masked_resnet",
+        "batched_wideresnet28x10",
+        "masked_wideresnet28x10",
     )
 )
 
@@ -55,8 +64,9 @@ def register_shorthands() -> None:
     Idempotent: a second call (another command in the same process, or this module run again
     as ``__main__``) replaces the registration instead of failing.
     """
-    register_type(ResNetStyle, serializer=_style_name, deserializer=_style_from,
-                  fail_already_registered=False)
+    register_type(
+        ResNetStyle, serializer=_style_name, deserializer=_style_from, fail_already_registered=False
+    )
 
 
 def _datamodule_names() -> dict[str, str]:
@@ -133,7 +143,8 @@ def check_datamodule_named(configs: list[dict], datamodule: str | None) -> None:
 def _keep_legacy_repeats(routine: dict) -> None:
     model, batch_format = routine.get("model"), routine.get("format_batch_fn")
     if (
-        isinstance(model, Mapping) and model.get("class_path") in LEGACY_REPEAT_MODELS
+        isinstance(model, Mapping)
+        and model.get("class_path") in LEGACY_REPEAT_MODELS
         and isinstance(batch_format, Mapping)
         and batch_format.get("class_path", "").endswith("RepeatTarget")
     ):

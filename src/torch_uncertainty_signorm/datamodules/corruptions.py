@@ -107,8 +107,12 @@ class _CIFARCSeverity(_CorruptionSeverity):
                 f"{self.base_folder} not found in {Path(root)}: need {self.corruption}.npy and "
                 f"labels.npy in {folder}. Pass download=True to fetch it."
             )
-        return {"root": root, "subset": self.corruption, "shift_severity": self.shift_severity,
-                "download": download}
+        return {
+            "root": root,
+            "subset": self.corruption,
+            "shift_severity": self.shift_severity,
+            "download": download,
+        }
 
     @classmethod
     def is_available(cls, root: str | Path, corruption: str, shift_severity: int) -> bool:
@@ -136,8 +140,10 @@ class _CIFARCSeverity(_CorruptionSeverity):
         self, root: Path, subset: str, shift_severity: int
     ) -> tuple[np.ndarray, np.ndarray]:
         labels, samples = _read_npy(root / "labels.npy"), _read_npy(root / f"{subset}.npy")
-        if samples.dtype != np.uint8 or samples.ndim != 4 or not np.issubdtype(
-            labels.dtype, np.integer
+        if (
+            samples.dtype != np.uint8
+            or samples.ndim != 4
+            or not np.issubdtype(labels.dtype, np.integer)
         ):
             raise ValueError(
                 f"{root}: {subset}.npy holds {samples.dtype} of shape {samples.shape} and "

@@ -258,8 +258,9 @@ class DigitsDataModule(TUDataModule):
         self.input_noise = check_positive_number("input_noise", input_noise, allow_zero=True)
         self.shift_severities = check_severities(shift_severities, "shift_severities")
         self.corruptions = check_choices("corruptions", corruptions, CORRUPTIONS)
-        check_eval_flags(eval_near_far_ood, eval_shift_severities, eval_ood=eval_ood,
-                         eval_shift=eval_shift)
+        check_eval_flags(
+            eval_near_far_ood, eval_shift_severities, eval_ood=eval_ood, eval_shift=eval_shift
+        )
         if eval_near_far_ood and not self.held_out_classes:
             raise ValueError(
                 "eval_near_far_ood=True needs held_out_classes (the near-OOD digits), e.g. "
@@ -295,11 +296,16 @@ class DigitsDataModule(TUDataModule):
         """The role of each test loader, in :meth:`test_dataloader` order."""
         sets = [EvalSet("id", "digits")]
         if self.eval_near_far_ood:
-            sets += [EvalSet("ood", "held_out_digits", group="near"),
-                     EvalSet("ood", "pixel_permuted", group="far")]
+            sets += [
+                EvalSet("ood", "held_out_digits", group="near"),
+                EvalSet("ood", "pixel_permuted", group="far"),
+            ]
         if self.eval_shift_severities:
-            sets += [EvalSet("shift", name, severity=severity)
-                     for severity in self.shift_severities for name in self.corruptions]
+            sets += [
+                EvalSet("shift", name, severity=severity)
+                for severity in self.shift_severities
+                for name in self.corruptions
+            ]
         return sets
 
     def _check_split_sizes(self) -> None:
@@ -307,8 +313,7 @@ class DigitsDataModule(TUDataModule):
         num_images = sum(_CLASS_COUNTS[c] for c in self.kept_classes)
         if self.sizes is not None:
             num_train, num_val = self.sizes
-            sizes = {"train": num_train, "val": num_val,
-                     "test": num_images - num_train - num_val}
+            sizes = {"train": num_train, "val": num_val, "test": num_images - num_train - num_val}
             if sizes["test"] < self.num_classes:
                 raise ValueError(
                     f"train_size={num_train} and val_size={num_val} leave {sizes['test']} "
@@ -322,9 +327,11 @@ class DigitsDataModule(TUDataModule):
             sizes = {"train": num_images - num_test - num_val, "val": num_val, "test": num_test}
         for name, size in sizes.items():
             if size < self.num_classes:
-                setting = (f"train_size={self.sizes[0]} and val_size={self.sizes[1]}"
-                           if self.sizes else
-                           f"val_split={self.val_split} and test_split={self.test_split}")
+                setting = (
+                    f"train_size={self.sizes[0]} and val_size={self.sizes[1]}"
+                    if self.sizes
+                    else f"val_split={self.val_split} and test_split={self.test_split}"
+                )
                 raise ValueError(
                     f"{setting} leave {size} image(s) in the {name} split; every split needs at "
                     f"least {self.num_classes} (one per class)."
@@ -349,7 +356,9 @@ class DigitsDataModule(TUDataModule):
                 kept, test_size=self.test_split, stratify=labels[kept], random_state=self.seed
             )
             train_idx, val_idx = train_test_split(
-                rest_idx, test_size=self.val_split, stratify=labels[rest_idx],
+                rest_idx,
+                test_size=self.val_split,
+                stratify=labels[rest_idx],
                 random_state=self.seed,
             )
         else:
@@ -364,9 +373,9 @@ class DigitsDataModule(TUDataModule):
         if self.held_out_classes:
             self.split_indices["held_out"] = np.flatnonzero(relabel[labels] < 0)
         rng = np.random.default_rng([self.seed, _INPUT_NOISE_STREAM])
-        self._noise = self.input_noise * torch.from_numpy(
-            rng.standard_normal(tuple(images.shape))
-        ).float()
+        self._noise = (
+            self.input_noise * torch.from_numpy(rng.standard_normal(tuple(images.shape))).float()
+        )
         self._images, self._targets = images, targets
         if self.imagenet_input is not None:
             self.mean, self.std = IMAGENET_MEAN, IMAGENET_STD
@@ -387,8 +396,9 @@ class DigitsDataModule(TUDataModule):
             normalized = (images - self.mean[0]) / self.std[0]
         else:
             size = self.imagenet_input
-            resized = nn.functional.interpolate(images, size=(size, size), mode="bilinear",
-                                                align_corners=False)
+            resized = nn.functional.interpolate(
+                images, size=(size, size), mode="bilinear", align_corners=False
+            )
             mean, std = (torch.tensor(v).view(1, 3, 1, 1) for v in (self.mean, self.std))
             normalized = (resized.expand(-1, 3, -1, -1) - mean) / std
         return TensorDataset(normalized, self._targets[torch.from_numpy(idx)])
@@ -411,8 +421,11 @@ class DigitsDataModule(TUDataModule):
         self._load()
         if stage in ("fit", "validate", None):
             for split in ("train", "val"):
-                setattr(self, split, self._dataset(self._noisy(self._raw(split), split),
-                                                   self.split_indices[split]))
+                setattr(
+                    self,
+                    split,
+                    self._dataset(self._noisy(self._raw(split), split), self.split_indices[split]),
+                )
         if stage in ("test", None):
             test_idx = self.split_indices["test"]
             test_images = self._noisy(self._raw("test"), "test")
@@ -462,8 +475,9 @@ class DigitsDataModule(TUDataModule):
         theta[:, 0, 2] = -step * torch.cos(angles)
         theta[:, 1, 2] = -step * torch.sin(angles)
         grid = nn.functional.affine_grid(theta, list(images.shape), align_corners=False)
-        return nn.functional.grid_sample(images, grid, mode="bilinear", padding_mode="zeros",
-                                         align_corners=False)
+        return nn.functional.grid_sample(
+            images, grid, mode="bilinear", padding_mode="zeros", align_corners=False
+        )
 
     def _permute_pixels(self, images: Tensor) -> Tensor:
         """Shuffle the pixels of each image with its own seeded permutation."""
@@ -492,8 +506,10 @@ class DigitsDataModule(TUDataModule):
             loaders.append(_compat.tu_data_loader(self, self.get_ood_set(), training=False))
         if self.eval_shift:
             loaders.append(_compat.tu_data_loader(self, self.get_shift_set(), training=False))
-        loaders += [_compat.tu_data_loader(self, dataset, training=False)
-                    for dataset in getattr(self, "eval_datasets", [])]
+        loaders += [
+            _compat.tu_data_loader(self, dataset, training=False)
+            for dataset in getattr(self, "eval_datasets", [])
+        ]
         return loaders
 
     def _get_train_data(self) -> ArrayLike:

@@ -52,9 +52,11 @@ def expected_files(dataset_class: type) -> tuple[list[str], str | None]:
 def _prepared_sets(datamodule: Any) -> list[tuple[str, type]]:
     """``(role, data set class)`` of each set the datamodule's ``prepare_data`` downloads."""
     sets = []
-    for attribute, role, flag in (("dataset", "in-distribution", None),
-                                  ("ood_dataset", "OOD", "eval_ood"),
-                                  ("shift_dataset", "shift", "eval_shift")):
+    for attribute, role, flag in (
+        ("dataset", "in-distribution", None),
+        ("ood_dataset", "OOD", "eval_ood"),
+        ("shift_dataset", "shift", "eval_shift"),
+    ):
         dataset_class = getattr(datamodule, attribute, None)
         if isinstance(dataset_class, type) and (flag is None or getattr(datamodule, flag, False)):
             sets.append((role, dataset_class))
@@ -75,15 +77,25 @@ def _explanation(datamodule: Any, error: BaseException) -> FileNotFoundError:
     for role, dataset_class in _prepared_sets(datamodule):
         files, url = expected_files(dataset_class)
         if not files:
-            lines.append(f"  {dataset_class.__name__} ({role}): under {root} (see "
-                         f"{dataset_class.__module__}.{dataset_class.__name__})")
+            lines.append(
+                f"  {dataset_class.__name__} ({role}): under {root} (see "
+                f"{dataset_class.__module__}.{dataset_class.__name__})"
+            )
             continue
         missing = [f for f in files if not (root / f.split(" (")[0]).exists()]
-        state = ("missing" if len(missing) == len(files) == 1 else
-                 "all missing" if len(missing) == len(files) else
-                 f"missing {', '.join(missing)}" if missing else "present")
-        lines.append(f"  {dataset_class.__name__} ({role}): {_describe(root, files)}: {state}"
-                     + (f"; downloaded from {url}" if url else ""))
+        state = (
+            "missing"
+            if len(missing) == len(files) == 1
+            else "all missing"
+            if len(missing) == len(files)
+            else f"missing {', '.join(missing)}"
+            if missing
+            else "present"
+        )
+        lines.append(
+            f"  {dataset_class.__name__} ({role}): {_describe(root, files)}: {state}"
+            + (f"; downloaded from {url}" if url else "")
+        )
     reason = str(error).splitlines()[0] if str(error) else ""
     return FileNotFoundError(
         f"{type(datamodule).__name__} could not download its data into root='{root}' "

@@ -163,8 +163,11 @@ OOD_LAYOUTS: dict[str, tuple[str, str]] = {
     "SVHN": ("test_32x32.mat", "the SVHN cropped-digits test file"),
     "Textures": ("dtd/dtd", "images/<class>/<image>.jpg and labels/{train,val,test}1.txt"),
     "Places365": (
-        "val_256", ("val_256/<image>.jpg, with places365_val.txt and categories_places365.txt "
-                    "beside it in the root")
+        "val_256",
+        (
+            "val_256/<image>.jpg, with places365_val.txt and categories_places365.txt "
+            "beside it in the root"
+        ),
     ),
     "SSB-hard": ("ssb_hard", "<class>/<image> (OpenOOD's ssb_hard.zip)"),
     "NINCO": ("ninco", "<class>/<image> (OpenOOD's ninco.zip)"),

@@ -180,11 +180,14 @@ class OODShiftMixin:
                 severities.setdefault(spec.name, []).append(spec.severity)
         shift = self.shift_dataset_class
         if severities:
-            lines.append(f"{shift.base_folder} (shift): {Path(self.root) / shift.base_folder} "
-                         f"({shift.layout}), missing:")
+            lines.append(
+                f"{shift.base_folder} (shift): {Path(self.root) / shift.base_folder} "
+                f"({shift.layout}), missing:"
+            )
         for corruption, levels in severities.items():
-            path = shift.expected_path(self.root, corruption, levels[0] if len(levels) == 1
-                                       else "<severity>")
+            path = shift.expected_path(
+                self.root, corruption, levels[0] if len(levels) == 1 else "<severity>"
+            )
             lines.append(f"  {corruption} (severities {levels}): {path}")
         return lines
 
@@ -193,11 +196,15 @@ class OODShiftMixin:
     ) -> FileNotFoundError:
         lines = "\n".join(f"  {line}" for line in self._describe_missing(missing, id_missing))
         if cause is not None:
-            advice = (f"Downloading stopped at the first failure ({cause}); the machine may be "
-                      "offline. Put each set at its path, or run once with network access.")
+            advice = (
+                f"Downloading stopped at the first failure ({cause}); the machine may be "
+                "offline. Put each set at its path, or run once with network access."
+            )
         else:
-            advice = ("Put each set at its path, or let prepare_data fetch them "
-                      "(data.init_args.download=true, with network access).")
+            advice = (
+                "Put each set at its path, or let prepare_data fetch them "
+                "(data.init_args.download=true, with network access)."
+            )
         return FileNotFoundError(
             f"Evaluation sets missing under root '{self.root}' (expected path, then on-disk "
             f"layout):\n{lines}\n{advice}"

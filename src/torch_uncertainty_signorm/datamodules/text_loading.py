@@ -112,8 +112,9 @@ class TextDataModule(TUDataModule):
         loaders = [_compat.tu_data_loader(self, self.get_test_set(), training=False)]
         if self.eval_ood:
             loaders.append(_compat.tu_data_loader(self, self.get_ood_set(), training=False))
-        return loaders + [_compat.tu_data_loader(self, dataset, training=False)
-                          for dataset in self.eval_datasets]
+        return loaders + [
+            _compat.tu_data_loader(self, dataset, training=False) for dataset in self.eval_datasets
+        ]
 
     def _data_loader(self, dataset: Dataset, training: bool, shuffle: bool = False) -> DataLoader:
         """TorchUncertainty's loader, with batches padded to their longest text."""

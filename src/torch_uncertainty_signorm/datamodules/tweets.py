@@ -291,11 +291,16 @@ class TweetsDataModule(TextDataModule):
         self.shift_size = shift_size
         self.eval_sets: list[EvalSet] = [EvalSet("id", "tweets")]
         if eval_near_far_ood:
-            self.eval_sets += [EvalSet("ood", held_out_topic, group="near"),
-                               EvalSet("ood", "wordnet_glosses", group="far")]
+            self.eval_sets += [
+                EvalSet("ood", held_out_topic, group="near"),
+                EvalSet("ood", "wordnet_glosses", group="far"),
+            ]
         if eval_shift_severities:
-            self.eval_sets += [EvalSet("shift", name, severity=severity)
-                               for severity in self.shift_severities for name in self.corruptions]
+            self.eval_sets += [
+                EvalSet("shift", name, severity=severity)
+                for severity in self.shift_severities
+                for name in self.corruptions
+            ]
         self.split_indices: dict[str, np.ndarray] = {}
 
     def prepare_data(self) -> None:
@@ -321,7 +326,10 @@ class TweetsDataModule(TextDataModule):
             self.split_indices["held_out"] = pool[topic]
             pool = pool[~topic]
         rest, test = train_test_split(
-            pool, test_size=self.test_split, stratify=labels[pool], random_state=self.seed,
+            pool,
+            test_size=self.test_split,
+            stratify=labels[pool],
+            random_state=self.seed,
         )
         train, val = train_test_split(
             rest, test_size=self.val_split, stratify=labels[rest], random_state=self.seed
@@ -366,8 +374,11 @@ class TweetsDataModule(TextDataModule):
             )
         chosen = np.random.default_rng(self.seed).choice(len(glosses), size, replace=False)
         return LabelledTexts(
-            [glosses[i] for i in chosen], [0] * size, [math.nan] * size,
-            self.tokenizer, self.max_length,
+            [glosses[i] for i in chosen],
+            [0] * size,
+            [math.nan] * size,
+            self.tokenizer,
+            self.max_length,
         )
 
     def setup(self, stage: Literal["fit", "validate", "test"] | None = None) -> None:
@@ -394,8 +405,13 @@ class TweetsDataModule(TextDataModule):
                 f"{self.held_out_topic!r}; use at most {len(indices)}."
             )
         chosen = np.sort(np.random.default_rng(self.seed).choice(indices, size, replace=False))
-        return LabelledTexts([self._texts[i] for i in chosen], self._labels[chosen],
-                             self._confidence[chosen], self.tokenizer, self.max_length)
+        return LabelledTexts(
+            [self._texts[i] for i in chosen],
+            self._labels[chosen],
+            self._confidence[chosen],
+            self.tokenizer,
+            self.max_length,
+        )
 
     def _eval_datasets(self) -> list[LabelledTexts]:
         """The datasets of :attr:`eval_sets` after the clean test set."""
@@ -416,8 +432,11 @@ class TweetsDataModule(TextDataModule):
                     stream = list(TEXT_CORRUPTIONS).index(name)
                     rng = np.random.default_rng([self.seed, stream, severity])
                     corrupted = [corrupt_text(text, name, severity, rng) for text in texts]
-                    datasets.append(LabelledTexts(corrupted, labels, confidence,
-                                                  self.tokenizer, self.max_length))
+                    datasets.append(
+                        LabelledTexts(
+                            corrupted, labels, confidence, self.tokenizer, self.max_length
+                        )
+                    )
         return datasets
 
     def _get_train_data(self) -> Any:

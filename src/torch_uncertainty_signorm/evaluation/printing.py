@@ -34,8 +34,13 @@ from torch_uncertainty.utils.evaluation_loop import (
 
 from .eval_sets import OOD_GROUPS, OOD_METRICS, SHIFT_METRICS
 
-__all__ = ["SigmaNormEvaluationLoop", "member_tables", "ood_shift_tables", "results_tables",
-           "use_results_tables"]
+__all__ = [
+    "SigmaNormEvaluationLoop",
+    "member_tables",
+    "ood_shift_tables",
+    "results_tables",
+    "use_results_tables",
+]
 
 _OOD_KEY = re.compile(r"^ood_(near|far)/(?:(.+)/)?(AUROC|AUPR|FPR95)$")
 _SHIFT_KEY = re.compile(r"^shift/(s[1-5]|mean)/(Acc|NLL|ECE)$")
@@ -44,9 +49,14 @@ _MEMBER_KEY = re.compile(r"^test/member_(\d+)/(Acc|NLL)$")
 _PERCENT = {"AUROC", "AUPR", "FPR95", "Acc", "ECE"}
 #: TorchUncertainty's categories: key prefix -> table title, in its order.
 _CATEGORIES = {
-    "test/cls/": "Classification", "test/seg/": "Segmentation", "test/reg/": "Regression",
-    "test/cal/": "Calibration", "ood/": "OOD Detection", "test/sc/": "Selective Classification",
-    "test/post/": "Post-Processing", "shift/": "Distribution Shift",
+    "test/cls/": "Classification",
+    "test/seg/": "Segmentation",
+    "test/reg/": "Regression",
+    "test/cal/": "Calibration",
+    "ood/": "OOD Detection",
+    "test/sc/": "Selective Classification",
+    "test/post/": "Post-Processing",
+    "shift/": "Distribution Shift",
 }
 #: The ensemble's diversity measures: key -> printed name (other ``test/div/*`` keys print as
 #: their last segment). ``test/ens_*`` are TorchUncertainty's, ``test/div/*`` σN-Ens's.
@@ -62,9 +72,11 @@ DIVERSITY_NAMES = {
 #: TorchUncertainty's ensemble measures in the OOD table (``ood/ens_*``) are computed on the OOD
 #: set only: their printed names say so (``ens_MI`` is the U_mod of the diversity table, there
 #: on the test set).
-OOD_ENSEMBLE_NAMES = {"ens_MI": "ens_MI = U_mod (nats), OOD set",
-                      "ens_Disagreement": "ens_Disagreement, OOD set",
-                      "ens_Entropy": "ens_Entropy (nats), OOD set"}
+OOD_ENSEMBLE_NAMES = {
+    "ens_MI": "ens_MI = U_mod (nats), OOD set",
+    "ens_Disagreement": "ens_Disagreement, OOD set",
+    "ens_Entropy": "ens_Entropy (nats), OOD set",
+}
 
 
 def _value(name: str, value: float) -> str:
@@ -86,8 +98,7 @@ def _table(first_column: str, title: str, rows: list[tuple[str, str]]) -> Table:
     """A two-column table whose first column fits its longest name (no ellipsis)."""
     table = Table()
     width = max(len(first_column), *(len(name) for name, _ in rows))
-    table.add_column(first_column, justify="center", style="cyan", min_width=width,
-                     no_wrap=True)
+    table.add_column(first_column, justify="center", style="cyan", min_width=width, no_wrap=True)
     table.add_column(title, justify="center", style="magenta", min_width=25)
     for name, value in rows:
         table.add_row(name, value)
@@ -98,8 +109,9 @@ def _is_ours(key: str) -> bool:
     return bool(_OOD_KEY.match(key) or _SHIFT_KEY.match(key))
 
 
-def results_tables(results: dict[str, Any], stage: str = "test",
-                   first_batch_inputs: int | None = None) -> list[Table]:
+def results_tables(
+    results: dict[str, Any], stage: str = "test", first_batch_inputs: int | None = None
+) -> list[Table]:
     """Rich tables of one evaluation's ``results`` (logged key -> value).
 
     TorchUncertainty's categories with whole metric names, then *Ensemble diversity* (the
@@ -111,35 +123,53 @@ def results_tables(results: dict[str, Any], stage: str = "test",
     first_column = f"{stage.capitalize()} metric"
     tables = []
     for prefix, category in _CATEGORIES.items():
-        chosen = {key.removeprefix(prefix): value for key, value in values.items()
-                  if key.startswith(prefix) and not _is_ours(key)}
+        chosen = {
+            key.removeprefix(prefix): value
+            for key, value in values.items()
+            if key.startswith(prefix) and not _is_ours(key)
+        }
         title = category
         if prefix == "shift/" and "severity" in chosen:
             title = f"{category} lvl{int(chosen.pop('severity'))}"
         if chosen:
-            tables.append(_table(first_column, title, [
-                (OOD_ENSEMBLE_NAMES.get(name, name) if prefix == "ood/" else name,
-                 _value(name.rpartition("/")[2], value))
-                for name, value in sorted(chosen.items())]))
-    diversity = [(DIVERSITY_NAMES[key], _value("", values[key]))
-                 for key in DIVERSITY_NAMES if key in values]
-    diversity += [(key.removeprefix("test/div/"), _value("", value))
-                  for key, value in sorted(values.items())
-                  if key.startswith("test/div/") and key not in DIVERSITY_NAMES]
+            tables.append(
+                _table(
+                    first_column,
+                    title,
+                    [
+                        (
+                            OOD_ENSEMBLE_NAMES.get(name, name) if prefix == "ood/" else name,
+                            _value(name.rpartition("/")[2], value),
+                        )
+                        for name, value in sorted(chosen.items())
+                    ],
+                )
+            )
+    diversity = [
+        (DIVERSITY_NAMES[key], _value("", values[key])) for key in DIVERSITY_NAMES if key in values
+    ]
+    diversity += [
+        (key.removeprefix("test/div/"), _value("", value))
+        for key, value in sorted(values.items())
+        if key.startswith("test/div/") and key not in DIVERSITY_NAMES
+    ]
     if diversity:
         tables.append(_table(first_column, "Ensemble diversity", diversity))
     complexity = []
     if "test/cplx/flops" in values:
         flops = values["test/cplx/flops"]
         if first_batch_inputs:
-            complexity += [(f"FLOPs (first test batch, {first_batch_inputs} inputs)",
-                            _value("flops", flops)),
-                           ("FLOPs per input", _value("flops", flops / first_batch_inputs))]
+            complexity += [
+                (f"FLOPs (first test batch, {first_batch_inputs} inputs)", _value("flops", flops)),
+                ("FLOPs per input", _value("flops", flops / first_batch_inputs)),
+            ]
         else:
             complexity.append(("FLOPs (first test batch)", _value("flops", flops)))
-    complexity += [(key.removeprefix("test/cplx/"), _value(key.rpartition("/")[2], value))
-                   for key, value in sorted(values.items())
-                   if key.startswith("test/cplx/") and key != "test/cplx/flops"]
+    complexity += [
+        (key.removeprefix("test/cplx/"), _value(key.rpartition("/")[2], value))
+        for key, value in sorted(values.items())
+        if key.startswith("test/cplx/") and key != "test/cplx/flops"
+    ]
     if complexity:
         tables.append(_table(first_column, "Complexity", complexity))
     return tables + ood_shift_tables(values) + member_tables(values, first_column)
@@ -160,8 +190,11 @@ def member_tables(results: dict[str, float], first_column: str = "Test metric") 
         for member in sorted(members):
             table.add_row(str(member), *(_cell(members[member], m) for m in ("Acc", "NLL")))
         tables.append(table)
-    health = [(key.removeprefix("test/health/"), f"{int(value)}")
-              for key, value in sorted(results.items()) if key.startswith("test/health/")]
+    health = [
+        (key.removeprefix("test/health/"), f"{int(value)}")
+        for key, value in sorted(results.items())
+        if key.startswith("test/health/")
+    ]
     if health:
         tables.append(_table(first_column, "Member health", health))
     return tables

@@ -31,8 +31,9 @@ def _not_updated(path: Path, why: str) -> None:
     warnings.warn(f"'{path}' was not updated with the extra results: {why}.", stacklevel=3)
 
 
-def append_to_last_row(path: Path, values: Mapping[str, Tensor | float],
-                       run_dir: Path | None = None) -> None:
+def append_to_last_row(
+    path: Path, values: Mapping[str, Tensor | float], run_dir: Path | None = None
+) -> None:
     """Write ``values`` into the last row of the CSV at ``path`` (the row TorchUncertainty's
     ``csv_writer`` just wrote), as ``%.4f`` like its own; new keys become new columns.
 
@@ -51,8 +52,11 @@ def append_to_last_row(path: Path, values: Mapping[str, Tensor | float],
         _not_updated(path, "it is a symbolic link, not the table the test wrote")
         return
     if path.lstat().st_nlink > 1:
-        _not_updated(path, "it is a hard link (another name shares its data): the row would "
-                     "change a file outside the run")
+        _not_updated(
+            path,
+            "it is a hard link (another name shares its data): the row would "
+            "change a file outside the run",
+        )
         return
     try:
         text = read_regular(path, "results", _MAX_RESULTS_BYTES, "a results CSV").decode()
@@ -60,8 +64,10 @@ def append_to_last_row(path: Path, values: Mapping[str, Tensor | float],
     except (ValueError, OSError, csv.Error) as error:
         _not_updated(path, str(error))
         return
-    if len(rows) < 2 or any(len(row) != len(rows[0]) for row in rows[1:]) or not all(
-        _number(cell) for row in rows[1:] for cell in row
+    if (
+        len(rows) < 2
+        or any(len(row) != len(rows[0]) for row in rows[1:])
+        or not all(_number(cell) for row in rows[1:] for cell in row)
     ):
         _not_updated(path, "it is not a results table (a header, then rows of as many numbers)")
         return

@@ -50,7 +50,6 @@ data, and built), :mod:`~torch_uncertainty_signorm.export.writing`
 (:mod:`~torch_uncertainty_signorm.cli.export`); nothing here imports it.
 """
 
-
 from __future__ import annotations
 
 from ..safety.export_spec import EXPORTABLE_CLASS_PATHS, check_ensemble_spec

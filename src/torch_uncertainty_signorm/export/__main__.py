@@ -10,9 +10,11 @@ import sys
 import warnings
 
 #: The warning of the old form, naming the new one.
-MOVED = ("`python -m torch_uncertainty_signorm.export` is deprecated and will be removed in "
-         "torch-uncertainty-signorm 0.2.0: run `signorm-export` (or `python -m "
-         "torch_uncertainty_signorm.cli.export`), which takes the same arguments.")
+MOVED = (
+    "`python -m torch_uncertainty_signorm.export` is deprecated and will be removed in "
+    "torch-uncertainty-signorm 0.2.0: run `signorm-export` (or `python -m "
+    "torch_uncertainty_signorm.cli.export`), which takes the same arguments."
+)
 
 if __name__ == "__main__":
     warnings.warn(MOVED, FutureWarning, stacklevel=1)

@@ -17,8 +17,17 @@ from safetensors import safe_open
 from torch import Tensor
 
 __all__ = [
-    "CONFIG_NAME", "FORMAT", "MAX_CONFIG_BYTES", "MAX_CONFIG_DEPTH", "MEMBER_FILE", "WEIGHTS_NAME",
-    "check_finite", "check_fits_header", "export_file", "read_json", "safetensors_header",
+    "CONFIG_NAME",
+    "FORMAT",
+    "MAX_CONFIG_BYTES",
+    "MAX_CONFIG_DEPTH",
+    "MEMBER_FILE",
+    "WEIGHTS_NAME",
+    "check_finite",
+    "check_fits_header",
+    "export_file",
+    "read_json",
+    "safetensors_header",
 ]
 
 #: An export's files: its architecture, its weights, and the pattern of its members' weights.
@@ -30,9 +39,16 @@ FORMAT = "torch-uncertainty-signorm/ensemble"
 MAX_CONFIG_BYTES, MAX_CONFIG_DEPTH = 1 << 20, 32
 #: safetensors' names of the torch dtypes.
 _DTYPE_NAMES = {
-    torch.float64: "F64", torch.float32: "F32", torch.float16: "F16", torch.bfloat16: "BF16",
-    torch.int64: "I64", torch.int32: "I32", torch.int16: "I16", torch.int8: "I8",
-    torch.uint8: "U8", torch.bool: "BOOL",
+    torch.float64: "F64",
+    torch.float32: "F32",
+    torch.float16: "F16",
+    torch.bfloat16: "BF16",
+    torch.int64: "I64",
+    torch.int32: "I32",
+    torch.int16: "I16",
+    torch.int8: "I8",
+    torch.uint8: "U8",
+    torch.bool: "BOOL",
 }
 
 
@@ -50,20 +66,27 @@ def export_file(directory: Path, name: str) -> Path:
     """
     path = directory / name
     if not path.exists():
-        raise FileNotFoundError(f"'{path}' does not exist: {directory} is no σN-Ens export "
-                                f"(or an incomplete one).")
+        raise FileNotFoundError(
+            f"'{path}' does not exist: {directory} is no σN-Ens export (or an incomplete one)."
+        )
     resolved, folder = path.resolve(), directory.resolve()
     if not resolved.is_relative_to(folder):
-        raise ValueError(f"'{path}' leads out of the export folder (to '{resolved}'); an "
-                         f"export is read from its own files only.")
+        raise ValueError(
+            f"'{path}' leads out of the export folder (to '{resolved}'); an "
+            f"export is read from its own files only."
+        )
     status = resolved.stat()
     if not stat.S_ISREG(status.st_mode):
-        raise ValueError(f"'{path}' is not a regular file (a directory, a device or a pipe); "
-                         f"an export holds regular files written by export_ensemble.")
+        raise ValueError(
+            f"'{path}' is not a regular file (a directory, a device or a pipe); "
+            f"an export holds regular files written by export_ensemble."
+        )
     if status.st_nlink > 1:
-        raise ValueError(f"'{path}' is a hard link ({status.st_nlink} names share its data, "
-                         f"e.g. another export's file); an export is read from its own files "
-                         f"only: copy the file into the folder (cp, not ln).")
+        raise ValueError(
+            f"'{path}' is a hard link ({status.st_nlink} names share its data, "
+            f"e.g. another export's file); an export is read from its own files "
+            f"only: copy the file into the folder (cp, not ln)."
+        )
     return resolved
 
 
@@ -73,8 +96,9 @@ def _depth(value: Any) -> int:
     while stack:
         node, depth = stack.pop()
         deepest = max(deepest, depth)
-        children = node.values() if isinstance(node, Mapping) else node if isinstance(
-            node, list) else ()
+        children = (
+            node.values() if isinstance(node, Mapping) else node if isinstance(node, list) else ()
+        )
         stack.extend((child, depth + 1) for child in children)
     return deepest
 
@@ -95,23 +119,32 @@ def read_json(path: Path) -> dict:
     try:
         config = json.loads(data.decode("utf-8"))
     except UnicodeDecodeError as error:
-        raise ValueError(f"'{path}' is not UTF-8 text ({error}); expected the JSON written by "
-                         f"export_ensemble.") from None
+        raise ValueError(
+            f"'{path}' is not UTF-8 text ({error}); expected the JSON written by export_ensemble."
+        ) from None
     except json.JSONDecodeError as error:
-        raise ValueError(f"'{path}' is not valid JSON ({error}); expected the JSON written by "
-                         f"export_ensemble.") from None
+        raise ValueError(
+            f"'{path}' is not valid JSON ({error}); expected the JSON written by export_ensemble."
+        ) from None
     except RecursionError:
-        raise ValueError(f"'{path}' is nested too deeply to be read; an export's config is "
-                         f"nested at most {MAX_CONFIG_DEPTH} levels.") from None
+        raise ValueError(
+            f"'{path}' is nested too deeply to be read; an export's config is "
+            f"nested at most {MAX_CONFIG_DEPTH} levels."
+        ) from None
     except ValueError as error:  # an integer of thousands of digits
-        raise ValueError(f"'{path}' could not be read ({error}); expected the JSON written by "
-                         f"export_ensemble.") from None
+        raise ValueError(
+            f"'{path}' could not be read ({error}); expected the JSON written by export_ensemble."
+        ) from None
     if not isinstance(config, dict):
-        raise ValueError(f"'{path}' holds a JSON {type(config).__name__}; expected an object "
-                         f"with 'format', 'num_estimators', 'model' and 'members'.")
+        raise ValueError(
+            f"'{path}' holds a JSON {type(config).__name__}; expected an object "
+            f"with 'format', 'num_estimators', 'model' and 'members'."
+        )
     if _depth(config) > MAX_CONFIG_DEPTH:
-        raise ValueError(f"'{path}' is nested more than {MAX_CONFIG_DEPTH} levels deep; an "
-                         f"export's config is nested a few levels.")
+        raise ValueError(
+            f"'{path}' is nested more than {MAX_CONFIG_DEPTH} levels deep; an "
+            f"export's config is nested a few levels."
+        )
     return config
 
 
@@ -120,19 +153,21 @@ def safetensors_header(path: Path) -> dict[str, tuple[str, tuple[int, ...]]]:
     its header alone (safetensors checks that the header and the file size agree)."""
     try:
         with safe_open(path, framework="pt") as file:
-            return {key: (file.get_slice(key).get_dtype(), tuple(file.get_slice(key).get_shape()))
-                    for key in file.keys()}  # noqa: SIM118 (safe_open is no mapping)
+            return {
+                key: (file.get_slice(key).get_dtype(), tuple(file.get_slice(key).get_shape()))
+                for key in file.keys()  # noqa: SIM118 (safe_open is no mapping)
+            }
     except Exception as error:
-        raise ValueError(f"'{path}' is not a valid safetensors file ({type(error).__name__}: "
-                         f"{error}).") from None
+        raise ValueError(
+            f"'{path}' is not a valid safetensors file ({type(error).__name__}: {error})."
+        ) from None
 
 
 def _first(items: list[str]) -> str:
     return ", ".join(items[:5]) + (f" (+{len(items) - 5} more)" if len(items) > 5 else "")
 
 
-def check_fits_header(state: Mapping[str, Tensor], header: Mapping[str, tuple],
-                      path: Path) -> None:
+def check_fits_header(state: Mapping[str, Tensor], header: Mapping[str, tuple], path: Path) -> None:
     """Refuse a file whose tensors are not those of ``state`` (a model built on the meta device):
     an unexpected name, another shape or another dtype (no tensor is cast)."""
     unexpected = sorted(header.keys() - state.keys())
@@ -143,10 +178,19 @@ def check_fits_header(state: Mapping[str, Tensor], header: Mapping[str, tuple],
         if header[key] != (_DTYPE_NAMES.get(state[key].dtype), tuple(state[key].shape))
     )
     if unexpected or mismatched:
-        problems = [f"{label}: {_first(items)}" for label, items in
-                    (("unexpected", unexpected), ("shape or dtype mismatch", mismatched)) if items]
-        raise ValueError(f"'{path}' does not hold the model config.json describes: "
-                         + "; ".join(problems) + ". Nothing was built.")
+        problems = [
+            f"{label}: {_first(items)}"
+            for label, items in (
+                ("unexpected", unexpected),
+                ("shape or dtype mismatch", mismatched),
+            )
+            if items
+        ]
+        raise ValueError(
+            f"'{path}' does not hold the model config.json describes: "
+            + "; ".join(problems)
+            + ". Nothing was built."
+        )
 
 
 def check_finite(state: Mapping[str, Tensor], path: Path) -> None:
@@ -154,8 +198,12 @@ def check_finite(state: Mapping[str, Tensor], path: Path) -> None:
     the first such tensor."""
     for key, tensor in state.items():
         if tensor.is_floating_point() and not bool(torch.isfinite(tensor).all()):
-            raise ValueError(f"'{path}' holds non-finite values (NaN or inf) in {key}; an "
-                             f"exported model's weights are finite.")
+            raise ValueError(
+                f"'{path}' holds non-finite values (NaN or inf) in {key}; an "
+                f"exported model's weights are finite."
+            )
         if key.endswith("running_var") and tensor.is_floating_point() and bool((tensor < 0).any()):
-            raise ValueError(f"'{path}' holds negative values in {key} (a normalization "
-                             f"layer's running variance, >= 0 in any trained model).")
+            raise ValueError(
+                f"'{path}' holds negative values in {key} (a normalization "
+                f"layer's running variance, >= 0 in any trained model)."
+            )

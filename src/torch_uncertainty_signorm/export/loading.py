@@ -51,23 +51,31 @@ def _read_config(directory: Path) -> dict:
         raise ValueError(f"{str(path)!r} has format {config.get('format')!r}, expected {FORMAT!r}.")
     version = config.get("version")
     if isinstance(version, bool) or version not in SUPPORTED_VERSIONS:
-        raise ValueError(f"{str(path)!r} has version {version!r:.40}; this release reads "
-                         f"versions {', '.join(map(str, SUPPORTED_VERSIONS))} (an export of "
-                         f"a later release: update torch-uncertainty-signorm).")
+        raise ValueError(
+            f"{str(path)!r} has version {version!r:.40}; this release reads "
+            f"versions {', '.join(map(str, SUPPORTED_VERSIONS))} (an export of "
+            f"a later release: update torch-uncertainty-signorm)."
+        )
     missing = [key for key in ("num_estimators", "model", "members") if key not in config]
     if missing:
-        raise ValueError(f"{str(path)!r} lacks {', '.join(map(repr, missing))}; an export's "
-                         f"config.json holds format, num_estimators, model and members.")
+        raise ValueError(
+            f"{str(path)!r} lacks {', '.join(map(repr, missing))}; an export's "
+            f"config.json holds format, num_estimators, model and members."
+        )
     members = config["members"]
     if not isinstance(members, list) or not all(
         isinstance(name, str) and MEMBER_FILE.fullmatch(name) for name in members
     ):
-        raise ValueError(f"{str(path)!r} has members={members!r:.200}; expected a list of "
-                         f"'member_<m>.safetensors' file names.")
+        raise ValueError(
+            f"{str(path)!r} has members={members!r:.200}; expected a list of "
+            f"'member_<m>.safetensors' file names."
+        )
     unknown = sorted(set(config) - _CONFIG_KEYS)
     if unknown:
-        raise ValueError(f"{str(path)!r} has unknown keys {', '.join(map(repr, unknown))}; an "
-                         f"export's config.json holds {', '.join(sorted(_CONFIG_KEYS))}.")
+        raise ValueError(
+            f"{str(path)!r} has unknown keys {', '.join(map(repr, unknown))}; an "
+            f"export's config.json holds {', '.join(sorted(_CONFIG_KEYS))}."
+        )
     check_member_count(f"{path}: num_estimators", config["num_estimators"])
     return config
 
@@ -97,42 +105,60 @@ def _check_sizes(spec: Mapping, header: Mapping[str, tuple], path: Path) -> None
     be there, and every σNorm layer's ``scale_logits`` is ``(M, features)``) and a backbone
     config's numbers of layers (at most the layers the file holds)."""
     if (blocks := _class_blocks(spec)) > MAX_CLASS_BLOCKS:
-        raise ValueError(f"model nests {blocks} class blocks (at most {MAX_CLASS_BLOCKS}: the "
-                         f"ensemble, its settings and its backbone); '{path}' is no export "
-                         f"written by export_ensemble. Nothing was built.")
+        raise ValueError(
+            f"model nests {blocks} class blocks (at most {MAX_CLASS_BLOCKS}: the "
+            f"ensemble, its settings and its backbone); '{path}' is no export "
+            f"written by export_ensemble. Nothing was built."
+        )
     members = spec["init_args"].get("num_estimators")
     if "heads.weight" not in header:
-        raise ValueError(f"'{path}' lacks heads.weight, the members' heads (M, classes, "
-                         f"features) that every σN-Ens export holds; nothing was built.")
+        raise ValueError(
+            f"'{path}' lacks heads.weight, the members' heads (M, classes, "
+            f"features) that every σN-Ens export holds; nothing was built."
+        )
     if header["heads.weight"][1][:1] != (members,):
-        raise ValueError(f"model.init_args.num_estimators={members!r}, but '{path}' holds the "
-                         f"heads of {header['heads.weight'][1][0]} members (heads.weight "
-                         f"{header['heads.weight'][1]}). Nothing was built.")
-    other = sorted(f"{key} {shape}" for key, (_, shape) in header.items()
-                   if key.endswith(".scale_logits") and shape[:1] != (members,))
+        raise ValueError(
+            f"model.init_args.num_estimators={members!r}, but '{path}' holds the "
+            f"heads of {header['heads.weight'][1][0]} members (heads.weight "
+            f"{header['heads.weight'][1]}). Nothing was built."
+        )
+    other = sorted(
+        f"{key} {shape}"
+        for key, (_, shape) in header.items()
+        if key.endswith(".scale_logits") and shape[:1] != (members,)
+    )
     if other:  # each σNorm layer holds (M, features) scale logits
-        raise ValueError(f"model.init_args.num_estimators={members!r}, but '{path}' holds σNorm "
-                         f"scale logits of another number of members ({other[0]}"
-                         f"{f' and {len(other) - 1} more' if len(other) > 1 else ''}). Nothing "
-                         f"was built.")
+        raise ValueError(
+            f"model.init_args.num_estimators={members!r}, but '{path}' holds σNorm "
+            f"scale logits of another number of members ({other[0]}"
+            f"{f' and {len(other) - 1} more' if len(other) > 1 else ''}). Nothing "
+            f"was built."
+        )
     backbone = spec["init_args"].get("model")
     config = backbone.get("init_args", {}).get("config") if isinstance(backbone, Mapping) else None
     if not isinstance(config, Mapping):
         return
     if "num_hidden_layers" in config:
-        layers = {match.group(1) for key in header
-                  if (match := re.search(r"\.encoder\.layer\.(\d+)\.", key))}
+        layers = {
+            match.group(1)
+            for key in header
+            if (match := re.search(r"\.encoder\.layer\.(\d+)\.", key))
+        }
         if config["num_hidden_layers"] != len(layers):
-            raise ValueError(f"model.init_args.model.init_args.config.num_hidden_layers="
-                             f"{config['num_hidden_layers']!r}, but '{path}' holds {len(layers)} "
-                             f"encoder layers. Nothing was built.")
+            raise ValueError(
+                f"model.init_args.model.init_args.config.num_hidden_layers="
+                f"{config['num_hidden_layers']!r}, but '{path}' holds {len(layers)} "
+                f"encoder layers. Nothing was built."
+            )
     indices = {int(match.group(1)) for key in header for match in re.finditer(r"\.(\d+)\.", key)}
     held = max(indices, default=-1) + 1
     for key, value in config.items():
         if _LAYER_COUNT.fullmatch(str(key)) and isinstance(value, int) and value > held:
-            raise ValueError(f"model.init_args.model.init_args.config.{key}={value!r}, but "
-                             f"'{path}' holds at most {held} layers (the largest layer index of "
-                             f"its tensors); nothing was built.")
+            raise ValueError(
+                f"model.init_args.model.init_args.config.{key}={value!r}, but "
+                f"'{path}' holds at most {held} layers (the largest layer index of "
+                f"its tensors); nothing was built."
+            )
 
 
 def _load_checked(build: Callable[[], nn.Module], path: Path) -> nn.Module:
@@ -161,8 +187,13 @@ def _upgraded_header(header: dict[str, tuple]) -> dict[str, tuple]:
     header = dict(header)
     legacy = header.pop(_LEGACY_HEAD_NORM, None)
     if legacy is not None:
-        header.update({"heads.norm.weight": legacy, "heads.norm.bias": legacy,
-                       "heads.norm.scale_initialised": ("BOOL", ())})
+        header.update(
+            {
+                "heads.norm.weight": legacy,
+                "heads.norm.bias": legacy,
+                "heads.norm.scale_initialised": ("BOOL", ()),
+            }
+        )
     return header
 
 
@@ -174,9 +205,11 @@ def _export_spec(directory: Path, extra_class_paths: Iterable[str]) -> dict:
     check_self_contained(spec)
     declared = (spec.get("init_args") or {}).get("num_estimators")
     if declared != config["num_estimators"]:
-        raise ValueError(f"'{directory / CONFIG_NAME}' has num_estimators="
-                         f"{config['num_estimators']!r} but model.init_args.num_estimators="
-                         f"{declared!r}; they must agree.")
+        raise ValueError(
+            f"'{directory / CONFIG_NAME}' has num_estimators="
+            f"{config['num_estimators']!r} but model.init_args.num_estimators="
+            f"{declared!r}; they must agree."
+        )
     weights = export_file(directory, WEIGHTS_NAME)
     _check_sizes(spec, safetensors_header(weights), weights)
     return config
@@ -195,8 +228,9 @@ def load_ensemble(
     """
     directory = Path(directory)
     spec = _export_spec(directory, extra_class_paths)["model"]
-    return _load_checked(lambda: ensemble_from_spec(spec, extra_class_paths),
-                         export_file(directory, WEIGHTS_NAME))
+    return _load_checked(
+        lambda: ensemble_from_spec(spec, extra_class_paths), export_file(directory, WEIGHTS_NAME)
+    )
 
 
 def load_member(
@@ -213,16 +247,21 @@ def load_member(
         )
     path = export_file(directory, name)
     loaded = _load_checked(
-        lambda: member_model(ensemble_from_spec(config["model"], extra_class_paths), member),
-        path)
+        lambda: member_model(ensemble_from_spec(config["model"], extra_class_paths), member), path
+    )
     # the member of *this* export's ensemble: a member file copied from another export (same
     # architecture, other weights) is refused, not loaded as this ensemble's member
-    ensemble = _load_checked(lambda: ensemble_from_spec(config["model"], extra_class_paths),
-                             export_file(directory, WEIGHTS_NAME))
+    ensemble = _load_checked(
+        lambda: ensemble_from_spec(config["model"], extra_class_paths),
+        export_file(directory, WEIGHTS_NAME),
+    )
     expected = member_model(ensemble, member).eval().state_dict()
-    if different := [key for key, tensor in loaded.state_dict().items()
-                     if not torch.equal(tensor, expected[key])]:
-        raise ValueError(f"'{path}' is not member {member} of the ensemble in "
-                         f"'{directory / WEIGHTS_NAME}' ({different[0]} differs): a member file "
-                         f"of another export? Export the members again (--members).")
+    if different := [
+        key for key, tensor in loaded.state_dict().items() if not torch.equal(tensor, expected[key])
+    ]:
+        raise ValueError(
+            f"'{path}' is not member {member} of the ensemble in "
+            f"'{directory / WEIGHTS_NAME}' ({different[0]} differs): a member file "
+            f"of another export? Export the members again (--members)."
+        )
     return loaded

@@ -31,8 +31,13 @@ from ..signorm.ensemble import SigmaNormEnsemble
 from ..signorm.layer_selection import REGULARIZED_LAYER_PRESETS
 
 __all__ = [
-    "as_data", "build_model", "check_self_contained", "ensemble_from_spec", "portable",
+    "as_data",
+    "build_model",
+    "check_self_contained",
+    "ensemble_from_spec",
+    "portable",
 ]
+
 
 def build_model(spec: Any, extra_class_paths: Iterable[str] = ()) -> Any:
     """Instantiate a model block as a recipe does, after :func:`check_ensemble_spec` accepted
@@ -54,12 +59,19 @@ def as_data(node: Any, where: str = "model") -> Any:
         init_args = {**(node.get("init_args") or {}), **(node.get("dict_kwargs") or {})}
         parameters = inspect.signature(allowlist.import_object(node["class_path"])).parameters
         defaults = {key: p.default for key, p in parameters.items()}
-        kept = {key: value for key, value in init_args.items()
-                if is_data(with_plain_values(value)) or isinstance(value, Mapping)
-                or defaults.get(key) is not value}
-        return {"class_path": node["class_path"],
-                "init_args": {key: as_data(value, f"{where}.init_args.{key}")
-                              for key, value in kept.items()}}
+        kept = {
+            key: value
+            for key, value in init_args.items()
+            if is_data(with_plain_values(value))
+            or isinstance(value, Mapping)
+            or defaults.get(key) is not value
+        }
+        return {
+            "class_path": node["class_path"],
+            "init_args": {
+                key: as_data(value, f"{where}.init_args.{key}") for key, value in kept.items()
+            },
+        }
     if isinstance(node, Mapping):
         return {str(key): as_data(value, f"{where}.{key}") for key, value in node.items()}
     if isinstance(node, (list, tuple)):
@@ -98,7 +110,8 @@ def portable(node: Any) -> Any:
     stored = registry_value(class_path, "stored_argument", None)
     if stored is not None and stored.name not in init_args:
         init_args[stored.name] = allowlist.import_object(stored.builder)(
-            **{key: original[key] for key in stored.sources if key in original})
+            **{key: original[key] for key in stored.sources if key in original}
+        )
     for key, value in registry_value(class_path, "weight_sources", {}).items():
         if value is None:
             init_args.pop(key, None)
@@ -135,8 +148,10 @@ def check_self_contained(node: Any, where: str = "model") -> None:
         value = init_args.get(key)
         if key in layout_flags:
             if not isinstance(value, bool | None):
-                raise ValueError(f"{where}.init_args.{key}={value!r}; expected true or "
-                                 f"false (the σNorm conversion flag).")
+                raise ValueError(
+                    f"{where}.init_args.{key}={value!r}; expected true or "
+                    f"false (the σNorm conversion flag)."
+                )
         elif value not in (None, False):
             raise ValueError(
                 f"{where}.init_args.{key}={value!r:.200}: an export's weights are its own "
@@ -162,13 +177,16 @@ def check_self_contained(node: Any, where: str = "model") -> None:
     config = init_args.get("config") if class_path in ENSEMBLE_CLASS_PATHS else None
     if isinstance(config, Mapping) and "class_path" in config:  # a recipe's config: block
         settings[f"{where}.init_args.config.init_args"] = config_block_settings(
-            config, f"{where}.init_args.config")
+            config, f"{where}.init_args.config"
+        )
     elif isinstance(config, Mapping):
         settings[f"{where}.init_args.config"] = config
     for place, block in settings.items():
         layers = block.get("regularized_layers") if isinstance(block, Mapping) else None
-        if class_path in ENSEMBLE_CLASS_PATHS and isinstance(layers, str) and (
-            layers not in REGULARIZED_LAYER_PRESETS
+        if (
+            class_path in ENSEMBLE_CLASS_PATHS
+            and isinstance(layers, str)
+            and (layers not in REGULARIZED_LAYER_PRESETS)
         ):
             raise ValueError(
                 f"{place}.regularized_layers={layers!r:.200} is a pattern; an export holds the "

@@ -21,6 +21,7 @@ from .spec import as_data, portable
 
 __all__ = ["export_ensemble", "member_model"]
 
+
 def member_model(ensemble: SigmaNormEnsemble, member: int) -> MemberModel:
     """Member ``member`` of ``ensemble`` as a plain model (see
     :mod:`torch_uncertainty_signorm.export`): ``ensemble.member_model(member)``."""
@@ -67,10 +68,16 @@ def export_ensemble(
     directory = output_directory(directory, overwrite)
     models = {WEIGHTS_NAME: model}
     if members:
-        models |= {f"member_{m}.safetensors": member_model(model, m)
-                   for m in range(model.num_estimators)}
-    config = {"format": FORMAT, "version": 2, "num_estimators": model.num_estimators,
-              "model": spec, "members": sorted(set(models) - {WEIGHTS_NAME}, key=_member_index)}
+        models |= {
+            f"member_{m}.safetensors": member_model(model, m) for m in range(model.num_estimators)
+        }
+    config = {
+        "format": FORMAT,
+        "version": 2,
+        "num_estimators": model.num_estimators,
+        "model": spec,
+        "members": sorted(set(models) - {WEIGHTS_NAME}, key=_member_index),
+    }
     with replaced_folder(directory) as staging:  # the whole export replaced in one swap
         output_directory(directory, overwrite)  # still nothing special in it
         _keep_other_files(directory, staging)
@@ -88,8 +95,11 @@ def _with_settings(spec: dict, model: SigmaNormEnsemble) -> dict:
     if spec["class_path"] not in ENSEMBLE_CLASS_PATHS:
         return spec
     settings = {**model.config.to_dict(), "tau": model.tau}  # the τ the run ended with
-    kept = {key: value for key, value in spec["init_args"].items()
-            if key not in settings and key != "config"}
+    kept = {
+        key: value
+        for key, value in spec["init_args"].items()
+        if key not in settings and key != "config"
+    }
     return {**spec, "init_args": {**kept, **settings}}
 
 
@@ -104,14 +114,19 @@ def output_directory(directory: str | Path, overwrite: bool) -> Path:
         FileExistsError: If it holds files and ``overwrite`` is false.
     """
     directory = Path(directory)
-    valid = ("give the path of a new folder (e.g. 'export/'), or of an earlier export with "
-             "--overwrite")
+    valid = (
+        "give the path of a new folder (e.g. 'export/'), or of an earlier export with --overwrite"
+    )
     if directory.name in ("", ".", ".."):
-        raise ValueError(f"'{directory}' is the working directory or a parent of it; an export "
-                         f"replaces its folder whole: {valid}.")
+        raise ValueError(
+            f"'{directory}' is the working directory or a parent of it; an export "
+            f"replaces its folder whole: {valid}."
+        )
     if directory.is_symlink():
-        raise ValueError(f"'{directory}' is a symbolic link; an export replaces its folder "
-                         f"whole, never a link's target: {valid}.")
+        raise ValueError(
+            f"'{directory}' is a symbolic link; an export replaces its folder "
+            f"whole, never a link's target: {valid}."
+        )
     try:
         mode = directory.stat().st_mode
     except FileNotFoundError:
@@ -131,9 +146,11 @@ def output_directory(directory: str | Path, overwrite: bool) -> Path:
             kept = Path(folder, name)
             mode = kept.lstat().st_mode
             if not (stat.S_ISREG(mode) or stat.S_ISLNK(mode)):
-                raise ValueError(f"'{directory}' holds '{kept}', {file_kind(mode)}, which an "
-                                 f"export cannot carry over into the folder replacing it; "
-                                 f"remove it, or give the path of a new folder.")
+                raise ValueError(
+                    f"'{directory}' holds '{kept}', {file_kind(mode)}, which an "
+                    f"export cannot carry over into the folder replacing it; "
+                    f"remove it, or give the path of a new folder."
+                )
     return directory
 
 

@@ -68,8 +68,9 @@ class MethodConfig:
             TypeError: If ``data`` is no mapping.
         """
         if not isinstance(data, Mapping):
-            raise TypeError(f"{cls.__name__}.from_dict needs a mapping of settings, got "
-                             f"{data!r:.200}.")
+            raise TypeError(
+                f"{cls.__name__}.from_dict needs a mapping of settings, got {data!r:.200}."
+            )
         cls._refuse_unknown(data)
         return cls(**data)
 
@@ -84,7 +85,8 @@ class MethodConfig:
 
     @classmethod
     def resolve(
-        cls: type[_Config], config: _Config | Mapping[str, Any] | None,
+        cls: type[_Config],
+        config: _Config | Mapping[str, Any] | None,
         settings: Mapping[str, Any],
     ) -> _Config:
         """The config of a wrapper given ``config`` and its keyword arguments ``settings``.
@@ -105,11 +107,13 @@ class MethodConfig:
         cls._refuse_unknown(settings)
         if isinstance(config, Mapping):  # only the settings it holds are set by it
             given = dict(config)
-            config = cls.from_dict({**{name: value for name, value in settings.items()
-                                       if name not in given}, **given})
+            config = cls.from_dict(
+                {**{name: value for name, value in settings.items() if name not in given}, **given}
+            )
         if not isinstance(config, cls):
-            raise TypeError(f"config must be a {cls.__name__} (or its to_dict()), got "
-                            f"{type(config).__name__}.")
+            raise TypeError(
+                f"config must be a {cls.__name__} (or its to_dict()), got {type(config).__name__}."
+            )
         defaults = cls.defaults()
         conflicts = [
             f"{name}={value!r} (config: {getattr(config, name)!r})"
@@ -128,8 +132,10 @@ class MethodConfig:
 
 def check_choice(name: str, value: Any, choices: tuple[str, ...]) -> None:
     if value not in choices:
-        raise ValueError(f"{name} must be {', '.join(map(repr, choices[:-1]))} or "
-                         f"{choices[-1]!r}, got {value!r}.")
+        raise ValueError(
+            f"{name} must be {', '.join(map(repr, choices[:-1]))} or "
+            f"{choices[-1]!r}, got {value!r}."
+        )
 
 
 def check_eval_chunk_size(value: Any) -> None:

@@ -55,14 +55,14 @@ class HeadNorm(MemberNorm):
 
     def init_affine(self, scale_init: str, device=None, dtype=None) -> None:
         if scale_init not in HEAD_SCALE_INITS:
-            raise ValueError(f"head scale_init must be one of {HEAD_SCALE_INITS}, got "
-                             f"{scale_init!r}.")
+            raise ValueError(
+                f"head scale_init must be one of {HEAD_SCALE_INITS}, got {scale_init!r}."
+            )
         shape = (self.num_estimators, self.num_features)
         self.weight = nn.Parameter(torch.ones(shape, device=device, dtype=dtype))
         self.bias = nn.Parameter(torch.zeros(shape, device=device, dtype=dtype))
         self.scale_init = scale_init
-        self.register_buffer("scale_initialised", torch.tensor(scale_init == "unit",
-                                                               device=device))
+        self.register_buffer("scale_initialised", torch.tensor(scale_init == "unit", device=device))
         self._scale_pending = scale_init == "features"
 
     def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs) -> None:
@@ -85,8 +85,9 @@ class HeadNorm(MemberNorm):
             return
         with torch.no_grad():
             scale = _mean_over_processes(self.input_scale(x.detach()).float())
-            self.weight.copy_(scale.clamp_min(torch.finfo(torch.float32).tiny).expand_as(
-                self.weight))
+            self.weight.copy_(
+                scale.clamp_min(torch.finfo(torch.float32).tiny).expand_as(self.weight)
+            )
             self.scale_initialised.fill_(True)
         self._scale_pending = False
 
@@ -101,9 +102,16 @@ class HeadBatchNorm(HeadNorm, MemberBatchNorm):
     _input_dims = (2,)
     plain_type = nn.BatchNorm1d
 
-    def __init__(self, num_features: int, num_estimators: int,
-                 scale_init: Literal["unit", "features"] = "unit", eps: float = 1e-5,
-                 momentum: float | None = 0.1, device=None, dtype=None) -> None:
+    def __init__(
+        self,
+        num_features: int,
+        num_estimators: int,
+        scale_init: Literal["unit", "features"] = "unit",
+        eps: float = 1e-5,
+        momentum: float | None = 0.1,
+        device=None,
+        dtype=None,
+    ) -> None:
         MemberNorm.__init__(self, num_features, num_estimators)
         self.init_affine(scale_init, device, dtype)
         self.init_statistics(eps, momentum, True, device, dtype)
@@ -121,9 +129,15 @@ class HeadLayerNorm(HeadNorm):
     """Per-member :class:`torch.nn.LayerNorm` over the last axis of ``(B·M, ..., F)`` head
     features (transformer backbones)."""
 
-    def __init__(self, num_features: int, num_estimators: int,
-                 scale_init: Literal["unit", "features"] = "unit", eps: float = 1e-5,
-                 device=None, dtype=None) -> None:
+    def __init__(
+        self,
+        num_features: int,
+        num_estimators: int,
+        scale_init: Literal["unit", "features"] = "unit",
+        eps: float = 1e-5,
+        device=None,
+        dtype=None,
+    ) -> None:
         super().__init__(num_features, num_estimators)
         self.eps = eps
         self.init_affine(scale_init, device, dtype)
@@ -136,8 +150,10 @@ class HeadLayerNorm(HeadNorm):
 
     def forward(self, x: Tensor) -> Tensor:
         if x.dim() < 2 or x.shape[-1] != self.num_features:
-            raise ValueError(f"{type(self).__name__} expects (B·M, ..., {self.num_features}) "
-                             f"inputs, got shape {tuple(x.shape)}.")
+            raise ValueError(
+                f"{type(self).__name__} expects (B·M, ..., {self.num_features}) "
+                f"inputs, got shape {tuple(x.shape)}."
+            )
         self.check_rows(x)
         self.initialise_scale(x)
         normed = F.layer_norm(x, (self.num_features,), None, None, self.eps)

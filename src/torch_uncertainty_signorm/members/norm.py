@@ -90,8 +90,9 @@ class MemberNorm(nn.Module):
         with torch.no_grad():
             plain.weight.copy_(weight.view_as(plain.weight))
             if getattr(plain, "bias", None) is not None:
-                plain.bias.copy_(torch.zeros_like(plain.bias) if shift is None
-                                else shift.view_as(plain.bias))
+                plain.bias.copy_(
+                    torch.zeros_like(plain.bias) if shift is None else shift.view_as(plain.bias)
+                )
             elif shift is not None and bool(shift.any()):
                 raise ValueError(
                     f"Member {member} of this {type(self).__name__} has a nonzero shift β, which "
@@ -166,8 +167,12 @@ class MemberBatchNorm(MemberNorm):
 
     def empty_plain(self, device: torch.device, dtype: torch.dtype) -> nn.Module:
         return self.plain_type(
-            self.num_features, eps=self.eps, momentum=self.momentum,
-            track_running_stats=self.track_running_stats, device=device, dtype=dtype,
+            self.num_features,
+            eps=self.eps,
+            momentum=self.momentum,
+            track_running_stats=self.track_running_stats,
+            device=device,
+            dtype=dtype,
         )
 
     def forward(self, x: Tensor) -> Tensor:

@@ -13,6 +13,7 @@ from ..safety.patterns import check_pattern
 
 __all__ = ["check_pattern", "check_selection", "match_names"]
 
+
 def _available(names: Sequence[str], shown: int = 20) -> str:
     """The first ``shown`` names, for error messages."""
     if not names:

@@ -71,9 +71,7 @@ def _momentum(layer: nn.Module) -> float:
     return layer.momentum
 
 
-def member_batch_norm(
-    layer: nn.Module, x: Tensor, weight: Tensor, bias: Tensor | None
-) -> Tensor:
+def member_batch_norm(layer: nn.Module, x: Tensor, weight: Tensor, bias: Tensor | None) -> Tensor:
     """BatchNorm of every member with its own statistics and affine, in one native call.
 
     Args:
@@ -94,8 +92,10 @@ def member_batch_norm(
         check_batch_statistics(layer, x)
     factor = _momentum(layer)
     view = x.reshape(x.shape[0] // num_estimators, num_estimators * x.shape[1], *x.shape[2:])
-    stats = (None, None) if layer.running_mean is None else (
-        layer.running_mean.view(-1), layer.running_var.view(-1)
+    stats = (
+        (None, None)
+        if layer.running_mean is None
+        else (layer.running_mean.view(-1), layer.running_var.view(-1))
     )
     weight, bias = _flat(weight, num_estimators), _flat(bias, num_estimators)
     if layer.training and layer.sync_statistics:

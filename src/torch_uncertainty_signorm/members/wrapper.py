@@ -56,9 +56,11 @@ def check_member_count(name: str, value: Any) -> int:
     naming ``name``, the value and the range."""
     count = check_integer(name, value)
     if count > MAX_NUM_ESTIMATORS:
-        raise ValueError(f"{name}={count} is more members than {MAX_NUM_ESTIMATORS} "
-                         f"(MAX_NUM_ESTIMATORS): each batch passes M times through the backbone; "
-                         f"use 1..{MAX_NUM_ESTIMATORS}.")
+        raise ValueError(
+            f"{name}={count} is more members than {MAX_NUM_ESTIMATORS} "
+            f"(MAX_NUM_ESTIMATORS): each batch passes M times through the backbone; "
+            f"use 1..{MAX_NUM_ESTIMATORS}."
+        )
     return count
 
 
@@ -301,7 +303,8 @@ class MemberWrapper(nn.Module):
         if self.expand_at == "input":
             inputs = batch_major_members(inputs, self.num_estimators)
         output = pooled_output(
-            self._call_checking_rows(inputs, expected) if not self._rows_checked
+            self._call_checking_rows(inputs, expected)
+            if not self._rows_checked
             else self._call(inputs)
         )
         if not isinstance(output, Tensor) or output.dim() != 2 or output.shape[0] != expected:

@@ -42,8 +42,14 @@ from .runs import RESULTS_FILENAME, read_results
 from .tables import format_table
 
 __all__ = [
-    "LEARNED_MARGINS", "METRICS", "Comparison", "MethodRuns", "command", "main",
-    "read_comparison", "run_folder",
+    "LEARNED_MARGINS",
+    "METRICS",
+    "Comparison",
+    "MethodRuns",
+    "command",
+    "main",
+    "read_comparison",
+    "run_folder",
 ]
 
 #: (results.csv key, column title, scale, digits, higher is better).
@@ -85,15 +91,22 @@ def _strings(value: Any, where: str) -> tuple[str, ...]:
     if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
         raise _fail(where, f"expected a list of strings, got {value!r}.")
     if reserved := [v for v in value if v.startswith(RESERVED_OPTIONS)]:
-        raise _fail(where, f"{reserved[0]!r} is set by signorm-compare for every run (the seed "
-                           f"from --seeds, the logger under --out, the resume checkpoint); "
-                           f"options starting with {', '.join(RESERVED_OPTIONS)} are refused.")
+        raise _fail(
+            where,
+            f"{reserved[0]!r} is set by signorm-compare for every run (the seed "
+            f"from --seeds, the logger under --out, the resume checkpoint); "
+            f"options starting with {', '.join(RESERVED_OPTIONS)} are refused.",
+        )
     return tuple(value)
 
 
 def _seeds(value: Any, where: str) -> tuple[int, ...]:
-    if (not isinstance(value, list) or not value
-            or not all(type(v) is int and v >= 0 for v in value) or len(set(value)) < len(value)):
+    if (
+        not isinstance(value, list)
+        or not value
+        or not all(type(v) is int and v >= 0 for v in value)
+        or len(set(value)) < len(value)
+    ):
         raise _fail(where, f"expected a non-empty list of distinct integers >= 0, got {value!r}.")
     return tuple(value)
 
@@ -107,15 +120,23 @@ def read_comparison(path: str | Path) -> Comparison:
     path = Path(path)
     tree = read_yaml(path, "--config")
     if not isinstance(tree, Mapping):
-        raise _fail(str(path), f"expected a mapping with 'methods', 'reference' and 'seeds', "
-                               f"got {type(tree).__name__}.")
+        raise _fail(
+            str(path),
+            f"expected a mapping with 'methods', 'reference' and 'seeds', "
+            f"got {type(tree).__name__}.",
+        )
     if unknown := set(tree) - {"methods", "reference", "seeds", "args", "description"}:
-        raise _fail(str(path), f"unknown key(s) {sorted(unknown)}; valid: methods, reference, "
-                               "seeds, args, description.")
+        raise _fail(
+            str(path),
+            f"unknown key(s) {sorted(unknown)}; valid: methods, reference, "
+            "seeds, args, description.",
+        )
     methods = tree.get("methods")
     if not isinstance(methods, Mapping) or len(methods) < 2:
-        raise _fail(f"{path}: methods", f"expected a mapping of at least two methods "
-                                        f"(name: recipe), got {methods!r}.")
+        raise _fail(
+            f"{path}: methods",
+            f"expected a mapping of at least two methods (name: recipe), got {methods!r}.",
+        )
     checked: dict[str, dict[str, Any]] = {}
     for name, given in methods.items():
         where = f"{path}: methods.{name}"
@@ -123,22 +144,35 @@ def read_comparison(path: str | Path) -> Comparison:
             raise _fail(where, "a method name is letters, digits, '_', '.' or '-'.")
         spec = {"recipe": given} if isinstance(given, str) else given
         if not isinstance(spec, Mapping) or not isinstance(spec.get("recipe"), str):
-            raise _fail(where, f"expected a recipe path or {{recipe: PATH, label: TEXT, args: "
-                               f"[...]}}, got {spec!r}.")
+            raise _fail(
+                where,
+                f"expected a recipe path or {{recipe: PATH, label: TEXT, args: "
+                f"[...]}}, got {spec!r}.",
+            )
         if unknown := set(spec) - {"recipe", "label", "args"}:
             raise _fail(where, f"unknown key(s) {sorted(unknown)}; valid: recipe, label, args.")
         recipe = (path.parent / spec["recipe"]).resolve()
         if not recipe.is_file():
-            raise _fail(where, f"recipe '{spec['recipe']}' is not a file (read relative to "
-                               f"{path.parent}).")
-        checked[name] = {"recipe": recipe, "label": str(spec.get("label", name)),
-                         "args": _strings(spec.get("args", []), f"{where}.args")}
+            raise _fail(
+                where, f"recipe '{spec['recipe']}' is not a file (read relative to {path.parent})."
+            )
+        checked[name] = {
+            "recipe": recipe,
+            "label": str(spec.get("label", name)),
+            "args": _strings(spec.get("args", []), f"{where}.args"),
+        }
     reference = tree.get("reference")
     if reference not in checked:
-        raise _fail(f"{path}: reference", f"{reference!r} is not one of the methods "
-                                          f"{list(checked)}.")
-    return Comparison(path, checked, reference, _seeds(tree.get("seeds"), f"{path}: seeds"),
-                      _strings(tree.get("args", []), f"{path}: args"))
+        raise _fail(
+            f"{path}: reference", f"{reference!r} is not one of the methods {list(checked)}."
+        )
+    return Comparison(
+        path,
+        checked,
+        reference,
+        _seeds(tree.get("seeds"), f"{path}: seeds"),
+        _strings(tree.get("args", []), f"{path}: args"),
+    )
 
 
 @dataclass
@@ -166,22 +200,32 @@ def _finished(version: Path) -> bool:
     record = version / RUN_RECORD_FILENAME
     if not ((version / RESULTS_FILENAME).is_file() and record.is_file()):
         return False
-    return json.loads(read_regular(record, RUN_RECORD_FILENAME, 1 << 20)).get(
-        "test_seconds") is not None
+    return (
+        json.loads(read_regular(record, RUN_RECORD_FILENAME, 1 << 20)).get("test_seconds")
+        is not None
+    )
 
 
 def _command() -> list[str]:
     script = Path(sys.executable).with_name("torch-uncertainty")
-    return [str(script)] if script.is_file() else [sys.executable, "-m",
-                                                    "torch_uncertainty_signorm.cli"]
+    return (
+        [str(script)]
+        if script.is_file()
+        else [sys.executable, "-m", "torch_uncertainty_signorm.cli"]
+    )
 
 
 def _default_sigint() -> None:
     signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
-def train(comparison: Comparison, out: Path, methods: Sequence[str], seeds: Sequence[int],
-          extra: Sequence[str] = ()) -> None:
+def train(
+    comparison: Comparison,
+    out: Path,
+    methods: Sequence[str],
+    seeds: Sequence[int],
+    extra: Sequence[str] = (),
+) -> None:
     """Run every method at every seed through the command (seed by seed), reusing finished
     runs and resuming interrupted ones.
 
@@ -196,28 +240,46 @@ def train(comparison: Comparison, out: Path, methods: Sequence[str], seeds: Sequ
             folder = run_folder(out, method, seed)
             versions = _versions(folder)
             if versions and _finished(versions[-1]):
-                print(f"[compare {done}/{total}] {spec['label']}, seed {seed}: finished earlier "
-                      f"in {versions[-1]}, reused", flush=True)
+                print(
+                    f"[compare {done}/{total}] {spec['label']}, seed {seed}: finished earlier "
+                    f"in {versions[-1]}, reused",
+                    flush=True,
+                )
                 continue
             resume = []
             if versions and (ckpt := versions[-1] / "checkpoints" / "interrupted.ckpt").is_file():
                 resume = [f"--ckpt_path={ckpt}"]
-            argv = [*_command(), "fit", "--config", str(spec["recipe"]), *spec["args"],
-                    *comparison.args, f"--seed_everything={seed}",
-                    f"--trainer.logger.init_args.save_dir={out / method}",
-                    f"--trainer.logger.init_args.name=seed_{seed}",
-                    f"--trainer.callbacks+={CALLBACK}", *resume, *extra]
-            print(f"\n[compare {done}/{total}] {spec['label']}, seed {seed}: "
-                  f"{' '.join(argv[len(_command()):])}", flush=True)
+            argv = [
+                *_command(),
+                "fit",
+                "--config",
+                str(spec["recipe"]),
+                *spec["args"],
+                *comparison.args,
+                f"--seed_everything={seed}",
+                f"--trainer.logger.init_args.save_dir={out / method}",
+                f"--trainer.logger.init_args.name=seed_{seed}",
+                f"--trainer.callbacks+={CALLBACK}",
+                *resume,
+                *extra,
+            ]
+            print(
+                f"\n[compare {done}/{total}] {spec['label']}, seed {seed}: "
+                f"{' '.join(argv[len(_command()) :])}",
+                flush=True,
+            )
             code = subprocess.run(argv, preexec_fn=_default_sigint, check=False).returncode
             if code != 0:
-                raise RuntimeError(f"the {spec['label']} run at seed {seed} exited with code "
-                                   f"{code}; its folder is {folder} (run the comparison again "
-                                   "to resume it).")
+                raise RuntimeError(
+                    f"the {spec['label']} run at seed {seed} exited with code "
+                    f"{code}; its folder is {folder} (run the comparison again "
+                    "to resume it)."
+                )
 
 
-def collect(comparison: Comparison, out: Path, methods: Sequence[str],
-            seeds: Sequence[int]) -> dict[str, MethodRuns]:
+def collect(
+    comparison: Comparison, out: Path, methods: Sequence[str], seeds: Sequence[int]
+) -> dict[str, MethodRuns]:
     """Each method's finished runs under ``out``: the newest finished version of each seed.
 
     Raises:
@@ -229,13 +291,16 @@ def collect(comparison: Comparison, out: Path, methods: Sequence[str],
         for seed in seeds:
             finished = [v for v in _versions(run_folder(out, method, seed)) if _finished(v)]
             if not finished:
-                raise ValueError(f"{method} at seed {seed}: no finished run under "
-                                 f"{run_folder(out, method, seed)} (run without --tables-only).")
+                raise ValueError(
+                    f"{method} at seed {seed}: no finished run under "
+                    f"{run_folder(out, method, seed)} (run without --tables-only)."
+                )
             version = finished[-1]
             runs.folders[seed] = version
             runs.metrics[seed] = read_results(version / RESULTS_FILENAME)
-            runs.records[seed] = json.loads(read_regular(version / RUN_RECORD_FILENAME,
-                                                         RUN_RECORD_FILENAME, 1 << 20))
+            runs.records[seed] = json.loads(
+                read_regular(version / RUN_RECORD_FILENAME, RUN_RECORD_FILENAME, 1 << 20)
+            )
             runs.stand_in |= (version / STAND_IN_MARKER).exists()
     return found
 
@@ -274,8 +339,9 @@ def learned(metrics: Mapping[str, float], record: Mapping[str, Any]) -> tuple[bo
 
 def _present(runs: Mapping[str, MethodRuns]) -> list[tuple[str, str, int, int, bool]]:
     """The metrics every run of every method holds (OOD only where all runs have it)."""
-    return [m for m in METRICS
-            if all(m[0] in row for r in runs.values() for row in r.metrics.values())]
+    return [
+        m for m in METRICS if all(m[0] in row for r in runs.values() for row in r.metrics.values())
+    ]
 
 
 def _cell(value: float, scale: float, digits: int, sign: bool = False) -> str:
@@ -304,8 +370,10 @@ def tables(comparison: Comparison, runs: Mapping[str, MethodRuns], seeds: Sequen
     lines = []
     stand_in = [r.label for r in runs.values() if r.stand_in]
     if stand_in:
-        lines.append(f"STAND-IN DATA (random pixels) in the runs of {', '.join(stand_in)}: these "
-                     "rows test the tooling and say nothing about the methods.\n")
+        lines.append(
+            f"STAND-IN DATA (random pixels) in the runs of {', '.join(stand_in)}: these "
+            "rows test the tooling and say nothing about the methods.\n"
+        )
     body = []
     for r in runs.values():
         cells = []
@@ -322,45 +390,98 @@ def tables(comparison: Comparison, runs: Mapping[str, MethodRuns], seeds: Sequen
             continue
         for key, title, scale, digits, higher in metrics:
             stats = mean_interval([ref.metrics[s][key] - r.metrics[s][key] for s in seeds])
-            interval = ("(1 seed)" if stats["n"] < 2 else
-                        f"[{_cell(stats['low'], scale, digits, True)}, "
-                        f"{_cell(stats['high'], scale, digits, True)}]")
-            body.append([r.label, title, _cell(stats["mean"], scale, digits, True), interval,
-                         _verdict(stats, higher)])
-    lines.append(f"\nPaired by seed, {ref.label} − method, with its 95 % t interval over seeds "
-                 "('no difference shown' is not 'level'):")
-    lines.append(format_table(["Method", "Metric", f"{ref.label} − method", "Interval", "Shows"],
-                              body, align="llrrl"))
+            interval = (
+                "(1 seed)"
+                if stats["n"] < 2
+                else f"[{_cell(stats['low'], scale, digits, True)}, "
+                f"{_cell(stats['high'], scale, digits, True)}]"
+            )
+            body.append(
+                [
+                    r.label,
+                    title,
+                    _cell(stats["mean"], scale, digits, True),
+                    interval,
+                    _verdict(stats, higher),
+                ]
+            )
+    lines.append(
+        f"\nPaired by seed, {ref.label} − method, with its 95 % t interval over seeds "
+        "('no difference shown' is not 'level'):"
+    )
+    lines.append(
+        format_table(
+            ["Method", "Metric", f"{ref.label} − method", "Interval", "Shows"], body, align="llrrl"
+        )
+    )
     body = []
     for r in runs.values():
-        ratio = {key: _median([r.records[s][key] / ref.records[s][key] for s in seeds
-                               if ref.records[s][key]]) for key in ("fit_seconds", "test_seconds")}
+        ratio = {
+            key: _median(
+                [r.records[s][key] / ref.records[s][key] for s in seeds if ref.records[s][key]]
+            )
+            for key in ("fit_seconds", "test_seconds")
+        }
         record = r.records[seeds[0]]
-        body.append([r.label, f"{record['params_total'] / 1e6:.3f}",
-                     f"{record['params_trainable'] / 1e6:.3f}",
-                     f"{record['optimizer_steps']}", f"{ratio['fit_seconds']:.2f}×",
-                     f"{ratio['test_seconds']:.2f}×"])
-    lines.append(f"\nCost (times as ratios to {ref.label}, median over seeds, measured in this "
-                 "comparison):")
-    lines.append(format_table(["Method", "Params (M)", "Trained (M)", "Steps", "Fit time",
-                               "Test time"], body))
+        body.append(
+            [
+                r.label,
+                f"{record['params_total'] / 1e6:.3f}",
+                f"{record['params_trainable'] / 1e6:.3f}",
+                f"{record['optimizer_steps']}",
+                f"{ratio['fit_seconds']:.2f}×",
+                f"{ratio['test_seconds']:.2f}×",
+            ]
+        )
+    lines.append(
+        f"\nCost (times as ratios to {ref.label}, median over seeds, measured in this comparison):"
+    )
+    lines.append(
+        format_table(
+            ["Method", "Params (M)", "Trained (M)", "Steps", "Fit time", "Test time"], body
+        )
+    )
     body, failed = [], []
     for r in runs.values():
         for s in seeds:
             ok, text = learned(r.metrics[s], r.records[s])
             majority, prior = class_frequency_baseline(r.records[s])
-            body.append([r.label, str(s), "yes" if ok else "NO", text,
-                         f"{100 * majority:.1f}", f"{prior:.3f}"])
+            body.append(
+                [
+                    r.label,
+                    str(s),
+                    "yes" if ok else "NO",
+                    text,
+                    f"{100 * majority:.1f}",
+                    f"{prior:.3f}",
+                ]
+            )
             if not ok:
                 failed.append(f"{r.label} seed {s}")
-    lines.append(f"\nDid every run learn? (accuracy >= {LEARNED_MARGINS['accuracy_points']:g} "
-                 f"points above the majority class and NLL >= {LEARNED_MARGINS['nll_nats']:g} "
-                 "nats below the class frequencies', ensemble and every member):")
-    lines.append(format_table(["Method", "Seed", "Learned", "Run − class frequencies",
-                               "Majority acc (%)", "Prior NLL"], body, align="lrllrr"))
+    lines.append(
+        f"\nDid every run learn? (accuracy >= {LEARNED_MARGINS['accuracy_points']:g} "
+        f"points above the majority class and NLL >= {LEARNED_MARGINS['nll_nats']:g} "
+        "nats below the class frequencies', ensemble and every member):"
+    )
+    lines.append(
+        format_table(
+            [
+                "Method",
+                "Seed",
+                "Learned",
+                "Run − class frequencies",
+                "Majority acc (%)",
+                "Prior NLL",
+            ],
+            body,
+            align="lrllrr",
+        )
+    )
     if failed:
-        lines.append(f"NOT LEARNED: {', '.join(failed)}. Their metrics describe an untrained "
-                     "model; raise the budget before reading the tables above.")
+        lines.append(
+            f"NOT LEARNED: {', '.join(failed)}. Their metrics describe an untrained "
+            "model; raise the budget before reading the tables above."
+        )
     return "\n".join(lines) + "\n"
 
 
@@ -384,18 +505,41 @@ def runs_csv(runs: Mapping[str, MethodRuns], seeds: Sequence[int], out: Path) ->
     keys = [m[0] for m in METRICS]
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
-    writer.writerow(["method", "seed", "folder", *keys, "params_total", "params_trainable",
-                     "optimizer_steps", "fit_seconds", "test_seconds", "learned", "stand_in"])
+    writer.writerow(
+        [
+            "method",
+            "seed",
+            "folder",
+            *keys,
+            "params_total",
+            "params_trainable",
+            "optimizer_steps",
+            "fit_seconds",
+            "test_seconds",
+            "learned",
+            "stand_in",
+        ]
+    )
     for name, r in runs.items():
         for s in seeds:
             record = r.records[s]
             folder = r.folders[s]
             folder = folder.relative_to(out) if folder.is_relative_to(out) else folder
-            writer.writerow([name, s, folder, *(r.metrics[s].get(k, "") for k in keys),
-                             record["params_total"], record["params_trainable"],
-                             record["optimizer_steps"], record["fit_seconds"],
-                             record["test_seconds"], learned(r.metrics[s], record)[0],
-                             r.stand_in])
+            writer.writerow(
+                [
+                    name,
+                    s,
+                    folder,
+                    *(r.metrics[s].get(k, "") for k in keys),
+                    record["params_total"],
+                    record["params_trainable"],
+                    record["optimizer_steps"],
+                    record["fit_seconds"],
+                    record["test_seconds"],
+                    learned(r.metrics[s], record)[0],
+                    r.stand_in,
+                ]
+            )
     return buffer.getvalue()
 
 
@@ -412,25 +556,34 @@ def main(argv: Sequence[str] | None = None) -> int:
         "metrics, paired differences to σN-Ens over seeds, cost ratios, and whether each run "
         "learned. Options after '--' go to every run.",
     )
-    parser.add_argument("--config", required=True,
-                        help="a comparison file, e.g. experiments/compare/digits.yaml")
-    parser.add_argument("--methods", nargs="+", help="only these methods (the reference is "
-                        "always included)")
+    parser.add_argument(
+        "--config", required=True, help="a comparison file, e.g. experiments/compare/digits.yaml"
+    )
+    parser.add_argument(
+        "--methods", nargs="+", help="only these methods (the reference is always included)"
+    )
     parser.add_argument("--seeds", nargs="+", type=int, help="these seeds instead of the file's")
     parser.add_argument("--out", help="the logs tree (default logs/compare/<file name>)")
-    parser.add_argument("--tables-only", action="store_true",
-                        help="train nothing; tabulate the finished runs under --out")
+    parser.add_argument(
+        "--tables-only",
+        action="store_true",
+        help="train nothing; tabulate the finished runs under --out",
+    )
     argv = list(sys.argv[1:] if argv is None else argv)
-    extra = argv[argv.index("--") + 1:] if "--" in argv else []
-    args = parser.parse_args(argv[:argv.index("--")] if "--" in argv else argv)
+    extra = argv[argv.index("--") + 1 :] if "--" in argv else []
+    args = parser.parse_args(argv[: argv.index("--")] if "--" in argv else argv)
     try:
         _strings(extra, "options after '--'")
         comparison = read_comparison(args.config)
-        methods = list(comparison.methods) if not args.methods else [
-            comparison.reference, *(m for m in args.methods if m != comparison.reference)]
+        methods = (
+            list(comparison.methods)
+            if not args.methods
+            else [comparison.reference, *(m for m in args.methods if m != comparison.reference)]
+        )
         if unknown := [m for m in methods if m not in comparison.methods]:
-            raise ValueError(f"--methods: {unknown} not in {args.config}; valid: "
-                             f"{list(comparison.methods)}.")
+            raise ValueError(
+                f"--methods: {unknown} not in {args.config}; valid: {list(comparison.methods)}."
+            )
         seeds = tuple(args.seeds) if args.seeds else comparison.seeds
         _seeds(list(seeds), "--seeds")
     except (ValueError, FileNotFoundError) as error:
@@ -442,15 +595,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         except RuntimeError as error:
             parser.exit(1, f"signorm-compare: error: {error}\n")
         except KeyboardInterrupt:
-            parser.exit(130, f"signorm-compare: interrupted; the finished runs under {out} are "
-                             "kept, and running the same command again resumes the rest.\n")
+            parser.exit(
+                130,
+                f"signorm-compare: interrupted; the finished runs under {out} are "
+                "kept, and running the same command again resumes the rest.\n",
+            )
     try:
         runs = collect(comparison, out, methods, seeds)
     except ValueError as error:
         parser.exit(1, f"signorm-compare: error: {error}\n")
     text = tables(comparison, runs, seeds)
-    print(f"\n{Path(args.config).name}: {len(seeds)} seed(s), {len(methods)} methods, runs "
-          f"under {out}\n")
+    print(
+        f"\n{Path(args.config).name}: {len(seeds)} seed(s), {len(methods)} methods, runs "
+        f"under {out}\n"
+    )
     print(text, end="")
     out.mkdir(parents=True, exist_ok=True)
     _write(out / "comparison.txt", text)

@@ -20,8 +20,7 @@ __all__ = ["equivalence_test", "mean_interval"]
 def _sample(values: Sequence[float], name: str) -> np.ndarray:
     array = np.asarray(values, dtype=float)
     if array.ndim != 1 or len(array) < 1:
-        raise ValueError(f"{name} needs a 1-D sample of at least 1 value, got shape "
-                         f"{array.shape}.")
+        raise ValueError(f"{name} needs a 1-D sample of at least 1 value, got shape {array.shape}.")
     return array
 
 
@@ -57,6 +56,6 @@ def equivalence_test(differences: Sequence[float], margin: float) -> float:
     se = d.std(ddof=1) / math.sqrt(len(d))
     if se == 0:
         return 0.0 if abs(d.mean()) < margin else 1.0
-    lower = stats.t.sf((d.mean() + margin) / se, len(d) - 1)   # H0: mean <= -margin
+    lower = stats.t.sf((d.mean() + margin) / se, len(d) - 1)  # H0: mean <= -margin
     upper = stats.t.cdf((d.mean() - margin) / se, len(d) - 1)  # H0: mean >= +margin
     return float(max(lower, upper))

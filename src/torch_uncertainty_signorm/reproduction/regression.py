@@ -53,9 +53,16 @@ from .runs import Run, find_runs, merge_evaluations, result_rows
 from .tables import format_table
 
 __all__ = [
-    "DEFAULT_TOLERANCES", "MAX_RELATIVE_TOLERANCE", "MAX_TOLERANCE", "RELATIVE_TOLERANCES",
-    "Comparison", "ReproductionError",
-    "check_reproduction", "compare_rows", "format_report", "main",
+    "DEFAULT_TOLERANCES",
+    "MAX_RELATIVE_TOLERANCE",
+    "MAX_TOLERANCE",
+    "RELATIVE_TOLERANCES",
+    "Comparison",
+    "ReproductionError",
+    "check_reproduction",
+    "compare_rows",
+    "format_report",
+    "main",
 ]
 
 #: Default absolute tolerances, in the paper's units: percentage points for Acc, ECE, aECE,
@@ -63,15 +70,27 @@ __all__ = [
 #: spread on CIFAR is a few tenths of a point (the paper's stds), so these flag real drifts,
 #: not noise.
 DEFAULT_TOLERANCES: dict[str, float] = {
-    "Acc": 0.5, "NLL": 0.02, "ECE": 1.0, "aECE": 1.0, "Brier": 0.01,
-    "AUPR": 1.0, "AUROC": 1.0, "FPR95": 2.0,
-    "AUROC_near": 1.0, "AUROC_far": 1.0, "AUPR_near": 1.0, "AUPR_far": 1.0,
-    "FPR95_near": 2.0, "FPR95_far": 2.0,
+    "Acc": 0.5,
+    "NLL": 0.02,
+    "ECE": 1.0,
+    "aECE": 1.0,
+    "Brier": 0.01,
+    "AUPR": 1.0,
+    "AUROC": 1.0,
+    "FPR95": 2.0,
+    "AUROC_near": 1.0,
+    "AUROC_far": 1.0,
+    "AUPR_near": 1.0,
+    "AUPR_far": 1.0,
+    "FPR95_near": 2.0,
+    "FPR95_far": 2.0,
     "Params": 0.01,
     # The ensemble's diversity (results_table.DIVERSITY_COLUMNS), checked when a reference row
     # holds it: σNorm-cos (a cosine), U_mod and the Jensen gap (nats). An ensemble whose members
     # became one model has all three at their floor (1, 0, 0), far outside these.
-    "signorm_cos": 0.05, "U_mod": 0.02, "jensen_gap": 0.02,
+    "signorm_cos": 0.05,
+    "U_mod": 0.02,
+    "jensen_gap": 0.02,
 }
 #: Default relative tolerances (fractions of the expected value). MAdds spans 0.48 to 24 G per
 #: image: the paper's two decimals alone are off by up to 1.1% at 0.48 G, and PyTorch's flop
@@ -81,8 +100,9 @@ RELATIVE_TOLERANCES: dict[str, float] = {"MAdds": 0.02}
 #: of the expected value itself. Wider passes any value: a check that checks nothing.
 MAX_TOLERANCE, MAX_RELATIVE_TOLERANCE = 100.0, 1.0
 #: Columns of a results row that describe the runs rather than measure them.
-_RUN_COLUMNS = frozenset({"runs", "seeds", "max_epochs", "max_steps", "limit_train_batches",
-                          "trained_steps"})
+_RUN_COLUMNS = frozenset(
+    {"runs", "seeds", "max_epochs", "max_steps", "limit_train_batches", "trained_steps"}
+)
 #: The trainer arguments that make up a budget, in the order they are printed.
 _BUDGET_KEYS = ("max_epochs", "max_steps", "limit_train_batches", "trained_steps")
 
@@ -132,8 +152,12 @@ class Comparison:
 
 
 def _is_metric(name: str, value: Any) -> bool:
-    return (isinstance(value, (int, float)) and not isinstance(value, bool)
-            and not name.endswith("_std") and name not in _RUN_COLUMNS)
+    return (
+        isinstance(value, (int, float))
+        and not isinstance(value, bool)
+        and not name.endswith("_std")
+        and name not in _RUN_COLUMNS
+    )
 
 
 def _problem(value: Any) -> str:
@@ -146,13 +170,16 @@ def _problem(value: Any) -> str:
     return ""
 
 
-def compare_rows(ours: Mapping[str, Any], expected: Mapping[str, Any],
-                 tolerances: Mapping[str, float] | None = None,
-                 metrics: Sequence[str] | None = None,
-                 relative_tolerances: Mapping[str, float] | None = None,
-                 notes: Mapping[str, str] | None = None,
-                 exclude: Sequence[str] = (),
-                 problems: Mapping[str, str] | None = None) -> list[Comparison]:
+def compare_rows(
+    ours: Mapping[str, Any],
+    expected: Mapping[str, Any],
+    tolerances: Mapping[str, float] | None = None,
+    metrics: Sequence[str] | None = None,
+    relative_tolerances: Mapping[str, float] | None = None,
+    notes: Mapping[str, str] | None = None,
+    exclude: Sequence[str] = (),
+    problems: Mapping[str, str] | None = None,
+) -> list[Comparison]:
     """Compare every metric the expected row holds (or only ``metrics``), each under its
     tolerance.
 
@@ -176,42 +203,59 @@ def compare_rows(ours: Mapping[str, Any], expected: Mapping[str, Any],
     relative = {k: v for k, v in RELATIVE_TOLERANCES.items() if k not in tolerances} | relative
     if negative := {k: v for k, v in (absolute | relative).items() if not v >= 0}:
         raise ValueError(f"tolerances must be >= 0, got {negative}.")
-    for kind, values, bound in (("absolute", absolute, MAX_TOLERANCE),
-                                ("relative", relative, MAX_RELATIVE_TOLERANCE)):
+    for kind, values, bound in (
+        ("absolute", absolute, MAX_TOLERANCE),
+        ("relative", relative, MAX_RELATIVE_TOLERANCE),
+    ):
         if wide := {k: v for k, v in values.items() if not v <= bound}:
             name, value = next(iter(wide.items()))
             raise ValueError(
                 f"the {kind} tolerance {name}={value:g} is wider than {bound:g}"
                 f"{' (100%)' if kind == 'relative' else ' (a whole percentage scale)'}: it "
                 f"would pass any value; give a tolerance in the table's units, e.g. "
-                f"Acc=0.5.")
-    expected_values = {k: float(v) for k, v in expected.items()
-                       if _is_metric(k, v) and not math.isnan(float(v))}
+                f"Acc=0.5."
+            )
+    expected_values = {
+        k: float(v) for k, v in expected.items() if _is_metric(k, v) and not math.isnan(float(v))
+    }
     if not expected_values:
         raise ValueError(f"the expected row holds no metric: {dict(expected)}.")
     if infinite := sorted(k for k, v in expected_values.items() if math.isinf(v)):
-        raise ValueError(f"the expected row holds {infinite[0]}={expected_values[infinite[0]]}: "
-                         f"an infinite expected value would pass or fail any result; give the "
-                         f"reference a finite value (or leave the cell empty).")
+        raise ValueError(
+            f"the expected row holds {infinite[0]}={expected_values[infinite[0]]}: "
+            f"an infinite expected value would pass or fail any result; give the "
+            f"reference a finite value (or leave the cell empty)."
+        )
     for option, names in (("metric", metrics or ()), ("excluded metric", exclude)):
         if unknown := [name for name in names if name not in expected_values]:
-            raise ValueError(f"{option} {unknown[0]!r} is not in the expected row; it holds "
-                             f"{sorted(expected_values)}.")
+            raise ValueError(
+                f"{option} {unknown[0]!r} is not in the expected row; it holds "
+                f"{sorted(expected_values)}."
+            )
     names = list(metrics) if metrics else list(expected_values)
     names += [name for name in exclude if name not in names]
     if all(name in exclude for name in names):
-        raise ValueError(f"every metric of the expected row is excluded ({', '.join(names)}): "
-                         f"nothing would be compared; exclude fewer metrics.")
+        raise ValueError(
+            f"every metric of the expected row is excluded ({', '.join(names)}): "
+            f"nothing would be compared; exclude fewer metrics."
+        )
     notes, problems = notes or {}, problems or {}
     comparisons = []
     for name in names:
         value = ours.get(name)
         value = float(value) if _is_metric(name, value) else None
-        comparisons.append(Comparison(
-            name, value, expected_values[name], relative.get(name, absolute.get(name, 0.0)),
-            name in relative, notes.get(name, ""), problems.get(name) or _problem(value),
-            name in exclude,
-        ))
+        comparisons.append(
+            Comparison(
+                name,
+                value,
+                expected_values[name],
+                relative.get(name, absolute.get(name, 0.0)),
+                name in relative,
+                notes.get(name, ""),
+                problems.get(name) or _problem(value),
+                name in exclude,
+            )
+        )
     return comparisons
 
 
@@ -222,17 +266,27 @@ def _number(value: float | None, digits: str = ".4g") -> str:
 def format_report(comparisons: Sequence[Comparison], context: Sequence[str] = ()) -> str:
     """A readable diff: the ``context`` lines, one line per metric (failures marked ``FAIL``
     with their reason), and a last line counting the failures."""
-    body = [[c.metric, _number(c.ours), f"{c.expected:.4g}",
-             "--" if c.problem or c.ours is None else f"{c.delta:+.4g}",
-             f"{c.tolerance * 100:g}%" if c.relative else f"{c.tolerance:.4g}",
-             c.verdict + (f"  ({c.note})" if c.note else "")]
-            for c in comparisons]
-    table = format_table(["metric", "ours", "expected", "delta", "tol", "verdict"], body,
-                         align="lrrrrl")
+    body = [
+        [
+            c.metric,
+            _number(c.ours),
+            f"{c.expected:.4g}",
+            "--" if c.problem or c.ours is None else f"{c.delta:+.4g}",
+            f"{c.tolerance * 100:g}%" if c.relative else f"{c.tolerance:.4g}",
+            c.verdict + (f"  ({c.note})" if c.note else ""),
+        ]
+        for c in comparisons
+    ]
+    table = format_table(
+        ["metric", "ours", "expected", "delta", "tol", "verdict"], body, align="lrrrrl"
+    )
     checked = [c for c in comparisons if not c.excluded]
     failed = [c for c in checked if not c.ok]
-    summary = f"{len(failed)} of {len(checked)} metrics failed" + (": " + ", ".join(
-        f"{c.metric} ({c.problem or 'out of tolerance'})" for c in failed) if failed else "")
+    summary = f"{len(failed)} of {len(checked)} metrics failed" + (
+        ": " + ", ".join(f"{c.metric} ({c.problem or 'out of tolerance'})" for c in failed)
+        if failed
+        else ""
+    )
     if excluded := [c.metric for c in comparisons if c.excluded]:
         summary += f"; excluded: {', '.join(excluded)}"
     return "".join(line + "\n" for line in context) + table + summary
@@ -249,8 +303,10 @@ def _pairs(pairs: Sequence[str], option: str, cast=str) -> dict[str, Any]:
         except ValueError:
             raise ValueError(f"{option} {name}: expected a number, got {value!r}.") from None
         if cast is float and not 0 <= parsed[name] < math.inf:
-            raise ValueError(f"{option} {name}={value}: expected a finite number >= 0 (an "
-                             f"infinite or NaN tolerance would pass any value).")
+            raise ValueError(
+                f"{option} {name}={value}: expected a finite number >= 0 (an "
+                f"infinite or NaN tolerance would pass any value)."
+            )
     return parsed
 
 
@@ -263,8 +319,9 @@ class _Ours:
     problems: dict[str, str]
 
 
-def _load_ours(path: str, row_label: str | None, select: Sequence[str] = (),
-               allow_unknown: bool = False) -> _Ours:
+def _load_ours(
+    path: str, row_label: str | None, select: Sequence[str] = (), allow_unknown: bool = False
+) -> _Ours:
     """Our row: a ``rows.csv`` (by ``method`` label, else its only row) or runs to average,
     those of one settings group (:func:`~torch_uncertainty_signorm.reproduction.run_groups.
     select_runs`: runs of different settings are refused unless ``select`` picks one group)."""
@@ -275,16 +332,21 @@ def _load_ours(path: str, row_label: str | None, select: Sequence[str] = (),
             rows = [r for r in rows if same_key(row_label, r.get("method"))]
         if len(rows) != 1:
             labels = [str(r.get("method")) for r in read_rows(file)]
-            raise ValueError(f"{path} holds {len(rows)} rows"
-                             + (f" labelled {row_label!r}" if row_label else "")
-                             + f"; pass --row LABEL to pick one of {labels}.")
+            raise ValueError(
+                f"{path} holds {len(rows)} rows"
+                + (f" labelled {row_label!r}" if row_label else "")
+                + f"; pass --row LABEL to pick one of {labels}."
+            )
         row = rows[0]
         runs = row.get("runs")
         seeds = f" (seeds {row['seeds']})" if row.get("seeds") else ""
         count = "an unknown number of" if runs is None else f"{runs:g}"
         plural = "" if runs == 1 else "s"
-        return _Ours(row, [(f"ours: row {row.get('method')!r} of {path}: {count} training "
-                            f"run{plural}{seeds}")], {})
+        return _Ours(
+            row,
+            [(f"ours: row {row.get('method')!r} of {path}: {count} training run{plural}{seeds}")],
+            {},
+        )
     found = find_runs([path])
     unknown = sorted({str(run.path.parent) for run in found if not _has_settings(run)})
     if unknown and not allow_unknown:
@@ -293,20 +355,27 @@ def _load_ours(path: str, row_label: str | None, select: Sequence[str] = (),
             f"or settings.json beside results.csv: {', '.join(unknown[:3])}"
             f"{', ...' if len(unknown) > 3 else ''}): runs of another τ, M or budget could be "
             f"averaged as seeds of one method. Point at the runs' folders as the command wrote "
-            f"them, or pass --allow-unknown-settings to compare them anyway.")
+            f"them, or pass --allow-unknown-settings to compare them anyway."
+        )
     runs = select_runs(found, select, path)
     merged = merge_evaluations(runs)
-    problems = {column: f"missing from {len(lacking)} of {len(merged)} runs"
-                for column, lacking in missing_columns(merged).items()}
+    problems = {
+        column: f"missing from {len(lacking)} of {len(merged)} runs"
+        for column, lacking in missing_columns(merged).items()
+    }
     context = [f"ours: {path}: {line}" for line in run_summary(runs)]
     for run in merged:  # a row appended by hand reads as the run's result: say it is there
         if (count := result_rows(run.path)) > 1:
-            context.append(f"warning: {run.path} holds {count} result rows (one per test call "
-                           f"logged there, or rows appended to it); its last row counts")
+            context.append(
+                f"warning: {run.path} holds {count} result rows (one per test call "
+                f"logged there, or rows appended to it); its last row counts"
+            )
     if unknown:
-        context.append(f"warning: the settings of {len(unknown)} run(s) could not be read (no "
-                       f"config.yaml or settings.json), so they were not compared: averaged as "
-                       f"seeds of one method on --allow-unknown-settings")
+        context.append(
+            f"warning: the settings of {len(unknown)} run(s) could not be read (no "
+            f"config.yaml or settings.json), so they were not compared: averaged as "
+            f"seeds of one method on --allow-unknown-settings"
+        )
     return _Ours(aggregate(runs, row_label or "ours"), context, problems)
 
 
@@ -315,12 +384,16 @@ def _has_settings(run: Run) -> bool:
     from .runs import SETTINGS_FILENAME
 
     folders = {run.path.parent, *([run.training_run] if run.training_run else [])}
-    return any((folder / name).is_file() for folder in folders
-               for name in ("config.yaml", SETTINGS_FILENAME))
+    return any(
+        (folder / name).is_file()
+        for folder in folders
+        for name in ("config.yaml", SETTINGS_FILENAME)
+    )
 
 
-def _load_expected(args: argparse.Namespace) -> tuple[dict[str, Any], dict[str, str], str,
-                                                       dict[str, Any] | None]:
+def _load_expected(
+    args: argparse.Namespace,
+) -> tuple[dict[str, Any], dict[str, str], str, dict[str, Any] | None]:
     """The expected row, notes on its values (errata corrected), what it is, and the budget of
     the protocol behind it (``None`` when unknown)."""
     if args.published:
@@ -339,17 +412,20 @@ def _load_expected(args: argparse.Namespace) -> tuple[dict[str, Any], dict[str, 
         matching = [r for r in rows if all(same_key(v, r.get(k, "")) for k, v in keys.items())]
         if not matching:
             valid = {k: sorted({str(r.get(k, "")) for r in rows}) for k in keys}
-            raise ValueError(f"no reference row in {args.reference} matches {keys}; valid "
-                             f"values: {valid}.")
+            raise ValueError(
+                f"no reference row in {args.reference} matches {keys}; valid values: {valid}."
+            )
         rows = matching
     if not rows:
         raise ValueError(f"{args.reference} holds no reference row.")
     if len(rows) > 1:
         labels = [str(r.get("method")) for r in rows]
-        raise ValueError(f"{args.reference} holds {len(rows)} reference rows"
-                         + (" matching --reference-where" if args.reference_where else "")
-                         + f" ({', '.join(labels[:5])}); a check compares with one: pick it "
-                         f"with --reference-where method=LABEL.")
+        raise ValueError(
+            f"{args.reference} holds {len(rows)} reference rows"
+            + (" matching --reference-where" if args.reference_where else "")
+            + f" ({', '.join(labels[:5])}); a check compares with one: pick it "
+            f"with --reference-where method=LABEL."
+        )
     row = rows[0]
     budget = {k: row[k] for k in _BUDGET_KEYS if k in row} or None
     return row, {}, f"reference {args.reference}, row {row.get('method')!r}", budget
@@ -368,8 +444,11 @@ def _empty_reference_cells(path: str, row: Mapping[str, Any]) -> list[str]:
 def _budget_text(budget: Mapping[str, Any] | None) -> str:
     if not budget:
         return "unknown"
-    text = ", ".join(f"{k}={budget[k]:g}" if isinstance(budget[k], float) else f"{k}={budget[k]}"
-                     for k in (*_BUDGET_KEYS, "fast_dev_run") if k in budget)
+    text = ", ".join(
+        f"{k}={budget[k]:g}" if isinstance(budget[k], float) else f"{k}={budget[k]}"
+        for k in (*_BUDGET_KEYS, "fast_dev_run")
+        if k in budget
+    )
     return text + (f" ({budget['source']})" if budget.get("source") else "")
 
 
@@ -384,8 +463,12 @@ def _shorter(ours: Mapping[str, Any], expected: Mapping[str, Any] | None) -> boo
         return True
     for key in ("max_epochs", "max_steps", "trained_steps"):
         mine, theirs = ours.get(key), expected.get(key)
-        if (isinstance(theirs, (int, float)) and theirs > 0 and isinstance(mine, (int, float))
-                and 0 <= mine < theirs):
+        if (
+            isinstance(theirs, (int, float))
+            and theirs > 0
+            and isinstance(mine, (int, float))
+            and 0 <= mine < theirs
+        ):
             return True
     return False
 
@@ -404,39 +487,75 @@ def _parser() -> argparse.ArgumentParser:
         description="Compare results with a published or reference row under per-metric "
         "tolerances; exit 1 when a metric of the expected row is out of tolerance, missing, NaN "
         "or infinite in ours, or when fewer seeds than --min-seeds were found.",
-        epilog="Default tolerances: " + ", ".join(
+        epilog="Default tolerances: "
+        + ", ".join(
             [f"{k}={v:g}" for k, v in DEFAULT_TOLERANCES.items()]
-            + [f"{k}={v * 100:g}%" for k, v in RELATIVE_TOLERANCES.items()]),
+            + [f"{k}={v * 100:g}%" for k, v in RELATIVE_TOLERANCES.items()]
+        ),
     )
-    parser.add_argument("results",
-                        help="rows.csv of results_table, a results.csv, or a folder of runs")
+    parser.add_argument(
+        "results", help="rows.csv of results_table, a results.csv, or a folder of runs"
+    )
     parser.add_argument("--row", help="label (method column) of the row to check in a rows.csv")
     expected = parser.add_mutually_exclusive_group(required=True)
     expected.add_argument("--published", help="published table name, e.g. main, rn18, mscaling")
     expected.add_argument("--reference", help="reference rows CSV (results_table format)")
-    parser.add_argument("--where", nargs="*", default=[], metavar="KEY=VALUE",
-                        help="the published row, e.g. dataset=CIFAR-100 arch=ResNet-50 "
-                        "method=σN-Ens (or arch=WRN-28-10 method=sigmaN-Ens)")
-    parser.add_argument("--reference-where", nargs="*", default=[], metavar="KEY=VALUE",
-                        help="the reference row (default: the first)")
-    parser.add_argument("--tol", nargs="*", default=[], metavar="METRIC=TOL",
-                        help="override tolerances, e.g. Acc=1.0 NLL=0.05 (absolute) or "
-                        "MAdds=5%% (relative to the expected value)")
+    parser.add_argument(
+        "--where",
+        nargs="*",
+        default=[],
+        metavar="KEY=VALUE",
+        help="the published row, e.g. dataset=CIFAR-100 arch=ResNet-50 "
+        "method=σN-Ens (or arch=WRN-28-10 method=sigmaN-Ens)",
+    )
+    parser.add_argument(
+        "--reference-where",
+        nargs="*",
+        default=[],
+        metavar="KEY=VALUE",
+        help="the reference row (default: the first)",
+    )
+    parser.add_argument(
+        "--tol",
+        nargs="*",
+        default=[],
+        metavar="METRIC=TOL",
+        help="override tolerances, e.g. Acc=1.0 NLL=0.05 (absolute) or "
+        "MAdds=5%% (relative to the expected value)",
+    )
     parser.add_argument("--metrics", nargs="*", help="check only these metrics")
-    parser.add_argument("--exclude", nargs="*", default=[], metavar="METRIC",
-                        help="leave these metrics of the expected row out (e.g. AUPR AUROC FPR95 "
-                        "for a run without OOD evaluation); the report lists them")
-    parser.add_argument("--select", nargs="*", default=[], metavar="KEY=VALUE",
-                        help="the runs to average when the folder holds runs of different "
-                        "settings (which are refused otherwise), e.g. tau=0.1 "
-                        "target_diversity=unset; KEY is a setting of the runs' config.yaml "
-                        "(its last parts suffice)")
-    parser.add_argument("--allow-unknown-settings", action="store_true",
-                        help="average results.csv files whose settings cannot be read (no "
-                        "config.yaml or settings.json beside them; refused otherwise), saying "
-                        "so in the report")
-    parser.add_argument("--min-seeds", type=int, default=1, metavar="N",
-                        help="fail unless our row averages at least N distinct seeds (default 1)")
+    parser.add_argument(
+        "--exclude",
+        nargs="*",
+        default=[],
+        metavar="METRIC",
+        help="leave these metrics of the expected row out (e.g. AUPR AUROC FPR95 "
+        "for a run without OOD evaluation); the report lists them",
+    )
+    parser.add_argument(
+        "--select",
+        nargs="*",
+        default=[],
+        metavar="KEY=VALUE",
+        help="the runs to average when the folder holds runs of different "
+        "settings (which are refused otherwise), e.g. tau=0.1 "
+        "target_diversity=unset; KEY is a setting of the runs' config.yaml "
+        "(its last parts suffice)",
+    )
+    parser.add_argument(
+        "--allow-unknown-settings",
+        action="store_true",
+        help="average results.csv files whose settings cannot be read (no "
+        "config.yaml or settings.json beside them; refused otherwise), saying "
+        "so in the report",
+    )
+    parser.add_argument(
+        "--min-seeds",
+        type=int,
+        default=1,
+        metavar="N",
+        help="fail unless our row averages at least N distinct seeds (default 1)",
+    )
     return parser
 
 
@@ -449,33 +568,54 @@ def _check(args: argparse.Namespace) -> tuple[str, bool]:
     if args.min_seeds < 1:
         raise ValueError(f"--min-seeds must be >= 1, got {args.min_seeds}.")
     tolerances = _pairs([t for t in args.tol if not t.endswith("%")], "--tol", float)
-    relative = {name: value / 100 for name, value in _pairs(
-        [t.removesuffix("%") for t in args.tol if t.endswith("%")], "--tol", float).items()}
+    relative = {
+        name: value / 100
+        for name, value in _pairs(
+            [t.removesuffix("%") for t in args.tol if t.endswith("%")], "--tol", float
+        ).items()
+    }
     expected, notes, described, budget = _load_expected(args)
     ours = _load_ours(args.results, args.row, args.select, args.allow_unknown_settings)
-    comparisons = compare_rows(ours.row, expected, tolerances, args.metrics, relative, notes,
-                               args.exclude, ours.problems)
+    comparisons = compare_rows(
+        ours.row, expected, tolerances, args.metrics, relative, notes, args.exclude, ours.problems
+    )
     seeds = _seed_count(ours.row)
     our_budget = {k: ours.row[k] for k in _BUDGET_KEYS if k in ours.row}
-    context = [*ours.context, f"expected: {described}",
-               f"budget: ours {_budget_text(our_budget)} | expected {_budget_text(budget)}"]
-    if unchecked := [f"{name} {ours.row[name]:.4g}" for name in DIVERSITY_COLUMNS
-                     if isinstance(ours.row.get(name), float) and name not in expected]:
+    context = [
+        *ours.context,
+        f"expected: {described}",
+        f"budget: ours {_budget_text(our_budget)} | expected {_budget_text(budget)}",
+    ]
+    if unchecked := [
+        f"{name} {ours.row[name]:.4g}"
+        for name in DIVERSITY_COLUMNS
+        if isinstance(ours.row.get(name), float) and name not in expected
+    ]:
         context.append(f"diversity (ours; the expected row has none): {', '.join(unchecked)}")
-    if args.reference and (empty := [
-            name for name in _empty_reference_cells(args.reference, expected)
-            if _is_metric(name, ours.row.get(name))]):
-        context.append(f"not compared (empty in the reference row, present in ours): "
-                       f"{', '.join(empty)}; give the reference a value or pass --metrics")
+    if args.reference and (
+        empty := [
+            name
+            for name in _empty_reference_cells(args.reference, expected)
+            if _is_metric(name, ours.row.get(name))
+        ]
+    ):
+        context.append(
+            f"not compared (empty in the reference row, present in ours): "
+            f"{', '.join(empty)}; give the reference a value or pass --metrics"
+        )
     if _shorter(ours.row, budget):
-        context.append("warning: our runs trained on a smaller budget than the expected row's: "
-                       "a smoke test, not a reproduction")
+        context.append(
+            "warning: our runs trained on a smaller budget than the expected row's: "
+            "a smoke test, not a reproduction"
+        )
     passed = all(c.ok for c in comparisons)
     report = format_report(comparisons, context)
     if seeds < args.min_seeds:
         passed = False
-        report += (f"\nFAIL: {seeds} distinct seed{'s' * (seeds != 1)} averaged, --min-seeds "
-                   f"{args.min_seeds} required")
+        report += (
+            f"\nFAIL: {seeds} distinct seed{'s' * (seeds != 1)} averaged, --min-seeds "
+            f"{args.min_seeds} required"
+        )
     return report, passed
 
 

@@ -98,7 +98,8 @@ PAPER_COLUMNS: dict[str, PaperColumn] = {
     "FPR95": PaperColumn("ood/FPR95", 100, ".1f"),
     **{
         f"{metric}_{group}": PaperColumn(ood_metric_name(group, metric), 100, ".2f")
-        for group in ("near", "far") for metric in ("AUROC", "AUPR", "FPR95")
+        for group in ("near", "far")
+        for metric in ("AUROC", "AUPR", "FPR95")
     },
     "Params": PaperColumn("test/cplx/params", 1e-6, ".2f"),
     "MAdds": PaperColumn("test/cplx/flops", math.nan, ".3g"),  # see madds_per_image
@@ -139,8 +140,10 @@ def madds_per_image(flops: float, images_per_batch: int) -> float:
     Raises:
         ValueError: If ``images_per_batch`` is not a positive integer.
     """
-    if isinstance(images_per_batch, bool) or not isinstance(images_per_batch, int) or (
-        images_per_batch < 1
+    if (
+        isinstance(images_per_batch, bool)
+        or not isinstance(images_per_batch, int)
+        or (images_per_batch < 1)
     ):
         raise ValueError(
             f"images_per_batch must be a positive integer (the first test batch's size), "
@@ -170,8 +173,13 @@ def paper_metrics(run: Run, test_batch_size: int | None = None) -> dict[str, flo
     return row
 
 
-def mean_std(runs: Sequence[Run], columns: Sequence[str] | None = None,
-             test_batch_size: int | None = None, *, skip_nonfinite: bool = True) -> dict[str, Any]:
+def mean_std(
+    runs: Sequence[Run],
+    columns: Sequence[str] | None = None,
+    test_batch_size: int | None = None,
+    *,
+    skip_nonfinite: bool = True,
+) -> dict[str, Any]:
     """Mean and sample std (``ddof=1``; 0 for one value, NaN for none) of each column.
 
     A column is a paper column (``Acc``, see :func:`paper_metrics`) or a raw ``results.csv``
@@ -181,38 +189,51 @@ def mean_std(runs: Sequence[Run], columns: Sequence[str] | None = None,
     infinite. ``columns`` defaults to the paper columns every run logged (any run, when
     ``skip_nonfinite`` is ``False``). Returns ``{"runs": n, "Acc": mean, "Acc_std": std, ...}``.
     """
-    per_run = [{name: value for name, value in (paper_metrics(run, test_batch_size)
-                                                | dict(run.metrics)).items()
-                if not (skip_nonfinite and math.isnan(value))} for run in runs]
+    per_run = [
+        {
+            name: value
+            for name, value in (paper_metrics(run, test_batch_size) | dict(run.metrics)).items()
+            if not (skip_nonfinite and math.isnan(value))
+        }
+        for run in runs
+    ]
     if columns is None:
         logged = all if skip_nonfinite else any
-        columns = [name for name in _ALL_PAPER_COLUMNS
-                   if per_run and logged(name in metrics for metrics in per_run)]
+        columns = [
+            name
+            for name in _ALL_PAPER_COLUMNS
+            if per_run and logged(name in metrics for metrics in per_run)
+        ]
     row: dict[str, Any] = {"runs": len(runs)}
     for column in columns:
         values = [metrics[column] for metrics in per_run if column in metrics]
         finite = bool(values) and all(map(math.isfinite, values))
         # sum: NaN if a value is NaN, else the infinite one (fmean raises on inf - inf)
-        row[column] = (statistics.fmean(values) if finite else sum(values) if values
-                       else math.nan)
-        row[f"{column}_std"] = (math.nan if not finite else 0.0 if len(values) == 1
-                                else statistics.stdev(values))
+        row[column] = statistics.fmean(values) if finite else sum(values) if values else math.nan
+        row[f"{column}_std"] = (
+            math.nan if not finite else 0.0 if len(values) == 1 else statistics.stdev(values)
+        )
     return row
 
 
 #: Every column of :func:`paper_metrics`, in the tables' order.
-_ALL_PAPER_COLUMNS = [*PAPER_COLUMNS,
-                      *(f"s{k}/{name}" for k in SEVERITIES for name in SHIFT_COLUMNS)]
+_ALL_PAPER_COLUMNS = [
+    *PAPER_COLUMNS,
+    *(f"s{k}/{name}" for k in SEVERITIES for name in SHIFT_COLUMNS),
+]
 
 
-def missing_columns(runs: Sequence[Run],
-                    test_batch_size: int | None = None) -> dict[str, list[Path]]:
+def missing_columns(
+    runs: Sequence[Run], test_batch_size: int | None = None
+) -> dict[str, list[Path]]:
     """The paper columns some of ``runs`` logged and others did not: column -> the
     ``results.csv`` files lacking it."""
     per_run = [(run.path, paper_metrics(run, test_batch_size)) for run in runs]
-    return {name: [path for path, metrics in per_run if name not in metrics]
-            for name in _ALL_PAPER_COLUMNS
-            if 0 < sum(name in metrics for _, metrics in per_run) < len(per_run)}
+    return {
+        name: [path for path, metrics in per_run if name not in metrics]
+        for name in _ALL_PAPER_COLUMNS
+        if 0 < sum(name in metrics for _, metrics in per_run) < len(per_run)
+    }
 
 
 def run_summary(runs: Sequence[Run], test_batch_size: int | None = None) -> list[str]:
@@ -220,18 +241,26 @@ def run_summary(runs: Sequence[Run], test_batch_size: int | None = None) -> list
     merged into one run, and the paper columns some runs lack."""
     merged = merge_evaluations(runs)
     seeds = [str(run.settings.get("seed", "?")) for run in merged]
-    lines = [(f"{len(merged)} training run{'s' * (len(merged) != 1)} (seed"
-              f"{'s' * (len(merged) != 1)} {', '.join(seeds)}) from {len(runs)} results.csv")]
+    lines = [
+        (
+            f"{len(merged)} training run{'s' * (len(merged) != 1)} (seed"
+            f"{'s' * (len(merged) != 1)} {', '.join(seeds)}) from {len(runs)} results.csv"
+        )
+    ]
     if len(set(seeds) - {"?"}) < len([s for s in seeds if s != "?"]):
         lines.append("warning: training runs share a seed; they are not independent repeats")
     for run in merged:
         if len(run.evaluations) > 1:
             later = ", ".join(str(path.parent) for path in run.evaluations[:-1])
-            lines.append(f"{run.training_run}: evaluated {len(run.evaluations)} times; the "
-                         f"latest ({run.path.parent}) counts, not {later}")
+            lines.append(
+                f"{run.training_run}: evaluated {len(run.evaluations)} times; the "
+                f"latest ({run.path.parent}) counts, not {later}"
+            )
     for column, lacking in missing_columns(merged, test_batch_size).items():
-        lines.append(f"warning: {column} is missing from {len(lacking)} of {len(merged)} runs: "
-                     + ", ".join(str(path.parent) for path in lacking))
+        lines.append(
+            f"warning: {column} is missing from {len(lacking)} of {len(merged)} runs: "
+            + ", ".join(str(path.parent) for path in lacking)
+        )
     return lines
 
 
@@ -240,8 +269,9 @@ def _shared(values: Sequence[Any]) -> Any:
     return values[0] if values and all(v == values[0] for v in values) else None
 
 
-def aggregate(runs: Sequence[Run], label: str,
-              test_batch_size: int | None = None) -> dict[str, Any]:
+def aggregate(
+    runs: Sequence[Run], label: str, test_batch_size: int | None = None
+) -> dict[str, Any]:
     """One table row: ``label``, ``seeds``, the shared budget and the :func:`mean_std` of every
     paper column a run logged.
 
@@ -262,8 +292,11 @@ def aggregate(runs: Sequence[Run], label: str,
     if not runs:
         raise ValueError(f"no runs to aggregate for {label!r}.")
     runs = merge_evaluations(runs)
-    row: dict[str, Any] = {"method": label, "runs": len(runs),
-                           "seeds": " ".join(str(run.settings.get("seed", "?")) for run in runs)}
+    row: dict[str, Any] = {
+        "method": label,
+        "runs": len(runs),
+        "seeds": " ".join(str(run.settings.get("seed", "?")) for run in runs),
+    }
     # Lightning's defaults; by type too: an int limit_train_batches of 1 is one batch, not 1.0.
     unbounded = {"max_steps": -1, "limit_train_batches": 1.0}
     for key in ("max_epochs", "max_steps", "limit_train_batches"):
@@ -273,9 +306,14 @@ def aggregate(runs: Sequence[Run], label: str,
             row[key] = value
     if _shared([bool(run.settings.get("fast_dev_run")) for run in runs]):
         row["max_steps"] = int(runs[0].settings["fast_dev_run"])  # fast_dev_run: N batches
-    steps = [int(run.metrics[TRAINED_STEPS_COLUMN])
-             if math.isfinite(run.metrics.get(TRAINED_STEPS_COLUMN, math.nan))
-             else trained_steps(run.training_run) if run.training_run else None for run in runs]
+    steps = [
+        int(run.metrics[TRAINED_STEPS_COLUMN])
+        if math.isfinite(run.metrics.get(TRAINED_STEPS_COLUMN, math.nan))
+        else trained_steps(run.training_run)
+        if run.training_run
+        else None
+        for run in runs
+    ]
     if (value := _shared(steps)) is not None:
         row["trained_steps"] = value
     return row | mean_std(runs, test_batch_size=test_batch_size, skip_nonfinite=False)
@@ -291,15 +329,17 @@ def write_rows(rows: Sequence[Mapping[str, Any]], path: str | Path) -> None:
     buffer = io.StringIO(newline="")
     writer = csv.DictWriter(buffer, fieldnames=columns, restval="")
     writer.writeheader()
-    writer.writerows({k: f"{v:.10g}" if isinstance(v, float) else v for k, v in row.items()}
-                     for row in rows)  # no float noise such as 4.390000000000001
+    writer.writerows(
+        {k: f"{v:.10g}" if isinstance(v, float) else v for k, v in row.items()} for row in rows
+    )  # no float noise such as 4.390000000000001
     with replaced_atomically(path) as partial:
         partial.write_text(buffer.getvalue(), newline="")
 
 
 #: Columns of a rows CSV that hold numbers (the metrics, their stds, the runs' budget).
-_NUMBER_COLUMNS = frozenset({"runs", "max_epochs", "max_steps", "limit_train_batches",
-                             "trained_steps"})
+_NUMBER_COLUMNS = frozenset(
+    {"runs", "max_epochs", "max_steps", "limit_train_batches", "trained_steps"}
+)
 
 
 def _numeric_column(key: str) -> bool:
@@ -321,8 +361,11 @@ def read_rows(path: str | Path) -> list[dict[str, Any]]:
     from ..safety.files import read_regular
 
     path = Path(path)
-    text = read_regular(path, "rows", 16 << 20, "a rows CSV").decode(
-        "utf-8", errors="replace").removeprefix("\ufeff")  # a BOM is no part of a name
+    text = (
+        read_regular(path, "rows", 16 << 20, "a rows CSV")
+        .decode("utf-8", errors="replace")
+        .removeprefix("\ufeff")
+    )  # a BOM is no part of a name
     rows = []
     try:
         reader = csv.reader(io.StringIO(text, newline=""))
@@ -330,8 +373,10 @@ def read_rows(path: str | Path) -> list[dict[str, Any]]:
         check_header(header, path)
         for number, fields in enumerate(reader, start=2):
             if len(fields) > len(header):
-                raise ValueError(f"{path}: line {number} has {len(fields)} cells but the "
-                                 f"header has {len(header)}.")
+                raise ValueError(
+                    f"{path}: line {number} has {len(fields)} cells but the "
+                    f"header has {len(header)}."
+                )
             row = {}
             for key, cell in zip(header, fields, strict=False):
                 if cell == "":
@@ -350,9 +395,11 @@ def _rows_cell(key: str, text: str, path: Path, line: int) -> Any:
         return float(text)
     except ValueError:
         if _numeric_column(key) or text[:1] in ("=", "+", "-", "@"):
-            raise ValueError(f"{path}: line {line}, column {key!r} holds {text!r:.60}, not a "
-                             f"number (a formula or text); a rows CSV holds numbers in its "
-                             f"metric columns.") from None
+            raise ValueError(
+                f"{path}: line {line}, column {key!r} holds {text!r:.60}, not a "
+                f"number (a formula or text); a rows CSV holds numbers in its "
+                f"metric columns."
+            ) from None
         return text
 
 
@@ -368,8 +415,9 @@ def _format(value: Any, std: Any, column: str) -> str:
     return text
 
 
-def _our_rows(table: PublishedTable | None, rows: Sequence[Mapping[str, Any]],
-              where: Mapping[str, str]) -> list[dict[str, str]]:
+def _our_rows(
+    table: PublishedTable | None, rows: Sequence[Mapping[str, Any]], where: Mapping[str, str]
+) -> list[dict[str, str]]:
     """Our aggregated rows as display cells in the published table's columns."""
     keys = table.key_columns if table else ["method"]
     metric_columns = _metric_columns(table, rows)
@@ -384,8 +432,9 @@ def _our_rows(table: PublishedTable | None, rows: Sequence[Mapping[str, Any]],
             if k is not None:
                 cells["severity"], prefix = str(k), f"s{k}/"
             for column in metric_columns:
-                cells[column] = _format(row.get(prefix + column), row.get(f"{prefix}{column}_std"),
-                                        column)
+                cells[column] = _format(
+                    row.get(prefix + column), row.get(f"{prefix}{column}_std"), column
+                )
             out.append(cells)
     return out
 
@@ -393,13 +442,18 @@ def _our_rows(table: PublishedTable | None, rows: Sequence[Mapping[str, Any]],
 def _metric_columns(table: PublishedTable | None, rows: Sequence[Mapping[str, Any]]) -> list[str]:
     if table is not None:
         return [c for c in table.metric_columns if not c.endswith("_std")] + [
-            c for c in DIVERSITY_COLUMNS
-            if c not in table.metric_columns and any(c in row for row in rows)]
+            c
+            for c in DIVERSITY_COLUMNS
+            if c not in table.metric_columns and any(c in row for row in rows)
+        ]
     return [c for c in PAPER_COLUMNS if any(c in row for row in rows)]
 
 
-def table_cells(table: PublishedTable | None, rows: Sequence[Mapping[str, Any]],
-                where: Mapping[str, str] | None = None) -> tuple[list[str], list[list[str]]]:
+def table_cells(
+    table: PublishedTable | None,
+    rows: Sequence[Mapping[str, Any]],
+    where: Mapping[str, str] | None = None,
+) -> tuple[list[str], list[list[str]]]:
     """Header and body: the published rows matching ``where``, then ours.
 
     Key columns fixed by ``where`` are dropped; published ``X ± X_std`` pairs are joined; a
@@ -419,8 +473,9 @@ def table_cells(table: PublishedTable | None, rows: Sequence[Mapping[str, Any]],
                 cells[column] = (row.get(column) or "--") + (f" ± {std}" if std else "")
                 if column in errata:
                     fmt = PAPER_COLUMNS[column].fmt if column in PAPER_COLUMNS else "g"
-                    cells[column] = (f"{errata[column]['corrected']:{fmt}} (erratum; printed "
-                                     f"{row[column]})")
+                    cells[column] = (
+                        f"{errata[column]['corrected']:{fmt}} (erratum; printed {row[column]})"
+                    )
             body.append(cells)
     body += _our_rows(table, rows, where)
     header = keys + metric_columns
@@ -428,14 +483,26 @@ def table_cells(table: PublishedTable | None, rows: Sequence[Mapping[str, Any]],
 
 
 def _latex_escape(text: str) -> str:
-    for char, escaped in (("\\", r"\textbackslash{}"), ("&", r"\&"), ("%", r"\%"), ("_", r"\_"),
-                          ("#", r"\#"), ("σ", r"$\sigma$"), ("±", r"$\pm$")):
+    for char, escaped in (
+        ("\\", r"\textbackslash{}"),
+        ("&", r"\&"),
+        ("%", r"\%"),
+        ("_", r"\_"),
+        ("#", r"\#"),
+        ("σ", r"$\sigma$"),
+        ("±", r"$\pm$"),
+    ):
         text = text.replace(char, escaped)
     return text
 
 
-def to_latex(header: Sequence[str], body: Sequence[Sequence[str]], caption: str = "",
-             label: str = "", num_key_columns: int = 1) -> str:
+def to_latex(
+    header: Sequence[str],
+    body: Sequence[Sequence[str]],
+    caption: str = "",
+    label: str = "",
+    num_key_columns: int = 1,
+) -> str:
     """A booktabs ``table`` environment; ``caption`` is LaTeX already (the paper's own)."""
     spec = "l" * num_key_columns + "r" * (len(header) - num_key_columns)
     lines = [r"\begin{table}[t]", r"\centering"]
@@ -443,8 +510,12 @@ def to_latex(header: Sequence[str], body: Sequence[Sequence[str]], caption: str 
         lines.append(rf"\caption{{{caption}}}")
     if label:
         lines.append(rf"\label{{{label}}}")
-    lines += [rf"\begin{{tabular}}{{{spec}}}", r"\toprule",
-              " & ".join(map(_latex_escape, header)) + r" \\", r"\midrule"]
+    lines += [
+        rf"\begin{{tabular}}{{{spec}}}",
+        r"\toprule",
+        " & ".join(map(_latex_escape, header)) + r" \\",
+        r"\midrule",
+    ]
     lines += [" & ".join(map(_latex_escape, row)) + r" \\" for row in body]
     lines += [r"\bottomrule", r"\end{tabular}", r"\end{table}"]
     return "\n".join(lines) + "\n"
@@ -466,23 +537,44 @@ def _parser() -> argparse.ArgumentParser:
         description="Collect TorchUncertainty results.csv files into mean ± std rows and append "
         "them to a published table (Markdown, LaTeX, CSV).",
     )
-    parser.add_argument("--run", action="append", required=True, metavar="LABEL=PATH[,PATH...]",
-                        help="one row: its label and the runs (folders searched for results.csv, "
-                        "or files) averaged into it; repeat for several rows")
+    parser.add_argument(
+        "--run",
+        action="append",
+        required=True,
+        metavar="LABEL=PATH[,PATH...]",
+        help="one row: its label and the runs (folders searched for results.csv, "
+        "or files) averaged into it; repeat for several rows",
+    )
     parser.add_argument("--published", help="published table to append to, e.g. main, rn18, vit")
-    parser.add_argument("--where", nargs="*", default=[], metavar="KEY=VALUE",
-                        help="published rows to keep, e.g. dataset=CIFAR-100 arch=ResNet-50 "
-                        "(aliases such as arch=WRN-28-10, method=sigmaN-Ens are accepted)")
-    parser.add_argument("--test-batch-size", type=int,
-                        help="size of the first test batch, for MAdds per image (default: from "
-                        "each run's settings.json or config.yaml)")
+    parser.add_argument(
+        "--where",
+        nargs="*",
+        default=[],
+        metavar="KEY=VALUE",
+        help="published rows to keep, e.g. dataset=CIFAR-100 arch=ResNet-50 "
+        "(aliases such as arch=WRN-28-10, method=sigmaN-Ens are accepted)",
+    )
+    parser.add_argument(
+        "--test-batch-size",
+        type=int,
+        help="size of the first test batch, for MAdds per image (default: from "
+        "each run's settings.json or config.yaml)",
+    )
     parser.add_argument("--out", default=".", help="folder for rows.csv, table.md and table.tex")
-    parser.add_argument("--overwrite", action="store_true",
-                        help="replace rows.csv, table.md and table.tex when --out holds them "
-                        "(refused otherwise: nothing is written)")
-    parser.add_argument("--select", nargs="*", default=[], metavar="KEY=VALUE",
-                        help="the runs of each row when its folders hold runs of different "
-                        "settings (refused otherwise), e.g. tau=0.1")
+    parser.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="replace rows.csv, table.md and table.tex when --out holds them "
+        "(refused otherwise: nothing is written)",
+    )
+    parser.add_argument(
+        "--select",
+        nargs="*",
+        default=[],
+        metavar="KEY=VALUE",
+        help="the runs of each row when its folders hold runs of different "
+        "settings (refused otherwise), e.g. tau=0.1",
+    )
     return parser
 
 
@@ -496,12 +588,16 @@ def _check_out(out: Path, overwrite: bool) -> None:
     import os
 
     if os.path.lexists(out) and not out.is_dir():
-        raise ValueError(f"--out {out} is a file, not a folder: give the folder to write "
-                         f"{', '.join(OUTPUT_NAMES)} into.")
+        raise ValueError(
+            f"--out {out} is a file, not a folder: give the folder to write "
+            f"{', '.join(OUTPUT_NAMES)} into."
+        )
     present = [name for name in OUTPUT_NAMES if os.path.lexists(out / name)]
     if present and not overwrite:
-        raise ValueError(f"--out {out} already holds {', '.join(present)}: nothing was "
-                         f"written. Choose another folder, or pass --overwrite to replace them.")
+        raise ValueError(
+            f"--out {out} already holds {', '.join(present)}: nothing was "
+            f"written. Choose another folder, or pass --overwrite to replace them."
+        )
     for name in present:
         if (out / name).is_dir() and not (out / name).is_symlink():
             raise ValueError(f"--out {out}: {name} is a folder; nothing was written.")
@@ -524,8 +620,10 @@ def main(argv: Sequence[str] | None = None) -> tuple[list[str], list[list[str]]]
                 raise ValueError(table.no_match_message(**where))
             where = table.resolve(**where)
         # each row: runs of one settings group, none on stand-in data (refused, named)
-        found = {label: select_runs(find_runs(paths.split(",")), args.select, label)
-                 for label, paths in groups.items()}
+        found = {
+            label: select_runs(find_runs(paths.split(",")), args.select, label)
+            for label, paths in groups.items()
+        }
     except (ValueError, OSError) as error:  # one line: no usage block above the reason
         print(f"{parser.prog}: error: {' '.join(str(error).split())}", file=sys.stderr)
         raise SystemExit(2) from None
@@ -541,8 +639,10 @@ def main(argv: Sequence[str] | None = None) -> tuple[list[str], list[list[str]]]
     caption = f"{table.meta['caption']} Our rows appended." if table else ""
     label = f"{table.label}-ours" if table else ""
     markdown = format_table(header, body, markdown=True)
-    for name, text in (("table.md", markdown),
-                       ("table.tex", to_latex(header, body, caption, label, num_keys))):
+    for name, text in (
+        ("table.md", markdown),
+        ("table.tex", to_latex(header, body, caption, label, num_keys)),
+    ):
         with replaced_atomically(out / name) as partial:  # a link there is replaced, not followed
             partial.write_text(text)
     print(markdown)

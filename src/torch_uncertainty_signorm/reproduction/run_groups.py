@@ -23,25 +23,60 @@ from .runs import SETTINGS_FILENAME, Run, merge_evaluations
 __all__ = ["group_runs", "run_settings", "select_runs"]
 
 #: Keys (a dotted path's last part) left out of a run's settings: they do not change its result.
-_IGNORED_NAMES = frozenset({
-    "seed_everything", "seed", "ckpt_path", "logger", "callbacks", "default_root_dir",
-    "devices", "accelerator", "num_nodes", "strategy", "root", "num_workers", "persistent_workers",
-    "pin_memory", "enable_progress_bar", "enable_model_summary", "enable_checkpointing",
-    "log_every_n_steps", "print_config", "eval_after_fit", "save_to_csv", "csv_filename",
-    "log_plots", "plugins", "profiler", "deterministic", "benchmark", "num_threads",
-})
+_IGNORED_NAMES = frozenset(
+    {
+        "seed_everything",
+        "seed",
+        "ckpt_path",
+        "logger",
+        "callbacks",
+        "default_root_dir",
+        "devices",
+        "accelerator",
+        "num_nodes",
+        "strategy",
+        "root",
+        "num_workers",
+        "persistent_workers",
+        "pin_memory",
+        "enable_progress_bar",
+        "enable_model_summary",
+        "enable_checkpointing",
+        "log_every_n_steps",
+        "print_config",
+        "eval_after_fit",
+        "save_to_csv",
+        "csv_filename",
+        "log_plots",
+        "plugins",
+        "profiler",
+        "deterministic",
+        "benchmark",
+        "num_threads",
+    }
+)
 #: Top-level blocks of a config.yaml that make up a run's settings (the trainer's budget and
 #: numerics only: its other arguments are hardware and logging).
 _BLOCKS = ("routine", "model", "data", "optimizer", "lr_scheduler")
-_TRAINER_KEYS = ("max_epochs", "max_steps", "limit_train_batches", "fast_dev_run", "precision",
-                 "accumulate_grad_batches", "gradient_clip_val", "gradient_clip_algorithm")
+_TRAINER_KEYS = (
+    "max_epochs",
+    "max_steps",
+    "limit_train_batches",
+    "fast_dev_run",
+    "precision",
+    "accumulate_grad_batches",
+    "gradient_clip_val",
+    "gradient_clip_algorithm",
+)
 
 
 def _flatten(tree: Any, prefix: str, out: dict[str, Any], budget: list[int]) -> None:
     budget[0] -= 1
     if budget[0] < 0:
-        raise ValueError(f"the configuration under {prefix or 'its root'} holds more than "
-                         "100,000 values; not a run's config.yaml")
+        raise ValueError(
+            f"the configuration under {prefix or 'its root'} holds more than "
+            "100,000 values; not a run's config.yaml"
+        )
     if isinstance(tree, Mapping):
         for key, value in tree.items():
             if str(key) not in _IGNORED_NAMES:
@@ -70,20 +105,27 @@ def run_settings(run_dir: str | Path) -> dict[str, Any]:
     if (run_dir / "config.yaml").exists():
         config = read_yaml(run_dir / "config.yaml", "config", 16 << 20)
         if not isinstance(config, Mapping):
-            raise ValueError(f"{run_dir / 'config.yaml'} holds a YAML "
-                             f"{type(config).__name__}, not the mapping of settings the "
-                             f"torch-uncertainty command saves.")
+            raise ValueError(
+                f"{run_dir / 'config.yaml'} holds a YAML "
+                f"{type(config).__name__}, not the mapping of settings the "
+                f"torch-uncertainty command saves."
+            )
         if any(is_stand_in_root(root) for root in _data_roots(config, run_dir)):
             flat["stand_in_data"] = True
         _flatten({k: config[k] for k in _BLOCKS if k in config}, "", flat, budget)
         trainer = config.get("trainer")
         if isinstance(trainer, Mapping):
-            _flatten({k: trainer[k] for k in _TRAINER_KEYS if trainer.get(k) is not None},
-                     "trainer", flat, budget)
+            _flatten(
+                {k: trainer[k] for k in _TRAINER_KEYS if trainer.get(k) is not None},
+                "trainer",
+                flat,
+                budget,
+            )
     if (run_dir / SETTINGS_FILENAME).exists():
         try:
-            saved = json.loads(read_regular(run_dir / SETTINGS_FILENAME, "settings", 16 << 20,
-                                            "a JSON file"))
+            saved = json.loads(
+                read_regular(run_dir / SETTINGS_FILENAME, "settings", 16 << 20, "a JSON file")
+            )
         except (ValueError, RecursionError):  # not JSON or UTF-8, huge integers, deep nesting
             saved = None
         if isinstance(saved, Mapping):
@@ -118,8 +160,11 @@ def group_runs(runs: Sequence[Run]) -> list[tuple[dict[str, Any], list[Run]]]:
     evaluated one when that folder is not at hand), largest group first."""
     groups: dict[str, tuple[dict[str, Any], list[Run]]] = {}
     for run in merge_evaluations(runs):
-        folder = run.training_run if run.training_run and run.training_run.is_dir() else (
-            run.path.parent)
+        folder = (
+            run.training_run
+            if run.training_run and run.training_run.is_dir()
+            else (run.path.parent)
+        )
         settings = run_settings(folder)
         if folder != run.path.parent and run_settings(run.path.parent).get("stand_in_data"):
             settings["stand_in_data"] = True
@@ -168,8 +213,9 @@ def _differing(groups: Sequence[tuple[dict[str, Any], list[Run]]]) -> list[str]:
     return [p for p in paths if len({_key({"v": s.get(p)}) for s, _ in groups}) > 1]
 
 
-def _describe(settings: Mapping[str, Any], runs: Sequence[Run], shown: Sequence[str],
-              names: Mapping[str, str]) -> str:
+def _describe(
+    settings: Mapping[str, Any], runs: Sequence[Run], shown: Sequence[str], names: Mapping[str, str]
+) -> str:
     seeds = " ".join(str(run.settings.get("seed", "?")) for run in runs)
     values = ", ".join(f"{names[p]}={_text(settings.get(p))}" for p in shown)
     return f"{len(runs)} run{'s' * (len(runs) != 1)} (seeds {seeds}): {values}"
@@ -194,33 +240,44 @@ def select_runs(runs: Sequence[Run], select: Sequence[str] = (), where: str = ""
         paths = [p for p in every_path if p == key or p.endswith("." + key)]
         if not paths:
             names = _short_names(_differing(groups) or every_path)
-            raise ValueError(f"--select {key}: no run under {where} has that setting; the "
-                             f"settings that differ are {sorted(names.values())}.")
+            raise ValueError(
+                f"--select {key}: no run under {where} has that setting; the "
+                f"settings that differ are {sorted(names.values())}."
+            )
         left = [(s, r) for s, r in groups if any(_matches(s.get(p), wanted) for p in paths)]
         if not left:
             names = _short_names(paths)
             values = sorted({f"{names[p]}={_text(s.get(p))}" for s, _ in groups for p in paths})
-            raise ValueError(f"--select {pair}: no run under {where} matches; the runs have "
-                             f"{', '.join(values)}.")
+            raise ValueError(
+                f"--select {pair}: no run under {where} matches; the runs have {', '.join(values)}."
+            )
         groups = left
     if len(groups) > 1:
         shown = _differing(groups)
         names = _short_names(shown)
-        listed = "; ".join(f"[{i}] {_describe(s, r, shown, names)}"
-                           for i, (s, r) in enumerate(groups, 1))
+        listed = "; ".join(
+            f"[{i}] {_describe(s, r, shown, names)}" for i, (s, r) in enumerate(groups, 1)
+        )
         first = groups[0][0]
         example = " ".join(f"{names[p]}={_text(first.get(p))}" for p in shown)
         raise ValueError(
             f"{where} holds runs of {len(groups)} different settings, which differ in "
             f"{', '.join(names[p] for p in shown)}; a row averages runs that differ only in "
             f"their seed. Groups: {listed}. Select one with --select, e.g. --select {example} "
-            "(or point at a folder holding one group).")
+            "(or point at a folder holding one group)."
+        )
     settings, chosen = groups[0]
     if settings.get("stand_in_data"):
-        raise ValueError(f"the runs under {where} used stand-in data (their folders hold "
-                         "STAND_IN_DATA.txt, or their data root holds the files "
-                         "signorm-standin-data writes): random pixels, a smoke test of the "
-                         "recipe; they are not compared with any row.")
+        raise ValueError(
+            f"the runs under {where} used stand-in data (their folders hold "
+            "STAND_IN_DATA.txt, or their data root holds the files "
+            "signorm-standin-data writes): random pixels, a smoke test of the "
+            "recipe; they are not compared with any row."
+        )
     training_runs = {run.training_run for run in chosen}
-    return [run for run in runs if (run.training_run or run.path.parent.resolve())
-            in training_runs or run.path in {r.path for r in chosen}]
+    return [
+        run
+        for run in runs
+        if (run.training_run or run.path.parent.resolve()) in training_runs
+        or run.path in {r.path for r in chosen}
+    ]

@@ -27,9 +27,19 @@ from typing import Any
 from ..safety.files import read_regular, read_yaml
 
 __all__ = [
-    "BUDGET_KEYS", "RESULTS_FILENAME", "SETTINGS_FILENAME", "TRAINED_STEPS_COLUMN", "Run",
-    "check_header", "find_runs", "iter_groups", "merge_evaluations", "read_results",
-    "read_settings", "result_rows", "trained_steps",
+    "BUDGET_KEYS",
+    "RESULTS_FILENAME",
+    "SETTINGS_FILENAME",
+    "TRAINED_STEPS_COLUMN",
+    "Run",
+    "check_header",
+    "find_runs",
+    "iter_groups",
+    "merge_evaluations",
+    "read_results",
+    "read_settings",
+    "result_rows",
+    "trained_steps",
 ]
 
 RESULTS_FILENAME = "results.csv"
@@ -83,8 +93,11 @@ def result_rows(path: str | Path) -> int:
 
 
 def _result_rows(path: Path) -> list[dict[str, str]]:
-    text = read_regular(path, "results", MAX_RESULTS_BYTES, "a results.csv").decode(
-        "utf-8", errors="replace").removeprefix("\ufeff")  # a BOM is no part of the first name
+    text = (
+        read_regular(path, "results", MAX_RESULTS_BYTES, "a results.csv")
+        .decode("utf-8", errors="replace")
+        .removeprefix("\ufeff")
+    )  # a BOM is no part of the first name
     rows = []
     try:
         reader = csv.reader(io.StringIO(text, newline=""))
@@ -92,9 +105,11 @@ def _result_rows(path: Path) -> list[dict[str, str]]:
         check_header(header, path)
         for number, fields in enumerate(reader, start=2):
             if len(fields) != len(header):
-                raise ValueError(f"{path}: line {number} has {len(fields)} fields but the "
-                                 f"header has {len(header)}; a results.csv row has one value "
-                                 f"per column.")
+                raise ValueError(
+                    f"{path}: line {number} has {len(fields)} fields but the "
+                    f"header has {len(header)}; a results.csv row has one value "
+                    f"per column."
+                )
             rows.append(dict(zip(header, fields, strict=True)))
     except csv.Error as error:  # a field over the csv module's limit (128 kB), a NUL byte
         raise ValueError(f"{path} is not a results CSV ({error}).") from None
@@ -107,8 +122,10 @@ def check_header(header: list[str], path: Path) -> None:
     """Refuse a CSV header naming a column twice (a reader would keep one of the two values
     silently)."""
     if duplicated := sorted({name for name in header if header.count(name) > 1}):
-        raise ValueError(f"{path} names the column {duplicated[0]!r} twice; a results file "
-                         f"holds one value per column.")
+        raise ValueError(
+            f"{path} names the column {duplicated[0]!r} twice; a results file "
+            f"holds one value per column."
+        )
 
 
 def _cell(value: str | None, key: str, path: Path) -> float:
@@ -119,8 +136,10 @@ def _cell(value: str | None, key: str, path: Path) -> float:
     try:
         return float(value)
     except ValueError:
-        raise ValueError(f"{path}: column {key!r} holds {value!r:.60}, not a number; a "
-                         f"results.csv holds numbers only.") from None
+        raise ValueError(
+            f"{path}: column {key!r} holds {value!r:.60}, not a number; a "
+            f"results.csv holds numbers only."
+        ) from None
 
 
 def _find_key(tree: Any, key: str) -> Any:
@@ -169,8 +188,10 @@ def read_settings(log_dir: str | Path) -> dict[str, Any]:
     if (log_dir / "config.yaml").exists():
         config = read_yaml(log_dir / "config.yaml", "config", MAX_RESULTS_BYTES)
         if not isinstance(config, Mapping):
-            raise ValueError(f"{log_dir / 'config.yaml'} holds a YAML {type(config).__name__}, "
-                             f"not the mapping of settings the torch-uncertainty command saves.")
+            raise ValueError(
+                f"{log_dir / 'config.yaml'} holds a YAML {type(config).__name__}, "
+                f"not the mapping of settings the torch-uncertainty command saves."
+            )
         settings = _config_settings(config)
     if (log_dir / SETTINGS_FILENAME).exists():
         path = log_dir / SETTINGS_FILENAME
@@ -178,11 +199,14 @@ def read_settings(log_dir: str | Path) -> dict[str, Any]:
             saved = json.loads(read_regular(path, "settings", MAX_RESULTS_BYTES, "a JSON file"))
         except (ValueError, RecursionError) as error:  # not JSON or UTF-8, a 5,000-digit
             reason = " ".join(str(error).split())  # integer, nesting past the recursion limit
-            raise ValueError(f"{path} is not valid JSON ({reason}); expected the object of "
-                             f"settings a sweep writes.") from None
+            raise ValueError(
+                f"{path} is not valid JSON ({reason}); expected the object of "
+                f"settings a sweep writes."
+            ) from None
         if not isinstance(saved, dict):
-            raise ValueError(f"{path} holds a JSON {type(saved).__name__}; expected an object "
-                             f"of settings.")
+            raise ValueError(
+                f"{path} holds a JSON {type(saved).__name__}; expected an object of settings."
+            )
         settings |= saved
     return settings
 
@@ -225,8 +249,14 @@ def find_runs(paths: Iterable[str | Path]) -> list[Run]:
     runs = []
     for file in sorted(set(files)):
         settings = read_settings(file.parent)
-        runs.append(Run(file, read_results(file), settings,
-                        _training_run(file.parent, settings.get("ckpt_path"))))
+        runs.append(
+            Run(
+                file,
+                read_results(file),
+                settings,
+                _training_run(file.parent, settings.get("ckpt_path")),
+            )
+        )
     return runs
 
 
@@ -288,8 +318,15 @@ def merge_evaluations(runs: Iterable[Run]) -> list[Run]:
         if trained:
             keys = ("seed", *BUDGET_KEYS)
             settings |= {k: v for k, v in trained[-1].settings.items() if k in keys}
-        merged.append(Run(latest.path, latest.metrics, settings, training_run,
-                          tuple(run.path for run in group)))
+        merged.append(
+            Run(
+                latest.path,
+                latest.metrics,
+                settings,
+                training_run,
+                tuple(run.path for run in group),
+            )
+        )
     return merged
 
 

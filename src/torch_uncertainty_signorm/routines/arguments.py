@@ -26,8 +26,10 @@ def built(value: Any, base: type, name: str) -> Any:
     if isinstance(value, Mapping):
         return build_class_block(value, base, where=name)
     if value is not None and not isinstance(value, nn.Module):
-        raise TypeError(f"{name} must be a {base.__name__} or its class_path/init_args mapping, "
-                        f"got {type(value).__name__} {value!r:.200}.")
+        raise TypeError(
+            f"{name} must be a {base.__name__} or its class_path/init_args mapping, "
+            f"got {type(value).__name__} {value!r:.200}."
+        )
     return value
 
 
@@ -90,7 +92,8 @@ def load_checked(load: Callable[..., Any], checkpoint_path: Any, *args: Any, **k
         if isinstance(checkpoint_path, str | Path) and not is_url(checkpoint_path):
             try:
                 check_lightning_checkpoint(
-                    read_checkpoint(checkpoint_path, "checkpoint_path"), checkpoint_path,
+                    read_checkpoint(checkpoint_path, "checkpoint_path"),
+                    checkpoint_path,
                     "checkpoint_path",
                 )
             except (ValueError, FileNotFoundError) as clear:

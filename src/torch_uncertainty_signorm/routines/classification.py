@@ -153,12 +153,17 @@ class SigmaNormClassificationRoutine(ClassificationRoutine):
         kwargs.pop(_compat.CLASS_PATH_KEY, None)  # a saved hyper-parameter, read by the command
         if is_ensemble is not None:  # None (a recipe leaving it out): derived from the model
             kwargs["is_ensemble"] = is_ensemble
-        arguments = {"model": model, "num_classes": num_classes, "loss": loss,
-                     "scale_lr_multiplier": scale_lr_multiplier,
-                     "member_lr_multiplier": member_lr_multiplier,
-                     "target_diversity": target_diversity,
-                     "warn_identical_members": warn_identical_members,
-                     "check_finite_loss": check_finite_loss, **kwargs}
+        arguments = {
+            "model": model,
+            "num_classes": num_classes,
+            "loss": loss,
+            "scale_lr_multiplier": scale_lr_multiplier,
+            "member_lr_multiplier": member_lr_multiplier,
+            "target_diversity": target_diversity,
+            "warn_identical_members": warn_identical_members,
+            "check_finite_loss": check_finite_loss,
+            **kwargs,
+        }
         eval_grouping_loss = kwargs.pop("eval_grouping_loss", False)
         check_file_name(kwargs.get("csv_filename", "results.csv"), "csv_filename")
         model = built(model, SigmaNormEnsemble, "model")
@@ -184,17 +189,22 @@ class SigmaNormClassificationRoutine(ClassificationRoutine):
         optim_recipe = kwargs.pop("optim_recipe", None)  # built below, with the multipliers
         super().__init__(model, num_classes, loss, **kwargs)
         self.save_hyperparameters(saved_hyperparameters(type(self), arguments))
-        self.scale_lr_multiplier = (None if scale_lr_multiplier is None
-                                    else float(scale_lr_multiplier))
+        self.scale_lr_multiplier = (
+            None if scale_lr_multiplier is None else float(scale_lr_multiplier)
+        )
         self.member_lr_multiplier = float(member_lr_multiplier)
         self.optim_recipe = routine_optimizer(self, optim_recipe)
         self.check_finite_loss = bool(check_finite_loss)
         self.target_diversity = target_diversity
         self.warn_identical_members = warn_identical_members
-        self.target_callback = (None if target_diversity is None else
-                                DiversityTargetCallback(target_diversity, warn_identical_members))
-        self.identical_members_callback = (IdenticalMembersWarning(self.target_callback)
-                                           if warn_identical_members else None)
+        self.target_callback = (
+            None
+            if target_diversity is None
+            else DiversityTargetCallback(target_diversity, warn_identical_members)
+        )
+        self.identical_members_callback = (
+            IdenticalMembersWarning(self.target_callback) if warn_identical_members else None
+        )
         measures = MetricCollection({name: MeanMetric() for name in _OUTPUT_MEASURES})
         self.val_diversity = measures.clone(prefix="val/div/")
         self.test_diversity = measures.clone(prefix="test/div/")
@@ -217,8 +227,13 @@ class SigmaNormClassificationRoutine(ClassificationRoutine):
         A local checkpoint that fails to load (empty, truncated, ``hyper_parameters`` that are
         not a mapping, a negative ``global_step``) is read again to say which file and what is
         wrong with it (:func:`~torch_uncertainty_signorm.routines.arguments.load_checked`)."""
-        return load_checked(super().load_from_checkpoint, checkpoint_path, *args,
-                            weights_only=weights_only, **kwargs)
+        return load_checked(
+            super().load_from_checkpoint,
+            checkpoint_path,
+            *args,
+            weights_only=weights_only,
+            **kwargs,
+        )
 
     @property
     def diversity_target(self) -> DiversityTarget | None:
@@ -231,11 +246,15 @@ class SigmaNormClassificationRoutine(ClassificationRoutine):
         the trainer holds already (a ``test`` after ``fit``) are not returned again, which
         Lightning would announce as overriding them."""
         attached = self._trainer.callbacks if self._trainer is not None else []
-        return [c for c in (self.target_callback, self.identical_members_callback)
-                if c is not None and c not in attached]
+        return [
+            c
+            for c in (self.target_callback, self.identical_members_callback)
+            if c is not None and c not in attached
+        ]
 
-    def optimizer_param_groups(self, lr: float, weight_decay: float | None = None,
-                               adaptive: bool = False) -> list[dict]:
+    def optimizer_param_groups(
+        self, lr: float, weight_decay: float | None = None, adaptive: bool = False
+    ) -> list[dict]:
         """Every parameter at ``lr``; the σNorm scale logits at ``lr * scale_lr_multiplier``
         (unset: :func:`~torch_uncertainty_signorm.signorm.optim.scale_rate`, lower for an
         ``adaptive``
@@ -244,7 +263,11 @@ class SigmaNormClassificationRoutine(ClassificationRoutine):
         ``weight_decay / member_lr_multiplier`` (the optimizer's weight decay and kind, which
         the ``torch-uncertainty`` command passes)."""
         return signorm_param_groups(
-            self, lr, self.scale_lr_multiplier, self.member_lr_multiplier, weight_decay,
+            self,
+            lr,
+            self.scale_lr_multiplier,
+            self.member_lr_multiplier,
+            weight_decay,
             adaptive=adaptive,
         )
 
@@ -270,8 +293,11 @@ class SigmaNormClassificationRoutine(ClassificationRoutine):
         self.log("train/diversity_loss", diversity_loss, logger=True)
         self.log("train/total_loss", loss, logger=True)
         self.log("train/signorm_cos", cosine, prog_bar=True)
-        self.log("train/signorm_cos_regularized", cosine_regularized,
-                 prog_bar=self.target_callback is not None)  # what the target is about
+        self.log(
+            "train/signorm_cos_regularized",
+            cosine_regularized,
+            prog_bar=self.target_callback is not None,
+        )  # what the target is about
         self.log("train/tau", self.model.tau, prog_bar=self.target_callback is not None)
         return loss
 
@@ -402,10 +428,18 @@ class SigmaNormClassificationRoutine(ClassificationRoutine):
             return True
         if stat.S_ISREG(status.st_mode) and status.st_nlink == 1:
             return True
-        what = ("a hard link (another name shares its data)" if stat.S_ISREG(status.st_mode)
-                else "a symbolic link" if stat.S_ISLNK(status.st_mode) else "not a regular file")
-        warnings.warn(f"'{path}' is {what}: the test results were not written to it (the row "
-                      f"would land outside this run); they are printed and logged.", stacklevel=2)
+        what = (
+            "a hard link (another name shares its data)"
+            if stat.S_ISREG(status.st_mode)
+            else "a symbolic link"
+            if stat.S_ISLNK(status.st_mode)
+            else "not a regular file"
+        )
+        warnings.warn(
+            f"'{path}' is {what}: the test results were not written to it (the row "
+            f"would land outside this run); they are printed and logged.",
+            stacklevel=2,
+        )
         return False
 
     def on_test_epoch_end(self) -> None:
@@ -429,7 +463,4 @@ class SigmaNormClassificationRoutine(ClassificationRoutine):
                 # report as trained_steps, not a checkpoint name's step
                 taken = max(self.trainer.global_step, self._checkpoint_steps)
                 steps = {TRAINED_STEPS_COLUMN: float(taken)}
-                append_to_last_row(log_dir / self.csv_filename, results | steps,
-                                   run_dir=log_dir)
-
-
+                append_to_last_row(log_dir / self.csv_filename, results | steps, run_dir=log_dir)

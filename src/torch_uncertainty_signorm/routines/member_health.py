@@ -24,9 +24,20 @@ from ..callbacks.identical_members import (  # re-exported: they were defined he
 from ..checks import check_integer
 
 __all__ = [
-    "CHANCE_MARGIN", "CONDITIONS", "CONSTANT_OUTPUT_STD", "IDENTICAL_MEMBERS_COSINE",
-    "ONE_CLASS_SHARE", "WARNING_PREFIX", "HealthCondition", "MemberHealth", "OutputStatistics",
-    "diagnose", "health_conditions", "health_counts", "health_message", "identical_members_message",
+    "CHANCE_MARGIN",
+    "CONDITIONS",
+    "CONSTANT_OUTPUT_STD",
+    "IDENTICAL_MEMBERS_COSINE",
+    "ONE_CLASS_SHARE",
+    "WARNING_PREFIX",
+    "HealthCondition",
+    "MemberHealth",
+    "OutputStatistics",
+    "diagnose",
+    "health_conditions",
+    "health_counts",
+    "health_message",
+    "identical_members_message",
     "member_accuracy_nll",
 ]
 
@@ -83,8 +94,10 @@ class OutputStatistics(NamedTuple):
         """Sums of member probabilities ``(M, N, C)`` against targets ``(N,)``, in float64;
         ``logits`` ``(M, ...)``, when given, are checked for NaN/inf too."""
         if probs.dim() != 3 or targets.shape != probs.shape[1:2]:
-            raise ValueError(f"Expected member probabilities (M, N, C) and targets (N,), got "
-                             f"shapes {tuple(probs.shape)} and {tuple(targets.shape)}.")
+            raise ValueError(
+                f"Expected member probabilities (M, N, C) and targets (N,), got "
+                f"shapes {tuple(probs.shape)} and {tuple(targets.shape)}."
+            )
         probs = probs.detach().double()
         sources = torch.cat([probs, probs.mean(dim=0, keepdim=True)])  # (M+1, N, C)
         classes, targets = probs.shape[-1], targets.detach().long()
@@ -132,21 +145,27 @@ def diagnose(stats: OutputStatistics) -> list[HealthCondition]:
     checks = {  # condition: (measured per source, threshold, failed per source)
         "non_finite": (stats.non_finite, 0.0, stats.non_finite > 0),
         "constant_output": (std, CONSTANT_OUTPUT_STD, std < CONSTANT_OUTPUT_STD),
-        "one_class": (top_share, ONE_CLASS_SHARE,
-                      (top_share >= ONE_CLASS_SHARE) & (majority < ONE_CLASS_SHARE)),
+        "one_class": (
+            top_share,
+            ONE_CLASS_SHARE,
+            (top_share >= ONE_CLASS_SHARE) & (majority < ONE_CLASS_SHARE),
+        ),
         "chance_accuracy": (accuracy, chance, accuracy <= chance),
     }
     members = len(accuracy) - 1
     return [
-        HealthCondition(name, None if source == members else source, float(value[source]),
-                        threshold)
+        HealthCondition(
+            name, None if source == members else source, float(value[source]), threshold
+        )
         for source in range(members + 1)
-        for name, (value, threshold, failed) in checks.items() if failed[source]
+        for name, (value, threshold, failed) in checks.items()
+        if failed[source]
     ]
 
 
-def health_conditions(probs: Tensor, targets: Tensor,
-                      logits: Tensor | None = None) -> list[HealthCondition]:
+def health_conditions(
+    probs: Tensor, targets: Tensor, logits: Tensor | None = None
+) -> list[HealthCondition]:
     """The conditions of member probabilities ``(M, N, C)`` on targets ``(N,)`` (and, when given,
     the members' logits ``(M, ...)``), as :func:`diagnose`."""
     return diagnose(OutputStatistics.of(probs, targets, logits))
@@ -164,8 +183,11 @@ def health_counts(conditions: list[HealthCondition]) -> dict[str, int]:
     ``constant_output``, ``chance_accuracy``, ``non_finite``), and ``dead_members``, the number
     of members with a constant output or chance accuracy."""
     ensemble = {c.condition for c in conditions if c.member is None}
-    dead = {c.member for c in conditions if c.member is not None
-            and c.condition in ("constant_output", "chance_accuracy")}
+    dead = {
+        c.member
+        for c in conditions
+        if c.member is not None and c.condition in ("constant_output", "chance_accuracy")
+    }
     return {**{name: int(name in ensemble) for name in CONDITIONS}, "dead_members": len(dead)}
 
 
@@ -176,11 +198,11 @@ def health_message(condition: HealthCondition, step: int, stage: str) -> str:
     what = {
         "non_finite": f"outputs {value:.0f} non-finite value(s) (NaN or inf)",
         "constant_output": f"gives the same output for every input (mean std of its "
-                           f"probabilities over inputs {value:.2g} < {threshold:g})",
+        f"probabilities over inputs {value:.2g} < {threshold:g})",
         "one_class": f"predicts one class for {value:.1%} of the inputs (>= {threshold:.0%}) "
-                     f"while the labels are not one class",
+        f"while the labels are not one class",
         "chance_accuracy": f"is at chance accuracy ({value:.1%} <= {threshold:.1%}, the "
-                           f"majority-class or 1/C share + {CHANCE_MARGIN:.0%})",
+        f"majority-class or 1/C share + {CHANCE_MARGIN:.0%})",
     }[condition.condition]
     remedy = _REMEDIES[condition.condition]
     return f"{WARNING_PREFIX} ({stage}, step {step}): {who} {what}; {remedy}."
@@ -202,20 +224,29 @@ class MemberHealth(Metric):
         check_integer("num_estimators", num_estimators)
         check_integer("num_classes", num_classes)
         self.num_estimators, sources = num_estimators, num_estimators + 1
-        shapes = {"count": (), "label_counts": (num_classes,),
-                  "predicted_counts": (sources, num_classes), "correct": (sources,),
-                  "nll_sum": (sources,), "prob_sum": (sources, num_classes),
-                  "prob_sq_sum": (sources, num_classes), "non_finite": (sources,)}
+        shapes = {
+            "count": (),
+            "label_counts": (num_classes,),
+            "predicted_counts": (sources, num_classes),
+            "correct": (sources,),
+            "nll_sum": (sources,),
+            "prob_sum": (sources, num_classes),
+            "prob_sq_sum": (sources, num_classes),
+            "non_finite": (sources,),
+        }
         for name in OutputStatistics._fields:
-            self.add_state(name, torch.zeros(shapes[name], dtype=torch.float64),
-                           dist_reduce_fx="sum")
+            self.add_state(
+                name, torch.zeros(shapes[name], dtype=torch.float64), dist_reduce_fx="sum"
+            )
 
     def update(self, probs: Tensor, targets: Tensor, logits: Tensor | None = None) -> None:
         """Add a batch: member probabilities ``(M, B, C)``, targets ``(B,)``, optionally the
         members' logits ``(M, ...)``."""
         if probs.shape[0] != self.num_estimators:
-            raise ValueError(f"MemberHealth expects {self.num_estimators} members' "
-                             f"probabilities, got shape {tuple(probs.shape)}.")
+            raise ValueError(
+                f"MemberHealth expects {self.num_estimators} members' "
+                f"probabilities, got shape {tuple(probs.shape)}."
+            )
         batch = OutputStatistics.of(probs, targets, logits)
         for name in OutputStatistics._fields:
             setattr(self, name, getattr(self, name) + getattr(batch, name))

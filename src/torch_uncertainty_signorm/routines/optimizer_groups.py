@@ -36,17 +36,23 @@ def _scale_group(model: SigmaNormEnsemble, optimizer: Optimizer) -> dict | None:
     return None
 
 
-def check_optimizer_rates(model: SigmaNormEnsemble, optimizer: Optimizer,
-                          scale_lr_multiplier: float | None, member_lr_multiplier: float,
-                          source: str) -> None:
+def check_optimizer_rates(
+    model: SigmaNormEnsemble,
+    optimizer: Optimizer,
+    scale_lr_multiplier: float | None,
+    member_lr_multiplier: float,
+    source: str,
+) -> None:
     """Refuse an optimizer built elsewhere (``source``) that drops the multipliers the routine
     was given: the scale logits in a shared group, or at another rate than
     ``scale_lr_multiplier × member_lr_multiplier`` × its learning rate. Multipliers left at
     their defaults leave the optimizer's rates as they are."""
     if scale_lr_multiplier is None and member_lr_multiplier == 1.0:
         return
-    given = (f"scale_lr_multiplier={scale_lr_multiplier!r}, "
-             f"member_lr_multiplier={member_lr_multiplier!r}")
+    given = (
+        f"scale_lr_multiplier={scale_lr_multiplier!r}, "
+        f"member_lr_multiplier={member_lr_multiplier!r}"
+    )
     group = _scale_group(model, optimizer)
     if group is None:
         raise ValueError(
@@ -80,8 +86,13 @@ def routine_optimizer(routine: Any, optim_recipe: Any) -> Any:
     if optim_recipe is None:
         return None
     if not callable(optim_recipe):
-        check_optimizer_rates(model, recipe_optimizer(optim_recipe, optim_recipe), scale,
-                              member, "the optim_recipe's optimizer")
+        check_optimizer_rates(
+            model,
+            recipe_optimizer(optim_recipe, optim_recipe),
+            scale,
+            member,
+            "the optim_recipe's optimizer",
+        )
         return optim_recipe
     recipe, wrapped_scale = unwrap_signorm_recipe(optim_recipe)
     if recipe is not optim_recipe:
@@ -95,16 +106,17 @@ def routine_optimizer(routine: Any, optim_recipe: Any) -> Any:
         built = recipe(model)
         optimizer = recipe_optimizer(built, recipe)
         if _scale_group(model, optimizer) is not None:  # the recipe built the groups itself
-            check_optimizer_rates(model, optimizer, scale, member,
-                                  f"optim_recipe {_name(recipe)}")
+            check_optimizer_rates(model, optimizer, scale, member, f"optim_recipe {_name(recipe)}")
             return built
     return build_on_groups(recipe, model, _groups(model, scale, member))
 
 
-def _groups(model: nn.Module, scale: float | None,
-            member: float) -> Callable[[float, float | None, bool], list[dict]]:
-    return lambda lr, decay, adaptive: signorm_param_groups(model, lr, scale, member, decay,
-                                                            adaptive=adaptive)
+def _groups(
+    model: nn.Module, scale: float | None, member: float
+) -> Callable[[float, float | None, bool], list[dict]]:
+    return lambda lr, decay, adaptive: signorm_param_groups(
+        model, lr, scale, member, decay, adaptive=adaptive
+    )
 
 
 def _name(recipe: Callable) -> str:

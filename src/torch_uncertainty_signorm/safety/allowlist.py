@@ -65,33 +65,36 @@ __all__ = [
 ]
 
 _PACKAGE = "torch_uncertainty_signorm"
+#: Paths inside the package that moved: (old, new), each after the package's name.
+_MOVED_IN_PACKAGE = (
+    # The modules that became the folders of σN-Ens and of each baseline.
+    ("ensemble.signorm_ensemble", "signorm.ensemble.signorm_ensemble"),
+    ("ensemble.SigmaNormEnsemble", "signorm.ensemble.SigmaNormEnsemble"),
+    ("config.SigmaNormConfig", "signorm.config.SigmaNormConfig"),
+    ("baselines.film_ensemble.film_ensemble", "baselines.film.model.film_ensemble"),
+    ("baselines.film_ensemble.FiLMEnsemble", "baselines.film.model.FiLMEnsemble"),
+    ("baselines.lora_ensemble.lora_ensemble", "baselines.lora.model.lora_ensemble"),
+    ("baselines.lora_ensemble.LoRAEnsemble", "baselines.lora.model.LoRAEnsemble"),
+    # Callback modules renamed apart from the datamodule and σN-Ens modules of the same name.
+    ("callbacks.ood_shift.OODShiftEvaluation", "callbacks.ood_shift_metrics.OODShiftEvaluation"),
+    (
+        "callbacks.diversity_target.DiversityTargetCallback",
+        "callbacks.tau_control.DiversityTargetCallback",
+    ),
+)
 #: Dotted paths that recipes, checkpoints' hyper-parameters and exports' ``config.json`` written
 #: earlier may name, each with the path of the same object now: the one table of moved paths.
 #: A configuration read from a file passes through :func:`current_class_paths` before it is
 #: checked or parsed, so everything after sees current paths only. The paths users write (the
 #: package root, ``baselines``, ``callbacks``, ``routines``, ``datamodules``, ``backbones``,
 #: ``transforms``, ``lr_schedulers``, ``offline_assets``) did not move.
-MOVED_CLASS_PATHS: Mapping[str, str] = MappingProxyType({
-    # The modules that became the folders of σN-Ens and of each baseline.
-    f"{_PACKAGE}.ensemble.signorm_ensemble": f"{_PACKAGE}.signorm.ensemble.signorm_ensemble",
-    f"{_PACKAGE}.ensemble.SigmaNormEnsemble": f"{_PACKAGE}.signorm.ensemble.SigmaNormEnsemble",
-    f"{_PACKAGE}.config.SigmaNormConfig": f"{_PACKAGE}.signorm.config.SigmaNormConfig",
-    f"{_PACKAGE}.baselines.film_ensemble.film_ensemble":
-        f"{_PACKAGE}.baselines.film.model.film_ensemble",
-    f"{_PACKAGE}.baselines.film_ensemble.FiLMEnsemble":
-        f"{_PACKAGE}.baselines.film.model.FiLMEnsemble",
-    f"{_PACKAGE}.baselines.lora_ensemble.lora_ensemble":
-        f"{_PACKAGE}.baselines.lora.model.lora_ensemble",
-    f"{_PACKAGE}.baselines.lora_ensemble.LoRAEnsemble":
-        f"{_PACKAGE}.baselines.lora.model.LoRAEnsemble",
-    # Callback modules renamed apart from the datamodule and σN-Ens modules of the same name.
-    f"{_PACKAGE}.callbacks.ood_shift.OODShiftEvaluation":
-        f"{_PACKAGE}.callbacks.ood_shift_metrics.OODShiftEvaluation",
-    f"{_PACKAGE}.callbacks.diversity_target.DiversityTargetCallback":
-        f"{_PACKAGE}.callbacks.tau_control.DiversityTargetCallback",
-    # TorchUncertainty's, renamed after its CIFAR recipes were written.
-    "torch_uncertainty.models.deep_ensembles": "torch_uncertainty.methods.deep_ensembles",
-})
+MOVED_CLASS_PATHS: Mapping[str, str] = MappingProxyType(
+    {
+        **{f"{_PACKAGE}.{old}": f"{_PACKAGE}.{new}" for old, new in _MOVED_IN_PACKAGE},
+        # TorchUncertainty's, renamed after its CIFAR recipes were written.
+        "torch_uncertainty.models.deep_ensembles": "torch_uncertainty.methods.deep_ensembles",
+    }
+)
 
 
 def current_class_paths(tree: Any) -> Any:
@@ -111,16 +114,20 @@ def current_class_paths(tree: Any) -> Any:
 #: the backbones of the recipes, :mod:`torch_uncertainty_signorm.safety.model_registry`).
 MODEL_CLASS_PATHS = model_registry.class_paths(allow_listed=True)
 #: The routine's other blocks: losses and batch formats.
-COMPONENT_CLASS_PATHS = frozenset({
-    "torch.nn.CrossEntropyLoss",
-    "torch.nn.BCEWithLogitsLoss",
-    "torch_uncertainty.transforms.RepeatTarget",
-})
+COMPONENT_CLASS_PATHS = frozenset(
+    {
+        "torch.nn.CrossEntropyLoss",
+        "torch.nn.BCEWithLogitsLoss",
+        "torch_uncertainty.transforms.RepeatTarget",
+    }
+)
 #: Classes and functions passed as argument values (the defaults jsonargparse writes out).
-ARGUMENT_CLASS_PATHS = frozenset({
-    "torch.nn.BatchNorm2d",
-    "torch.nn.functional.relu",
-})
+ARGUMENT_CLASS_PATHS = frozenset(
+    {
+        "torch.nn.BatchNorm2d",
+        "torch.nn.functional.relu",
+    }
+)
 ALLOWED_CLASS_PATHS = MODEL_CLASS_PATHS | COMPONENT_CLASS_PATHS | ARGUMENT_CLASS_PATHS
 
 
@@ -135,25 +142,35 @@ RECIPE_CLASS_PATHS = frozenset(
     ALLOWED_CLASS_PATHS
     | _each("torch_uncertainty_signorm.routines", "SigmaNormClassificationRoutine")
     | _each("torch_uncertainty.routines", "ClassificationRoutine")
-    | _each("torch_uncertainty_signorm.datamodules",
-            "CIFAR10OODShiftDataModule CIFAR100OODShiftDataModule DigitsDataModule "
-            "ImageNetOODShiftDataModule SST2DataModule TweetsDataModule")
-    | _each("torch_uncertainty.datamodules",
-            "CIFAR10DataModule CIFAR100DataModule ImageNetDataModule MNISTDataModule "
-            "TinyImageNetDataModule")
+    | _each(
+        "torch_uncertainty_signorm.datamodules",
+        "CIFAR10OODShiftDataModule CIFAR100OODShiftDataModule DigitsDataModule "
+        "ImageNetOODShiftDataModule SST2DataModule TweetsDataModule",
+    )
+    | _each(
+        "torch_uncertainty.datamodules",
+        "CIFAR10DataModule CIFAR100DataModule ImageNetDataModule MNISTDataModule "
+        "TinyImageNetDataModule",
+    )
     | _each("torch.optim", "SGD Adam AdamW RMSprop Adagrad")
-    | _each("torch.optim.lr_scheduler",
-            "MultiStepLR StepLR CosineAnnealingLR CosineAnnealingWarmRestarts LinearLR "
-            "ConstantLR ExponentialLR OneCycleLR ReduceLROnPlateau")
+    | _each(
+        "torch.optim.lr_scheduler",
+        "MultiStepLR StepLR CosineAnnealingLR CosineAnnealingWarmRestarts LinearLR "
+        "ConstantLR ExponentialLR OneCycleLR ReduceLROnPlateau",
+    )
     | _each("torch_uncertainty_signorm.lr_schedulers", "WarmupCosineLR")
     | _each("lightning.pytorch.loggers", "CSVLogger TensorBoardLogger")
-    | _each("lightning.pytorch.callbacks",
-            "EarlyStopping LearningRateMonitor ModelCheckpoint ModelSummary RichProgressBar "
-            "TQDMProgressBar Timer")
+    | _each(
+        "lightning.pytorch.callbacks",
+        "EarlyStopping LearningRateMonitor ModelCheckpoint ModelSummary RichProgressBar "
+        "TQDMProgressBar Timer",
+    )
     | _each("torch_uncertainty.callbacks", "TUClsCheckpoint")
-    | _each("torch_uncertainty_signorm.callbacks",
-            "ExactResumeCheckpoint MemberOwnershipCallback OODShiftEvaluation "
-            "ParameterCountCallback RunRecordCallback TestPredictionWriter")
+    | _each(
+        "torch_uncertainty_signorm.callbacks",
+        "ExactResumeCheckpoint MemberOwnershipCallback OODShiftEvaluation "
+        "ParameterCountCallback RunRecordCallback TestPredictionWriter",
+    )
     | _each("torch_uncertainty.transforms", "MIMOBatchFormat RepeatTarget")
     | _each("torch_uncertainty_signorm.transforms", "vit_transform")
 )
@@ -163,12 +180,16 @@ _RECIPE_BLOCKS = frozenset({"routine", "model", "data", "optimizer", "lr_schedul
 #: A file named in a recipe that is read to check it: a recipe-sized YAML file.
 _MAX_NAMED_FILE_BYTES = 1 << 20
 
+
 def is_class_path(value: Any) -> bool:
     """Whether jsonargparse may import ``value``: a string of two or more dot-separated parts,
     each a Python identifier in any script (``str.isidentifier``, the test of jsonargparse's
     ``import_object``: ``advcanary.é`` is one, and importing it runs ``advcanary``)."""
-    return (isinstance(value, str) and "." in value
-            and all(part.isidentifier() for part in value.split(".")))
+    return (
+        isinstance(value, str)
+        and "." in value
+        and all(part.isidentifier() for part in value.split("."))
+    )
 
 
 def _importable(name: str, folders: Collection[Path] = ()) -> bool:
@@ -182,8 +203,10 @@ def _importable(name: str, folders: Collection[Path] = ()) -> bool:
     if top in sys.modules:
         return True
     try:
-        return (importlib.util.find_spec(top) is not None
-                or PathFinder.find_spec(top, [str(folder) for folder in folders]) is not None)
+        return (
+            importlib.util.find_spec(top) is not None
+            or PathFinder.find_spec(top, [str(folder) for folder in folders]) is not None
+        )
     except (ImportError, ValueError, OSError):
         return True
 
@@ -229,15 +252,19 @@ def check_class_paths(
         if "class_path" in spec:
             class_path = spec["class_path"]
             if not isinstance(class_path, str):
-                raise ValueError(f"{where}.class_path must be a dotted class path (a string such "
-                                 f"as 'torch_uncertainty_signorm.signorm_ensemble'), got "
-                                 f"{type(class_path).__name__} {class_path!r:.200}.")
+                raise ValueError(
+                    f"{where}.class_path must be a dotted class path (a string such "
+                    f"as 'torch_uncertainty_signorm.signorm_ensemble'), got "
+                    f"{type(class_path).__name__} {class_path!r:.200}."
+                )
             if class_path not in allowed:
                 raise _refuse(f"{where}.class_path", class_path, allowed)
             if not isinstance(spec.get("init_args") or {}, Mapping):
-                raise ValueError(f"{where}.init_args must be a mapping of argument names to "
-                                 f"values, got {type(spec['init_args']).__name__} "
-                                 f"{spec['init_args']!r:.200}.")
+                raise ValueError(
+                    f"{where}.init_args must be a mapping of argument names to "
+                    f"values, got {type(spec['init_args']).__name__} "
+                    f"{spec['init_args']!r:.200}."
+                )
         for key, value in spec.items():
             if key != "class_path":
                 check_class_paths(value, allowed, f"{where}.{key}")
@@ -250,12 +277,17 @@ def check_class_paths(
 
 def _allowed_name(name: str, allowed: frozenset[str]) -> bool:
     """An allowed class path, or the class name alone of one (jsonargparse's short form)."""
-    return name in allowed or ("." not in name and any(
-        path.rpartition(".")[2] == name for path in allowed))
+    return name in allowed or (
+        "." not in name and any(path.rpartition(".")[2] == name for path in allowed)
+    )
 
 
-def check_recipe(recipe: Any, where: str, allowed: frozenset[str] = RECIPE_CLASS_PATHS,
-                 folder: Path | None = None) -> None:
+def check_recipe(
+    recipe: Any,
+    where: str,
+    allowed: frozenset[str] = RECIPE_CLASS_PATHS,
+    folder: Path | None = None,
+) -> None:
     """Raise naming the first place of a whole recipe (any format) that could make the parser
     import a class outside ``allowed``; nothing is imported.
 
@@ -280,10 +312,12 @@ def check_recipe(recipe: Any, where: str, allowed: frozenset[str] = RECIPE_CLASS
     folder = cwd if folder is None else Path(folder).resolve()
 
     def refuse(place: str, value: Any, why: str) -> ValueError:
-        return ValueError(f"{where}: {place}={value!r:.200} {why}; a recipe given to the export "
-                          f"command may name only allowed classes "
-                          f"(torch_uncertainty_signorm.safety.allowlist.RECIPE_CLASS_PATHS, or "
-                          f"--allow).")
+        return ValueError(
+            f"{where}: {place}={value!r:.200} {why}; a recipe given to the export "
+            f"command may name only allowed classes "
+            f"(torch_uncertainty_signorm.safety.allowlist.RECIPE_CLASS_PATHS, or "
+            f"--allow)."
+        )
 
     def files_named(value: str, place: str, base: Path) -> list[Path]:
         """The regular files ``value`` may name: beside the file holding it (as the parser
@@ -298,8 +332,12 @@ def check_recipe(recipe: Any, where: str, allowed: frozenset[str] = RECIPE_CLASS
             if mode is None or stat.S_ISDIR(mode):
                 continue
             if not stat.S_ISREG(mode):  # the parser would open it, and block on a pipe
-                raise refuse(place, value, f"names '{candidate}', which is not a regular file "
-                             f"(a named pipe, a device or a socket)")
+                raise refuse(
+                    place,
+                    value,
+                    f"names '{candidate}', which is not a regular file "
+                    f"(a named pipe, a device or a socket)",
+                )
             found.append(candidate)
         return found
 
@@ -310,26 +348,41 @@ def check_recipe(recipe: Any, where: str, allowed: frozenset[str] = RECIPE_CLASS
             if "class_path" in node:
                 class_path = node["class_path"]
                 if not isinstance(class_path, str) or not _allowed_name(class_path, allowed):
-                    raise refuse(f"{place}.class_path" if place else "class_path", class_path,
-                                 "is not an allowed class path, so it is not imported")
+                    raise refuse(
+                        f"{place}.class_path" if place else "class_path",
+                        class_path,
+                        "is not an allowed class path, so it is not imported",
+                    )
             for key, value in node.items():
                 if key == "class_path":
                     continue
                 child = f"{place}.{key}" if place else str(key)
-                if (not place and key in _RECIPE_BLOCKS and isinstance(value, str)
-                        and not _allowed_name(value, allowed)):
-                    raise refuse(child, value, "is a string where a block is expected (the "
-                                 "parser would read it as a file or a YAML block, unchecked); "
-                                 "write the block in the recipe")
+                if (
+                    not place
+                    and key in _RECIPE_BLOCKS
+                    and isinstance(value, str)
+                    and not _allowed_name(value, allowed)
+                ):
+                    raise refuse(
+                        child,
+                        value,
+                        "is a string where a block is expected (the "
+                        "parser would read it as a file or a YAML block, unchecked); "
+                        "write the block in the recipe",
+                    )
                 visit(value, child, depth + 1, folders)
         elif isinstance(node, (list, tuple)):
             for index, value in enumerate(node):
                 visit(value, f"{place}[{index}]", depth + 1, folders)
         elif isinstance(node, str) and not _allowed_name(node, allowed):
             if _URL.fullmatch(node.strip()):
-                raise refuse(place, node, "names a URL or a file: path, which the parser would "
-                             "read unchecked; name a file by its path, relative to the file "
-                             "naming it")
+                raise refuse(
+                    place,
+                    node,
+                    "names a URL or a file: path, which the parser would "
+                    "read unchecked; name a file by its path, relative to the file "
+                    "naming it",
+                )
             if _importable(node, (*folders, cwd)):
                 raise refuse(place, node, "is not an allowed class path, so it is not imported")
             paths = files_named(node, place, folders[-1])
@@ -352,8 +405,12 @@ def check_recipe(recipe: Any, where: str, allowed: frozenset[str] = RECIPE_CLASS
                 except ValueError:
                     if path.suffix.lower() not in (".yaml", ".yml", ".json"):
                         continue  # a data file or a checkpoint (a saved config's ckpt_path)
-                    raise refuse(place, node, f"names the file '{path}', larger than a recipe "
-                                 f"block ({_MAX_NAMED_FILE_BYTES} bytes)") from None
+                    raise refuse(
+                        place,
+                        node,
+                        f"names the file '{path}', larger than a recipe "
+                        f"block ({_MAX_NAMED_FILE_BYTES} bytes)",
+                    ) from None
                 try:
                     parsed = load_yaml(data, f"{where}: {place} ('{path}')")
                 except UnboundedYAML:
@@ -397,9 +454,11 @@ _PLAIN_WORD = re.compile(r"[\w-]+")
 def parameter_type(owner: Any, name: str) -> Any:
     """The annotation of argument ``name`` of ``owner`` (a function, or a class whose
     ``**kwargs`` reach its bases' ``__init__``); ``Any`` when it cannot be told."""
-    functions = [owner] if not isinstance(owner, type) else [
-        klass.__dict__["__init__"] for klass in owner.__mro__ if "__init__" in klass.__dict__
-    ]
+    functions = (
+        [owner]
+        if not isinstance(owner, type)
+        else [klass.__dict__["__init__"] for klass in owner.__mro__ if "__init__" in klass.__dict__]
+    )
     for function in functions:
         try:
             parameters = inspect.signature(function).parameters
@@ -481,8 +540,9 @@ def check_class_strings(
     if isinstance(value, Mapping) and isinstance(value.get("class_path"), str):
         owner = import_object(value["class_path"], allowed)
         for key, item in (value.get("init_args") or {}).items():
-            check_class_strings(item, parameter_type(owner, key), f"{where}.init_args.{key}",
-                                allowed)
+            check_class_strings(
+                item, parameter_type(owner, key), f"{where}.init_args.{key}", allowed
+            )
         return
     if isinstance(value, Mapping):
         for key, item in value.items():
@@ -495,8 +555,9 @@ def check_class_strings(
     if annotation is Any:
         refused = _reads_as_structure(value)
     else:
-        refused = not (_takes_string(annotation) and _PLAIN_WORD.fullmatch(value)
-                       and not Path(value).exists())
+        refused = not (
+            _takes_string(annotation) and _PLAIN_WORD.fullmatch(value) and not Path(value).exists()
+        )
     if refused:
         raise ValueError(
             f"{where}={value!r:.200} is a string where a class is expected ({annotation}): it "
@@ -520,8 +581,9 @@ def _classes_built(tree: Any, where: str) -> dict[str, str]:
     return found
 
 
-def check_parsed(given: Any, parsed: Any, where: str,
-                 allowed: frozenset[str] = ALLOWED_CLASS_PATHS) -> None:
+def check_parsed(
+    given: Any, parsed: Any, where: str, allowed: frozenset[str] = ALLOWED_CLASS_PATHS
+) -> None:
     """After parsing, before building: every class block of ``parsed`` was a class block of
     ``given`` (no string became one) and is in ``allowed``.
 

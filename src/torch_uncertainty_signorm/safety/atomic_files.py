@@ -27,8 +27,13 @@ from lightning.fabric.plugins import TorchCheckpointIO
 from .files import current_umask
 
 __all__ = [
-    "AtomicCheckpointIO", "remove_stale_partials", "replaced_atomically", "replaced_folder",
-    "stale_partials", "temporary_name", "warn_stale_partials",
+    "AtomicCheckpointIO",
+    "remove_stale_partials",
+    "replaced_atomically",
+    "replaced_folder",
+    "stale_partials",
+    "temporary_name",
+    "warn_stale_partials",
 ]
 
 #: The temporary names :func:`replaced_atomically` and :func:`replaced_folder` write under:
@@ -108,15 +113,20 @@ def warn_stale_partials(directory: str | Path, before: float | None = None) -> l
             f"{len(found)} temporary file(s) left in {directory} by a write that was cut off "
             f"(SIGKILL, a power cut) or by another process: "
             f"{', '.join(p.name for p in found[:5])}{', ...' if len(found) > 5 else ''}; left "
-            f"untouched: delete them once no process writes there.", stacklevel=2)
+            f"untouched: delete them once no process writes there.",
+            stacklevel=2,
+        )
     return found
 
 
 def remove_stale_partials(directory: str | Path, before: float | None = None) -> list[Path]:
     """Deprecated: removes nothing any more; :func:`warn_stale_partials` (which it calls) names
     the files left by another process, which only their owner may remove."""
-    warnings.warn("remove_stale_partials is deprecated and removes nothing: use "
-                  "warn_stale_partials.", FutureWarning, stacklevel=2)
+    warnings.warn(
+        "remove_stale_partials is deprecated and removes nothing: use warn_stale_partials.",
+        FutureWarning,
+        stacklevel=2,
+    )
     return warn_stale_partials(directory, before)
 
 
@@ -136,13 +146,20 @@ def replaced_folder(path: str | Path) -> Iterator[Path]:
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    if not os.path.lexists(path) and (aside := [
-            entry.name for entry in stale_partials(path.parent)
-            if entry.name.startswith(f".{path.name}.") and entry.name.endswith(".old")]):
-        warnings.warn(f"{path} is missing and {', '.join(aside[:3])} lies beside it: perhaps a "
-                      f"replacement cut off (SIGKILL, a power cut) between its two renames; "
-                      f"left untouched (rename it back by hand if it is the previous "
-                      f"content).", stacklevel=3)
+    if not os.path.lexists(path) and (
+        aside := [
+            entry.name
+            for entry in stale_partials(path.parent)
+            if entry.name.startswith(f".{path.name}.") and entry.name.endswith(".old")
+        ]
+    ):
+        warnings.warn(
+            f"{path} is missing and {', '.join(aside[:3])} lies beside it: perhaps a "
+            f"replacement cut off (SIGKILL, a power cut) between its two renames; "
+            f"left untouched (rename it back by hand if it is the previous "
+            f"content).",
+            stacklevel=3,
+        )
     partial, old = temporary_name(path, "partial"), temporary_name(path, "old")
     mode = path.lstat().st_mode if path.is_dir() and not path.is_symlink() else None
     partial.mkdir(mode=0o700)
@@ -199,8 +216,9 @@ class AtomicCheckpointIO(TorchCheckpointIO):
         super().__init__()
         self._checked_directories: set[Path] = set()
 
-    def save_checkpoint(self, checkpoint: dict[str, Any], path: Any,
-                        storage_options: Any | None = None) -> None:
+    def save_checkpoint(
+        self, checkpoint: dict[str, Any], path: Any, storage_options: Any | None = None
+    ) -> None:
         if storage_options is not None or "://" in str(path):  # remote storage: Lightning's
             super().save_checkpoint(checkpoint, path, storage_options)
             return
@@ -213,8 +231,12 @@ class AtomicCheckpointIO(TorchCheckpointIO):
         with replaced_atomically(path) as partial:
             partial.write_bytes(buffer.getbuffer())
 
-    def load_checkpoint(self, path: Any, map_location: Any = lambda storage, loc: storage,
-                        weights_only: bool | None = None) -> dict[str, Any]:
+    def load_checkpoint(
+        self,
+        path: Any,
+        map_location: Any = lambda storage, loc: storage,
+        weights_only: bool | None = None,
+    ) -> dict[str, Any]:
         """As Lightning's for a local file, opened once as a regular file (a pipe swapped in
         after the command's checks is refused, never read) with its compressed records bounded
         (:func:`~torch_uncertainty_signorm.safety.checkpoints.load_torch_file`)."""
@@ -224,5 +246,6 @@ class AtomicCheckpointIO(TorchCheckpointIO):
             return super().load_checkpoint(path, map_location, weights_only)
         if not os.path.lexists(path):
             raise FileNotFoundError(f"Checkpoint file not found: {path}")
-        return load_torch_file(path, "ckpt_path", map_location,
-                               True if weights_only is None else weights_only)
+        return load_torch_file(
+            path, "ckpt_path", map_location, True if weights_only is None else weights_only
+        )

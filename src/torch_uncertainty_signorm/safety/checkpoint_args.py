@@ -21,12 +21,18 @@ __all__ = ["check_parsed_arguments", "check_taken_arguments"]
 
 #: ``pretrained`` of σN-Ens (its settings included) is a layout flag: the conversion of a
 #: pretrained backbone, which fetches nothing (``model_registry``'s ``layout_flags``).
-_LAYOUT_FLAGS = frozenset({"model.init_args.pretrained", "model.init_args.config.pretrained",
-                           "model.init_args.config.init_args.pretrained"})
+_LAYOUT_FLAGS = frozenset(
+    {
+        "model.init_args.pretrained",
+        "model.init_args.config.pretrained",
+        "model.init_args.config.init_args.pretrained",
+    }
+)
 
 
-def check_taken_arguments(ckpt_path: Any, taken: dict[str, Any], routine_class: str,
-                          current_args: dict[str, Any]) -> dict[str, Any]:
+def check_taken_arguments(
+    ckpt_path: Any, taken: dict[str, Any], routine_class: str, current_args: dict[str, Any]
+) -> dict[str, Any]:
     """Refuse a value of ``taken`` (``{dotted key: saved value}``, the checkpoint's values the
     recipe leaves unset) that is not safe to take, before anything is parsed or imported.
 
@@ -49,8 +55,9 @@ def check_taken_arguments(ckpt_path: Any, taken: dict[str, Any], routine_class: 
     check_class_paths(tree, where=where)
     _check_patterns(tree, where)
     for key, saved in taken.items():
-        check_class_strings(saved, argument_type(routine_class, key, current_args),
-                            f"{where}.{key}")
+        check_class_strings(
+            saved, argument_type(routine_class, key, current_args), f"{where}.{key}"
+        )
     return tree
 
 
@@ -71,8 +78,11 @@ def _check_value(ckpt_path: Any, where: str, saved: Any) -> None:
     from .model_registry import fetching_arguments
 
     key = where.removeprefix("routine.init_args.")
-    if (key.rpartition(".")[2] in fetching_arguments() and key not in _LAYOUT_FLAGS
-            and saved not in (None, False)):
+    if (
+        key.rpartition(".")[2] in fetching_arguments()
+        and key not in _LAYOUT_FLAGS
+        and saved not in (None, False)
+    ):
         raise ValueError(
             f"ckpt_path='{ckpt_path}' sets {where}={saved!r:.200}, which the recipe leaves "
             f"unset: an argument that reads or fetches weights or files "

@@ -16,8 +16,14 @@ import torch
 from torch import Tensor, nn
 
 __all__ = [
-    "backbone_state", "check_lightning_checkpoint", "is_url", "load_backbone_checkpoint",
-    "load_torch_file", "local_file", "read_backbone_checkpoint", "read_checkpoint",
+    "backbone_state",
+    "check_lightning_checkpoint",
+    "is_url",
+    "load_backbone_checkpoint",
+    "load_torch_file",
+    "local_file",
+    "read_backbone_checkpoint",
+    "read_checkpoint",
     "read_state_file",
 ]
 
@@ -100,8 +106,12 @@ def _check_records(file: Any, where: str) -> None:
     file.seek(0)
 
 
-def load_torch_file(path: str | Path, argument: str = "checkpoint",
-                    map_location: Any = "cpu", weights_only: bool = True) -> Any:
+def load_torch_file(
+    path: str | Path,
+    argument: str = "checkpoint",
+    map_location: Any = "cpu",
+    weights_only: bool = True,
+) -> Any:
     """``torch.load`` of the local file ``path`` opened once as a regular file (a pipe or a
     device swapped in after an earlier check is refused at open, never read), its compressed
     records bounded (:data:`MAX_INFLATION`)."""
@@ -113,8 +123,9 @@ def load_torch_file(path: str | Path, argument: str = "checkpoint",
         return torch.load(file, map_location=map_location, weights_only=weights_only)
 
 
-def read_checkpoint(path: str | Path, argument: str = "checkpoint",
-                    expected: str = "a Lightning checkpoint (.ckpt)") -> Any:
+def read_checkpoint(
+    path: str | Path, argument: str = "checkpoint", expected: str = "a Lightning checkpoint (.ckpt)"
+) -> Any:
     """The content of the local checkpoint file ``path``, read with ``weights_only=True``.
 
     Raises:
@@ -138,8 +149,9 @@ def read_checkpoint(path: str | Path, argument: str = "checkpoint",
         ) from error
 
 
-def check_lightning_checkpoint(checkpoint: Any, path: str | Path,
-                               argument: str = "ckpt_path") -> dict:
+def check_lightning_checkpoint(
+    checkpoint: Any, path: str | Path, argument: str = "ckpt_path"
+) -> dict:
     """``checkpoint`` if it is a Lightning checkpoint worth loading: a dict whose
     ``state_dict`` holds finite tensors, whose ``hyper_parameters`` is a mapping, whose
     ``global_step`` and ``epoch`` are integers >= 0 and whose ``optimizer_states`` (if any) are
@@ -149,28 +161,39 @@ def check_lightning_checkpoint(checkpoint: Any, path: str | Path,
         ValueError: Naming the file, the entry and what is valid.
     """
     where = f"{argument}='{path}'"
-    if not isinstance(checkpoint, dict) or not isinstance(checkpoint.get("state_dict", {}),
-                                                          Mapping):
-        raise ValueError(f"{where} holds a {type(checkpoint).__name__}; expected a Lightning "
-                         f"checkpoint (.ckpt, a dict with a 'state_dict' mapping).")
+    if not isinstance(checkpoint, dict) or not isinstance(
+        checkpoint.get("state_dict", {}), Mapping
+    ):
+        raise ValueError(
+            f"{where} holds a {type(checkpoint).__name__}; expected a Lightning "
+            f"checkpoint (.ckpt, a dict with a 'state_dict' mapping)."
+        )
     hparams = checkpoint.get("hyper_parameters")
     if hparams is not None and not isinstance(hparams, Mapping):
-        raise ValueError(f"{where} has hyper_parameters of type {type(hparams).__name__} "
-                         f"({hparams!r:.100}); expected a mapping of argument names to values.")
+        raise ValueError(
+            f"{where} has hyper_parameters of type {type(hparams).__name__} "
+            f"({hparams!r:.100}); expected a mapping of argument names to values."
+        )
     for counter in ("global_step", "epoch"):
         value = checkpoint.get(counter, 0)
         if isinstance(value, bool) or not isinstance(value, Integral) or value < 0:
             raise ValueError(f"{where} has {counter}={value!r}; expected an integer >= 0.")
     for key, tensor in checkpoint.get("state_dict", {}).items():
-        if isinstance(tensor, Tensor) and tensor.is_floating_point() and not bool(
-            torch.isfinite(tensor).all()
+        if (
+            isinstance(tensor, Tensor)
+            and tensor.is_floating_point()
+            and not bool(torch.isfinite(tensor).all())
         ):
             raise ValueError(
                 f"{where} holds non-finite values (NaN or inf) in state_dict['{key}']: the run "
                 f"had diverged when it was saved. Use an earlier checkpoint of the run."
             )
-        if (isinstance(tensor, Tensor) and str(key).endswith("running_var")
-                and tensor.is_floating_point() and bool((tensor < 0).any())):
+        if (
+            isinstance(tensor, Tensor)
+            and str(key).endswith("running_var")
+            and tensor.is_floating_point()
+            and bool((tensor < 0).any())
+        ):
             raise ValueError(
                 f"{where} holds negative values in state_dict['{key}'] (a normalization "
                 f"layer's running variance, >= 0 in any trained model): refused."
@@ -186,34 +209,47 @@ def _check_optimizer_states(states: Any, where: str) -> None:
     if states is None:
         return
     if not isinstance(states, list) or not all(isinstance(state, Mapping) for state in states):
-        raise ValueError(f"{where} has optimizer_states of type {type(states).__name__} "
-                         f"({states!r:.100}); expected a list of optimizer state dicts.")
+        raise ValueError(
+            f"{where} has optimizer_states of type {type(states).__name__} "
+            f"({states!r:.100}); expected a list of optimizer state dicts."
+        )
     for index, state in enumerate(states):
         entries = state.get("state") or {}
-        for parameter, values in (entries.items() if isinstance(entries, Mapping) else ()):
-            for name, value in (values.items() if isinstance(values, Mapping) else ()):
-                if isinstance(value, Tensor) and value.is_floating_point() and not bool(
-                        torch.isfinite(value).all()):
-                    raise ValueError(f"{where} holds non-finite values (NaN or inf) in "
-                                     f"optimizer_states[{index}]['state'][{parameter!r}]"
-                                     f"[{name!r}]: refused (resuming would train on them).")
+        for parameter, values in entries.items() if isinstance(entries, Mapping) else ():
+            for name, value in values.items() if isinstance(values, Mapping) else ():
+                if (
+                    isinstance(value, Tensor)
+                    and value.is_floating_point()
+                    and not bool(torch.isfinite(value).all())
+                ):
+                    raise ValueError(
+                        f"{where} holds non-finite values (NaN or inf) in "
+                        f"optimizer_states[{index}]['state'][{parameter!r}]"
+                        f"[{name!r}]: refused (resuming would train on them)."
+                    )
         groups = state.get("param_groups") or []
         for group_index, group in enumerate(groups if isinstance(groups, list) else ()):
-            for name, value in (group.items() if isinstance(group, Mapping) else ()):
+            for name, value in group.items() if isinstance(group, Mapping) else ():
                 numbers = value if isinstance(value, (list, tuple)) else [value]
-                if any(isinstance(number, float) and not math.isfinite(number)
-                       for number in numbers):
-                    raise ValueError(f"{where} has optimizer_states[{index}]['param_groups']"
-                                     f"[{group_index}][{name!r}]={value!r:.100}; expected a "
-                                     f"finite number (resuming would train with it).")
+                if any(
+                    isinstance(number, float) and not math.isfinite(number) for number in numbers
+                ):
+                    raise ValueError(
+                        f"{where} has optimizer_states[{index}]['param_groups']"
+                        f"[{group_index}][{name!r}]={value!r:.100}; expected a "
+                        f"finite number (resuming would train with it)."
+                    )
 
 
 def read_state_file(path: Path) -> Any:
     """The content of a Lightning ``.ckpt``, a torch state dict or a ``.safetensors`` file (read
     once, ``weights_only=True``), for :func:`backbone_state`."""
     if path.suffix != ".safetensors":
-        return read_checkpoint(path, expected="a Lightning/TorchUncertainty .ckpt, a torch state "
-                                              "dict or a .safetensors file")
+        return read_checkpoint(
+            path,
+            expected="a Lightning/TorchUncertainty .ckpt, a torch state "
+            "dict or a .safetensors file",
+        )
     path = local_file(path)
     from safetensors.torch import load_file
 
@@ -255,17 +291,22 @@ def backbone_state(model: nn.Module, content: Any, path: str | Path) -> dict[str
         if state[key].shape != expected[key].shape
     )
     if missing or unexpected or reshaped:
+
         def first(items: list[str]) -> str:
             return ", ".join(items[:5]) + (f" (+{len(items) - 5} more)" if len(items) > 5 else "")
 
         problems = [
             f"{label}: {first(items)}"
-            for label, items in (("missing", missing), ("unexpected", unexpected),
-                                 ("shape mismatch", reshaped))
+            for label, items in (
+                ("missing", missing),
+                ("unexpected", unexpected),
+                ("shape mismatch", reshaped),
+            )
             if items
         ]
         raise ValueError(
-            f"checkpoint='{path}' does not fit {type(model).__name__}: " + "; ".join(problems)
+            f"checkpoint='{path}' does not fit {type(model).__name__}: "
+            + "; ".join(problems)
             + ". It must come from the same architecture (a single model of the recipe)."
         )
     _check_values(state, expected, path)
@@ -273,12 +314,20 @@ def backbone_state(model: nn.Module, content: Any, path: str | Path) -> dict[str
 
 
 def _kind(tensor: Tensor) -> str:
-    return ("bool" if tensor.dtype == torch.bool else "floating" if tensor.is_floating_point()
-            else "complex" if tensor.is_complex() else "integer")
+    return (
+        "bool"
+        if tensor.dtype == torch.bool
+        else "floating"
+        if tensor.is_floating_point()
+        else "complex"
+        if tensor.is_complex()
+        else "integer"
+    )
 
 
-def _check_values(state: Mapping[str, Tensor], expected: Mapping[str, Tensor],
-                  path: str | Path) -> None:
+def _check_values(
+    state: Mapping[str, Tensor], expected: Mapping[str, Tensor], path: str | Path
+) -> None:
     """Refuse weights no trained model holds: another kind of dtype than the model's (integer or
     bool weights), NaN or infinity, a negative running variance."""
     for key, tensor in state.items():
@@ -286,15 +335,18 @@ def _check_values(state: Mapping[str, Tensor], expected: Mapping[str, Tensor],
             raise ValueError(
                 f"checkpoint='{path}' holds state_dict['{key}'] as {tensor.dtype}, where the "
                 f"model holds {expected[key].dtype}: refused (a {_kind(expected[key])} tensor "
-                f"is valid).")
+                f"is valid)."
+            )
         if tensor.is_floating_point() and not bool(torch.isfinite(tensor).all()):
             raise ValueError(
                 f"checkpoint='{path}' holds non-finite values (NaN or inf) in "
-                f"state_dict['{key}']: the run had diverged, or the file was altered; refused.")
+                f"state_dict['{key}']: the run had diverged, or the file was altered; refused."
+            )
         if key.endswith("running_var") and tensor.is_floating_point() and bool((tensor < 0).any()):
             raise ValueError(
                 f"checkpoint='{path}' holds negative values in state_dict['{key}'] (a "
-                f"normalization layer's running variance, >= 0 in any trained model): refused.")
+                f"normalization layer's running variance, >= 0 in any trained model): refused."
+            )
 
 
 def read_backbone_checkpoint(model: nn.Module, checkpoint: str | Path) -> dict[str, Tensor]:

@@ -43,8 +43,9 @@ from .allowlist import (
 __all__ = ["build_class_block"]
 
 
-def build_class_block(block: Mapping, base: type, allowed: Collection[str] = ALLOWED_CLASS_PATHS,
-                      where: str = "model") -> Any:
+def build_class_block(
+    block: Mapping, base: type, allowed: Collection[str] = ALLOWED_CLASS_PATHS, where: str = "model"
+) -> Any:
     """Build ``block`` (a ``class_path``/``init_args`` mapping read from a file), checked.
 
     Args:
@@ -121,8 +122,12 @@ def _refusal(error: ArgumentError, block: Mapping, where: str) -> ValueError:
             f"{place}.init_args.{key}={(value.get('init_args') or {}).get(key)!r:.200} is not an "
             f"argument of {class_path}; valid arguments: {', '.join(names)}."
         )
-    reasons = [line.strip() for line in message.splitlines() if line.strip()
-               and not re.match(r"(Parser key|Problem with given class_path)", line.strip())]
+    reasons = [
+        line.strip()
+        for line in message.splitlines()
+        if line.strip()
+        and not re.match(r"(Parser key|Problem with given class_path)", line.strip())
+    ]
     return ValueError(
         f"{place}={value!r:.200} is refused: {' '.join(reasons) or message}; give a value of "
         f"the type its class's signature names."

@@ -12,8 +12,14 @@ from typing import Any
 from . import allowlist, model_registry
 
 __all__ = [
-    "CONFIG_CLASS_PATHS", "ENSEMBLE_CLASS_PATHS", "EXPORTABLE_CLASS_PATHS", "MAX_LAYERS",
-    "MAX_STACKED_LAYERS", "check_ensemble_spec", "check_layer_counts", "registry_value",
+    "CONFIG_CLASS_PATHS",
+    "ENSEMBLE_CLASS_PATHS",
+    "EXPORTABLE_CLASS_PATHS",
+    "MAX_LAYERS",
+    "MAX_STACKED_LAYERS",
+    "check_ensemble_spec",
+    "check_layer_counts",
+    "registry_value",
 ]
 
 #: The only ``class_path`` values an export's model block may name: the registry's exportable
@@ -60,16 +66,22 @@ def check_ensemble_spec(spec: Any, extra_class_paths: Iterable[str] = ()) -> Non
     """
     extra = tuple(extra_class_paths)
     if not all(isinstance(path, str) and "." in path for path in extra):
-        raise ValueError(f"extra_class_paths must be exact dotted paths "
-                         f"('package.module.factory'), got {extra!r}.")
+        raise ValueError(
+            f"extra_class_paths must be exact dotted paths "
+            f"('package.module.factory'), got {extra!r}."
+        )
     if not isinstance(spec, Mapping) or "class_path" not in spec:
-        raise ValueError(f"The model spec must be a class_path/init_args mapping (a recipe's "
-                         f"model block), got {spec!r:.200}.")
+        raise ValueError(
+            f"The model spec must be a class_path/init_args mapping (a recipe's "
+            f"model block), got {spec!r:.200}."
+        )
     allowlist.check_class_paths(spec, EXPORTABLE_CLASS_PATHS | frozenset(extra), where="model")
     check_layer_counts(spec, "model")
     if spec["class_path"] not in (*ENSEMBLE_CLASS_PATHS, *extra):
-        raise ValueError(f"model.class_path={spec['class_path']!r} is no σNorm-Ensemble; an "
-                         f"export holds {_ENSEMBLE_NAMES}.")
+        raise ValueError(
+            f"model.class_path={spec['class_path']!r} is no σNorm-Ensemble; an "
+            f"export holds {_ENSEMBLE_NAMES}."
+        )
 
 
 #: A model's configuration may repeat one layer at most this many times (BERT-large: 24,
@@ -82,8 +94,9 @@ MAX_LAYERS, MAX_STACKED_LAYERS = 128, 1024
 #: the architecture: ``num_hidden_layers``, ``encoder_layers``, ``decoder_layers``,
 #: ``num_decoder_layers``, ``n_layer``, ``num_hidden_groups``, ``inner_group_num``,
 #: ``block_sizes``, ``depth``...
-_LAYER_COUNT = re.compile(r".*(layers?|groups?|group_num|blocks?|block_sizes|depths?)",
-                          re.IGNORECASE)
+_LAYER_COUNT = re.compile(
+    r".*(layers?|groups?|group_num|blocks?|block_sizes|depths?)", re.IGNORECASE
+)
 
 
 def check_layer_counts(spec: Any, where: str = "model") -> None:
@@ -111,8 +124,11 @@ def check_layer_counts(spec: Any, where: str = "model") -> None:
 def _count(value: Any) -> int | None:
     if isinstance(value, int) and not isinstance(value, bool):
         return value
-    if isinstance(value, list) and value and all(
-            isinstance(item, int) and not isinstance(item, bool) for item in value):
+    if (
+        isinstance(value, list)
+        and value
+        and all(isinstance(item, int) and not isinstance(item, bool) for item in value)
+    ):
         return sum(value)
     return None
 
@@ -121,16 +137,23 @@ def _check_config_layers(config: Mapping, where: str) -> None:
     for key, value in config.items():  # a configuration nested in another (text_config)
         if isinstance(value, Mapping):
             _check_config_layers(value, f"{where}.{key}")
-    counts = {str(key): count for key, value in config.items()
-              if _LAYER_COUNT.fullmatch(str(key)) and (count := _count(value)) is not None}
+    counts = {
+        str(key): count
+        for key, value in config.items()
+        if _LAYER_COUNT.fullmatch(str(key)) and (count := _count(value)) is not None
+    }
     for key, count in counts.items():
         if not 0 <= count <= MAX_LAYERS:
-            raise ValueError(f"{where}.{key}={config[key]!r} repeats a layer {count} times "
-                             f"(valid: 0 to {MAX_LAYERS}); building it would take minutes: "
-                             f"refused before anything is built.")
+            raise ValueError(
+                f"{where}.{key}={config[key]!r} repeats a layer {count} times "
+                f"(valid: 0 to {MAX_LAYERS}); building it would take minutes: "
+                f"refused before anything is built."
+            )
     stacked = math.prod(max(count, 1) for count in counts.values())
     if stacked > MAX_STACKED_LAYERS:
         named = ", ".join(f"{key}={count}" for key, count in counts.items())
-        raise ValueError(f"{where} stacks {stacked} layers ({named}; at most "
-                         f"{MAX_STACKED_LAYERS} all counts multiplied); building it would take "
-                         f"minutes: refused before anything is built.")
+        raise ValueError(
+            f"{where} stacks {stacked} layers ({named}; at most "
+            f"{MAX_STACKED_LAYERS} all counts multiplied); building it would take "
+            f"minutes: refused before anything is built."
+        )

@@ -10,8 +10,16 @@ from pathlib import Path
 from typing import BinaryIO
 
 __all__ = [
-    "MAX_YAML_NODES", "UnboundedYAML", "check_file_name", "current_umask", "file_kind",
-    "follow_umask", "load_yaml", "open_regular", "read_regular", "read_yaml",
+    "MAX_YAML_NODES",
+    "UnboundedYAML",
+    "check_file_name",
+    "current_umask",
+    "file_kind",
+    "follow_umask",
+    "load_yaml",
+    "open_regular",
+    "read_regular",
+    "read_yaml",
 ]
 
 
@@ -40,8 +48,15 @@ def check_file_name(name: object, where: str, example: str = "results.csv") -> s
     Raises:
         ValueError: Naming ``where``, the value and what is valid.
     """
-    if (not isinstance(name, str) or not name or name in (".", "..") or "\0" in name
-            or os.sep in name or (os.altsep and os.altsep in name) or Path(name).name != name):
+    if (
+        not isinstance(name, str)
+        or not name
+        or name in (".", "..")
+        or "\0" in name
+        or os.sep in name
+        or (os.altsep and os.altsep in name)
+        or Path(name).name != name
+    ):
         raise ValueError(
             f"{where}={name!r:.200} is not a plain file name: a run writes its files inside its "
             f"own folder only; give a name without folders, e.g. {example!r}."
@@ -90,8 +105,9 @@ def open_regular(path: str | Path, where: str, expected: str = "a regular file")
         raise
 
 
-def read_regular(path: str | Path, where: str, limit: int | None = None,
-                 expected: str = "a regular file") -> bytes:
+def read_regular(
+    path: str | Path, where: str, limit: int | None = None, expected: str = "a regular file"
+) -> bytes:
     """The bytes of the regular file ``path`` (:func:`open_regular`), at most ``limit``.
 
     Raises:
@@ -100,8 +116,10 @@ def read_regular(path: str | Path, where: str, limit: int | None = None,
     with open_regular(path, where, expected) as file:
         data = file.read() if limit is None else file.read(limit + 1)
     if limit is not None and len(data) > limit:
-        raise ValueError(f"{where}='{path}' holds more than {limit} bytes; expected {expected} "
-                         f"(at most {limit} bytes).")
+        raise ValueError(
+            f"{where}='{path}' holds more than {limit} bytes; expected {expected} "
+            f"(at most {limit} bytes)."
+        )
     return data
 
 

@@ -58,8 +58,16 @@ Role = Literal["ensemble", "config", "backbone", "baseline"]
 
 #: Arguments that fetch weights or files from elsewhere, whatever the class: an export's model
 #: block never sets them (but an entry's ``layout_flags``), as its weights are its own.
-FETCHING_ARGUMENTS = ("pretrained", "pretrained_path", "weights", "checkpoint", "checkpoint_path",
-                      "pretrained_cfg", "pretrained_cfg_overlay", "cache_dir")
+FETCHING_ARGUMENTS = (
+    "pretrained",
+    "pretrained_path",
+    "weights",
+    "checkpoint",
+    "checkpoint_path",
+    "pretrained_cfg",
+    "pretrained_cfg_overlay",
+    "cache_dir",
+)
 
 
 @dataclass(frozen=True)
@@ -115,57 +123,130 @@ _BACKBONE_WEIGHTS = {"pretrained": False, "pretrained_path": None}
 
 # σNorm-Ensembles: the factory and the class, each also where it is defined.
 for _name in ("signorm_ensemble", "SigmaNormEnsemble"):
-    _register(ModelEntry(f"{_PACKAGE}.{_name}", "ensemble",
-                         (f"{_PACKAGE}.signorm.ensemble.{_name}",), allow_listed=True,
-                         exportable=True, weight_sources={"checkpoint": None},
-                         layout_flags=("pretrained",)))
+    _register(
+        ModelEntry(
+            f"{_PACKAGE}.{_name}",
+            "ensemble",
+            (f"{_PACKAGE}.signorm.ensemble.{_name}",),
+            allow_listed=True,
+            exportable=True,
+            weight_sources={"checkpoint": None},
+            layout_flags=("pretrained",),
+        )
+    )
 
 # Their settings, given as one object (``config:``); its ``checkpoint`` fetches weights too.
-_register(ModelEntry(f"{_PACKAGE}.SigmaNormConfig", "config",
-                     (f"{_PACKAGE}.signorm.config.SigmaNormConfig",),
-                     allow_listed=True, exportable=True, weight_sources={"checkpoint": None},
-                     layout_flags=("pretrained",)))
+_register(
+    ModelEntry(
+        f"{_PACKAGE}.SigmaNormConfig",
+        "config",
+        (f"{_PACKAGE}.signorm.config.SigmaNormConfig",),
+        allow_listed=True,
+        exportable=True,
+        weight_sources={"checkpoint": None},
+        layout_flags=("pretrained",),
+    )
+)
 
 # Backbones of the recipes.
 for _name in ("resnet", "wideresnet28x10"):
     _register(ModelEntry(f"{_TU_MODELS}.{_name}", "backbone", allow_listed=True, exportable=True))
-_register(ModelEntry(f"{_PACKAGE}.backbones.wideresnet28", "backbone", allow_listed=True,
-                     exportable=True))
-_register(ModelEntry(f"{_PACKAGE}.backbones.timm_vit", "backbone", allow_listed=True,
-                     exportable=True, weight_sources=_BACKBONE_WEIGHTS))
-_register(ModelEntry(
-    f"{_PACKAGE}.backbones.bert_classifier", "backbone", allow_listed=True, exportable=True,
-    weight_sources=_BACKBONE_WEIGHTS,
-    stored_argument=StoredArgument("config", f"{_PACKAGE}.backbones.bert_config",
-                                   ("model_name", "num_classes", "pretrained_path"),
-                                   "the Hugging Face configuration"),
-))
-_register(ModelEntry(f"{_PACKAGE}.offline_assets.minilm_classifier", "backbone",
-                     allow_listed=True, exportable=True, weight_sources=_BACKBONE_WEIGHTS))
+_register(
+    ModelEntry(f"{_PACKAGE}.backbones.wideresnet28", "backbone", allow_listed=True, exportable=True)
+)
+_register(
+    ModelEntry(
+        f"{_PACKAGE}.backbones.timm_vit",
+        "backbone",
+        allow_listed=True,
+        exportable=True,
+        weight_sources=_BACKBONE_WEIGHTS,
+    )
+)
+_register(
+    ModelEntry(
+        f"{_PACKAGE}.backbones.bert_classifier",
+        "backbone",
+        allow_listed=True,
+        exportable=True,
+        weight_sources=_BACKBONE_WEIGHTS,
+        stored_argument=StoredArgument(
+            "config",
+            f"{_PACKAGE}.backbones.bert_config",
+            ("model_name", "num_classes", "pretrained_path"),
+            "the Hugging Face configuration",
+        ),
+    )
+)
+_register(
+    ModelEntry(
+        f"{_PACKAGE}.offline_assets.minilm_classifier",
+        "backbone",
+        allow_listed=True,
+        exportable=True,
+        weight_sources=_BACKBONE_WEIGHTS,
+    )
+)
 # Its ImageNet weights come from an installed package's file (the ``cnn`` extra).
-_register(ModelEntry(f"{_PACKAGE}.offline_assets.efficientnet_lite0_classifier", "backbone",
-                     allow_listed=True, exportable=True, weight_sources={"pretrained": False}))
+_register(
+    ModelEntry(
+        f"{_PACKAGE}.offline_assets.efficientnet_lite0_classifier",
+        "backbone",
+        allow_listed=True,
+        exportable=True,
+        weight_sources={"pretrained": False},
+    )
+)
 # torchvision's ResNets: exportable (a σN-Ens around one), not named by the recipes.
-for _name in ("resnet18", "resnet34", "resnet50", "resnet101", "resnet152", "wide_resnet50_2",
-              "wide_resnet101_2"):
-    _register(ModelEntry(f"torchvision.models.{_name}", "backbone",
-                         (f"torchvision.models.resnet.{_name}",), exportable=True,
-                         weight_sources={"weights": None, "pretrained": None}))
+for _name in (
+    "resnet18",
+    "resnet34",
+    "resnet50",
+    "resnet101",
+    "resnet152",
+    "wide_resnet50_2",
+    "wide_resnet101_2",
+):
+    _register(
+        ModelEntry(
+            f"torchvision.models.{_name}",
+            "backbone",
+            (f"torchvision.models.resnet.{_name}",),
+            exportable=True,
+            weight_sources={"weights": None, "pretrained": None},
+        )
+    )
 
 # Baselines: recorded, neither allow-listed nor exportable (no σNorm-Ensembles).
-for _module, _names in (("film", ("film_ensemble", "FiLMEnsemble")),
-                        ("lora", ("lora_ensemble", "LoRAEnsemble")),
-                        ("multi_head", ("multi_head_ensemble", "MultiHeadEnsemble"))):
+for _module, _names in (
+    ("film", ("film_ensemble", "FiLMEnsemble")),
+    ("lora", ("lora_ensemble", "LoRAEnsemble")),
+    ("multi_head", ("multi_head_ensemble", "MultiHeadEnsemble")),
+):
     for _name in _names:
-        _register(ModelEntry(f"{_PACKAGE}.baselines.{_name}", "baseline",
-                             (f"{_PACKAGE}.baselines.{_module}.model.{_name}",)))
-_register(ModelEntry("torch_uncertainty.methods.deep_ensembles", "baseline",
-                     weight_sources={"ckpt_paths": None}))
+        _register(
+            ModelEntry(
+                f"{_PACKAGE}.baselines.{_name}",
+                "baseline",
+                (f"{_PACKAGE}.baselines.{_module}.model.{_name}",),
+            )
+        )
+_register(
+    ModelEntry(
+        "torch_uncertainty.methods.deep_ensembles", "baseline", weight_sources={"ckpt_paths": None}
+    )
+)
 for _method in ("packed", "batched", "masked", "mimo"):
     for _arch in ("resnet", "wideresnet28x10"):
-        _register(ModelEntry(f"{_TU_MODELS}.{_method}_{_arch}", "baseline",
-                             weight_sources={"pretrained": None} if _arch == "resnet"
-                             and _method == "packed" else {}))
+        _register(
+            ModelEntry(
+                f"{_TU_MODELS}.{_method}_{_arch}",
+                "baseline",
+                weight_sources={"pretrained": None}
+                if _arch == "resnet" and _method == "packed"
+                else {},
+            )
+        )
 del _name, _module, _names, _method, _arch
 
 
@@ -184,7 +265,8 @@ def class_paths(
 ) -> frozenset[str]:
     """Every path (aliases included) of the entries matching the given properties."""
     return frozenset(
-        path for entry in model_entries(role)
+        path
+        for entry in model_entries(role)
         if allow_listed in (None, entry.allow_listed) and exportable in (None, entry.exportable)
         for path in entry.class_paths
     )

@@ -61,9 +61,11 @@ def _checked_text(path: object, allowed: frozenset[str]) -> str:
     """The text of the file jsonargparse's ``path`` names, once checked."""
     shown = str(getattr(path, "relative", path))
     if getattr(path, "is_url", False) or getattr(path, "is_fsspec", False) or shown == "-":
-        raise ValueError(f"{shown!r} names a URL, a remote path or standard input, which a "
-                         f"recipe given to the export command may not read; name a local "
-                         f"file, relative to the file naming it.")
+        raise ValueError(
+            f"{shown!r} names a URL, a remote path or standard input, which a "
+            f"recipe given to the export command may not read; name a local "
+            f"file, relative to the file naming it."
+        )
     file = Path(str(getattr(path, "absolute", path)))
     data = read_regular(file, shown, MAX_PARSED_FILE_BYTES, "a YAML file (a recipe block)")
     try:

@@ -21,8 +21,11 @@ except ImportError:  # pragma: no cover
     import sre_constants as _sre_constants
     import sre_parse as _sre_parser
 
-_REPEATS = {_sre_constants.MAX_REPEAT, _sre_constants.MIN_REPEAT,
-            getattr(_sre_constants, "POSSESSIVE_REPEAT", None)} - {None}
+_REPEATS = {
+    _sre_constants.MAX_REPEAT,
+    _sre_constants.MIN_REPEAT,
+    getattr(_sre_constants, "POSSESSIVE_REPEAT", None),
+} - {None}
 _ATOMIC_GROUP = getattr(_sre_constants, "ATOMIC_GROUP", object())
 
 
@@ -75,22 +78,30 @@ def check_pattern(argument: str, pattern: str) -> str:
     Raises:
         ValueError: Naming ``argument``, the pattern, the reason and what is valid.
     """
-    valid = (f"give a list of layer names, a preset, or a simpler regex (at most "
-             f"{MAX_PATTERN_REPEATS} repeats, none inside another, e.g. "
-             f"'(.*\\.)?layer[34]\\.\\d+\\.bn2')")
+    valid = (
+        f"give a list of layer names, a preset, or a simpler regex (at most "
+        f"{MAX_PATTERN_REPEATS} repeats, none inside another, e.g. "
+        f"'(.*\\.)?layer[34]\\.\\d+\\.bn2')"
+    )
     if len(pattern) > MAX_PATTERN_LENGTH:
-        raise ValueError(f"{argument}={pattern[:80]!r}... is a pattern of {len(pattern)} "
-                         f"characters (at most {MAX_PATTERN_LENGTH}); {valid}.")
+        raise ValueError(
+            f"{argument}={pattern[:80]!r}... is a pattern of {len(pattern)} "
+            f"characters (at most {MAX_PATTERN_LENGTH}); {valid}."
+        )
     try:
         count = _repeats(_sre_parser.parse(pattern), inside=False)
     except re.error as error:
         raise ValueError(f"{argument}={pattern!r} is not a valid regex: {error}.") from None
     except _Unbounded as error:
-        raise ValueError(f"{argument}={pattern!r} holds {error}, whose matching can take "
-                         f"exponential time; {valid}.") from None
+        raise ValueError(
+            f"{argument}={pattern!r} holds {error}, whose matching can take "
+            f"exponential time; {valid}."
+        ) from None
     except RecursionError:
         raise ValueError(f"{argument}={pattern[:80]!r} is nested too deeply; {valid}.") from None
     if count > MAX_PATTERN_REPEATS:
-        raise ValueError(f"{argument}={pattern!r} holds {count} repeats (at most "
-                         f"{MAX_PATTERN_REPEATS}), whose matching can take very long; {valid}.")
+        raise ValueError(
+            f"{argument}={pattern!r} holds {count} repeats (at most "
+            f"{MAX_PATTERN_REPEATS}), whose matching can take very long; {valid}."
+        )
     return pattern

@@ -22,8 +22,9 @@ CHECKPOINT_TAU = "signorm_tau"
 TARGET_STATE_KEY = "signorm_diversity_target"
 
 
-def checkpoint_tau(checkpoint: Any, configured: float | None = None,
-                   where: str = "the checkpoint") -> float | None:
+def checkpoint_tau(
+    checkpoint: Any, configured: float | None = None, where: str = "the checkpoint"
+) -> float | None:
     """The τ a σN-Ens run had reached when ``checkpoint`` (a loaded mapping) was saved, checked:
     its :data:`CHECKPOINT_TAU`, else, in a checkpoint of an earlier release, the τ controller's
     ``log_tau``; ``None`` when it holds neither (the model's configured τ then stands).
@@ -47,14 +48,24 @@ def checkpoint_tau(checkpoint: Any, configured: float | None = None,
             return None
         value, controlled = math.exp(log_tau) if math.isfinite(log_tau) else log_tau, True
     low, high = CONTROLLED_TAU_RANGE if controlled else TAU_RANGE
-    if (isinstance(value, bool) or not isinstance(value, (int, float))
-            or not (math.isfinite(value) and low <= value <= high)):
-        raise ValueError(f"{where} holds {CHECKPOINT_TAU}={value!r:.40}, which no run saves "
-                         f"(a finite τ in [{low:g}, {high:g}]): the checkpoint was altered.")
-    if (configured is not None and not controlled
-            and not math.isclose(value, configured, rel_tol=1e-6)):
-        raise ValueError(f"{where} holds {CHECKPOINT_TAU}={value:g}, but the run's configuration "
-                         f"gives tau={configured:g} and the checkpoint holds no τ controller "
-                         f"state (a fixed-τ run keeps its τ): the checkpoint was altered, or "
-                         f"belongs to another recipe.")
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, (int, float))
+        or not (math.isfinite(value) and low <= value <= high)
+    ):
+        raise ValueError(
+            f"{where} holds {CHECKPOINT_TAU}={value!r:.40}, which no run saves "
+            f"(a finite τ in [{low:g}, {high:g}]): the checkpoint was altered."
+        )
+    if (
+        configured is not None
+        and not controlled
+        and not math.isclose(value, configured, rel_tol=1e-6)
+    ):
+        raise ValueError(
+            f"{where} holds {CHECKPOINT_TAU}={value:g}, but the run's configuration "
+            f"gives tau={configured:g} and the checkpoint holds no τ controller "
+            f"state (a fixed-τ run keeps its τ): the checkpoint was altered, or "
+            f"belongs to another recipe."
+        )
     return float(value)

@@ -75,9 +75,9 @@ class SigmaNormConfig(MethodConfig):
             "scale_init_std": check_positive_number("scale_init_std", self.scale_init_std, True),
             "member_spread": check_positive_number("member_spread", self.member_spread, True),
             "checkpoint": None if self.checkpoint is None else str(self.checkpoint),
-            "regularized_layers": self.regularized_layers if isinstance(
-                self.regularized_layers, str) else tuple(self.regularized_layers),
+            "regularized_layers": self.regularized_layers
+            if isinstance(self.regularized_layers, str)
+            else tuple(self.regularized_layers),
         }
         for name, value in normalized.items():
             object.__setattr__(self, name, value)
-

@@ -29,7 +29,11 @@ SUPPORTED_NORMS = (
 )
 #: What a freshly built normalization layer holds (torch, timm and transformers alike).
 _INITIAL_STATE = {
-    "weight": 1.0, "bias": 0.0, "running_mean": 0.0, "running_var": 1.0, "num_batches_tracked": 0
+    "weight": 1.0,
+    "bias": 0.0,
+    "running_mean": 0.0,
+    "running_var": 1.0,
+    "num_batches_tracked": 0,
 }
 
 

@@ -261,10 +261,17 @@ class DiversityTarget:
     def state_dict(self) -> dict[str, Any]:
         """Everything :meth:`update` depends on but τ, as plain floats (for the checkpoint; τ
         is its owner's, saved once under the routine's ``signorm_tau``)."""
-        return {"previous": self.previous, "rate": self.rate,
-                "start": self.start, "updates": self.updates, "step": self.step,
-                "target": self.target, "best_accuracy": self.best_accuracy, "floor": self.floor,
-                "falling": self.falling}
+        return {
+            "previous": self.previous,
+            "rate": self.rate,
+            "start": self.start,
+            "updates": self.updates,
+            "step": self.step,
+            "target": self.target,
+            "best_accuracy": self.best_accuracy,
+            "floor": self.floor,
+            "falling": self.falling,
+        }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Restore :meth:`state_dict`; a target other than this one's is an error. τ is not
@@ -296,18 +303,26 @@ def _check_state(state: dict[str, Any]) -> None:
     finite and in its range (log τ within :data:`CONTROLLED_TAU_RANGE`, σNorm-cos in [-1, 1],
     accuracy in [0, 1], counts >= 0)."""
     low, high = (math.log(bound) for bound in CONTROLLED_TAU_RANGE)
-    ranges = {"log_tau": (low, high, True), "previous": (-1.0, 1.0, True),
-              "rate": (-2.0, 2.0, False),
-              "start": (math.log(_MIN_DIVERGENCE), math.log(2.0), False),
-              "updates": (0, math.inf, False), "step": (0, math.inf, True),
-              "best_accuracy": (0.0, 1.0, True), "floor": (low, high, True),
-              "falling": (low, high, True)}
+    ranges = {
+        "log_tau": (low, high, True),
+        "previous": (-1.0, 1.0, True),
+        "rate": (-2.0, 2.0, False),
+        "start": (math.log(_MIN_DIVERGENCE), math.log(2.0), False),
+        "updates": (0, math.inf, False),
+        "step": (0, math.inf, True),
+        "best_accuracy": (0.0, 1.0, True),
+        "floor": (low, high, True),
+        "falling": (low, high, True),
+    }
     for key, (lowest, highest, optional) in ranges.items():
         value = state.get(key)
         if value is None and (optional or key not in ("rate", "start", "updates")):
             continue
-        valid = isinstance(value, (int, float)) and not isinstance(value, bool) and (
-            math.isfinite(value) and lowest - 1e-9 <= value <= highest + 1e-9)
+        valid = (
+            isinstance(value, (int, float))
+            and not isinstance(value, bool)
+            and (math.isfinite(value) and lowest - 1e-9 <= value <= highest + 1e-9)
+        )
         if not valid:
             raise ValueError(
                 f"The checkpoint's τ controller state has {key}={value!r}, which no run saves "
@@ -317,8 +332,9 @@ def _check_state(state: dict[str, Any]) -> None:
             )
 
 
-def target_cost_message(target: DiversityTarget, best: float, accuracy: float, cosine: float,
-                        step: int) -> str:
+def target_cost_message(
+    target: DiversityTarget, best: float, accuracy: float, cosine: float, step: int
+) -> str:
     """The warning when ``target`` stops strengthening the push because the validation accuracy
     fell from ``best`` to ``accuracy`` at two validations in a row
     (:meth:`DiversityTarget.validated`)."""
@@ -333,21 +349,25 @@ def target_cost_message(target: DiversityTarget, best: float, accuracy: float, c
     )
 
 
-def missed_target_message(target: DiversityTarget, cosine: float, steps: int,
-                          member_spread: float = 0.0) -> str:
+def missed_target_message(
+    target: DiversityTarget, cosine: float, steps: int, member_spread: float = 0.0
+) -> str:
     """The warning when a run ends with the regularized layers' σNorm-cos ``cosine`` away from
     ``target``'s target, saying why (a bound reached, the budget, the accuracy floor) and what
     to try."""
     bound = target.at_bound()
-    spread = (f"raise member_spread (it is {member_spread:g})" if member_spread else
-              "give the model member_spread (e.g. 0.3)")
+    spread = (
+        f"raise member_spread (it is {member_spread:g})"
+        if member_spread
+        else "give the model member_spread (e.g. 0.3)"
+    )
     if bound == "lower" or (bound is None and cosine > target.target):
         why = (
             "tau reached its lower bound: the regularizer pushes as hard as it can and the "
             f"members still share too much. {spread.capitalize()}, raise "
             "diversity_strength (lambda), or train longer"
-            if bound == "lower" else
-            "the run ended before σNorm-cos came down to the target: train longer, "
+            if bound == "lower"
+            else "the run ended before σNorm-cos came down to the target: train longer, "
             f"{spread}, or raise diversity_strength (lambda)"
         )
     elif bound == "upper":
@@ -361,10 +381,12 @@ def missed_target_message(target: DiversityTarget, cosine: float, steps: int,
     else:
         why = "the run ended before σNorm-cos settled: train longer"
     if target.floor is not None:
-        why = (f"the controller stopped strengthening the push when the validation accuracy "
-               f"stayed {ACCURACY_DROP:.0%} below its best for two validations (tau held >= "
-               f"{math.exp(target.floor):.4g}): this target costs more accuracy than this "
-               f"budget affords")
+        why = (
+            f"the controller stopped strengthening the push when the validation accuracy "
+            f"stayed {ACCURACY_DROP:.0%} below its best for two validations (tau held >= "
+            f"{math.exp(target.floor):.4g}): this target costs more accuracy than this "
+            f"budget affords"
+        )
     return (
         f"target_diversity={target.target:g} was not reached: the regularized layers' "
         f"σNorm-cos is {cosine:.4f} after {steps} steps (tolerance ±{TARGET_TOLERANCE}), with "
@@ -372,8 +394,9 @@ def missed_target_message(target: DiversityTarget, cosine: float, steps: int,
     )
 
 
-def tested_off_target_message(target: float, cosine: float, checkpoint: str | None,
-                              fit_end: tuple[int, float] | None) -> str:
+def tested_off_target_message(
+    target: float, cosine: float, checkpoint: str | None, fit_end: tuple[int, float] | None
+) -> str:
     """The warning when the model a ``test`` evaluated (``checkpoint``, else the weights in
     memory) has the regularized layers' σNorm-cos ``cosine`` away from ``target``; ``fit_end``
     is ``(steps, σNorm-cos)`` where this process's ``fit`` ended, if it ran one."""

@@ -162,14 +162,24 @@ class SigmaNormEnsemble(MemberWrapper):
         expand_at: str = _DEFAULT.expand_at,
         eval_chunk_size: int | Literal["auto"] | None = _DEFAULT.eval_chunk_size,
     ) -> None:
-        config = SigmaNormConfig.resolve(config, {
-            "num_classes": num_classes, "pretrained": pretrained, "checkpoint": checkpoint,
-            "regularized_layers": regularized_layers, "tau": tau,
-            "diversity_strength": diversity_strength, "scale_init_std": scale_init_std,
-            "member_spread": member_spread, "head": head,
-            "head_norm": head_norm, "head_scale_init": head_scale_init, "expand_at": expand_at,
-            "eval_chunk_size": eval_chunk_size,
-        })
+        config = SigmaNormConfig.resolve(
+            config,
+            {
+                "num_classes": num_classes,
+                "pretrained": pretrained,
+                "checkpoint": checkpoint,
+                "regularized_layers": regularized_layers,
+                "tau": tau,
+                "diversity_strength": diversity_strength,
+                "scale_init_std": scale_init_std,
+                "member_spread": member_spread,
+                "head": head,
+                "head_norm": head_norm,
+                "head_scale_init": head_scale_init,
+                "expand_at": expand_at,
+                "eval_chunk_size": eval_chunk_size,
+            },
+        )
         super().__init__(num_estimators, config)
         self.eval_chunk_size = config.eval_chunk_size
         self.member_spread = config.member_spread
@@ -207,7 +217,10 @@ class SigmaNormEnsemble(MemberWrapper):
         if scale_init == "auto":
             scale_init = "features" if pretrained else "unit"
         self.heads = MemberHeads(
-            in_features, config.num_classes or replaced_classes, num_estimators, norm=head_norm,
+            in_features,
+            config.num_classes or replaced_classes,
+            num_estimators,
+            norm=head_norm,
             scale_init=scale_init,
         ).to(**placement)
         require_diversity_loss(self)  # never trains silently without its regularizer
@@ -250,8 +263,10 @@ class SigmaNormEnsemble(MemberWrapper):
             return None
         rows = self.eval_chunk_size
         if rows == "auto":
-            tensor = inputs if isinstance(inputs, Tensor) else next(
-                (v for v in inputs.values() if isinstance(v, Tensor)), None
+            tensor = (
+                inputs
+                if isinstance(inputs, Tensor)
+                else next((v for v in inputs.values() if isinstance(v, Tensor)), None)
             )
             if tensor is None or tensor.device.type != "cpu":
                 return None

@@ -25,7 +25,6 @@ REGULARIZED_LAYER_PRESETS: dict[str, str | None] = {
 }
 
 
-
 def check_regularized_layers(spec: Any) -> None:
     """Refuse a ``regularized_layers`` that is neither a preset, a bounded regex nor a
     non-empty list of names
@@ -48,6 +47,9 @@ def select_layers(names: Sequence[str], spec: str | Sequence[str]) -> list[str]:
         ValueError: If the spec is invalid, or a preset, regex or list entry matches nothing.
     """
     return match_names(
-        names, spec, argument="regularized_layers", kind="σNorm layer",
+        names,
+        spec,
+        argument="regularized_layers",
+        kind="σNorm layer",
         presets=REGULARIZED_LAYER_PRESETS,
     )

@@ -113,8 +113,11 @@ def output_preserving_reparameterization(
                 f"scales and shifts can be reproduced."
             )
     largest = w.abs().max()
-    magnitude = (largest / MAX_CONVERTED_IMPORTANCE if largest > 0
-                 else torch.ones((), dtype=w.dtype, device=w.device))
+    magnitude = (
+        largest / MAX_CONVERTED_IMPORTANCE
+        if largest > 0
+        else torch.ones((), dtype=w.dtype, device=w.device)
+    )
     ratio = w.abs() / magnitude
     importance = ratio.clamp(min=MIN_CONVERTED_IMPORTANCE)
     logits = torch.logit(importance)
@@ -486,8 +489,9 @@ class SigmaGroupNorm(SigmaNorm):
         )
 
     def empty_plain(self, device: torch.device, dtype: torch.dtype) -> nn.Module:
-        return nn.GroupNorm(self.num_groups, self.num_features, eps=self.eps, device=device,
-                            dtype=dtype)
+        return nn.GroupNorm(
+            self.num_groups, self.num_features, eps=self.eps, device=device, dtype=dtype
+        )
 
     def forward(self, x: Tensor) -> Tensor:
         """One ``group_norm`` of the ``(B, M·C, ...)`` view: M·G groups, members' affines."""

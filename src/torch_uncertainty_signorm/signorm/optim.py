@@ -121,12 +121,16 @@ def signorm_param_groups(
             f"signorm_ensemble(...) first."
         )
     scale_ids = {id(p) for p in scale_logits}
-    scales = {"params": scale_logits, "lr": lr * scale_lr_multiplier * member,
-              "weight_decay": 0.0}
+    scales = {"params": scale_logits, "lr": lr * scale_lr_multiplier * member, "weight_decay": 0.0}
     if member == 1.0:
         return [{"params": [p for p in module.parameters() if id(p) not in scale_ids]}, scales]
-    heads = [p for m in module.modules() if isinstance(m, MemberHeads)
-             for p in m.parameters() if id(p) not in scale_ids]
+    heads = [
+        p
+        for m in module.modules()
+        if isinstance(m, MemberHeads)
+        for p in m.parameters()
+        if id(p) not in scale_ids
+    ]
     member_ids = scale_ids | {id(p) for p in heads}
     shared = [p for p in module.parameters() if id(p) not in member_ids]
     head_group = {"params": heads, "lr": lr * member}
@@ -158,9 +162,13 @@ def recipe_optimizer(procedure: Any, recipe: Callable) -> Optimizer:
     return optimizer
 
 
-def build_on_groups(optim_recipe: Callable[..., Any], model: nn.Module,
-                    groups_for: Callable[[float, float | None, bool], list[dict]],
-                    *args: Any, **kwargs: Any) -> Any:
+def build_on_groups(
+    optim_recipe: Callable[..., Any],
+    model: nn.Module,
+    groups_for: Callable[[float, float | None, bool], list[dict]],
+    *args: Any,
+    **kwargs: Any,
+) -> Any:
     """What ``optim_recipe(model)`` returns, its optimizer built on ``groups_for(lr,
     weight_decay, adaptive)`` instead of ``model.parameters()``.
 
@@ -168,15 +176,17 @@ def build_on_groups(optim_recipe: Callable[..., Any], model: nn.Module,
     (:func:`is_adaptive`), then on the groups, so that its scheduler scales every group.
     """
     optimizer = recipe_optimizer(optim_recipe(model, *args, **kwargs), optim_recipe)
-    groups = groups_for(optimizer.defaults["lr"], optimizer.defaults.get("weight_decay"),
-                        is_adaptive(optimizer))
+    groups = groups_for(
+        optimizer.defaults["lr"], optimizer.defaults.get("weight_decay"), is_adaptive(optimizer)
+    )
     procedure = optim_recipe(_ParamGroups(groups), *args, **kwargs)
     recipe_optimizer(procedure, optim_recipe)
     return procedure
 
 
-def unwrap_signorm_recipe(optim_recipe: Callable[..., Any]) -> tuple[Callable[..., Any],
-                                                                      float | None]:
+def unwrap_signorm_recipe(
+    optim_recipe: Callable[..., Any],
+) -> tuple[Callable[..., Any], float | None]:
     """``(the recipe a signorm_optim_recipe wraps, the multiplier it was given)``; any other
     recipe comes back as it is, with ``None``."""
     return getattr(optim_recipe, _WRAPPED, (optim_recipe, None))
@@ -227,20 +237,28 @@ def signorm_optim_recipe(
     @functools.wraps(optim_recipe)
     def recipe(model: nn.Module, *args: Any, **kwargs: Any) -> Any:
         return build_on_groups(
-            optim_recipe, model,
-            lambda lr, _decay, adaptive: signorm_param_groups(model, lr, scale_lr_multiplier,
-                                                              adaptive=adaptive),
-            *args, **kwargs,
+            optim_recipe,
+            model,
+            lambda lr, _decay, adaptive: signorm_param_groups(
+                model, lr, scale_lr_multiplier, adaptive=adaptive
+            ),
+            *args,
+            **kwargs,
         )
 
     setattr(recipe, _WRAPPED, (optim_recipe, scale_lr_multiplier))
 
-    rate = (f"{DEFAULT_SCALE_LR_MULTIPLIER:g}x (SGD-type) or {ADAPTIVE_SCALE_LR_MULTIPLIER:g}x "
-            f"(adaptive optimisers)" if scale_lr_multiplier is None
-            else f"{scale_lr_multiplier:g}x")
-    recipe.__doc__ = (f"σN-Ens version of {getattr(optim_recipe, '__qualname__', 'a recipe')}"
-                      f" (:func:`~torch_uncertainty_signorm.signorm.optim.signorm_optim_recipe`): "
-                      f"the "
-                      f"σNorm scale logits at {rate} its learning rate, "
-                      f"without weight decay.\n\n" + (optim_recipe.__doc__ or ""))
+    rate = (
+        f"{DEFAULT_SCALE_LR_MULTIPLIER:g}x (SGD-type) or {ADAPTIVE_SCALE_LR_MULTIPLIER:g}x "
+        f"(adaptive optimisers)"
+        if scale_lr_multiplier is None
+        else f"{scale_lr_multiplier:g}x"
+    )
+    recipe.__doc__ = (
+        f"σN-Ens version of {getattr(optim_recipe, '__qualname__', 'a recipe')}"
+        f" (:func:`~torch_uncertainty_signorm.signorm.optim.signorm_optim_recipe`): "
+        f"the "
+        f"σNorm scale logits at {rate} its learning rate, "
+        f"without weight decay.\n\n" + (optim_recipe.__doc__ or "")
+    )
     return recipe

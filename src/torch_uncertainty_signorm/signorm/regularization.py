@@ -13,8 +13,14 @@ from torch import Tensor, nn
 from ..checks import check_positive_number
 
 __all__ = [
-    "DEFAULT_DIVERSITY_STRENGTH", "DEFAULT_TAU", "MAX_DIVERSITY_STRENGTH", "TAU_RANGE",
-    "ImportanceSharingPenalty", "check_penalty_settings", "check_tau", "sharing_penalty",
+    "DEFAULT_DIVERSITY_STRENGTH",
+    "DEFAULT_TAU",
+    "MAX_DIVERSITY_STRENGTH",
+    "TAU_RANGE",
+    "ImportanceSharingPenalty",
+    "check_penalty_settings",
+    "check_tau",
+    "sharing_penalty",
 ]
 
 #: Temperatures where the penalty works in float32 on importances in (0, 1): below, shares
@@ -60,8 +66,12 @@ def check_tau(tau: Any) -> float:
     """``tau`` as a float if it is a number in :data:`TAU_RANGE`, else a ValueError whose message
     is the same for every bad value (0, a negative, infinity, a bool, 1e-4, 1e9)."""
     low, high = TAU_RANGE
-    if (isinstance(tau, Real) and not isinstance(tau, bool) and math.isfinite(tau)
-            and low <= tau <= high):
+    if (
+        isinstance(tau, Real)
+        and not isinstance(tau, bool)
+        and math.isfinite(tau)
+        and low <= tau <= high
+    ):
         return float(tau)
     raise ValueError(
         f"tau={tau!r} is outside [{low:g}, {high:g}] (TAU_RANGE), where the diversity penalty "

@@ -39,4 +39,3 @@ class FiLMConfig(MethodConfig):
         gain = check_positive_number("gain", self.gain, allow_zero=True)
         check_init_center(self.init_center)
         object.__setattr__(self, "gain", gain)
-

@@ -56,9 +56,7 @@ def _batch_norm_names(model: nn.Module) -> list[str]:
     return names
 
 
-def _replace_classifier(
-    model: nn.Module, name: str | None, in_features: int, classes: int
-) -> None:
+def _replace_classifier(model: nn.Module, name: str | None, in_features: int, classes: int) -> None:
     """A fresh shared classifier with ``classes`` outputs in place of the backbone's."""
     if name is None:
         model.reset_classifier(classes)
@@ -116,10 +114,16 @@ class FiLMEnsemble(MemberWrapper):
         head: str | None = _DEFAULT.head,
         expand_at: str = _DEFAULT.expand_at,
     ) -> None:
-        config = FiLMConfig.resolve(config, {
-            "num_classes": num_classes, "gain": gain, "init_center": init_center, "head": head,
-            "expand_at": expand_at,
-        })
+        config = FiLMConfig.resolve(
+            config,
+            {
+                "num_classes": num_classes,
+                "gain": gain,
+                "init_center": init_center,
+                "head": head,
+                "expand_at": expand_at,
+            },
+        )
         super().__init__(num_estimators, config)
         num_classes, gain, init_center = config.num_classes, config.gain, config.init_center
         head = config.head

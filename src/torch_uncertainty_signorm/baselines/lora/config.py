@@ -38,6 +38,10 @@ class LoRAEnsembleConfig(MethodConfig):
         if targets is not None:
             check_selection("target_modules", targets)
             targets = targets if isinstance(targets, str) else tuple(targets)
-        for name, value in (("rank", rank), ("alpha", alpha), ("init_gain", init_gain),
-                            ("target_modules", targets)):
+        for name, value in (
+            ("rank", rank),
+            ("alpha", alpha),
+            ("init_gain", init_gain),
+            ("target_modules", targets),
+        ):
             object.__setattr__(self, name, value)

@@ -86,8 +86,13 @@ class MemberLoRALinear(nn.Module):
         ``W + (α/r) B_m A_m``, the bias kept."""
         check_integer("member", member, low=0, high=self.num_estimators - 1)
         base = self.base
-        linear = nn.Linear(base.in_features, base.out_features, bias=base.bias is not None,
-                           device=base.weight.device, dtype=base.weight.dtype)
+        linear = nn.Linear(
+            base.in_features,
+            base.out_features,
+            bias=base.bias is not None,
+            device=base.weight.device,
+            dtype=base.weight.dtype,
+        )
         with torch.no_grad():
             linear.weight.copy_(base.weight + self.delta_weight(member))
             if base.bias is not None:

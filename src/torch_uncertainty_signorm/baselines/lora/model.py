@@ -70,11 +70,17 @@ def _find_targets(
     """Names of the ``nn.Linear`` layers to adapt, the classifier excluded, selected by
     :func:`~torch_uncertainty_signorm.members.selection.match_names` (``None``: ``"attention"``)."""
     replaced = {id(m) for m in classifier_module(model, classifier).modules()}
-    linears = [n for n, m in model.named_modules()
-               if n and isinstance(m, nn.Linear) and id(m) not in replaced]
+    linears = [
+        n
+        for n, m in model.named_modules()
+        if n and isinstance(m, nn.Linear) and id(m) not in replaced
+    ]
     spec = "attention" if target_modules is None else target_modules
     return match_names(
-        linears, spec, argument="target_modules", kind="nn.Linear",
+        linears,
+        spec,
+        argument="target_modules",
+        kind="nn.Linear",
         presets=TARGET_MODULE_PRESETS,
     )
 
@@ -131,11 +137,18 @@ class LoRAEnsemble(MemberWrapper):
         head: str | None = _DEFAULT.head,
         expand_at: str = _DEFAULT.expand_at,
     ) -> None:
-        config = LoRAEnsembleConfig.resolve(config, {
-            "num_classes": num_classes, "rank": rank, "alpha": alpha,
-            "target_modules": target_modules, "init_gain": init_gain, "head": head,
-            "expand_at": expand_at,
-        })
+        config = LoRAEnsembleConfig.resolve(
+            config,
+            {
+                "num_classes": num_classes,
+                "rank": rank,
+                "alpha": alpha,
+                "target_modules": target_modules,
+                "init_gain": init_gain,
+                "head": head,
+                "expand_at": expand_at,
+            },
+        )
         super().__init__(num_estimators, config)
         num_classes, rank, alpha = config.num_classes, config.rank, config.alpha
         init_gain, head = config.init_gain, config.head
@@ -162,9 +175,9 @@ class LoRAEnsemble(MemberWrapper):
             ),
         )
         self.set_backbone(model, expand_at, targets)
-        self.heads = MemberLinear(
-            in_features, num_classes or replaced_classes, num_estimators
-        ).to(**placement)
+        self.heads = MemberLinear(in_features, num_classes or replaced_classes, num_estimators).to(
+            **placement
+        )
 
     def adapters(self) -> dict[str, MemberLoRALinear]:
         """The adapted projections by name."""

@@ -92,8 +92,10 @@ class MultiHeadEnsemble(MemberWrapper):
         """
         batch_size = self.check_inputs(inputs)
         features = pooled_output(self._call(inputs))
-        if not isinstance(features, Tensor) or features.dim() != 2 or (
-            features.shape[0] != batch_size
+        if (
+            not isinstance(features, Tensor)
+            or features.dim() != 2
+            or (features.shape[0] != batch_size)
         ):
             shape = tuple(features.shape) if isinstance(features, Tensor) else type(features)
             raise ValueError(

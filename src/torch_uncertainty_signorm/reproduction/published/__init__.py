@@ -51,8 +51,10 @@ TABLES = {
 #: Spellings of key values that :func:`same_key` accepts for the tables': whole-word
 #: abbreviations, after ``sigma`` -> ``σ``, lower case and without spaces, ``-`` and ``_``.
 _ABBREVIATIONS = (
-    (re.compile(r"^wrn"), "wideresnet"), (re.compile(r"^rn(?=\d)"), "resnet"),
-    (re.compile(r"^c(10|100)$"), r"cifar\1"), (re.compile(r"^(in|imagenet)(1k)?$"), "imagenet1k"),
+    (re.compile(r"^wrn"), "wideresnet"),
+    (re.compile(r"^rn(?=\d)"), "resnet"),
+    (re.compile(r"^c(10|100)$"), r"cifar\1"),
+    (re.compile(r"^(in|imagenet)(1k)?$"), "imagenet1k"),
 )
 
 
@@ -93,8 +95,13 @@ class PublishedTable:
     @property
     def metric_columns(self) -> list[str]:
         """The numeric columns that are not keys."""
-        return [c for c in self.columns if c not in self.key_columns and c in self.rows[0]
-                and isinstance(self.rows[0][c], float)]
+        return [
+            c
+            for c in self.columns
+            if c not in self.key_columns
+            and c in self.rows[0]
+            and isinstance(self.rows[0][c], float)
+        ]
 
     def select(self, **keys: Any) -> list[dict[str, Any]]:
         """The rows whose key columns match ``keys`` (compared as text, see :meth:`resolve`)."""
@@ -114,8 +121,9 @@ class PublishedTable:
         """
         unknown = sorted(set(keys) - set(self.columns))
         if unknown:
-            raise ValueError(f"{unknown} are not columns of table {self.name!r}; "
-                             f"columns: {self.columns}.")
+            raise ValueError(
+                f"{unknown} are not columns of table {self.name!r}; columns: {self.columns}."
+            )
         resolved = {}
         for key, given in keys.items():
             values = list(dict.fromkeys(row[key] for row in self.text_rows))
@@ -138,16 +146,20 @@ class PublishedTable:
     def no_match_message(self, **keys: Any) -> str:
         """Why ``keys`` select no row (or several), with the valid values of each key."""
         found = len(self._indices(self.resolve(**keys)))
-        valid = "; ".join(f"{column}: {', '.join(values)}"
-                          for column, values in self.valid_values(**keys).items())
-        return (f"{found} rows of table {self.name!r} match {keys}; valid values: {valid} "
-                f"(case, spaces and '-' do not matter; 'sigma' stands for 'σ', WRN for "
-                f"WideResNet, RN for ResNet, C10/C100 for CIFAR-10/100, IN for ImageNet-1k).")
+        valid = "; ".join(
+            f"{column}: {', '.join(values)}" for column, values in self.valid_values(**keys).items()
+        )
+        return (
+            f"{found} rows of table {self.name!r} match {keys}; valid values: {valid} "
+            f"(case, spaces and '-' do not matter; 'sigma' stands for 'σ', WRN for "
+            f"WideResNet, RN for ResNet, C10/C100 for CIFAR-10/100, IN for ImageNet-1k)."
+        )
 
     def _indices(self, keys: dict[str, Any]) -> list[int]:
         keys = self.resolve(**keys)
-        return [i for i, row in enumerate(self.text_rows)
-                if all(row[k] == v for k, v in keys.items())]
+        return [
+            i for i, row in enumerate(self.text_rows) if all(row[k] == v for k, v in keys.items())
+        ]
 
     def errata(self, row: dict[str, Any]) -> dict[str, dict[str, Any]]:
         """The sidecar's errata of ``row`` (a row of this table), by column.
@@ -155,8 +167,11 @@ class PublishedTable:
         Each value holds ``published`` (as printed), ``corrected`` and ``reason``.
         """
         keys = {k: str(row[k]) for k in self.key_columns}
-        return {e["column"]: e for e in self.meta.get("errata", [])
-                if {k: str(v) for k, v in e["row"].items()} == keys}
+        return {
+            e["column"]: e
+            for e in self.meta.get("errata", [])
+            if {k: str(v) for k, v in e["row"].items()} == keys
+        }
 
     def budget(self, row: dict[str, Any]) -> dict[str, Any] | None:
         """The training budget of the protocol behind ``row`` (a row of this table), from the
