@@ -13,12 +13,12 @@ from pathlib import Path
 
 import pytest
 
-from torch_uncertainty_signorm.routines.member_health import WARNING_PREFIX
-from torch_uncertainty_signorm.stand_in_data import (
+from torch_uncertainty_signorm.datamodules.stand_in_data import (
     HEALTH_CHECKS_OFF,
     SMOKE_TEST_OVERRIDES,
     write_stand_in,
 )
+from torch_uncertainty_signorm.routines.member_health import WARNING_PREFIX
 
 BIN = Path(sys.executable).parent
 RECIPE = Path(__file__).resolve().parents[1] / "experiments" / "resnet18_c10_signorm.yaml"

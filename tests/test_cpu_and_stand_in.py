@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from test_tu_format_recipes import _tu_recipe
 
-from torch_uncertainty_signorm.stand_in_data import (
+from torch_uncertainty_signorm.datamodules.stand_in_data import (
     MANIFEST,
     RUN_LABEL,
     SMOKE_TEST_OVERRIDES,

@@ -10,14 +10,14 @@ from types import SimpleNamespace
 
 import pytest
 
-from torch_uncertainty_signorm.routines.health_warnings import HealthWarnings
-from torch_uncertainty_signorm.routines.member_health import WARNING_PREFIX, HealthCondition
-from torch_uncertainty_signorm.stand_in_data import (
+from torch_uncertainty_signorm.datamodules.stand_in_data import (
     HEALTH_CHECKS_OFF,
     SMOKE_TEST_OVERRIDES,
     stand_in_label,
     write_stand_in,
 )
+from torch_uncertainty_signorm.routines.health_warnings import HealthWarnings
+from torch_uncertainty_signorm.routines.member_health import WARNING_PREFIX, HealthCondition
 
 RECIPE = Path(__file__).resolve().parents[1] / "experiments" / "resnet18_c10_signorm.yaml"
 NARROW = "--routine.init_args.model.init_args.model.init_args.width_multiplier=0.125"

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from test_tu_format_recipes import _tu_recipe
 
-from torch_uncertainty_signorm.stand_in_data import SMOKE_TEST_OVERRIDES
+from torch_uncertainty_signorm.datamodules.stand_in_data import SMOKE_TEST_OVERRIDES
 
 ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent

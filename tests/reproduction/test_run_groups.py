@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 from fixtures.results_files import tu_metrics, write_run
 
+from torch_uncertainty_signorm.datamodules.stand_in_data import RUN_LABEL
 from torch_uncertainty_signorm.reproduction.results_table import write_rows
 from torch_uncertainty_signorm.reproduction.run_groups import select_runs
 from torch_uncertainty_signorm.reproduction.runs import find_runs
-from torch_uncertainty_signorm.stand_in_data import RUN_LABEL
 
 
 def _config(tau: float, seed: int, target: float | None = None, strength: float = 0.01) -> dict:

@@ -98,7 +98,6 @@ from torch.utils.data import DataLoader, TensorDataset
 from torch_uncertainty.datamodules import TUDataModule
 
 from .. import _compat
-from .._arguments_for import arguments_for
 from ..checks import (
     check_choices,
     check_fraction,
@@ -107,6 +106,7 @@ from ..checks import (
     check_stage,
 )
 from ..evaluation.eval_sets import SEVERITIES, EvalSet, check_eval_flags, check_severities
+from ._arguments_for import arguments_for
 
 __all__ = ["CORRUPTIONS", "IMAGENET_MEAN", "IMAGENET_STD", "DigitsDataModule"]
 

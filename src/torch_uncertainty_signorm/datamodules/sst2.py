@@ -44,8 +44,8 @@ from typing import Any, Literal
 
 import numpy as np
 
-from .._arguments_for import arguments_for
 from ..checks import check_fraction, check_integer, check_stage
+from ._arguments_for import arguments_for
 from .text_loading import PadToLongest, TextDataModule, load_tokenizer
 
 __all__ = ["OOD_DATASETS", "PadToLongest", "SST2DataModule", "TextSource", "load_tokenizer"]

@@ -11,8 +11,8 @@ from torch.utils.data import DataLoader, Dataset
 from torch_uncertainty.datamodules import TUDataModule
 
 from .. import _compat
-from .._arguments_for import arguments_for
 from ..checks import check_integer
+from ._arguments_for import arguments_for
 
 __all__ = ["PadToLongest", "TextDataModule", "check_text_loading", "load_tokenizer"]
 

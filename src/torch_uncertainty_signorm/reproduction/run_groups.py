@@ -7,7 +7,7 @@ another M): averaging them as seeds of one method would check a mixture that no 
 result (the logger, callbacks, devices, data root and loader workers, the evaluated checkpoint);
 :func:`select_runs` keeps one group, refusing a mixture with the groups listed and the settings
 that differ between them, and refusing runs on stand-in data
-(:mod:`torch_uncertainty_signorm.stand_in_data`), which measure nothing.
+(:mod:`torch_uncertainty_signorm.datamodules.stand_in_data`), which measure nothing.
 """
 
 from __future__ import annotations
@@ -93,11 +93,12 @@ def run_settings(run_dir: str | Path) -> dict[str, Any]:
     optimiser and scheduler blocks and the trainer's budget and precision, then its
     ``settings.json`` (which takes precedence), without the seed and the keys that do not change
     the result. A run on stand-in data has ``stand_in_data: True``: its folder holds
-    :data:`~torch_uncertainty_signorm.stand_in_data.RUN_LABEL`, or the data root its
-    ``config.yaml`` names holds stand-ins (:func:`~torch_uncertainty_signorm.stand_in_data.
-    is_stand_in_root`: the data themselves tell, whatever marker was removed)."""
+    :data:`~torch_uncertainty_signorm.datamodules.stand_in_data.RUN_LABEL`, or the data root its
+    ``config.yaml`` names holds stand-ins
+    (:func:`~torch_uncertainty_signorm.datamodules.stand_in_data.is_stand_in_root`: the data
+    themselves tell, whatever marker was removed)."""
+    from ..datamodules.stand_in_data import RUN_LABEL, is_stand_in_root
     from ..safety.files import read_regular, read_yaml
-    from ..stand_in_data import RUN_LABEL, is_stand_in_root
 
     run_dir = Path(run_dir)
     flat: dict[str, Any] = {}

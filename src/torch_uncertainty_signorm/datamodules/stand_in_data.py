@@ -120,7 +120,7 @@ def _write_new(path: Path, data: bytes, replaceable: bytes | None = None) -> Non
     replaced_atomically`: a new file renamed over the name, never written through a link).
     An existing ``path`` is replaced only when it is a regular file (not a link, one name)
     holding ``data`` or ``replaceable``; anything else raises :class:`FileExistsError`."""
-    from .safety.atomic_files import replaced_atomically
+    from ..safety.atomic_files import replaced_atomically
 
     path.parent.mkdir(parents=True, exist_ok=True)
     if os.path.lexists(path):
@@ -252,7 +252,7 @@ def _check_ours(path: Path, contents: set[bytes]) -> None:
             f"replacing it would not be signorm-standin-data's own file; "
             f"nothing was written."
         )
-    from .safety.files import read_regular
+    from ..safety.files import read_regular
 
     if read_regular(path, "stand-in file", _MAX_FILE_BYTES) not in contents:
         raise FileExistsError(
@@ -362,7 +362,7 @@ def write_stand_in(root: str | Path, seed: int = 0) -> Path:
 
 
 def _read_bytes(path: Path) -> bytes:
-    from .safety.files import read_regular
+    from ..safety.files import read_regular
 
     return read_regular(path, "stand-in file", _MAX_FILE_BYTES)
 
@@ -380,7 +380,7 @@ def read_manifest(root: str | Path) -> dict[str, Any] | None:
     Raises:
         ValueError: If the manifest is not one :func:`write_stand_in` writes.
     """
-    from .safety.files import read_regular
+    from ..safety.files import read_regular
 
     path = Path(root) / MANIFEST
     if not os.path.lexists(path):
@@ -457,7 +457,7 @@ def stand_in_label(root: str | Path) -> Any:
                 and folder
                 and Path(folder).is_dir()
             ):
-                from .safety.atomic_files import replaced_atomically
+                from ..safety.atomic_files import replaced_atomically
 
                 manifest = read_manifest(root) or {"files": {}}
                 files = "".join(f"{md5}  {name}\n" for name, md5 in manifest["files"].items())
