@@ -1,4 +1,5 @@
-"""Every recipe in experiments/ trains one step (fast_dev_run) on CPU through the command.
+"""The recipes in experiments/ through the command on CPU: every method of each backbone family
+trains one step (fast_dev_run); the same methods on the other data sets and depths are built.
 
 Data: the recipe's datamodule is swapped for a synthetic CIFAR-shaped one (digits recipes keep
 their bundled real data). Width: a full-size network would take minutes per step on 2 CPU
@@ -32,6 +33,11 @@ EXPERIMENTS = Path(__file__).parents[1] / "experiments"
 RECIPES = sorted(
     p for p in EXPERIMENTS.glob("*.yaml") if not p.stem.startswith(("vit_", "bert_", "tweets_"))
 )
+#: One recipe run per method and backbone family: these families train one step, the others
+#: (the same methods on CIFAR-100 or ResNet-50) are built through the command.
+TRAINED_FAMILIES = ("resnet18_c10_", "wrn_c10_", "digits_")
+TRAINED_RECIPES = [p for p in RECIPES if p.stem.startswith(TRAINED_FAMILIES)]
+BUILT_RECIPES = [p for p in RECIPES if p not in TRAINED_RECIPES]
 NARROW_RESNET = 0.25  # Masksembles needs >= 10 channels: stem 16, stages 16/32/64/128
 WIDE_RESNETS = (
     std._WideResNet,
@@ -82,17 +88,12 @@ def _single_model_checkpoint(block: dict, directory: Path) -> Path:
     return path
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("recipe", RECIPES, ids=lambda p: p.stem)
-def test_recipe_fast_dev_runs_on_cpu(recipe, tmp_path, monkeypatch, narrow_wideresnets):
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.setattr("sys.argv", ["torch-uncertainty"])
+def _cpu_args(recipe: Path, directory: Path) -> tuple[dict, list[str]]:
+    """The recipe, and the command-line options running it on CPU at test size (no subcommand)."""
     config = composed_recipe(recipe)
     args = [
-        "fit",
         "--config",
         str(recipe),
-        "--trainer.fast_dev_run=1",
         "--trainer.accelerator=cpu",
         "--trainer.devices=1",
         "--trainer.precision=32",
@@ -107,8 +108,50 @@ def test_recipe_fast_dev_runs_on_cpu(recipe, tmp_path, monkeypatch, narrow_wider
         if "resnet" in block["class_path"] and "wideresnet" not in block["class_path"]:
             args.append(f"--{path}.init_args.width_multiplier={NARROW_RESNET}")
         if recipe.stem.endswith("finetune"):
-            checkpoint = _single_model_checkpoint(block, tmp_path)
+            checkpoint = _single_model_checkpoint(block, directory)
             args.append(f"--{path.rsplit('.model', 1)[0]}.checkpoint={checkpoint}")
+    return config, args
+
+
+def _members(tree) -> int:
+    """The ensemble size a recipe's model block asks for (1 for a single model)."""
+    if isinstance(tree, dict):
+        if "num_estimators" in tree:
+            return int(tree["num_estimators"])
+        if "core_models" in tree:
+            return len(tree["core_models"])
+        return max((_members(value) for value in tree.values()), default=1)
+    return 1
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("recipe", BUILT_RECIPES, ids=lambda p: p.stem)
+def test_recipe_builds_its_ensemble_through_the_command(
+    recipe, tmp_path, monkeypatch, narrow_wideresnets
+):
+    """The recipes of a family whose every method trains below (CIFAR-100 and ResNet-50 variants)
+    are built through the command, not trained: the model gives member-major logits of the
+    recipe's M and classes on a CIFAR-shaped batch."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr("sys.argv", ["torch-uncertainty"])
+    config, args = _cpu_args(recipe, tmp_path)
+    cli = cli_main(args, run=False)
+    model = cli.model.model.eval()
+    with torch.no_grad():
+        logits = model(torch.randn(2, 3, 32, 32))
+    classes = config["routine"]["init_args"]["num_classes"]
+    assert tuple(logits.shape) == (2 * _members(config["routine"]["init_args"]["model"]), classes)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("recipe", TRAINED_RECIPES, ids=lambda p: p.stem)
+def test_recipe_fast_dev_runs_on_cpu(recipe, tmp_path, monkeypatch, narrow_wideresnets):
+    """One training step through the command: every method of each backbone family (ResNet-18
+    and WideResNet-28 on CIFAR-10, the digits ResNet and the pretrained EfficientNet-Lite0)."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr("sys.argv", ["torch-uncertainty"])
+    config, args = _cpu_args(recipe, tmp_path)
+    args = ["fit", *args, "--trainer.fast_dev_run=1"]
     cli = cli_main(args)
     assert cli.trainer.state.finished and cli.trainer.global_step == 1
     if "signorm" in recipe.stem:
