@@ -159,6 +159,7 @@ def test_a_checkpoint_never_chooses_where_results_are_written(digits_checkpoint,
     assert seconds < 240
 
 
+@pytest.mark.slow  # the trained checkpoint it reads takes seconds to make
 def test_load_from_checkpoint_refuses_a_file_name_leading_out(digits_checkpoint, tmp_path):
     from torch_uncertainty_signorm.routines import SigmaNormClassificationRoutine
 
@@ -1136,7 +1137,11 @@ TABLE_FOLDERS = {
 }
 
 
-@pytest.mark.parametrize("command", ["signorm-results-table", "signorm-regression"])
+@pytest.mark.parametrize(
+    "command",
+    # The results table's command imports TorchUncertainty's metrics (seconds) before it reads.
+    [pytest.param("signorm-results-table", marks=pytest.mark.slow), "signorm-regression"],
+)
 @pytest.mark.parametrize("case", list(TABLE_FOLDERS))
 def test_a_results_folder_is_refused_on_one_line(case, command, tmp_path):
     import re

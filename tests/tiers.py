@@ -29,7 +29,6 @@ SECOND_TIER = (
     "test_head_scale.py",
     "test_cpu_and_stand_in.py",
     "test_python_range.py",
-    "test_downloaded_files.py",
     "reproduction/test_regression.py",
     "reproduction/test_run_groups.py",
     "studies/test_simulation.py",  # the synthetic equilibrium, 28 simulated trainings
