@@ -51,3 +51,22 @@ def test_python_m_export_warns_naming_signorm_export_and_runs_it(tmp_path):
         done.stderr
     )
     assert "run `signorm-export`" in done.stderr and "0.2.0" in done.stderr
+
+
+@pytest.mark.parametrize(
+    ("old", "new"),
+    [
+        ("SigmaNormSyncBatchNorm", "MemberSyncBatchNorm"),
+        ("convert_sync_signorm", "convert_sync_member_norms"),
+        ("revert_sync_signorm", "revert_sync_member_norms"),
+        ("signorm_sync_batchnorm_plugins", "member_sync_batchnorm_plugins"),
+    ],
+)
+def test_the_method_neutral_sync_names_keep_their_old_names_for_a_release(old, new):
+    from torch_uncertainty_signorm.members import distributed
+
+    with pytest.warns(FutureWarning, match=rf"distributed\.{old} is deprecated .* 0\.2\.0: use "):
+        aliased = getattr(distributed, old)
+    assert aliased is getattr(distributed, new)
+    with pytest.raises(AttributeError, match="has no attribute 'SigmaNormSync'"):
+        distributed.SigmaNormSync  # noqa: B018

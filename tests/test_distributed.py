@@ -26,11 +26,11 @@ from torch_uncertainty_signorm import SigmaBatchNorm2d, signorm_ensemble
 from torch_uncertainty_signorm.baselines import film_ensemble
 from torch_uncertainty_signorm.cli import cli_main
 from torch_uncertainty_signorm.members.distributed import (
-    SigmaNormSyncBatchNorm,
-    convert_sync_signorm,
+    MemberSyncBatchNorm,
+    convert_sync_member_norms,
     gather_member_moments,
-    revert_sync_signorm,
-    signorm_sync_batchnorm_plugins,
+    member_sync_batchnorm_plugins,
+    revert_sync_member_norms,
 )
 from torch_uncertainty_signorm.members.norm import MemberBatchNorm
 
@@ -82,7 +82,7 @@ def _worker(rank: int, port: int, out_dir: str, kind: str) -> None:
     torch.set_num_threads(1)
     dist.init_process_group("gloo", f"tcp://127.0.0.1:{port}", rank=rank, world_size=WORLD)
     try:
-        model = convert_sync_signorm(_ensemble(kind))
+        model = convert_sync_member_norms(_ensemble(kind))
         inputs, targets = _global_batch()
         rows = slice(rank * LOCAL_BATCH, (rank + 1) * LOCAL_BATCH)
         logits = _step(model, inputs[rows], targets[rows])
@@ -140,7 +140,7 @@ def test_synchronised_layer_alone_equals_the_unsynchronised_layer():
     layer = SigmaBatchNorm2d(5, M)
     synced = SigmaBatchNorm2d(5, M)
     synced.load_state_dict(layer.state_dict())
-    convert_sync_signorm(synced)
+    convert_sync_member_norms(synced)
     x = torch.randn(M * 4, 5, 3, 3) * 3 + 1
     torch.testing.assert_close(synced(x), layer(x), rtol=1e-5, atol=1e-5)
     torch.testing.assert_close(synced.running_mean, layer.running_mean)
@@ -152,7 +152,7 @@ def test_plugin_keeps_signorm_layers_and_converts_plain_batchnorm():
     model = nn.Sequential(nn.BatchNorm2d(3), SigmaBatchNorm2d(3, M))
     hook_calls = []
     model[1].register_forward_pre_hook(lambda module, args: hook_calls.append(1))
-    plugin = SigmaNormSyncBatchNorm()
+    plugin = MemberSyncBatchNorm()
     assert isinstance(plugin, TorchSyncBatchNorm)  # accepted with Trainer(sync_batchnorm=True)
 
     synced = plugin.apply(model)
@@ -166,7 +166,7 @@ def test_plugin_keeps_signorm_layers_and_converts_plain_batchnorm():
     assert not reverted[1].sync_statistics
     assert isinstance(reverted[0], nn.modules.batchnorm._BatchNorm)
     assert not isinstance(reverted[0], nn.SyncBatchNorm)
-    assert not revert_sync_signorm(nn.Sequential(SigmaBatchNorm2d(3, M)))[0].sync_statistics
+    assert not revert_sync_member_norms(nn.Sequential(SigmaBatchNorm2d(3, M)))[0].sync_statistics
 
 
 def test_torch_conversion_alone_would_leave_signorm_unsynchronised():
@@ -180,12 +180,12 @@ def test_torch_conversion_alone_would_leave_signorm_unsynchronised():
     [
         ({"sync_batchnorm": False}, None),
         ({}, None),
-        ({"sync_batchnorm": True}, [SigmaNormSyncBatchNorm]),
+        ({"sync_batchnorm": True}, [MemberSyncBatchNorm]),
         ({"sync_batchnorm": True, "plugins": TorchSyncBatchNorm()}, None),
     ],
 )
 def test_plugins_installed_only_for_sync_batchnorm(config, expected):
-    plugins = signorm_sync_batchnorm_plugins(config)
+    plugins = member_sync_batchnorm_plugins(config)
     assert (None if plugins is None else [type(p) for p in plugins]) == expected
 
 

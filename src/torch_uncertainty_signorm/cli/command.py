@@ -221,17 +221,17 @@ class TUSigmaNormCLI(TULightningCLI):
 
     def instantiate_trainer(self, **kwargs: Any) -> Any:
         """As Lightning's; ``trainer.sync_batchnorm: true`` also synchronises σBN statistics
-        (:class:`~torch_uncertainty_signorm.members.distributed.SigmaNormSyncBatchNorm`), test
+        (:class:`~torch_uncertainty_signorm.members.distributed.MemberSyncBatchNorm`), test
         results print through
         :class:`~torch_uncertainty_signorm.evaluation.printing.SigmaNormEvaluationLoop`, and
         checkpoints are written whole or not at all
         (:class:`~torch_uncertainty_signorm.safety.atomic_files.AtomicCheckpointIO`, unless the
         configuration names a ``CheckpointIO`` plugin)."""
         from ..evaluation.printing import use_results_tables
-        from ..members.distributed import signorm_sync_batchnorm_plugins
+        from ..members.distributed import member_sync_batchnorm_plugins
 
         config = {**self._config_value(self.config_init, "trainer", default={}), **kwargs}
-        if (plugins := signorm_sync_batchnorm_plugins(config)) is not None:
+        if (plugins := member_sync_batchnorm_plugins(config)) is not None:
             config["plugins"] = kwargs["plugins"] = plugins
         plugins = config.get("plugins") or []
         plugins = list(plugins) if isinstance(plugins, (list, tuple)) else [plugins]

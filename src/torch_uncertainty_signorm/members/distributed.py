@@ -5,7 +5,7 @@ Lightning's ``sync_batchnorm=True`` installs :class:`~lightning.pytorch.plugins.
 which calls :meth:`torch.nn.SyncBatchNorm.convert_sync_batchnorm`. That function replaces every
 ``torch.nn.modules.batchnorm._BatchNorm``; σBN and FiLM's BatchNorm are not ``_BatchNorm``
 subclasses (they hold M sets of statistics), so it leaves them as they are and each process
-would normalize with its own share of the batch. :class:`SigmaNormSyncBatchNorm` converts plain
+would normalize with its own share of the batch. :class:`MemberSyncBatchNorm` converts plain
 BatchNorm exactly as Lightning does and switches every per-member BatchNorm
 (:class:`~torch_uncertainty_signorm.members.norm.MemberBatchNorm`, the base of both) to synchronised
 statistics: the layer's batch-major ``(B, M·C, ...)`` view goes through torch's own
@@ -13,7 +13,7 @@ synchronised batch-norm (``layers.member_statistics``), so each member's mean an
 are taken over the global batch, gradients included. The ``torch-uncertainty`` command
 installs it whenever the recipe sets ``trainer.sync_batchnorm: true``; in Python::
 
-    Trainer(strategy="ddp", devices=4, sync_batchnorm=True, plugins=[SigmaNormSyncBatchNorm()])
+    Trainer(strategy="ddp", devices=4, sync_batchnorm=True, plugins=[MemberSyncBatchNorm()])
 
 This module imports the layers; the layers never import it.
 """
@@ -30,15 +30,38 @@ from .norm import MemberBatchNorm
 from .statistics import gather_member_moments
 
 __all__ = [
-    "SigmaNormSyncBatchNorm",
-    "convert_sync_signorm",
+    "MemberSyncBatchNorm",
+    "convert_sync_member_norms",
     "gather_member_moments",
-    "revert_sync_signorm",
-    "signorm_sync_batchnorm_plugins",
+    "member_sync_batchnorm_plugins",
+    "revert_sync_member_norms",
 ]
 
+#: The σN-Ens-named forms of this module's names (0.1.0), kept for one release behind a
+#: ``FutureWarning``: the module serves every per-member BatchNorm, σN-Ens's and FiLM's alike.
+_RENAMED = {
+    "SigmaNormSyncBatchNorm": "MemberSyncBatchNorm",
+    "convert_sync_signorm": "convert_sync_member_norms",
+    "revert_sync_signorm": "revert_sync_member_norms",
+    "signorm_sync_batchnorm_plugins": "member_sync_batchnorm_plugins",
+}
 
-def convert_sync_signorm(module: nn.Module, process_group: Any = None) -> nn.Module:
+
+def __getattr__(name: str) -> Any:
+    if name in _RENAMED:
+        import warnings
+
+        warnings.warn(
+            f"{__name__}.{name} is deprecated and will be removed in torch-uncertainty-signorm "
+            f"0.2.0: use {__name__}.{_RENAMED[name]}, the same object.",
+            FutureWarning,
+            stacklevel=2,
+        )
+        return globals()[_RENAMED[name]]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def convert_sync_member_norms(module: nn.Module, process_group: Any = None) -> nn.Module:
     """Switch every σBN and FiLM BatchNorm layer of ``module`` to synchronised statistics.
 
     Unlike :meth:`torch.nn.SyncBatchNorm.convert_sync_batchnorm`, no module is replaced: the
@@ -59,8 +82,8 @@ def convert_sync_signorm(module: nn.Module, process_group: Any = None) -> nn.Mod
     return module
 
 
-def revert_sync_signorm(module: nn.Module) -> nn.Module:
-    """Undo :func:`convert_sync_signorm`: every layer uses its process's batch again."""
+def revert_sync_member_norms(module: nn.Module) -> nn.Module:
+    """Undo :func:`convert_sync_member_norms`: every layer uses its process's batch again."""
     for layer in module.modules():
         if isinstance(layer, MemberBatchNorm):
             layer.sync_statistics = False
@@ -68,7 +91,7 @@ def revert_sync_signorm(module: nn.Module) -> nn.Module:
     return module
 
 
-class SigmaNormSyncBatchNorm(TorchSyncBatchNorm):
+class MemberSyncBatchNorm(TorchSyncBatchNorm):
     """Lightning layer-sync plugin: ``SyncBatchNorm`` for BatchNorm, synchronised per-member
     statistics for σBN and FiLM's BatchNorm.
 
@@ -84,18 +107,18 @@ class SigmaNormSyncBatchNorm(TorchSyncBatchNorm):
         self.process_group = process_group
 
     def apply(self, model: nn.Module) -> nn.Module:
-        convert_sync_signorm(model, self.process_group)
+        convert_sync_member_norms(model, self.process_group)
         return nn.SyncBatchNorm.convert_sync_batchnorm(model, self.process_group)
 
     def revert(self, model: nn.Module) -> nn.Module:
-        return super().revert(revert_sync_signorm(model))
+        return super().revert(revert_sync_member_norms(model))
 
 
-def signorm_sync_batchnorm_plugins(trainer_config: Mapping[str, Any]) -> list | None:
+def member_sync_batchnorm_plugins(trainer_config: Mapping[str, Any]) -> list | None:
     """The ``plugins`` a trainer built from ``trainer_config`` needs for σNorm-aware syncing.
 
     With ``sync_batchnorm: true`` and no layer-sync plugin of the user's, the configured
-    plugins plus :class:`SigmaNormSyncBatchNorm`; otherwise ``None`` (leave them as they are).
+    plugins plus :class:`MemberSyncBatchNorm`; otherwise ``None`` (leave them as they are).
     """
     if not trainer_config.get("sync_batchnorm"):
         return None
@@ -103,4 +126,4 @@ def signorm_sync_batchnorm_plugins(trainer_config: Mapping[str, Any]) -> list | 
     plugins = list(plugins) if isinstance(plugins, (list, tuple)) else [plugins]
     if any(isinstance(plugin, LayerSync) for plugin in plugins):
         return None
-    return [*plugins, SigmaNormSyncBatchNorm()]
+    return [*plugins, MemberSyncBatchNorm()]

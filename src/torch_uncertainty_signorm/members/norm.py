@@ -131,7 +131,7 @@ class MemberBatchNorm(MemberNorm):
         ``running_mean``/``running_var`` ``(M, C)`` (on ``device``, in ``dtype``) and
         ``num_batches_tracked`` (``None`` buffers when ``track_running_stats`` is off, as
         torch's BatchNorm does). Synchronisation across processes starts off (set by
-        :func:`~torch_uncertainty_signorm.members.distributed.convert_sync_signorm`)."""
+        :func:`~torch_uncertainty_signorm.members.distributed.convert_sync_member_norms`)."""
         self.eps = eps
         self.momentum = momentum
         self.track_running_stats = track_running_stats

@@ -9,8 +9,8 @@ flattened to ``(M·C,)``, computes every member's statistics, normalization, aff
 running-statistics update in one call of torch's fused kernel (and one in backward), for
 any M: no loop over members, no concatenation.
 
-Under DDP (:func:`~torch_uncertainty_signorm.members.distributed.convert_sync_signorm`) the same
-view goes through torch's synchronised batch-norm (on CUDA), so every member's statistics
+Under DDP (:func:`~torch_uncertainty_signorm.members.distributed.convert_sync_member_norms`) the
+same view goes through torch's synchronised batch-norm (on CUDA), so every member's statistics
 are taken over the global batch.
 """
 

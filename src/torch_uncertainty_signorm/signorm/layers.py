@@ -353,7 +353,7 @@ class SigmaSyncBatchNorm(SigmaBatchNorm):
 
     Its members fold back into ``SyncBatchNorm`` on export; the layer synchronises across
     processes like every σBN
-    (:func:`~torch_uncertainty_signorm.members.distributed.convert_sync_signorm`).
+    (:func:`~torch_uncertainty_signorm.members.distributed.convert_sync_member_norms`).
     """
 
     plain_type = nn.SyncBatchNorm

@@ -27,9 +27,9 @@ class FiLMBatchNorm(MemberBatchNorm):
     member's rows are normalized with its own batch statistics (in training) or running
     statistics (in evaluation) and its own ``weight[m]``, ``bias[m]``, all members in one
     call of torch's fused BatchNorm kernel, which also updates row ``m`` of the running
-    statistics exactly as :class:`torch.nn.BatchNorm2d` would. Synchronised across processes
-    by :func:`~torch_uncertainty_signorm.members.distributed.convert_sync_signorm`, as σBN. A member
-    folds back (:meth:`to_plain`) into the torch BatchNorm class :meth:`from_module` replaced
+    statistics exactly as :class:`torch.nn.BatchNorm2d` would. Synchronised across processes by
+    :func:`~torch_uncertainty_signorm.members.distributed.convert_sync_member_norms`, as σBN. A
+    member folds back (:meth:`to_plain`) into the torch BatchNorm class :meth:`from_module` replaced
     (``BatchNorm2d`` for a layer built directly).
 
     Args:
