@@ -358,6 +358,21 @@ def test_rng_states_survive_a_weights_only_round_trip(tmp_path):
     assert random.random() == draws[2]
 
 
+def test_resuming_training_restores_the_global_rngs_before_anything_draws():
+    """The callback's own resume path (not only the restoring function): the first draw after
+    ``on_train_start`` of a resumed fit is the one the interrupted run would have made."""
+    interrupted = ExactResumeCheckpoint()
+    interrupted.seed = 7
+    saved = interrupted.state_dict()
+    expected = torch.rand(3)
+    resumed = ExactResumeCheckpoint()
+    resumed.load_state_dict(saved)
+    torch.rand(5)  # what the resumed process drew before training starts
+    trainer = Trainer(logger=False, enable_checkpointing=False, enable_progress_bar=False)
+    resumed.on_train_start(trainer, None)
+    assert torch.equal(torch.rand(3), expected)
+
+
 def test_checkpoint_path_defaults_and_explicit(tmp_path):
     from lightning.pytorch.loggers import CSVLogger
 

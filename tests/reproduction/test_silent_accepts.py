@@ -255,3 +255,9 @@ def test_a_row_appended_to_results_csv_is_named_in_the_report(tmp_path, capsys):
     regression.main([str(tmp_path / "runs"), "--reference", str(_reference(tmp_path))])
     out = capsys.readouterr().out
     assert re.search(r"warning: .*results.csv holds 2 result rows .*its last row counts", out)
+
+
+@pytest.mark.parametrize(("value", "problem"), [(float("nan"), "NaN"), (float("inf"), "infinite")])
+def test_a_metric_the_run_could_not_compute_fails_the_check(value, problem):
+    (row,) = compare_rows({"Acc": value}, {"Acc": 80.0})
+    assert not row.ok and row.problem == f"{problem} in the run"
