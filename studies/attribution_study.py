@@ -334,13 +334,6 @@ def check_run(name: str, run: dict) -> dict:
     return row
 
 
-def _holm_levels(p_values: dict[str, float]) -> dict[str, float]:
-    """Holm's step-down levels as confidence levels: the k-th smallest p-value of the family
-    gets 1 - α/(m - k + 1)."""
-    order = sorted(p_values, key=lambda h: (math.isnan(p_values[h]), p_values[h]))
-    return {h: 1 - ALPHA / (FAMILY - k) for k, h in enumerate(order)}
-
-
 def _paired(runs, a: str, b: str, metric: str, confidence: float) -> dict | None:
     from .stats import paired_difference
 
@@ -403,7 +396,9 @@ def analyse(runs_dir: Path) -> dict:
     for h, (a, b) in CONTRASTS.items():
         d = _paired(runs, a, b, "NLL", 0.95)
         p_values[h] = d["p"] if d else math.nan
-    levels = _holm_levels(p_values)
+    from .stats import holm_levels
+
+    levels = holm_levels(p_values, FAMILY, ALPHA)
     contrasts = [
         ("H1", "D_M4_tau0.1", "B_signorm_M1", "NLL"),
         ("H1 (recipe, reported)", "B_signorm_M1", "A_single", "NLL"),

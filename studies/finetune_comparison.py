@@ -24,7 +24,7 @@ from pathlib import Path
 
 from torch_uncertainty_signorm.reproduction.paired import equivalence_test
 
-from .stats import paired_difference
+from .stats import holm_levels, paired_difference
 
 ALPHA = 0.05
 REFERENCE = "signorm"
@@ -95,8 +95,7 @@ def readings(runs: dict[str, dict[int, dict]]) -> list[dict]:
         for arm in primary
         if (d := _difference(runs, arm, "test/cls/NLL", 1, 0.95)) is not None
     }
-    order = sorted(p_values, key=p_values.get)
-    levels = {arm: 1 - ALPHA / (len(PRIMARY) - k) for k, arm in enumerate(order)}
+    levels = holm_levels(p_values, len(PRIMARY), ALPHA)
     for arm in [a for a in runs if a != REFERENCE]:
         for column, title, scale, margin in METRICS:
             is_primary = arm in levels and column == "test/cls/NLL"

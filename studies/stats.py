@@ -12,7 +12,8 @@ at ``confidence`` (95 % by default); tests are scipy.stats'.
   group can explain, as a correlation);
 * :func:`within_group_spearman`: Spearman ρ of two measurements after removing group means;
 * :func:`least_squares_change`: the change a straight-line fit predicts over a window (the
-  studies' convergence check).
+  studies' convergence check);
+* :func:`holm_levels`: Holm's step-down levels of a family of tests, as interval confidences.
 """
 
 from __future__ import annotations
@@ -202,3 +203,10 @@ def least_squares_change(
         return math.nan
     slope = np.polyfit(steps[keep], values[keep], 1)[0]
     return float(slope * window * steps.max())
+
+
+def holm_levels(p_values: dict[str, float], family: int, alpha: float = 0.05) -> dict[str, float]:
+    """Holm's step-down levels as confidence levels: the k-th smallest p-value (k from 0) of a
+    family of ``family`` tests gets ``1 - alpha / (family - k)``; a NaN p-value sorts last."""
+    order = sorted(p_values, key=lambda h: (math.isnan(p_values[h]), p_values[h]))
+    return {h: 1 - alpha / (family - k) for k, h in enumerate(order)}

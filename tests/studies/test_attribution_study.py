@@ -12,6 +12,7 @@ import math
 import pytest
 
 from studies import attribution_study as study
+from studies.stats import holm_levels
 
 DELTA = 0.02
 EPS = 1e-9
@@ -126,13 +127,16 @@ def test_h4_at_its_margins(first_jg, first_nll, second_nll, expected):
     assert _h4(first_jg, first_nll, second_nll) == expected
 
 
+FAMILY = (study.FAMILY, study.ALPHA)  # the study's family of four at α = 0.05
+
+
 def test_holm_levels_follow_the_order_of_the_p_values():
-    levels = study._holm_levels({"H1": 0.00298, "H2": 0.796, "H3": 0.359, "H4": 0.617})
+    levels = holm_levels({"H1": 0.00298, "H2": 0.796, "H3": 0.359, "H4": 0.617}, *FAMILY)
     assert levels == pytest.approx(
         {"H1": 1 - 0.05 / 4, "H3": 1 - 0.05 / 3, "H4": 1 - 0.05 / 2, "H2": 1 - 0.05 / 1}
     )
     # A hypothesis without a p-value (its runs missing) comes last, at the least strict level.
-    levels = study._holm_levels({"H1": math.nan, "H2": 0.5, "H3": 0.01, "H4": 0.2})
+    levels = holm_levels({"H1": math.nan, "H2": 0.5, "H3": 0.01, "H4": 0.2}, *FAMILY)
     assert levels["H1"] == pytest.approx(0.95) and levels["H3"] == pytest.approx(0.9875)
 
 

@@ -15,7 +15,6 @@ normalisation layers must earn their extra backbone passes.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
 from torch import Tensor, nn
@@ -77,7 +76,6 @@ class MultiHeadEnsemble(MemberWrapper):
         classifier, in_features, replaced_classes = find_classifier(model, config.head)
         placement = classifier_placement(model, classifier)
         remove_classifier(model, classifier)
-        self.head = config.head
         self.set_backbone(model, "input", member_layers=())
         self.heads = MemberLinear(
             in_features, config.num_classes or replaced_classes, num_estimators
@@ -104,10 +102,6 @@ class MultiHeadEnsemble(MemberWrapper):
                 f"what precedes it is pooled."
             )
         return batch_major_members(features, self.num_estimators)
-
-    def forward_features(self, inputs: Tensor | Mapping[str, Tensor]) -> Tensor:
-        """The shared pooled features ``(B, D)``, one row per input."""
-        return pooled_output(self._call(inputs))
 
 
 #: TorchUncertainty's lowercase name (as its ``packed_resnet``) for :class:`MultiHeadEnsemble`:
