@@ -72,7 +72,9 @@ def test_changed_file_still_fails_the_integrity_check(tmp_path, monkeypatch):
 
 
 @pytest.mark.slow
-def test_subprocess_environment_accepts_the_files(cifar_root, command_env, tmp_path):
+def test_subprocess_environment_accepts_the_files_once_torchvision_loads(
+    cifar_root, command_env, tmp_path
+):
     code = (
         "import sys; from torchvision.datasets import CIFAR10; "
         "print(len(CIFAR10(sys.argv[1], train=False, download=sys.argv[2] == 'download')))"
@@ -84,6 +86,15 @@ def test_subprocess_environment_accepts_the_files(cifar_root, command_env, tmp_p
             argv, cwd=tmp_path, env=env, capture_output=True, text=True, check=False, timeout=120
         )
 
+    # An interpreter that never loads a data set starts without torch: jsonargparse starts one
+    # (``python -c``, reading ``sys.path``) in every command.
+    bare = [
+        sys.executable,
+        "-c",
+        "import sys; print(sorted({'torch', 'torchvision'} & set(sys.modules)))",
+    ]
+    done = subprocess.run(bare, env=command_env, capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "[]", done.stdout
     done = load(command_env, "download")  # the real download path finds verified files
     assert done.returncode == 0, done.stderr
     assert done.stdout.split()[-1] == "20"

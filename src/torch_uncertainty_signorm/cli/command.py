@@ -128,6 +128,7 @@ class TUSigmaNormCLI(TULightningCLI):
         self._started = time.time()
         self._resumes_interruption = False  # --ckpt_path is an interruption checkpoint
         self._tested_after_fit: Path | None = None  # the checkpoint --eval_after_fit tests
+        self._named_subcommand = _named_subcommand(kwargs.get("args"))
         register_types()  # before the parser is built: TorchUncertainty's `style: cifar`
         try:
             super().__init__(
@@ -149,6 +150,14 @@ class TUSigmaNormCLI(TULightningCLI):
         """:func:`~torch_uncertainty_signorm.cli.run_folders.remove_unused_log_dirs` of this
         run's trainer."""
         remove_unused_log_dirs(getattr(self, "trainer", None), self._started)
+
+    def subcommands(self) -> dict[str, set[str]]:
+        """Lightning's subcommands, only the one the command line starts with when it names one:
+        building each subcommand's parser reads every class's signature (seconds each), and a run
+        uses one. With another first argument (``--config FILE fit``), all four."""
+        every = LightningCLI.subcommands()
+        named = self._named_subcommand
+        return {named: every[named]} if named in every else every
 
     def add_default_arguments_to_parser(self, parser: LightningArgumentParser) -> None:
         """``--eval_after_fit`` as a boolean: bare or ``=true`` turns it on, ``=false`` off.
@@ -390,6 +399,13 @@ class TUSigmaNormCLI(TULightningCLI):
 
     def _interruption_checkpoint(self) -> Path | None:
         return interruption_checkpoint(self.trainer)
+
+
+def _named_subcommand(args: ArgsType) -> str | None:
+    """The first command-line argument (``sys.argv``'s when ``args`` is ``None``), or ``None``
+    for structured ``args`` (a dict or a ``Namespace``) or none at all."""
+    args = sys.argv[1:] if args is None else args
+    return str(args[0]) if isinstance(args, list | tuple) and args else None
 
 
 def _check_output_names(config: Namespace) -> None:
