@@ -789,7 +789,7 @@ def test_only_plain_file_names_are_output_names(name):
 @pytest.mark.timeout(30)
 def test_a_checkpoint_swapped_for_a_pipe_after_the_checks_is_refused_at_open(tmp_path):
     """What Lightning's load meets when --ckpt_path became a FIFO after the command's checks."""
-    from torch_uncertainty_signorm.safety.atomic_files import AtomicCheckpointIO
+    from torch_uncertainty_signorm.safety.checkpoint_io import AtomicCheckpointIO
 
     os.mkfifo(tmp_path / "best.ckpt")
     with pytest.raises(
@@ -879,7 +879,7 @@ def test_config_yaml_is_written_whole_or_not_at_all(tmp_path):
 def test_partial_files_left_by_sigkill_are_named_and_left_untouched(tmp_path):
     """Only the process that created a temporary file removes it: another's (SIGKILL), and
     a user's file that merely looks like one, are named or ignored, never removed."""
-    from torch_uncertainty_signorm.safety.atomic_files import AtomicCheckpointIO
+    from torch_uncertainty_signorm.safety.checkpoint_io import AtomicCheckpointIO
 
     stale = tmp_path / ".epoch=0-step=10.ckpt.4242-0123456789abcdef.partial"
     stale.write_bytes(b"x" * 2_000_000)

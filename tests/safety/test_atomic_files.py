@@ -5,13 +5,17 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
+import sys
 import time
 from pathlib import Path
 
 import pytest
 import torch
 
-from torch_uncertainty_signorm.safety.atomic_files import AtomicCheckpointIO, replaced_atomically
+from torch_uncertainty_signorm.safety import atomic_files
+from torch_uncertainty_signorm.safety.atomic_files import replaced_atomically
+from torch_uncertainty_signorm.safety.checkpoint_io import AtomicCheckpointIO
 
 
 def test_an_error_mid_write_leaves_the_old_file_and_no_partial_one(tmp_path):
@@ -68,3 +72,16 @@ def test_the_checkpoint_io_writes_a_loadable_checkpoint_atomically(tmp_path, mon
     with pytest.raises(OSError, match="No space left"):
         io.save_checkpoint(state, tmp_path / "run" / "best.ckpt")
     assert sorted(p.name for p in (tmp_path / "run").iterdir()) == ["last.ckpt"]
+
+
+def test_the_file_helpers_load_without_torch_and_the_checkpoint_io_keeps_its_first_path():
+    """The results commands write files through these helpers: importing them costs no torch or
+    Lightning (seconds of every ``signorm-results-table`` start); ``AtomicCheckpointIO`` is still
+    importable from here."""
+    probe = (
+        "import sys; import torch_uncertainty_signorm.safety.atomic_files; "
+        "print(sorted({'torch', 'lightning'} & set(sys.modules)))"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "[]"
+    assert atomic_files.AtomicCheckpointIO is AtomicCheckpointIO

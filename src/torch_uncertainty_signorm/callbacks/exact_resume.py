@@ -173,7 +173,7 @@ class ExactResumeCheckpoint(Callback):
         filename: File name without ``.ckpt``. Defaults to ``"interrupted"``.
 
     Example:
-        >>> from torch_uncertainty_signorm.safety.atomic_files import AtomicCheckpointIO
+        >>> from torch_uncertainty_signorm.safety.checkpoint_io import AtomicCheckpointIO
         >>> trainer = Trainer(callbacks=[ExactResumeCheckpoint("ckpts")],
         ...                   plugins=[AtomicCheckpointIO()])  # whole or absent on disk
         >>> trainer.fit(routine, datamodule)  # SIGTERM: ckpts/interrupted.ckpt is written
@@ -311,7 +311,7 @@ class ExactResumeCheckpoint(Callback):
         A failure to write it (a full disk) is reported without replacing ``exception``, the
         reason the run stopped, and leaves no partial file. The file is whole or absent when the
         trainer writes atomically (the ``torch-uncertainty`` command's
-        :class:`~torch_uncertainty_signorm.safety.atomic_files.AtomicCheckpointIO`).
+        :class:`~torch_uncertainty_signorm.safety.checkpoint_io.AtomicCheckpointIO`).
         """
         if trainer.state.fn != TrainerFn.FITTING:
             return

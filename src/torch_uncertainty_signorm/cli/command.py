@@ -33,7 +33,7 @@ from lightning.pytorch.utilities.rank_zero import rank_zero_warn
 from torch_uncertainty.utils.cli import TULightningCLI, TUSaveConfigCallback
 
 from .. import _compat
-from ..safety.atomic_files import AtomicCheckpointIO
+from ..safety.checkpoint_io import AtomicCheckpointIO
 from .ckpt_path_args import reconcile_checkpoint_args
 from .console import debugging, one_line_parser_class, silence_library_noise
 from .datamodule_setup import wrap_setup
@@ -234,7 +234,7 @@ class TUSigmaNormCLI(TULightningCLI):
         results print through
         :class:`~torch_uncertainty_signorm.evaluation.printing.SigmaNormEvaluationLoop`, and
         checkpoints are written whole or not at all
-        (:class:`~torch_uncertainty_signorm.safety.atomic_files.AtomicCheckpointIO`, unless the
+        (:class:`~torch_uncertainty_signorm.safety.checkpoint_io.AtomicCheckpointIO`, unless the
         configuration names a ``CheckpointIO`` plugin)."""
         from ..evaluation.printing import use_results_tables
         from ..members.distributed import member_sync_batchnorm_plugins

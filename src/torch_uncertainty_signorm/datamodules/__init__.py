@@ -1,19 +1,10 @@
-"""Datamodules following the API of TorchUncertainty's ``TUDataModule``."""
+"""Datamodules following the API of TorchUncertainty's ``TUDataModule``.
 
-from .digits import DigitsDataModule
-from .ood_shift import (
-    CIFAR10OODShiftDataModule,
-    CIFAR100OODShiftDataModule,
-    ImageNetOODShiftDataModule,
-)
-from .sst2 import SST2DataModule
-from .tweets import TweetsDataModule
+Each datamodule (listed in ``__init__.pyi``) is imported on first use (PEP 562): reading one
+module of this folder, such as :mod:`.stand_in_data`'s run label for the results table, does not
+import torch and the data libraries.
+"""
 
-__all__ = [
-    "CIFAR10OODShiftDataModule",
-    "CIFAR100OODShiftDataModule",
-    "DigitsDataModule",
-    "ImageNetOODShiftDataModule",
-    "SST2DataModule",
-    "TweetsDataModule",
-]
+import lazy_loader
+
+__getattr__, __dir__, __all__ = lazy_loader.attach_stub(__name__, __file__)
