@@ -1137,11 +1137,7 @@ TABLE_FOLDERS = {
 }
 
 
-@pytest.mark.parametrize(
-    "command",
-    # The results table's command imports TorchUncertainty's metrics (seconds) before it reads.
-    [pytest.param("signorm-results-table", marks=pytest.mark.slow), "signorm-regression"],
-)
+@pytest.mark.parametrize("command", ["signorm-results-table", "signorm-regression"])
 @pytest.mark.parametrize("case", list(TABLE_FOLDERS))
 def test_a_results_folder_is_refused_on_one_line(case, command, tmp_path):
     import re
