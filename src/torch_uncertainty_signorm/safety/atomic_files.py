@@ -18,7 +18,6 @@ import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
 
 from .files import current_umask
 
@@ -196,14 +195,3 @@ def _sync_directory(directory: Path) -> None:
         pass
     finally:
         os.close(descriptor)
-
-
-def __getattr__(name: str) -> Any:
-    """:class:`~.checkpoint_io.AtomicCheckpointIO` under its first path, imported when asked for:
-    it imports torch and Lightning, which the file helpers above (and the commands that only
-    read and write results files) do without."""
-    if name == "AtomicCheckpointIO":
-        from .checkpoint_io import AtomicCheckpointIO
-
-        return AtomicCheckpointIO
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
