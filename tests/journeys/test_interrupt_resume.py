@@ -34,6 +34,7 @@ def _args(cifar_root: Path) -> list[str]:
         "--trainer.max_epochs=2",
         "--trainer.enable_progress_bar=false",
         "--trainer.enable_model_summary=false",
+        "--trainer.num_sanity_val_steps=0",  # seconds of smooth ECE (journey_commands.tiny_args)
         "--trainer.logger.init_args.save_dir=logs",
         "--trainer.callbacks+=lightning.pytorch.callbacks.ModelCheckpoint",
         "--trainer.callbacks.init_args.save_last=true",
@@ -134,8 +135,11 @@ def test_sigterm_during_the_sanity_check_exits_non_zero_and_writes_nothing(
     cifar_root, env, tmp_path
 ):
     """Nothing trained yet: no checkpoint (the same command again is the same run)."""
+    sanity_check = "--trainer.num_sanity_val_steps=2"  # Lightning's default
     result = run_command(
-        [*_args(cifar_root), _interrupt("on_sanity_check_start")], cwd=tmp_path, env=env
+        [*_args(cifar_root), sanity_check, _interrupt("on_sanity_check_start")],
+        cwd=tmp_path,
+        env=env,
     )
     assert result.returncode == 143, result.stderr[-3000:]
     assert "no checkpoint written" in result.stderr
