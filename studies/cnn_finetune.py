@@ -34,7 +34,7 @@ from sklearn.model_selection import train_test_split
 from torch import nn
 
 from torch_uncertainty_signorm import signorm_ensemble
-from torch_uncertainty_signorm.diversity import signorm_cosine
+from torch_uncertainty_signorm.evaluation.diversity import signorm_cosine
 from torch_uncertainty_signorm.signorm.diversity_target import DiversityTarget, optimizer_lookahead
 from torch_uncertainty_signorm.signorm.optim import scale_rate, signorm_param_groups
 

@@ -25,7 +25,7 @@ from safetensors.torch import load_file
 from scipy import stats
 from sklearn.metrics import roc_auc_score
 
-from torch_uncertainty_signorm.diversity import mutual_information
+from torch_uncertainty_signorm.evaluation.diversity import mutual_information
 from torch_uncertainty_signorm.reproduction.results_table import write_rows
 from torch_uncertainty_signorm.reproduction.runs import Run, find_runs
 from torch_uncertainty_signorm.reproduction.tables import markdown_table

@@ -308,7 +308,7 @@ def ownership(
         importance_embedding_figure,
         importance_histogram_figure,
     )
-    from torch_uncertainty_signorm.diversity import ownership_fractions
+    from torch_uncertainty_signorm.evaluation.diversity import ownership_fractions
 
     rows = []
     for run_dir in run_dirs:

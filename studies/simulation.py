@@ -26,7 +26,7 @@ from collections.abc import Sequence
 
 import torch
 
-from torch_uncertainty_signorm.diversity import pairwise_cosine
+from torch_uncertainty_signorm.evaluation.diversity import pairwise_cosine
 from torch_uncertainty_signorm.reproduction.tables import format_table
 from torch_uncertainty_signorm.signorm.regularization import sharing_penalty
 

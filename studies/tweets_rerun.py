@@ -33,7 +33,7 @@ from pathlib import Path
 import torch
 from safetensors.torch import load_file
 
-from torch_uncertainty_signorm.diversity import mutual_information
+from torch_uncertainty_signorm.evaluation.diversity import mutual_information
 from torch_uncertainty_signorm.reproduction.results_table import write_rows
 from torch_uncertainty_signorm.reproduction.tables import markdown_table
 

@@ -24,7 +24,7 @@ import numpy as np
 from safetensors.torch import load_file
 from sklearn.metrics import roc_auc_score
 
-from torch_uncertainty_signorm.diversity import mutual_information
+from torch_uncertainty_signorm.evaluation.diversity import mutual_information
 
 from .stats import mean_interval, paired_difference, spearman_p
 

@@ -30,7 +30,7 @@ from matplotlib.figure import Figure
 from safetensors.torch import load_file
 from sklearn.metrics import roc_auc_score
 
-from torch_uncertainty_signorm.diversity import mutual_information
+from torch_uncertainty_signorm.evaluation.diversity import mutual_information
 from torch_uncertainty_signorm.reproduction.results_table import mean_std, paper_metrics, write_rows
 from torch_uncertainty_signorm.reproduction.runs import (
     RESULTS_FILENAME,

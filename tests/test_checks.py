@@ -6,17 +6,17 @@ from fixtures.backbones import tiny_resnet, tiny_vit
 
 from torch_uncertainty_signorm import signorm_ensemble
 from torch_uncertainty_signorm.baselines import film_ensemble, lora_ensemble
-from torch_uncertainty_signorm.checks import (
+from torch_uncertainty_signorm.evaluation.eval_sets import check_eval_flags
+from torch_uncertainty_signorm.evaluation.prediction import member_probabilities
+from torch_uncertainty_signorm.routines import SigmaNormClassificationRoutine
+from torch_uncertainty_signorm.signorm.optim import signorm_param_groups
+from torch_uncertainty_signorm.utils.checks import (
     check_choices,
     check_fraction,
     check_integer,
     check_positive_number,
     check_stage,
 )
-from torch_uncertainty_signorm.evaluation.eval_sets import check_eval_flags
-from torch_uncertainty_signorm.prediction import member_probabilities
-from torch_uncertainty_signorm.routines import SigmaNormClassificationRoutine
-from torch_uncertainty_signorm.signorm.optim import signorm_param_groups
 
 
 def _resnet_ensemble(**kwargs):

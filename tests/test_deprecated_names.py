@@ -3,33 +3,39 @@
 
 from __future__ import annotations
 
+import importlib
 import os
+import re
 import subprocess
 import sys
 
 import pytest
 
 import torch_uncertainty_signorm
-from torch_uncertainty_signorm.signorm import optim as signorm_optim
 
 
-def test_the_old_optim_module_warns_naming_the_new_one_and_gives_its_names(monkeypatch):
-    monkeypatch.delitem(sys.modules, "torch_uncertainty_signorm.optim", raising=False)
+@pytest.mark.parametrize(
+    ("old_path", "new_path"), sorted(torch_uncertainty_signorm.MOVED_MODULES.items())
+)
+def test_a_moved_module_warns_naming_the_new_one_and_gives_its_names(
+    old_path, new_path, monkeypatch
+):
+    monkeypatch.delitem(sys.modules, old_path, raising=False)
     with pytest.warns(
         FutureWarning,
-        match=r"torch_uncertainty_signorm\.optim is deprecated .* "
-        r"0\.2\.0: import from torch_uncertainty_signorm\.signorm\.optim",
+        match=rf"{re.escape(old_path)} is deprecated .* 0\.2\.0: import from {re.escape(new_path)}",
     ) as caught:
-        import torch_uncertainty_signorm.optim as old
+        __import__(old_path)  # as `import old_path` does (importlib's frames are skipped)
+    old = sys.modules[old_path]
     assert caught[0].filename == __file__  # the warning points at the user's import
-    assert old.__all__ and all(
-        getattr(old, name) is getattr(signorm_optim, name) for name in old.__all__
+    new = importlib.import_module(new_path)
+    assert old.__all__ == new.__all__ and all(
+        getattr(old, name) is getattr(new, name) for name in old.__all__
     )
-    assert "signorm_optim_recipe" in old.__all__
 
 
 def test_the_deprecations_end_after_this_release():
-    """A 0.2 release removes them (torch_uncertainty_signorm/optim.py, export/__main__.py)."""
+    """A 0.2 release removes them (``MOVED_MODULES``, export/__main__.py)."""
     assert torch_uncertainty_signorm.__version__.startswith("0.1.")
 
 

@@ -110,7 +110,7 @@ def test_the_weight_measures_take_the_model_or_its_importances_and_return_no_gra
     from fixtures.backbones import tiny_resnet
 
     from torch_uncertainty_signorm import signorm_ensemble
-    from torch_uncertainty_signorm.diversity import ownership_fractions
+    from torch_uncertainty_signorm.evaluation.diversity import ownership_fractions
 
     torch.manual_seed(0)
     model = signorm_ensemble(tiny_resnet(), 3)

@@ -1,6 +1,7 @@
 """The packages whose public names are listed in an ``__init__.pyi`` stub: what type checkers read
 is what the package gives, one name at a time, on first use."""
 
+import ast
 import importlib
 import subprocess
 import sys
@@ -17,14 +18,46 @@ STUBBED = sorted(
 )
 
 
-def test_the_lazy_packages_are_the_root_callbacks_datamodules_evaluation_and_signorm():
-    assert STUBBED == [
-        "torch_uncertainty_signorm",
-        "torch_uncertainty_signorm.callbacks",
-        "torch_uncertainty_signorm.datamodules",
-        "torch_uncertainty_signorm.evaluation",
-        "torch_uncertainty_signorm.signorm",
+#: Folders that hold modules but give no names of their own (their modules are imported by path).
+NO_PUBLIC_NAMES = {
+    "torch_uncertainty_signorm.reproduction",
+    "torch_uncertainty_signorm.safety",
+    "torch_uncertainty_signorm.utils",
+}
+#: A package whose ``__init__.py`` is data itself (the paper's published tables), not a face.
+DATA_PACKAGES = {"torch_uncertainty_signorm.reproduction.published"}
+
+
+def _package_name(init: Path) -> str:
+    return ".".join(("torch_uncertainty_signorm", *init.parent.relative_to(SOURCE).parts))
+
+
+@pytest.mark.parametrize("init", sorted(SOURCE.rglob("__init__.py")), ids=_package_name)
+def test_every_package_gives_its_public_names_one_way(init):
+    """Public names are declared one way: a package with any lists them in ``__init__.pyi`` and
+    its ``__init__.py`` only attaches that stub (no eager import, no ``__all__`` of its own)."""
+    name = _package_name(init)
+    if name in DATA_PACKAGES:
+        return
+    tree = ast.parse(init.read_text())
+    body = [node for node in tree.body if not isinstance(node, ast.Expr)]  # the docstring
+    code = "\n".join(ast.unparse(node) for node in body)
+    if name in NO_PUBLIC_NAMES:
+        assert code == "" and name not in STUBBED
+        return
+    assert name in STUBBED, f"{name} has public names but no __init__.pyi"
+    attach = "__getattr__, __dir__, __all__ = lazy_loader.attach_stub(__name__, __file__)"
+    lines = code.splitlines()
+    assert "import lazy_loader" in lines and attach in lines
+    eager = [
+        node.module
+        for node in body
+        if isinstance(node, ast.ImportFrom)
+        and node.level
+        # the root installs the moved modules' finder, from the bottom folder
+        and not (name == "torch_uncertainty_signorm" and node.module == "utils.moved_modules")
     ]
+    assert not eager, f"{init}: imports {eager} eagerly (list the names in __init__.pyi)"
 
 
 @pytest.mark.parametrize("name", STUBBED)

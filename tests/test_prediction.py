@@ -17,7 +17,7 @@ from torch_uncertainty_signorm import (
     predict,
     signorm_ensemble,
 )
-from torch_uncertainty_signorm.prediction import member_probabilities
+from torch_uncertainty_signorm.evaluation.prediction import member_probabilities
 from torch_uncertainty_signorm.routines import SigmaNormClassificationRoutine
 
 M = 4

@@ -82,7 +82,7 @@ def test_the_check_sees_imports_and_reads():
     )
     # A module beside members/norm.py, only parsed.
     assert private_names_taken(SOURCE / "members" / "probe.py", source) == [
-        "1: torch_uncertainty_signorm.checks._hidden",
+        "1: torch_uncertainty_signorm.utils.checks._hidden",
         "7: _compat._private_helper",
         "8: norm._rows",
     ]

@@ -16,7 +16,21 @@ if sys.argv[:1] == ["-m"] and sys.path and sys.path[0] in ("", os.getcwd()):
 
 import lazy_loader
 
+from .utils.moved_modules import MovedModules
+
 __getattr__, __dir__, __all__ = lazy_loader.attach_stub(__name__, __file__)
+
+#: Modules that moved (old path: new path), importable at the old path with a ``FutureWarning``
+#: until 0.2.0.
+MOVED_MODULES = {
+    f"{__name__}.{old}": f"{__name__}.{new}"
+    for old, new in {
+        "optim": "signorm.optim",
+        "diversity": "evaluation.diversity",
+        "prediction": "evaluation.prediction",
+    }.items()
+}
+MovedModules(MOVED_MODULES, removed_in="0.2.0").install()
 
 #: The package's version, read by the build from this line (pyproject.toml's ``dynamic``).
 __version__ = "0.1.0"

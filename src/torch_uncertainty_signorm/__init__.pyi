@@ -1,18 +1,18 @@
 # The public names: read by type checkers, and by ``lazy_loader.attach_stub`` in __init__.py,
 # which imports each name's module on first use.
-from .diversity import geometric_ambiguity as geometric_ambiguity
-from .diversity import jensen_gap as jensen_gap
-from .diversity import member_ownership as member_ownership
-from .diversity import mutual_information as mutual_information
-from .diversity import ownership_counts as ownership_counts
-from .diversity import pairwise_cosine as pairwise_cosine
-from .diversity import signorm_cosine as signorm_cosine
+from .evaluation.diversity import geometric_ambiguity as geometric_ambiguity
+from .evaluation.diversity import jensen_gap as jensen_gap
+from .evaluation.diversity import member_ownership as member_ownership
+from .evaluation.diversity import mutual_information as mutual_information
+from .evaluation.diversity import ownership_counts as ownership_counts
+from .evaluation.diversity import pairwise_cosine as pairwise_cosine
+from .evaluation.diversity import signorm_cosine as signorm_cosine
 from .evaluation.parameter_counts import parameter_counts as parameter_counts
+from .evaluation.prediction import EnsemblePrediction as EnsemblePrediction
+from .evaluation.prediction import ensemble_prediction as ensemble_prediction
+from .evaluation.prediction import predict as predict
 from .members.heads import MemberHeads as MemberHeads
 from .members.wrapper import MemberWrapper as MemberWrapper
-from .prediction import EnsemblePrediction as EnsemblePrediction
-from .prediction import ensemble_prediction as ensemble_prediction
-from .prediction import predict as predict
 from .signorm.config import SigmaNormConfig as SigmaNormConfig
 from .signorm.conversion import convert_norm_layers as convert_norm_layers
 from .signorm.conversion import find_norm_layers as find_norm_layers

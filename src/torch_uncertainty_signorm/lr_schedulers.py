@@ -5,7 +5,7 @@ from __future__ import annotations
 from torch.optim import Optimizer
 from torch.optim.lr_scheduler import CosineAnnealingLR, LinearLR, SequentialLR
 
-from .checks import check_integer
+from .utils.checks import check_integer
 
 __all__ = ["WarmupCosineLR"]
 

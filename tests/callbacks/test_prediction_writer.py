@@ -10,7 +10,7 @@ from safetensors.torch import load_file
 
 from torch_uncertainty_signorm.callbacks import TestPredictionWriter
 from torch_uncertainty_signorm.datamodules import DigitsDataModule
-from torch_uncertainty_signorm.prediction import member_probabilities
+from torch_uncertainty_signorm.evaluation.prediction import member_probabilities
 
 M = 4  # members of the digits fixture
 

@@ -14,7 +14,7 @@ import pytest
 from fixtures.cifar_files import run_command
 from journey_commands import EXPERIMENTS, failure, tiny_args
 
-from torch_uncertainty_signorm._console_script import SUBCOMMANDS
+from torch_uncertainty_signorm.cli.entry_point import SUBCOMMANDS
 
 DIGITS = EXPERIMENTS / "digits_signorm.yaml"
 
@@ -56,7 +56,7 @@ def test_help_lists_the_subcommands_without_importing_torch(tmp_path):
     done = run_command(["--help"], cwd=tmp_path, env={**os.environ, "PYTHONPROFILEIMPORTTIME": "1"})
     assert done.returncode == 0, failure(done)
     imported = set(re.findall(r"\|\s+(\S+)$", done.stderr, re.M))
-    assert "torch_uncertainty_signorm._console_script" in imported  # the import profile is on
+    assert "torch_uncertainty_signorm.cli.entry_point" in imported  # the import profile is on
     assert not {"torch", "lightning", "torch_uncertainty"} & imported, sorted(imported)
     from lightning.pytorch.cli import LightningCLI
 

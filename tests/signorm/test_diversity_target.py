@@ -10,7 +10,7 @@ from fixtures.backbones import randomize_norms, tiny_resnet
 from torch import nn
 
 from torch_uncertainty_signorm import signorm_ensemble
-from torch_uncertainty_signorm.diversity import signorm_cosine
+from torch_uncertainty_signorm.evaluation.diversity import signorm_cosine
 from torch_uncertainty_signorm.signorm.diversity_target import (
     CONTROLLED_TAU_RANGE,
     TARGET_TOLERANCE,

@@ -12,7 +12,7 @@ from lightning.pytorch import Callback, LightningModule, Trainer
 from lightning.pytorch.utilities import rank_zero_warn
 from torch import nn
 
-from ..diversity import signorm_cosine
+from ..evaluation.diversity import signorm_cosine
 
 __all__ = [
     "IDENTICAL_MEMBERS_COSINE",

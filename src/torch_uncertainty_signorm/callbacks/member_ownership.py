@@ -38,9 +38,14 @@ from torch import Tensor
 from torch_uncertainty.utils import get_logger_dir
 from torch_uncertainty.utils.logging import log_figure
 
-from ..checks import check_fraction, check_integer
-from ..diversity import member_ownership, ownership_counts, ownership_fractions, pairwise_cosine
+from ..evaluation.diversity import (
+    member_ownership,
+    ownership_counts,
+    ownership_fractions,
+    pairwise_cosine,
+)
 from ..signorm.ensemble import SigmaNormEnsemble
+from ..utils.checks import check_fraction, check_integer
 
 __all__ = ["MemberOwnershipCallback", "importance_embedding_figure", "importance_histogram_figure"]
 

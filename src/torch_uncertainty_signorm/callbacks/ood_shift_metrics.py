@@ -9,10 +9,10 @@ from torch import Tensor
 from torch_uncertainty.ood_criteria import MaxSoftmaxCriterion, OODCriterionInputType
 from torch_uncertainty.utils import get_logger_dir
 
-from ..checks import check_integer
 from ..evaluation import EvalSet, NearFarOODMetrics, SeverityShiftMetrics, append_to_last_row
+from ..evaluation.prediction import member_probabilities
 from ..evaluation.printing import use_results_tables
-from ..prediction import member_probabilities
+from ..utils.checks import check_integer
 from .logits_tap import TestLogitsCallback
 
 __all__ = ["OODShiftEvaluation"]

@@ -20,7 +20,7 @@ from safetensors.torch import save_file
 from torch import Tensor
 from torch_uncertainty.utils import get_logger_dir
 
-from ..prediction import member_probabilities
+from ..evaluation.prediction import member_probabilities
 from ..safety.files import follow_umask
 from .logits_tap import TestLogitsCallback
 

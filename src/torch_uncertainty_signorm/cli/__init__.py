@@ -73,25 +73,6 @@ The package holds one job per module; :class:`TUSigmaNormCLI` calls them from Li
   (:mod:`torch_uncertainty_signorm.export`, which never imports this package).
 """
 
-from .ckpt_path_args import EVALUATION_ONLY_ARGS
-from .command import TUSigmaNormCLI, cli_main, main
-from .forwarding import FORWARDED_DATA_ARGS, forward_datamodule_args
-from .interruption import SIGINT_EXIT_CODE, SIGTERM_EXIT_CODE, RunInterrupted, resume_command
-from .run_folders import SaveRunConfig
-from .tu_recipes import SUBCOMMANDS, tu_format_args
+import lazy_loader
 
-__all__ = [
-    "EVALUATION_ONLY_ARGS",
-    "FORWARDED_DATA_ARGS",
-    "SIGINT_EXIT_CODE",
-    "SIGTERM_EXIT_CODE",
-    "SUBCOMMANDS",
-    "RunInterrupted",
-    "SaveRunConfig",
-    "TUSigmaNormCLI",
-    "cli_main",
-    "forward_datamodule_args",
-    "main",
-    "resume_command",
-    "tu_format_args",
-]
+__getattr__, __dir__, __all__ = lazy_loader.attach_stub(__name__, __file__)

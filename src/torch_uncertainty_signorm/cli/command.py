@@ -32,8 +32,8 @@ from lightning.pytorch.utilities.exceptions import SIGTERMException
 from lightning.pytorch.utilities.rank_zero import rank_zero_warn
 from torch_uncertainty.utils.cli import TULightningCLI, TUSaveConfigCallback
 
-from .. import _compat
 from ..safety.checkpoint_io import AtomicCheckpointIO
+from ..utils import _compat
 from .ckpt_path_args import reconcile_checkpoint_args
 from .console import debugging, one_line_parser_class, silence_library_noise
 from .datamodule_setup import wrap_setup
@@ -435,7 +435,7 @@ def main(args: ArgsType = None, started: float | None = None) -> None:
     Args:
         args: Command-line style arguments; ``sys.argv[1:]`` when ``None``.
         started: ``time.perf_counter()`` when the console script started
-            (:data:`torch_uncertainty_signorm._console_script.STARTED`), so the printed wall time
+            (:data:`torch_uncertainty_signorm.cli.entry_point.STARTED`), so the printed wall time
             includes the imports; now when ``None``.
     """
     # As TorchUncertainty's entry scripts: TF32 matmuls on GPUs that support them. Not on CPU,

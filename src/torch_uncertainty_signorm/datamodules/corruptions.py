@@ -20,8 +20,8 @@ from torch_uncertainty.datasets.classification import CIFAR10C, CIFAR100C, Image
 from torchvision.datasets import ImageFolder
 from torchvision.datasets.utils import check_integrity, download_and_extract_archive
 
-from ..checks import check_choices
 from ..evaluation.eval_sets import SEVERITIES, check_severities
+from ..utils.checks import check_choices
 
 __all__ = [
     "BENCHMARK_CORRUPTIONS",

@@ -97,15 +97,15 @@ from torch import Tensor, nn
 from torch.utils.data import DataLoader, TensorDataset
 from torch_uncertainty.datamodules import TUDataModule
 
-from .. import _compat
-from ..checks import (
+from ..evaluation.eval_sets import SEVERITIES, EvalSet, check_eval_flags, check_severities
+from ..utils import _compat
+from ..utils.checks import (
     check_choices,
     check_fraction,
     check_integer,
     check_positive_number,
     check_stage,
 )
-from ..evaluation.eval_sets import SEVERITIES, EvalSet, check_eval_flags, check_severities
 from ._arguments_for import arguments_for
 
 __all__ = ["CORRUPTIONS", "IMAGENET_MEAN", "IMAGENET_STD", "DigitsDataModule"]

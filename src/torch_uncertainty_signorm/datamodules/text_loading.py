@@ -10,8 +10,8 @@ from torch import Tensor
 from torch.utils.data import DataLoader, Dataset
 from torch_uncertainty.datamodules import TUDataModule
 
-from .. import _compat
-from ..checks import check_integer
+from ..utils import _compat
+from ..utils.checks import check_integer
 from ._arguments_for import arguments_for
 
 __all__ = ["PadToLongest", "TextDataModule", "check_text_loading", "load_tokenizer"]

@@ -50,23 +50,6 @@ data, and built), :mod:`~torch_uncertainty_signorm.export.writing`
 (:mod:`~torch_uncertainty_signorm.cli.export`); nothing here imports it.
 """
 
-from __future__ import annotations
+import lazy_loader
 
-from ..safety.export_spec import EXPORTABLE_CLASS_PATHS, check_ensemble_spec
-from .format import CONFIG_NAME, FORMAT, WEIGHTS_NAME
-from .loading import load_ensemble, load_member
-from .spec import build_model
-from .writing import export_ensemble, member_model
-
-__all__ = [
-    "CONFIG_NAME",
-    "EXPORTABLE_CLASS_PATHS",
-    "FORMAT",
-    "WEIGHTS_NAME",
-    "build_model",
-    "check_ensemble_spec",
-    "export_ensemble",
-    "load_ensemble",
-    "load_member",
-    "member_model",
-]
+__getattr__, __dir__, __all__ = lazy_loader.attach_stub(__name__, __file__)

@@ -18,7 +18,7 @@ from torch import nn
 from ..members.heads import upgrade_legacy_heads
 from ..members.wrapper import MemberModel, check_member_count
 from ..safety.allowlist import current_class_paths
-from ..safety.export_spec import check_ensemble_spec
+from ..safety.export_spec import EXPORTABLE_CLASS_PATHS, check_ensemble_spec
 from ..signorm.ensemble import SigmaNormEnsemble
 from .format import (
     CONFIG_NAME,
@@ -34,7 +34,13 @@ from .format import (
 from .spec import check_self_contained, ensemble_from_spec
 from .writing import member_model
 
-__all__ = ["SUPPORTED_VERSIONS", "load_ensemble", "load_member"]
+__all__ = [
+    "EXPORTABLE_CLASS_PATHS",
+    "SUPPORTED_VERSIONS",
+    "check_ensemble_spec",
+    "load_ensemble",
+    "load_member",
+]
 
 
 #: The ``config.json`` versions this release reads (1: before the heads' own affine norm).

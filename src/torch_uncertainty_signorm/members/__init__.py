@@ -9,20 +9,6 @@ and the settings object's base (:mod:`.config`).
 ``tuners_utils``.
 """
 
-from .config import MethodConfig
-from .heads import MemberHeads
-from .linear import MemberLinear
-from .norm import MemberBatchNorm, MemberNorm
-from .replace import replace_modules
-from .wrapper import MemberModel, MemberWrapper
+import lazy_loader
 
-__all__ = [
-    "MemberBatchNorm",
-    "MemberHeads",
-    "MemberLinear",
-    "MemberModel",
-    "MemberNorm",
-    "MemberWrapper",
-    "MethodConfig",
-    "replace_modules",
-]
+__getattr__, __dir__, __all__ = lazy_loader.attach_stub(__name__, __file__)

@@ -19,7 +19,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
 
-from ..checks import check_integer
+from ..utils.checks import check_integer
 
 __all__ = [
     "MethodConfig",

@@ -9,7 +9,7 @@ from typing import Literal
 import torch
 from torch import Tensor, nn
 
-from ..checks import check_integer
+from ..utils.checks import check_integer
 from .head_norm import HeadBatchNorm, HeadLayerNorm
 from .linear import member_linear, plain_linear
 from .statistics import check_batch_statistics

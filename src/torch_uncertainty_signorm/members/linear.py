@@ -8,7 +8,7 @@ import math
 import torch
 from torch import Tensor, nn
 
-from ..checks import check_integer
+from ..utils.checks import check_integer
 
 __all__ = ["MemberLinear", "member_linear", "plain_linear"]
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
-from ..checks import check_integer
+from ..utils.checks import check_integer
 from .statistics import member_batch_norm
 
 __all__ = ["MemberBatchNorm", "MemberNorm"]

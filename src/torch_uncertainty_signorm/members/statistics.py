@@ -24,7 +24,7 @@ import torch.distributed as dist
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from .. import _compat
+from ..utils import _compat
 
 __all__ = [
     "check_batch_statistics",

@@ -24,8 +24,8 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from .. import _compat
-from ..checks import check_integer
+from ..utils import _compat
+from ..utils.checks import check_integer
 from .config import MethodConfig
 from .replace import replace_modules
 

@@ -31,8 +31,8 @@ Columns (paper name ← TorchUncertainty 0.13 ``results.csv`` column, unit):
   ``signorm_cos`` ← ``test/div/signorm_cos`` (σNorm-cos over all σNorm layers, 1: identical
   members), ``U_mod`` ← ``test/ens_MI`` (the mutual information I[Y; M | x] on the test set, nats),
   ``jensen_gap`` ← ``test/div/jensen_gap`` (the members' mean cross-entropy minus the ensemble's,
-  on the test set, nats; :func:`~torch_uncertainty_signorm.diversity.jensen_gap`). A run of a
-  single model logs none of them: its row leaves them out.
+  on the test set, nats; :func:`~torch_uncertainty_signorm.evaluation.diversity.jensen_gap`). A
+  run of a single model logs none of them: its row leaves them out.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """Lightning routines for σNorm-Ensembles, built on TorchUncertainty's."""
 
-from .classification import SigmaNormClassificationRoutine
+import lazy_loader
 
-__all__ = ["SigmaNormClassificationRoutine"]
+__getattr__, __dir__, __all__ = lazy_loader.attach_stub(__name__, __file__)

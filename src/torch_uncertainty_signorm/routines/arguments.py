@@ -11,11 +11,11 @@ from typing import Any
 from torch import nn
 from torch_uncertainty.transforms import RepeatTarget
 
-from .. import _compat
 from ..safety.checkpoints import check_lightning_checkpoint, is_url, read_checkpoint
 from ..safety.class_blocks import build_class_block
 from ..safety.plain_data import is_data
 from ..signorm.ensemble import SigmaNormEnsemble
+from ..utils import _compat
 
 __all__ = ["agree_with_model", "built", "load_checked", "saved_hyperparameters"]
 

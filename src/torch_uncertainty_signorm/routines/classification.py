@@ -11,20 +11,20 @@ from torch_uncertainty.routines import ClassificationRoutine
 from torch_uncertainty.utils import get_logger_dir
 from torchmetrics import MeanMetric, MetricCollection
 
-from .. import _compat
 from ..callbacks.identical_members import IdenticalMembersWarning
 from ..callbacks.logits_tap import LogitsTap
 from ..callbacks.tau_control import DiversityTargetCallback
-from ..checks import check_fraction, check_positive_number
-from ..diversity import geometric_ambiguity, jensen_gap, signorm_cosine
+from ..evaluation.diversity import geometric_ambiguity, jensen_gap, signorm_cosine
+from ..evaluation.prediction import EnsemblePrediction, ensemble_prediction, member_probabilities
 from ..evaluation.printing import use_results_tables
 from ..evaluation.results_csv import append_to_last_row
-from ..prediction import EnsemblePrediction, ensemble_prediction, member_probabilities
 from ..safety.files import check_file_name
 from ..signorm.checkpoint_tau import CHECKPOINT_TAU, checkpoint_tau
 from ..signorm.diversity_target import DiversityTarget, check_controlled_tau
 from ..signorm.ensemble import SigmaNormEnsemble
 from ..signorm.optim import signorm_param_groups
+from ..utils import _compat
+from ..utils.checks import check_fraction, check_positive_number
 from .arguments import agree_with_model, built, load_checked, saved_hyperparameters
 from .grouping_loss import evaluate_grouping_loss
 from .health_warnings import HealthWarnings

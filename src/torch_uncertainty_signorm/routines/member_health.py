@@ -21,7 +21,7 @@ from ..callbacks.identical_members import (  # re-exported: they were defined he
     IDENTICAL_MEMBERS_COSINE,
     identical_members_message,
 )
-from ..checks import check_integer
+from ..utils.checks import check_integer
 
 __all__ = [
     "CHANCE_MARGIN",

@@ -14,13 +14,13 @@ import dataclasses
 from pathlib import Path
 from typing import Literal
 
-from ..checks import check_positive_number
 from ..members.config import (
     MethodConfig,
     check_choice,
     check_eval_chunk_size,
     check_wrapper_settings,
 )
+from ..utils.checks import check_positive_number
 from .layer_selection import check_regularized_layers
 from .regularization import DEFAULT_DIVERSITY_STRENGTH, DEFAULT_TAU, check_penalty_settings
 

@@ -7,8 +7,8 @@ from collections.abc import Collection, Mapping, Sequence
 import torch
 from torch import Tensor, nn
 
-from ..checks import check_positive_number
 from ..members.replace import replace_modules
+from ..utils.checks import check_positive_number
 from .layers import SigmaNorm
 from .registry import check_norm_type, signorm_class_for
 

@@ -41,7 +41,7 @@ from typing import Any, Protocol
 from torch import Tensor
 from torch.optim import Optimizer
 
-from ..checks import check_fraction, check_positive_number
+from ..utils.checks import check_fraction, check_positive_number
 from .regularization import TAU_RANGE, check_tau
 
 __all__ = [

@@ -33,9 +33,9 @@ import torch.nn.functional as F
 from timm.layers import norm as timm_norm
 from torch import Tensor, nn
 
-from ..checks import check_positive_number
 from ..members.norm import MemberBatchNorm, MemberNorm
 from ..members.statistics import rows_result
+from ..utils.checks import check_positive_number
 
 __all__ = [
     "SigmaBatchNorm",

@@ -16,8 +16,8 @@ import torch
 from torch import nn
 from torch.optim import Optimizer
 
-from ..checks import check_positive_number
 from ..members.heads import MemberHeads
+from ..utils.checks import check_positive_number
 from .layers import SigmaNorm
 
 __all__ = [

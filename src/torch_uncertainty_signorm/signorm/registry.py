@@ -16,7 +16,7 @@ from __future__ import annotations
 from timm.layers import norm as timm_norm
 from torch import nn
 
-from .. import _compat
+from ..utils import _compat
 from . import layers as signorm
 from .layers import SigmaNorm
 

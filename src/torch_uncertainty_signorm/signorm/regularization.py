@@ -10,7 +10,7 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from ..checks import check_positive_number
+from ..utils.checks import check_positive_number
 
 __all__ = [
     "DEFAULT_DIVERSITY_STRENGTH",

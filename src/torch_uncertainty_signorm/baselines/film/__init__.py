@@ -1,7 +1,5 @@
 """FiLM-Ensemble (Turkoglu et al., 2022): its settings, its layer and its wrapper."""
 
-from .config import FiLMConfig
-from .layer import FiLMBatchNorm
-from .model import FiLMEnsemble, film_ensemble
+import lazy_loader
 
-__all__ = ["FiLMBatchNorm", "FiLMConfig", "FiLMEnsemble", "film_ensemble"]
+__getattr__, __dir__, __all__ = lazy_loader.attach_stub(__name__, __file__)

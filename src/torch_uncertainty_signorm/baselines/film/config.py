@@ -5,8 +5,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Literal
 
-from ...checks import check_positive_number
 from ...members.config import MethodConfig, check_choice, check_wrapper_settings
+from ...utils.checks import check_positive_number
 
 __all__ = ["FiLMConfig", "InitCenter", "check_init_center"]
 

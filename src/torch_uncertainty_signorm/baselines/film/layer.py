@@ -8,8 +8,8 @@ import math
 import torch
 from torch import Tensor, nn
 
-from ...checks import check_positive_number
 from ...members.norm import MemberBatchNorm
+from ...utils.checks import check_positive_number
 from .config import InitCenter, check_init_center
 
 __all__ = ["FiLMBatchNorm"]

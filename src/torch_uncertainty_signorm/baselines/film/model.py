@@ -28,9 +28,9 @@ from collections.abc import Mapping
 
 from torch import Tensor, nn
 
-from ... import _compat
 from ...members.replace import replace_modules
 from ...members.wrapper import MemberWrapper, classifier_module, find_classifier, member_major
+from ...utils import _compat
 from .config import FiLMConfig, InitCenter
 from .layer import FiLMBatchNorm
 

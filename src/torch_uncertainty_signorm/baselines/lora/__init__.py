@@ -1,7 +1,5 @@
 """LoRA-Ensemble (Mühlematter et al., 2024): its settings, its layer and its wrapper."""
 
-from .config import LoRAEnsembleConfig
-from .layer import MemberLoRALinear
-from .model import LoRAEnsemble, lora_ensemble
+import lazy_loader
 
-__all__ = ["LoRAEnsemble", "LoRAEnsembleConfig", "MemberLoRALinear", "lora_ensemble"]
+__getattr__, __dir__, __all__ = lazy_loader.attach_stub(__name__, __file__)

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import dataclasses
 
-from ...checks import check_integer, check_positive_number
 from ...members.config import MethodConfig, check_wrapper_settings
 from ...members.selection import check_selection
+from ...utils.checks import check_integer, check_positive_number
 
 __all__ = ["LoRAEnsembleConfig"]
 

@@ -8,7 +8,7 @@ import math
 import torch
 from torch import Tensor, nn
 
-from ...checks import check_integer, check_positive_number
+from ...utils.checks import check_integer, check_positive_number
 
 __all__ = ["MemberLoRALinear"]
 

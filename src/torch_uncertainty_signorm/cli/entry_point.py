@@ -57,7 +57,7 @@ def main() -> None:
         print(USAGE, end="")
         return
     try:
-        from .cli import main as run
+        from . import main as run
     except RuntimeError as error:
         if "torchvision::" not in str(error):
             raise

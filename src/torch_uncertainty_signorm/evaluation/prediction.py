@@ -22,7 +22,7 @@ import torch
 from torch import Tensor, nn
 from torch.utils.data import DataLoader
 
-from .checks import check_integer
+from ..utils.checks import check_integer
 from .diversity import mutual_information
 
 __all__ = ["EnsemblePrediction", "ensemble_prediction", "member_probabilities", "predict"]

@@ -5,7 +5,7 @@ The weight-space measures (:func:`signorm_cosine`, :func:`ownership_counts`,
 importances, and return values without a graph: ``float(signorm_cosine(model))`` just works.
 Output-space measures take member probabilities ``(M, B, C)``; from TorchUncertainty's
 member-major logits ``(M·B, C)`` use
-:func:`~torch_uncertainty_signorm.prediction.member_probabilities`.
+:func:`~torch_uncertainty_signorm.evaluation.prediction.member_probabilities`.
 """
 
 from __future__ import annotations
