@@ -14,6 +14,12 @@ against the design's margin says so; otherwise *open*. Seeds missing for an arm 
 pairs to the seeds both arms ran. ::
 
     python -m studies.finetune_comparison --runs studies/results/finetune_comparison/digits
+    python -m studies.finetune_comparison \\
+        --runs studies/results/finetune_comparison/digits_clipped \\
+        --unclipped studies/results/finetune_comparison/digits
+
+The second also reads the clipping factor (clipped − unclipped per arm, paired by seed, no
+Holm) into ``clipping.md``.
 """
 
 from __future__ import annotations
@@ -67,11 +73,16 @@ def checks(runs: dict[str, dict[int, dict]]) -> list[str]:
 
 
 def _difference(runs, arm: str, column: str, scale: float, confidence: float) -> dict | None:
-    seeds = sorted(set(runs[REFERENCE]) & set(runs[arm]))
+    return _paired(runs[REFERENCE], runs[arm], column, scale, confidence)
+
+
+def _paired(first: dict, second: dict, column: str, scale: float, confidence: float):
+    """``first`` − ``second`` (each: seed → run), paired over the seeds both have."""
+    seeds = sorted(set(first) & set(second))
     if len(seeds) < 2:
         return None
-    ours = [scale * float(runs[REFERENCE][s][column]) for s in seeds]
-    theirs = [scale * float(runs[arm][s][column]) for s in seeds]
+    ours = [scale * float(first[s][column]) for s in seeds]
+    theirs = [scale * float(second[s][column]) for s in seeds]
     row = paired_difference(ours, theirs, confidence)
     row["seeds"] = seeds
     row["differences"] = [a - b for a, b in zip(ours, theirs, strict=True)]
@@ -142,6 +153,42 @@ def table(runs: dict[str, dict[int, dict]]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def clipping_table(clipped: dict, unclipped: dict) -> str:
+    """The design's clipping factor: per arm, clipped − unclipped paired by seed (95 % t
+    intervals, no Holm), with the same verdict words (*better* is lower NLL and ECE, higher
+    accuracy and AUROC), and the relapses (runs ending in one class) of each."""
+    lines = [
+        "| arm | metric | seeds | clipped − unclipped | interval | verdict |",
+        "|---|---|---|---|---|---|",
+    ]
+    for arm in [a for a in clipped if a in unclipped]:
+        for column, title, scale, margin in METRICS:
+            row = _paired(clipped[arm], unclipped[arm], column, scale, 1 - ALPHA)
+            if row is None:
+                continue
+            digits = 3 if title == "NLL" else 2
+            verdict = _verdict(row, margin, title != "NLL" and not title.startswith("ECE"))
+            lines.append(
+                f"| {arm} | {title} | {','.join(map(str, row['seeds']))} | "
+                f"{row['mean']:+.{digits}f} | "
+                f"[{row['low']:+.{digits}f}, {row['high']:+.{digits}f}] | {verdict} |"
+            )
+    relapses = {
+        arm: (
+            sum(float(r.get("test/health/one_class") or 0) > 0 for r in clipped[arm].values()),
+            sum(float(r.get("test/health/one_class") or 0) > 0 for r in unclipped[arm].values()),
+        )
+        for arm in clipped
+        if arm in unclipped
+    }
+    lines += [
+        "",
+        "Runs ending in one class (clipped / unclipped): "
+        + ", ".join(f"{arm} {c} / {u}" for arm, (c, u) in relapses.items()),
+    ]
+    return "\n".join(lines) + "\n"
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument(
@@ -150,10 +197,21 @@ def main(argv: list[str] | None = None) -> None:
         required=True,
         help="a signorm-compare output folder (comparison_runs.csv)",
     )
+    parser.add_argument(
+        "--unclipped",
+        type=Path,
+        help="with --runs the clipped comparison: its unclipped twin, for the clipping factor "
+        "(written to clipping.md)",
+    )
     args = parser.parse_args(argv)
-    text = table(read_runs(args.runs))
+    runs = read_runs(args.runs)
+    text = table(runs)
     print(text, end="")
     (args.runs / "verdicts.md").write_text(text, encoding="utf-8")
+    if args.unclipped is not None:
+        clipping = clipping_table(runs, read_runs(args.unclipped))
+        print("\nClipping, clipped − unclipped:\n\n" + clipping, end="")
+        (args.runs / "clipping.md").write_text(clipping, encoding="utf-8")
 
 
 if __name__ == "__main__":

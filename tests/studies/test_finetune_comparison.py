@@ -75,3 +75,22 @@ def test_failed_checks_are_named_before_any_reading(tmp_path):
     assert "single seed 1: did not learn" in failed
     text = study.table(study.read_runs(tmp_path))
     assert text.startswith("Checks (learned, no one-class ending, σN-Ens members apart): FAILED")
+
+
+def test_clipping_reads_clipped_minus_unclipped_per_arm_with_the_same_verdict_words(tmp_path):
+    _write(
+        tmp_path / "clipped",
+        {"signorm": [0.20, 0.21, 0.19, 0.20, 0.22], "single": [0.40, 0.30, 0.45, 0.35, 0.50]},
+    )
+    _write(
+        tmp_path / "unclipped",
+        {"signorm": [0.30, 0.31, 0.29, 0.30, 0.32], "single": [0.38, 0.41, 0.36, 0.44, 0.39]},
+    )
+    text = study.clipping_table(
+        study.read_runs(tmp_path / "clipped"), study.read_runs(tmp_path / "unclipped")
+    )
+    rows = {tuple(c.strip() for c in line.split("|")[1:3]): line for line in text.splitlines()}
+    # σN-Ens: 0.1 lower at every seed when clipped, so better; Single's differences straddle 0.
+    assert "| -0.100 | [-0.100, -0.100] | better |" in rows["signorm", "NLL"].replace("−", "-")
+    assert rows["single", "NLL"].endswith("| open |")
+    assert "signorm 0 / 0, single 0 / 0" in text
