@@ -23,8 +23,8 @@ from lightning.pytorch.utilities import CombinedLoader
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
-from torch_uncertainty_signorm import _compat
 from torch_uncertainty_signorm.callbacks import exact_resume
+from torch_uncertainty_signorm.utils import _compat
 
 
 def _torch_subclasses(base: type) -> list[type]:

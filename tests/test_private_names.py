@@ -76,8 +76,8 @@ def test_no_module_takes_a_private_name_from_another():
 
 def test_the_check_sees_imports_and_reads():
     source = (
-        "from ..checks import (\n    check_positive_number,\n    _hidden,\n)\n"
-        "from .. import _compat\nimport torch_uncertainty_signorm.members.norm as norm\n"
+        "from ..utils.checks import (\n    check_positive_number,\n    _hidden,\n)\n"
+        "from ..utils import _compat\nimport torch_uncertainty_signorm.members.norm as norm\n"
         "_compat._private_helper\nnorm._rows\n_compat.public_name\n"
     )
     # A module beside members/norm.py, only parsed.
