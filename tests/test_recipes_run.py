@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 import torch
+from fixtures.narrow_models import narrow_wideresnets  # noqa: F401 (a pytest fixture)
 from fixtures.synthetic_datamodule import SyntheticDataModule
 from torch_uncertainty.models.classification.resnet.utils import ResNetStyle
-from torch_uncertainty.models.classification.wideresnet import batched, masked, mimo, packed, std
 
 from torch_uncertainty_signorm.cli import cli_main
 from torch_uncertainty_signorm.cli.recipe_bases import composed_recipe
@@ -39,26 +39,6 @@ TRAINED_FAMILIES = ("resnet18_c10_", "wrn_c10_", "digits_")
 TRAINED_RECIPES = [p for p in RECIPES if p.stem.startswith(TRAINED_FAMILIES)]
 BUILT_RECIPES = [p for p in RECIPES if p not in TRAINED_RECIPES]
 NARROW_RESNET = 0.25  # Masksembles needs >= 10 channels: stem 16, stages 16/32/64/128
-WIDE_RESNETS = (
-    std._WideResNet,
-    packed._PackedWideResNet,
-    batched._BatchWideResNet,
-    masked._MaskedWideResNet,
-    mimo._MIMOWideResNet,
-)
-
-
-@pytest.fixture
-def narrow_wideresnets(monkeypatch):
-    """WideResNet-28-10 factories build widen factor 1: same depth and block structure."""
-    for cls in WIDE_RESNETS:
-        original = cls.__init__
-
-        def init(self, *args, _original=original, **kwargs):
-            kwargs["widen_factor"] = 1
-            _original(self, *args, **kwargs)
-
-        monkeypatch.setattr(cls, "__init__", init)
 
 
 def _backbone_blocks(tree, path=()):
@@ -126,9 +106,8 @@ def _members(tree) -> int:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("recipe", BUILT_RECIPES, ids=lambda p: p.stem)
-def test_recipe_builds_its_ensemble_through_the_command(
-    recipe, tmp_path, monkeypatch, narrow_wideresnets
-):
+@pytest.mark.usefixtures("narrow_wideresnets")
+def test_recipe_builds_its_ensemble_through_the_command(recipe, tmp_path, monkeypatch):
     """The recipes of a family whose every method trains below (CIFAR-100 and ResNet-50 variants)
     are built through the command, not trained: the model gives member-major logits of the
     recipe's M and classes on a CIFAR-shaped batch."""
@@ -145,7 +124,8 @@ def test_recipe_builds_its_ensemble_through_the_command(
 
 @pytest.mark.slow
 @pytest.mark.parametrize("recipe", TRAINED_RECIPES, ids=lambda p: p.stem)
-def test_recipe_fast_dev_runs_on_cpu(recipe, tmp_path, monkeypatch, narrow_wideresnets):
+@pytest.mark.usefixtures("narrow_wideresnets")
+def test_recipe_fast_dev_runs_on_cpu(recipe, tmp_path, monkeypatch):
     """One training step through the command: every method of each backbone family (ResNet-18
     and WideResNet-28 on CIFAR-10, the digits ResNet and the pretrained EfficientNet-Lite0)."""
     monkeypatch.chdir(tmp_path)

@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 import torch
 import yaml
+from fixtures.narrow_models import narrow_wideresnets  # noqa: F401 (a pytest fixture)
 from fixtures.synthetic_datamodule import SyntheticDataModule
 from torch_uncertainty.routines import ClassificationRoutine
 
@@ -188,8 +189,10 @@ def _tu_recipe(path: str, tmp_path: Path) -> Path:
     ],
     ids=lambda p: "-".join(Path(p).with_suffix("").parts[2::2]),
 )
+@pytest.mark.usefixtures("narrow_wideresnets")
 def test_torch_uncertainty_recipe_trains_one_step(path, tmp_path):
-    """One step at a quarter width (ResNets; WideResNet-28-10 has no width option), 4 images."""
+    """One step at a quarter width (ResNets) or widen factor 1 (WideResNet-28-10, which has no
+    width option: its factories are narrowed in the process), 4 images."""
     recipe = _tu_recipe(path, tmp_path)
     config = yaml.safe_load(recipe.read_text())
     routine = config.get("routine", config.get("model"))
