@@ -57,6 +57,15 @@ def read_runs(folder: Path) -> dict[str, dict[int, dict]]:
     return runs
 
 
+def _one_class(run: dict) -> bool:
+    """Whether the run ended predicting one class (the routine's health check at test)."""
+    return float(run.get("test/health/one_class") or 0) > 0
+
+
+def _higher_is_better(title: str) -> bool:
+    return title != "NLL" and not title.startswith("ECE")
+
+
 def checks(runs: dict[str, dict[int, dict]]) -> list[str]:
     """One line per failed check (empty: every run passed all three)."""
     failed = []
@@ -64,7 +73,7 @@ def checks(runs: dict[str, dict[int, dict]]) -> list[str]:
         for seed, run in sorted(seeds.items()):
             if run["learned"] != "True":
                 failed.append(f"{method} seed {seed}: did not learn")
-            if float(run.get("test/health/one_class") or 0) > 0:
+            if _one_class(run):
                 failed.append(f"{method} seed {seed}: ended predicting one class")
             cos = run.get("test/div/signorm_cos_regularized")
             if method == REFERENCE and not float(cos) < APART:
@@ -124,9 +133,7 @@ def readings(runs: dict[str, dict[int, dict]]) -> list[dict]:
                     "low": row["low"],
                     "high": row["high"],
                     "level": level,
-                    "verdict": _verdict(
-                        row, margin, title != "NLL" and not title.startswith("ECE")
-                    ),
+                    "verdict": _verdict(row, margin, _higher_is_better(title)),
                 }
             )
     return sorted(rows, key=lambda r: r["reading"] != "primary (Holm)")
@@ -167,17 +174,14 @@ def clipping_table(clipped: dict, unclipped: dict) -> str:
             if row is None:
                 continue
             digits = 3 if title == "NLL" else 2
-            verdict = _verdict(row, margin, title != "NLL" and not title.startswith("ECE"))
+            verdict = _verdict(row, margin, _higher_is_better(title))
             lines.append(
                 f"| {arm} | {title} | {','.join(map(str, row['seeds']))} | "
                 f"{row['mean']:+.{digits}f} | "
                 f"[{row['low']:+.{digits}f}, {row['high']:+.{digits}f}] | {verdict} |"
             )
     relapses = {
-        arm: (
-            sum(float(r.get("test/health/one_class") or 0) > 0 for r in clipped[arm].values()),
-            sum(float(r.get("test/health/one_class") or 0) > 0 for r in unclipped[arm].values()),
-        )
+        arm: tuple(sum(map(_one_class, runs[arm].values())) for runs in (clipped, unclipped))
         for arm in clipped
         if arm in unclipped
     }
