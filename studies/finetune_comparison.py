@@ -19,7 +19,12 @@ pairs to the seeds both arms ran. ::
         --unclipped studies/results/finetune_comparison/digits
 
 The second also reads the clipping factor (clipped − unclipped per arm, paired by seed, no
-Holm) into ``clipping.md``.
+Holm) into ``clipping.md``. ``--lambda-grid`` reads a folder whose methods are σN-Ens at several
+λ (``experiments/compare/digits_finetune_lambda.yaml``) by the design's λ rule into
+``lambda_grid.md``::
+
+    python -m studies.finetune_comparison --lambda-grid \\
+        --runs studies/results/finetune_comparison/digits_lambda
 """
 
 from __future__ import annotations
@@ -27,6 +32,8 @@ from __future__ import annotations
 import argparse
 import csv
 from pathlib import Path
+
+import yaml
 
 from torch_uncertainty_signorm.reproduction.paired import equivalence_test
 
@@ -66,8 +73,9 @@ def _higher_is_better(title: str) -> bool:
     return title != "NLL" and not title.startswith("ECE")
 
 
-def checks(runs: dict[str, dict[int, dict]]) -> list[str]:
-    """One line per failed check (empty: every run passed all three)."""
+def checks(runs: dict[str, dict[int, dict]], signorm: tuple[str, ...] = (REFERENCE,)) -> list[str]:
+    """One line per failed check (empty: every run passed all three); ``signorm`` names the
+    σN-Ens methods, whose members must have come apart."""
     failed = []
     for method, seeds in runs.items():
         for seed, run in sorted(seeds.items()):
@@ -76,7 +84,7 @@ def checks(runs: dict[str, dict[int, dict]]) -> list[str]:
             if _one_class(run):
                 failed.append(f"{method} seed {seed}: ended predicting one class")
             cos = run.get("test/div/signorm_cos_regularized")
-            if method == REFERENCE and not float(cos) < APART:
+            if method in signorm and not float(cos) < APART:
                 failed.append(f"{method} seed {seed}: members not apart (σNorm-cos {cos})")
     return failed
 
@@ -193,6 +201,62 @@ def clipping_table(clipped: dict, unclipped: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
+def strength(run: dict, folder: Path) -> float:
+    """The run's λ (``diversity_strength``), read from its saved ``config.yaml``."""
+    config = yaml.safe_load((folder / run["folder"] / "config.yaml").read_text(encoding="utf-8"))
+    return float(config["routine"]["init_args"]["model"]["init_args"]["diversity_strength"])
+
+
+def lambda_grid_table(runs: dict[str, dict[int, dict]], strengths: dict[str, float]) -> str:
+    """The design's λ rule: the λ with the lowest mean NLL, unless others are equivalent to it
+    in NLL (TOST at ±0.02, paired by seed), in which case the most diverse of those (the lowest
+    mean σNorm-cos). Per λ the means, and each λ's NLL minus the lowest one's."""
+    columns = (*(m[0] for m in METRICS), "test/div/signorm_cos_regularized")
+
+    def mean(method: str, column: str) -> float:
+        values = [float(run[column]) for run in runs[method].values()]
+        return sum(values) / len(values)
+
+    order = sorted(runs, key=lambda method: strengths[method])
+    best = min(order, key=lambda method: mean(method, "test/cls/NLL"))
+    failed = checks(runs, signorm=tuple(runs))
+    lines = [
+        "Checks (learned, no one-class ending, members apart): "
+        + ("every run passed" if not failed else "FAILED: " + "; ".join(failed)),
+        "",
+        (
+            "| λ | seeds | NLL | accuracy (%) | ECE (%) | OOD AUROC (%) | σNorm-cos | "
+            "NLL − lowest | interval | verdict |"
+        ),
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    equivalent = [best]
+    for method in order:
+        means = [mean(method, column) for column in columns]
+        cells = [f"{means[0]:.3f}", *(f"{100 * m:.2f}" for m in means[1:4]), f"{means[4]:.3f}"]
+        if method == best:
+            cells += ["lowest mean NLL", "", ""]
+        else:
+            row = _paired(runs[method], runs[best], "test/cls/NLL", 1, 1 - ALPHA)
+            verdict = _verdict(row, METRICS[0][3], higher_is_better=False)
+            # The rule asks for TOST alone: a λ can be worse by less than the margin.
+            if equivalence_test(row["differences"], METRICS[0][3]) < ALPHA:
+                equivalent.append(method)
+                if not verdict.startswith("equivalent"):
+                    verdict += f", equivalent (±{METRICS[0][3]:g})"
+            cells += [f"{row['mean']:+.3f}", f"[{row['low']:+.3f}, {row['high']:+.3f}]", verdict]
+        seeds = ",".join(map(str, sorted(runs[method])))
+        lines.append(f"| {strengths[method]:g} | {seeds} | " + " | ".join(cells) + " |")
+    chosen = min(equivalent, key=lambda m: mean(m, "test/div/signorm_cos_regularized"))
+    why = (
+        "the lowest mean NLL"
+        if chosen == best
+        else f"equivalent in NLL to λ {strengths[best]:g} (the lowest mean), and more diverse"
+    )
+    lines += ["", f"The rule picks λ = {strengths[chosen]:g} ({why})."]
+    return "\n".join(lines) + "\n"
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument(
@@ -207,8 +271,25 @@ def main(argv: list[str] | None = None) -> None:
         help="with --runs the clipped comparison: its unclipped twin, for the clipping factor "
         "(written to clipping.md)",
     )
+    parser.add_argument(
+        "--lambda-grid",
+        action="store_true",
+        help="--runs is the λ grid (σN-Ens at several λ): read it by the design's λ rule "
+        "(written to lambda_grid.md)",
+    )
     args = parser.parse_args(argv)
     runs = read_runs(args.runs)
+    if args.lambda_grid:
+        strengths = {}
+        for method, seeds in runs.items():
+            found = {strength(run, args.runs) for run in seeds.values()}
+            if len(found) != 1:
+                parser.error(f"{method}'s runs are at different λ {sorted(found)}; one λ a method.")
+            (strengths[method],) = found
+        text = lambda_grid_table(runs, strengths)
+        print(text, end="")
+        (args.runs / "lambda_grid.md").write_text(text, encoding="utf-8")
+        return
     text = table(runs)
     print(text, end="")
     (args.runs / "verdicts.md").write_text(text, encoding="utf-8")

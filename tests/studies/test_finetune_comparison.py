@@ -94,3 +94,38 @@ def test_clipping_reads_clipped_minus_unclipped_per_arm_with_the_same_verdict_wo
     assert "| -0.100 | [-0.100, -0.100] | better |" in rows["signorm", "NLL"].replace("−", "-")
     assert rows["single", "NLL"].endswith("| open |")
     assert "signorm 0 / 0, single 0 / 0" in text
+
+
+def test_the_lambda_rule_picks_the_most_diverse_of_the_lambdas_equivalent_to_the_lowest_nll(
+    tmp_path,
+):
+    _write(
+        tmp_path,
+        {
+            "signorm": [0.100, 0.101, 0.099, 0.100, 0.100],  # lowest mean NLL, least diverse
+            "lambda_1e-3": [0.102, 0.103, 0.101, 0.102, 0.102],  # +0.002 at every seed
+            "lambda_1e-2": [0.300, 0.250, 0.280, 0.310, 0.290],  # clearly worse
+        },
+    )
+    for method, value, cos in (("signorm", 1e-4, 0.9), ("lambda_1e-3", 1e-3, 0.8)):
+        for seed in range(5):
+            (tmp_path / method / f"seed_{seed}" / "config.yaml").write_text(
+                "routine: {init_args: {model: {init_args: {diversity_strength: "
+                + str(value)
+                + "}}}}\n"
+            )
+        for seed in range(5):
+            path = tmp_path / method / f"seed_{seed}" / "results.csv"
+            path.write_text(path.read_text().replace(",0.5,", f",{cos},"))
+    for seed in range(5):
+        (tmp_path / "lambda_1e-2" / f"seed_{seed}" / "config.yaml").write_text(
+            "routine: {init_args: {model: {init_args: {diversity_strength: 1.0e-2}}}}\n"
+        )
+    study.main(["--lambda-grid", "--runs", str(tmp_path)])
+    text = (tmp_path / "lambda_grid.md").read_text()
+    rows = {line.split("|")[1].strip(): line for line in text.splitlines() if line.startswith("| ")}
+    assert "lowest mean NLL" in rows["0.0001"]
+    # Worse at every seed by 0.002, well inside the ±0.02 margin: the rule reads TOST alone.
+    assert rows["0.001"].endswith("| worse, equivalent (±0.02) |")
+    assert rows["0.01"].endswith("| worse |")
+    assert "The rule picks λ = 0.001 (equivalent in NLL to λ 0.0001" in text
