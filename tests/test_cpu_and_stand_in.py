@@ -67,7 +67,7 @@ def test_gpu_recipe_without_a_gpu_ends_in_one_line_with_the_cpu_overrides(extra,
     )
     width = (
         "--routine.init_args.model.init_args.model.class_path=torch_uncertainty_signorm."
-        "backbones.wideresnet28 --routine.init_args.model.init_args.model.init_args."
+        "models.backbones.wideresnet28 --routine.init_args.model.init_args.model.init_args."
         "widen_factor=1"
     )
     assert width in line and "experiments/README.md, 'On a laptop'" in line

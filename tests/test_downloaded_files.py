@@ -479,7 +479,7 @@ def _edited_export(export_dir: Path, folder: Path, edit) -> Path:
 
 def _other_model_type(config, folder):
     config["model"]["init_args"]["model"] = {
-        "class_path": "torch_uncertainty_signorm.backbones.bert_classifier",
+        "class_path": "torch_uncertainty_signorm.models.backbones.bert_classifier",
         "init_args": {
             "pretrained": False,
             "config": {"model_type": "gpt2", "n_layer": 100000, "n_layers": 30000},

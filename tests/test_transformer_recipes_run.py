@@ -26,7 +26,7 @@ from torch_uncertainty_signorm.cli.recipe_bases import composed_recipe
 
 EXPERIMENTS = Path(__file__).parents[1] / "experiments"
 RECIPES = sorted([*EXPERIMENTS.glob("vit_*.yaml"), *EXPERIMENTS.glob("bert_*.yaml")])
-FACTORIES = "torch_uncertainty_signorm.backbones."
+FACTORIES = "torch_uncertainty_signorm.models.backbones."
 
 
 def _blocks(tree, class_path):

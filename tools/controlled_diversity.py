@@ -218,7 +218,7 @@ def step0(out: Path) -> None:
 
     from torch_uncertainty_signorm import signorm_ensemble
     from torch_uncertainty_signorm.datamodules import DigitsDataModule, TweetsDataModule
-    from torch_uncertainty_signorm.offline_assets import minilm_classifier
+    from torch_uncertainty_signorm.models.packaged import minilm_classifier
 
     torch.manual_seed(0)
     tweets = TweetsDataModule(

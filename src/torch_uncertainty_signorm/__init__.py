@@ -28,6 +28,10 @@ MOVED_MODULES = {
         "optim": "signorm.optim",
         "diversity": "evaluation.diversity",
         "prediction": "evaluation.prediction",
+        "backbones": "models.backbones",
+        "offline_assets": "models.packaged",
+        "transforms": "datamodules.transforms",
+        "lr_schedulers": "optim_recipes",
     }.items()
 }
 MovedModules(MOVED_MODULES, removed_in="0.2.0").install()

@@ -11,7 +11,7 @@ import torch
 
 from torch_uncertainty_signorm.datamodules import TweetsDataModule
 from torch_uncertainty_signorm.datamodules.tweets import LABELS, wordnet_glosses
-from torch_uncertainty_signorm.offline_assets import minilm_dir, tweets_csv
+from torch_uncertainty_signorm.models.packaged import minilm_dir, tweets_csv
 
 SIZES = {"train_size": 300, "val_size": 60, "test_size": 120}
 

@@ -153,5 +153,5 @@ def test_the_laptop_override_runs_the_main_recipe_narrow(cifar_root, command_env
     )
     assert done.returncode == 0, failure(done)
     (config,) = (tmp_path / "logs").rglob("config.yaml")
-    assert "torch_uncertainty_signorm.backbones.wideresnet28" in config.read_text()
+    assert "torch_uncertainty_signorm.models.backbones.wideresnet28" in config.read_text()
     assert re.search(r"params +│ +3\d\d\.\d\d K", done.stdout), failure(done)  # 0.4 M, not 146 M

@@ -290,7 +290,7 @@ UNTRUSTED_EXPORTS = {
             _set(
                 _BACKBONE_BLOCK,
                 {
-                    "class_path": "torch_uncertainty_signorm.backbones.bert_classifier",
+                    "class_path": "torch_uncertainty_signorm.models.backbones.bert_classifier",
                     "init_args": {"model_name": "some-org/remote-code-model", "pretrained": False},
                 },
             )
@@ -306,7 +306,7 @@ UNTRUSTED_EXPORTS = {
             _set(
                 _BACKBONE_BLOCK,
                 {
-                    "class_path": "torch_uncertainty_signorm.backbones.timm_vit",
+                    "class_path": "torch_uncertainty_signorm.models.backbones.timm_vit",
                     "init_args": {"model_name": "vit_tiny_patch16_224", "num_classes": 10},
                 },
             )
@@ -319,7 +319,7 @@ UNTRUSTED_EXPORTS = {
             _set(
                 _BACKBONE_BLOCK,
                 {
-                    "class_path": "torch_uncertainty_signorm.backbones.bert_classifier",
+                    "class_path": "torch_uncertainty_signorm.models.backbones.bert_classifier",
                     "init_args": {"model_name": "some-org/model", "config": {"model_type": "bert"}},
                 },
             )
@@ -360,7 +360,7 @@ UNTRUSTED_EXPORTS = {
             _set(
                 _BACKBONE_BLOCK,
                 {
-                    "class_path": "torch_uncertainty_signorm.backbones.bert_classifier",
+                    "class_path": "torch_uncertainty_signorm.models.backbones.bert_classifier",
                     "init_args": {
                         "pretrained": False,
                         "config": {

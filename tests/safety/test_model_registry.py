@@ -29,7 +29,7 @@ def test_the_allow_list_and_the_exportable_models_are_views_of_the_registry():
 
 
 def test_the_registry_records_what_fetches_weights():
-    bert = model_registry.model_entry("torch_uncertainty_signorm.backbones.bert_classifier")
+    bert = model_registry.model_entry("torch_uncertainty_signorm.models.backbones.bert_classifier")
     assert bert.weight_sources == {"pretrained": False, "pretrained_path": None}
     assert bert.stored_argument.name == "config"
     ensemble = model_registry.model_entry(

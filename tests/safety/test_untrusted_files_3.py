@@ -27,7 +27,7 @@ from torch_uncertainty_signorm.safety.patterns import check_pattern
 
 ROUTINE = "torch_uncertainty_signorm.routines.SigmaNormClassificationRoutine"
 RESNET = "torch_uncertainty.models.classification.resnet"
-BERT = "torch_uncertainty_signorm.backbones.bert_classifier"
+BERT = "torch_uncertainty_signorm.models.backbones.bert_classifier"
 
 
 def _backbone(**init_args) -> dict:

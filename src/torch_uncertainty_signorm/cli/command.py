@@ -337,7 +337,7 @@ class TUSigmaNormCLI(TULightningCLI):
     @staticmethod
     def configure_optimizers(lightning_module: LightningModule, optimizer, lr_scheduler=None):
         """As Lightning's; a scheduler declaring ``interval = "step"`` (such as
-        :class:`~torch_uncertainty_signorm.lr_schedulers.WarmupCosineLR`) is stepped every
+        :class:`~torch_uncertainty_signorm.optim_recipes.WarmupCosineLR`) is stepped every
         optimisation step instead of every epoch
         (:func:`~torch_uncertainty_signorm.cli.optimizer.optim_recipe`)."""
         return optim_recipe(lightning_module, optimizer, lr_scheduler)

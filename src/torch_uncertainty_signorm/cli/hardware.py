@@ -29,7 +29,7 @@ LAPTOP_OVERRIDES = (
 #: Backbones with a width argument: the override narrowing them (experiments/README.md).
 _NARROWER = {
     "torch_uncertainty.models.classification.wideresnet28x10": (
-        "class_path=torch_uncertainty_signorm.backbones.wideresnet28",
+        "class_path=torch_uncertainty_signorm.models.backbones.wideresnet28",
         "init_args.widen_factor=1",
     ),
     "torch_uncertainty.models.classification.resnet": ("init_args.width_multiplier=0.25",),

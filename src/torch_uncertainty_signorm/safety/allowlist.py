@@ -75,6 +75,23 @@ _MOVED_IN_PACKAGE = (
     ("baselines.film_ensemble.FiLMEnsemble", "baselines.film.model.FiLMEnsemble"),
     ("baselines.lora_ensemble.lora_ensemble", "baselines.lora.model.lora_ensemble"),
     ("baselines.lora_ensemble.LoRAEnsemble", "baselines.lora.model.LoRAEnsemble"),
+    # The loose root modules, folded into the folders they serve.
+    *(
+        (f"backbones.{name}", f"models.backbones.{name}")
+        for name in (
+            "wideresnet28",
+            "timm_vit",
+            "bert_classifier",
+            "bert_config",
+            "SequenceClassifier",
+        )
+    ),
+    *(
+        (f"offline_assets.{name}", f"models.packaged.{name}")
+        for name in ("minilm_classifier", "efficientnet_lite0_classifier")
+    ),
+    ("transforms.vit_transform", "datamodules.transforms.vit_transform"),
+    ("lr_schedulers.WarmupCosineLR", "optim_recipes.WarmupCosineLR"),
     # Callback modules renamed apart from the datamodule and σN-Ens modules of the same name.
     ("callbacks.ood_shift.OODShiftEvaluation", "callbacks.ood_shift_metrics.OODShiftEvaluation"),
     (
@@ -85,9 +102,8 @@ _MOVED_IN_PACKAGE = (
 #: Dotted paths that recipes, checkpoints' hyper-parameters and exports' ``config.json`` written
 #: earlier may name, each with the path of the same object now: the one table of moved paths.
 #: A configuration read from a file passes through :func:`current_class_paths` before it is
-#: checked or parsed, so everything after sees current paths only. The paths users write (the
-#: package root, ``baselines``, ``callbacks``, ``routines``, ``datamodules``, ``backbones``,
-#: ``transforms``, ``lr_schedulers``, ``offline_assets``) did not move.
+#: checked or parsed, so everything after sees current paths only. The old module paths
+#: themselves still import until 0.2.0 (``torch_uncertainty_signorm.MOVED_MODULES``).
 MOVED_CLASS_PATHS: Mapping[str, str] = MappingProxyType(
     {
         **{f"{_PACKAGE}.{old}": f"{_PACKAGE}.{new}" for old, new in _MOVED_IN_PACKAGE},
@@ -158,7 +174,7 @@ RECIPE_CLASS_PATHS = frozenset(
         "MultiStepLR StepLR CosineAnnealingLR CosineAnnealingWarmRestarts LinearLR "
         "ConstantLR ExponentialLR OneCycleLR ReduceLROnPlateau",
     )
-    | _each("torch_uncertainty_signorm.lr_schedulers", "WarmupCosineLR")
+    | _each("torch_uncertainty_signorm.optim_recipes", "WarmupCosineLR")
     | _each("lightning.pytorch.loggers", "CSVLogger TensorBoardLogger")
     | _each(
         "lightning.pytorch.callbacks",
@@ -172,7 +188,7 @@ RECIPE_CLASS_PATHS = frozenset(
         "ParameterCountCallback RunRecordCallback TestPredictionWriter",
     )
     | _each("torch_uncertainty.transforms", "MIMOBatchFormat RepeatTarget")
-    | _each("torch_uncertainty_signorm.transforms", "vit_transform")
+    | _each("torch_uncertainty_signorm.datamodules.transforms", "vit_transform")
 )
 #: A recipe's top-level blocks, which the parser reads as classes (or as files, or YAML
 #: strings, when given a string).

@@ -152,11 +152,13 @@ _register(
 for _name in ("resnet", "wideresnet28x10"):
     _register(ModelEntry(f"{_TU_MODELS}.{_name}", "backbone", allow_listed=True, exportable=True))
 _register(
-    ModelEntry(f"{_PACKAGE}.backbones.wideresnet28", "backbone", allow_listed=True, exportable=True)
+    ModelEntry(
+        f"{_PACKAGE}.models.backbones.wideresnet28", "backbone", allow_listed=True, exportable=True
+    )
 )
 _register(
     ModelEntry(
-        f"{_PACKAGE}.backbones.timm_vit",
+        f"{_PACKAGE}.models.backbones.timm_vit",
         "backbone",
         allow_listed=True,
         exportable=True,
@@ -165,14 +167,14 @@ _register(
 )
 _register(
     ModelEntry(
-        f"{_PACKAGE}.backbones.bert_classifier",
+        f"{_PACKAGE}.models.backbones.bert_classifier",
         "backbone",
         allow_listed=True,
         exportable=True,
         weight_sources=_BACKBONE_WEIGHTS,
         stored_argument=StoredArgument(
             "config",
-            f"{_PACKAGE}.backbones.bert_config",
+            f"{_PACKAGE}.models.backbones.bert_config",
             ("model_name", "num_classes", "pretrained_path"),
             "the Hugging Face configuration",
         ),
@@ -180,7 +182,7 @@ _register(
 )
 _register(
     ModelEntry(
-        f"{_PACKAGE}.offline_assets.minilm_classifier",
+        f"{_PACKAGE}.models.packaged.minilm_classifier",
         "backbone",
         allow_listed=True,
         exportable=True,
@@ -190,7 +192,7 @@ _register(
 # Its ImageNet weights come from an installed package's file (the ``cnn`` extra).
 _register(
     ModelEntry(
-        f"{_PACKAGE}.offline_assets.efficientnet_lite0_classifier",
+        f"{_PACKAGE}.models.packaged.efficientnet_lite0_classifier",
         "backbone",
         allow_listed=True,
         exportable=True,

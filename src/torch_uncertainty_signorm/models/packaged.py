@@ -64,8 +64,9 @@ def tweets_csv() -> Path:
 def minilm_classifier(num_classes: int = 3, *, pretrained: bool = True) -> SequenceClassifier:
     """The packaged MiniLM-L6 as a sequence classifier with a fresh head and no dropout.
 
-    :func:`~torch_uncertainty_signorm.backbones.bert_classifier` on :func:`minilm_dir`; usable
-    as a YAML ``class_path`` where the site-packages path cannot be written.
+    :func:`~torch_uncertainty_signorm.models.backbones.bert_classifier` on
+    :func:`minilm_dir`; usable as a YAML ``class_path`` where the site-packages path cannot be
+    written.
 
     Args:
         num_classes: Classes of the new classifier.

@@ -14,7 +14,7 @@ from typing import Literal
 import torch
 from torchvision.transforms import InterpolationMode, v2
 
-from .utils.checks import check_integer
+from ..utils.checks import check_integer
 
 __all__ = ["vit_transform"]
 

@@ -32,8 +32,8 @@ from typing import Any
 
 from torch import Tensor, nn
 
-from .utils import _compat
-from .utils.checks import check_integer
+from ..utils import _compat
+from ..utils.checks import check_integer
 
 __all__ = ["SequenceClassifier", "bert_classifier", "bert_config", "timm_vit", "wideresnet28"]
 
