@@ -10,10 +10,10 @@ from types import SimpleNamespace
 
 import pytest
 
+from torch_uncertainty_signorm.cli.stand_in import stand_in_label
 from torch_uncertainty_signorm.datamodules.stand_in_data import (
     HEALTH_CHECKS_OFF,
     SMOKE_TEST_OVERRIDES,
-    stand_in_label,
     write_stand_in,
 )
 from torch_uncertainty_signorm.routines.health_warnings import HealthWarnings

@@ -365,7 +365,7 @@ class TUSigmaNormCLI(TULightningCLI):
         self.configure_routine_optimizer()
         if self.datamodule is not None:  # offline: name the data set, root and files, not a URL
             from ..datamodules.downloads import explain_download_failures
-            from ..datamodules.stand_in_data import use_stand_in_data
+            from .stand_in import use_stand_in_data
 
             explain_download_failures(self.datamodule)
             # A root written by signorm-standin-data: accepted, and the run labelled as such.

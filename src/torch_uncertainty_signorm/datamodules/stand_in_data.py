@@ -12,11 +12,12 @@ with its md5. A recipe then runs on them with its data root pointed there::
         --trainer.limit_train_batches=2 ...   # SMOKE_TEST_OVERRIDES, as the command prints
 
 torchvision checks every file against the md5 of the released data set. When the datamodule's
-``root`` holds :data:`MANIFEST`, the ``torch-uncertainty`` command (:func:`use_stand_in_data`)
-makes that check accept the files the manifest lists, each only while its content still has the
-md5 recorded when it was written (any other file, real CIFAR included, is checked as usual), and
-labels the run: a console line when it starts and ends, and :data:`RUN_LABEL` in its run folder,
-which ``signorm-regression`` refuses to compare with a published or reference row. The routine's
+``root`` holds :data:`MANIFEST`, the ``torch-uncertainty`` command makes that check accept the
+files the manifest lists, each only while its content still has the md5 recorded when it was
+written (any other file, real CIFAR included, is checked as usual), and labels the run
+(:mod:`torch_uncertainty_signorm.cli.stand_in`, which holds the command and what it says on the
+console): a console line when it starts and ends, and :data:`RUN_LABEL` in its run folder, which
+``signorm-regression`` refuses to compare with a published or reference row. The routine's
 member health warnings are off on them (every member is at chance on random pixels, and the
 advice does not apply), which one line says (:data:`HEALTH_CHECKS_OFF`). The real data path is
 untouched: a root without the manifest is downloaded and checked as always.
@@ -24,7 +25,6 @@ untouched: a root without the manifest is downloaded and checked as always.
 
 from __future__ import annotations
 
-import argparse
 import hashlib
 import io
 import json
@@ -32,8 +32,6 @@ import os
 import pickle
 import stat
 import struct
-import sys
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -44,12 +42,10 @@ __all__ = [
     "MANIFEST",
     "RUN_LABEL",
     "SMOKE_TEST_OVERRIDES",
+    "STAND_IN_LABEL",
     "accept_stand_in_files",
     "is_stand_in_root",
-    "main",
     "read_manifest",
-    "stand_in_label",
-    "use_stand_in_data",
     "write_cifar10",
     "write_cifar100",
     "write_stand_in",
@@ -81,7 +77,7 @@ HEALTH_CHECKS_OFF = (
     "chance and predicts about one class, and the advice those warnings give "
     "(learning rates, σNorm scales, the head) does not apply"
 )
-_LABEL = (
+STAND_IN_LABEL = (
     "stand-in data written by signorm-standin-data: random pixels in the on-disk format of "
     "torchvision's CIFAR-10, CIFAR-100 and SVHN test set, NOT the real data sets; results "
     "on them test that a recipe runs, they measure nothing"
@@ -342,7 +338,7 @@ def write_stand_in(root: str | Path, seed: int = 0) -> Path:
     text = (
         json.dumps(
             {
-                "label": _LABEL,
+                "label": STAND_IN_LABEL,
                 "files": {
                     relative: hashlib.md5(data).hexdigest() for relative, data in planned.items()
                 },
@@ -431,96 +427,3 @@ def accept_stand_in_files(root: str | Path) -> dict[str, str]:
     check_md5.accepted = accepted
     utils.check_md5 = check_md5
     return accepted
-
-
-def stand_in_label(root: str | Path) -> Any:
-    """A Lightning callback labelling a run on the stand-ins under ``root``: :data:`RUN_LABEL`
-    in its run folder (when the run has one: not under ``fast_dev_run``, which logs nothing) and
-    a console line after the test results. It also turns the routine's member health warnings
-    off (its ``health_warnings``, when it has them), saying so in one line
-    (:data:`HEALTH_CHECKS_OFF`)."""
-    from lightning.pytorch import Callback
-
-    class StandInDataLabel(Callback):
-        def setup(self, trainer, pl_module, stage: str) -> None:
-            health = getattr(pl_module, "health_warnings", None)
-            if health is not None and health.off_because is None:
-                health.turn_off(HEALTH_CHECKS_OFF)
-                if trainer.is_global_zero:
-                    print(f"STAND-IN DATA: {HEALTH_CHECKS_OFF}.", file=sys.stderr)
-
-        def _write(self, trainer) -> None:
-            folder = trainer.log_dir if trainer.logger is not None else None
-            if (
-                trainer.is_global_zero
-                and not trainer.fast_dev_run
-                and folder
-                and Path(folder).is_dir()
-            ):
-                from ..safety.atomic_files import replaced_atomically
-
-                manifest = read_manifest(root) or {"files": {}}
-                files = "".join(f"{md5}  {name}\n" for name, md5 in manifest["files"].items())
-                with replaced_atomically(Path(folder) / RUN_LABEL) as partial:  # never a link's
-                    partial.write_text(
-                        f"{_LABEL}.\nData root: {Path(root).resolve()}\nFiles (md5):\n{files}"
-                    )
-
-        def teardown(self, trainer, pl_module, stage: str) -> None:
-            self._write(trainer)
-            if stage == "test" and trainer.is_global_zero:  # after the results tables
-                print(f"STAND-IN DATA: the results above are on {root} ({_LABEL}).")
-
-    return StandInDataLabel()
-
-
-def use_stand_in_data(datamodule: Any, trainer: Any) -> bool:
-    """When ``datamodule.root`` holds :data:`MANIFEST`: accept its files
-    (:func:`accept_stand_in_files`), say so on the console and label the run
-    (:func:`stand_in_label` added to ``trainer``'s callbacks). Returns whether it did."""
-    root = getattr(datamodule, "root", None)
-    if root is None or not (Path(root) / MANIFEST).is_file():
-        return False
-    accepted = accept_stand_in_files(root)
-    print(
-        f"STAND-IN DATA: {root} holds {len(accepted)} files of {_LABEL}; this run folder is "
-        f"labelled {RUN_LABEL}.",
-        file=sys.stderr,
-    )
-    if trainer is not None:
-        trainer.callbacks.append(stand_in_label(root))
-    return True
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """``signorm-standin-data DIR``: write the stand-ins and print how to run a recipe on them."""
-    parser = argparse.ArgumentParser(
-        prog="signorm-standin-data",
-        description="Write stand-in CIFAR-10, CIFAR-100 and SVHN test files (random pixels, "
-        "torchvision's on-disk format) under DIR, to smoke-test a CIFAR recipe in seconds "
-        "without the data sets. Runs on them are labelled as such (console, run folder) and "
-        "signorm-regression refuses them.",
-    )
-    parser.add_argument("root", metavar="DIR", help="folder to write (a new or empty one)")
-    parser.add_argument("--seed", type=int, default=0, help="pixel seed (default 0)")
-    args = parser.parse_args(argv)
-    try:
-        manifest = write_stand_in(args.root, args.seed)
-    except (OSError, ValueError) as error:  # one line: no usage block above the reason
-        print(f"{parser.prog}: error: {' '.join(str(error).split())}", file=sys.stderr)
-        return 2
-    print(
-        f"Wrote {len(read_manifest(args.root)['files'])} stand-in files and {manifest}.\n"
-        "Run a CIFAR recipe on them (CPU, 2 training steps, then validation and the test of "
-        "eval_after_fit on one batch each):\n"
-        f"  torch-uncertainty fit --config RECIPE.yaml --data.init_args.root={args.root} "
-        f"{' '.join(SMOKE_TEST_OVERRIDES)}\n"
-        "plus the recipe's width override (experiments/README.md, 'On a laptop') for the "
-        "WideResNet and ResNet recipes; TorchUncertainty's own recipes also take "
-        "--data CIFAR10DataModule (or CIFAR100DataModule)."
-    )
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

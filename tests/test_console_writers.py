@@ -1,0 +1,46 @@
+"""Console output comes from one layer: the commands (``cli/`` and the three reproduction
+commands) and the results tables a test prints (``evaluation/printing.py``). Everything else
+says what it has to say by a warning, an exception or a return value."""
+
+import ast
+from pathlib import Path
+
+import torch_uncertainty_signorm
+
+SOURCE = Path(torch_uncertainty_signorm.__file__).parent
+#: Where console output may be written, relative to the package.
+CONSOLE_WRITERS = (
+    "cli/",
+    "reproduction/comparison.py",  # signorm-compare
+    "reproduction/regression.py",  # signorm-regression
+    "reproduction/results_table.py",  # signorm-results-table
+    "evaluation/printing.py",  # the results tables after a test
+)
+
+
+def _writes_to_console(call: ast.Call) -> bool:
+    """``print(...)``, ``sys.stdout.write(...)``, ``sys.stderr.write(...)``, ``<console>.print``."""
+    function = call.func
+    if isinstance(function, ast.Name):
+        return function.id == "print"
+    if isinstance(function, ast.Attribute):
+        owner = ast.unparse(function.value)
+        return (function.attr == "write" and owner in ("sys.stdout", "sys.stderr")) or (
+            function.attr == "print" and "console" in owner.lower()
+        )
+    return False
+
+
+def test_only_the_commands_and_the_results_tables_write_to_the_console():
+    writers = set()
+    for path in SOURCE.rglob("*.py"):
+        relative = path.relative_to(SOURCE).as_posix()
+        calls = [
+            node for node in ast.walk(ast.parse(path.read_text())) if isinstance(node, ast.Call)
+        ]
+        if any(map(_writes_to_console, calls)):
+            writers.add(relative)
+    outside = sorted(w for w in writers if not w.startswith(CONSOLE_WRITERS))
+    assert not outside, f"modules writing to the console outside the commands: {outside}"
+    # The check sees what it looks for: the command's module and the results tables print.
+    assert {"cli/command.py", "cli/stand_in.py", "evaluation/printing.py"} <= writers
