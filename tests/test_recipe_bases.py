@@ -228,3 +228,23 @@ def test_a_configuration_string_cannot_name_bases():
         "--config",
         "trainer: {max_epochs: 1}",
     ]
+
+
+@pytest.mark.parametrize("where", ["recipe", "base"])
+def test_a_moved_class_path_in_a_recipe_or_its_base_reads_as_todays(
+    digits_with_base, where, monkeypatch
+):
+    """A recipe chain written before a class path moved: the moved path is read as its current
+    one (``MOVED_CLASS_PATHS``), in the recipe naming the base and in the base, and the base
+    still applies."""
+    scheduler = {
+        "class_path": "torch_uncertainty_signorm.lr_schedulers.WarmupCosineLR",
+        "init_args": {"total_steps": 50, "warmup_steps": 5},
+    }
+    path = digits_with_base if where == "recipe" else digits_with_base.parent / "base/cpu.yaml"
+    _write(path, {**yaml.safe_load(path.read_text()), "lr_scheduler": scheduler})
+    merged = _print_config(monkeypatch, "--config", str(digits_with_base))
+    assert merged["lr_scheduler"]["class_path"] == (
+        "torch_uncertainty_signorm.optim_recipes.WarmupCosineLR"
+    )
+    assert merged["trainer"]["max_epochs"] == 7 and merged["seed_everything"] is not None

@@ -269,7 +269,9 @@ class TUSigmaNormCLI(TULightningCLI):
         keeps ``args`` to tell given values from defaults (``--ckpt_path``)."""
         from_command_line = args is None
         if args is None or isinstance(args, list | tuple):
-            args = expand_recipe_bases(tu_format_args(sys.argv[1:] if args is None else args))
+            # Bases first: a recipe naming bases reaches the format's reading as one YAML string
+            # per file, each read as a recipe (its moved class paths updated).
+            args = tu_format_args(expand_recipe_bases(sys.argv[1:] if args is None else args))
         self._args = args
         with warnings.catch_warnings():
             if from_command_line:  # the args are sys.argv's, not given besides them

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import yaml
 
-from ..safety.files import read_yaml
+from ..safety.files import load_yaml, read_yaml
 from .tu_format import (
     DEFAULT_ROUTINE,
     check_datamodule_named,
@@ -50,6 +50,13 @@ def _value(args: list[str], index: int, option: str) -> str:
     return args[index].removeprefix(f"{option}=")
 
 
+def _is_file(value: str) -> bool:
+    try:
+        return Path(value).is_file()
+    except (OSError, ValueError):  # a YAML string too long or odd for a path
+        return False
+
+
 def tu_format_args(args: Iterable[str]) -> list[str]:
     """Command-line ``args`` reading TorchUncertainty's recipes as its ``main.py`` does.
 
@@ -57,7 +64,9 @@ def tu_format_args(args: Iterable[str]) -> list[str]:
       ``data:`` blocks without ``class_path``;
     * a ``routine:`` block without ``class_path`` is
       :data:`~torch_uncertainty_signorm.cli.tu_format.DEFAULT_ROUTINE`;
-    * ``--config`` recipes are updated by
+    * ``--config`` recipes (files, or YAML strings such as those
+      :func:`~torch_uncertainty_signorm.cli.recipe_bases.expand_recipe_bases` passes) are
+      updated by
       :func:`~torch_uncertainty_signorm.cli.tu_format.normalize_recipe` (a recipe it changes is
       passed on as a YAML string), and a datamodule no recipe nor ``--data`` names is an error
       (:func:`~torch_uncertainty_signorm.cli.tu_format.check_datamodule_named`).
@@ -76,9 +85,13 @@ def tu_format_args(args: Iterable[str]) -> list[str]:
     recipes = []
     for index in range(len(args)):
         at = _option_value(args, index, "--config")
-        path = None if at is None else Path(_value(args, at, "--config"))
-        # bounded: a cyclic alias or a "billion laughs" is refused on one line, never walked
-        recipe = read_yaml(path, "--config") if path and path.is_file() else None
+        if at is None:
+            continue
+        value = _value(args, at, "--config")
+        # bounded: a cyclic alias or a "billion laughs" is refused on one line, never walked; a
+        # value that is no file is a recipe given as a YAML string (as the bases' expansion
+        # passes a recipe naming bases)
+        recipe = read_yaml(value, "--config") if _is_file(value) else load_yaml(value, "--config")
         if not isinstance(recipe, dict):
             continue
         recipes.append(recipe)
