@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import contextlib
 import io
+import sys
+import warnings
 from pathlib import Path
 
 import pytest
@@ -20,6 +22,7 @@ from torch_uncertainty_signorm.cli.recipe_bases import (
     recipe_chain,
 )
 from torch_uncertainty_signorm.cli.recipe_parsing import parse_recipe
+from torch_uncertainty_signorm.cli.tu_recipes import tu_format_args
 
 EXPERIMENTS = Path(__file__).parents[1] / "experiments"
 DIGITS = EXPERIMENTS / "digits_signorm.yaml"
@@ -230,21 +233,39 @@ def test_a_configuration_string_cannot_name_bases():
     ]
 
 
-@pytest.mark.parametrize("where", ["recipe", "base"])
+@pytest.mark.parametrize(
+    ("where", "option"), [("recipe", "--config"), ("base", "--config"), ("recipe", "-c")]
+)
 def test_a_moved_class_path_in_a_recipe_or_its_base_reads_as_todays(
-    digits_with_base, where, monkeypatch
+    digits_with_base, where, option, monkeypatch
 ):
-    """A recipe chain written before a class path moved: the moved path is read as its current
-    one (``MOVED_CLASS_PATHS``), in the recipe naming the base and in the base, and the base
-    still applies."""
+    """A recipe chain written before a class path moved (``MOVED_CLASS_PATHS``): the path is
+    read as its current one before anything imports it, in the recipe naming the base and in the
+    base, given by ``--config`` or ``-c``; the base still applies, and a nested file the recipe
+    names relative to its folder (``data: data.yaml``) is still read from there."""
     scheduler = {
         "class_path": "torch_uncertainty_signorm.lr_schedulers.WarmupCosineLR",
         "init_args": {"total_steps": 50, "warmup_steps": 5},
     }
     path = digits_with_base if where == "recipe" else digits_with_base.parent / "base/cpu.yaml"
     _write(path, {**yaml.safe_load(path.read_text()), "lr_scheduler": scheduler})
-    merged = _print_config(monkeypatch, "--config", str(digits_with_base))
+    recipe = yaml.safe_load(digits_with_base.read_text())
+    _write(digits_with_base.parent / "data.yaml", recipe.pop("data"))
+    _write(digits_with_base, {**recipe, "data": "data.yaml"})
+    monkeypatch.delitem(sys.modules, "torch_uncertainty_signorm.lr_schedulers", raising=False)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        merged = _print_config(monkeypatch, option, str(digits_with_base))
+    assert not [w for w in caught if "lr_schedulers is deprecated" in str(w.message)]
     assert merged["lr_scheduler"]["class_path"] == (
         "torch_uncertainty_signorm.optim_recipes.WarmupCosineLR"
     )
+    assert merged["data"]["class_path"].endswith("DigitsDataModule")
     assert merged["trainer"]["max_epochs"] == 7 and merged["seed_everything"] is not None
+
+
+def test_a_moved_class_path_given_on_the_command_line_is_read_as_todays():
+    old = "torch_uncertainty_signorm.offline_assets.minilm_classifier"
+    new = "torch_uncertainty_signorm.models.packaged.minilm_classifier"
+    args = tu_format_args(["fit", f"--model.init_args.model.class_path={old}", "--model", old])
+    assert args[-2:] == ["--model", new] and f"--model.init_args.model.class_path={new}" in args

@@ -40,7 +40,9 @@ import yaml
 
 __all__ = [
     "BASE_KEY",
+    "CONFIG_OPTIONS",
     "RecipeBaseError",
+    "anchored",
     "composed_recipe",
     "expand_recipe_bases",
     "merge_recipes",
@@ -50,8 +52,10 @@ __all__ = [
 #: The top-level key naming a recipe's base files.
 BASE_KEY = "base"
 #: The command-line options naming a configuration file.
-_CONFIG_OPTIONS = ("--config", "-c")
+CONFIG_OPTIONS = ("--config", "-c")
 _SUFFIXES = (".yaml", ".yml")
+#: Values jsonargparse reads as a nested configuration file, relative to the file naming them.
+_NESTED_FILE_SUFFIXES = (".yaml", ".yml", ".json")
 
 
 class RecipeBaseError(ValueError):
@@ -175,6 +179,25 @@ def composed_recipe(recipe: str | Path) -> dict[str, Any]:
     return merged
 
 
+def anchored(config: Any, folder: Path) -> Any:
+    """``config`` (read from a file in ``folder``) with each nested configuration file it names
+    by a relative path (a ``.yaml``/``.yml``/``.json`` file there) given by its absolute path:
+    what jsonargparse would read from the file, it reads from the YAML string the command
+    passes instead (a string's relative paths are read from the working directory)."""
+    if isinstance(config, Mapping):
+        return {key: anchored(value, folder) for key, value in config.items()}
+    if isinstance(config, list):
+        return [anchored(value, folder) for value in config]
+    if (
+        isinstance(config, str)
+        and config.endswith(_NESTED_FILE_SUFFIXES)
+        and not Path(config).is_absolute()
+        and (folder / config).is_file()
+    ):
+        return str((folder / config).resolve())
+    return config
+
+
 def _is_file(value: str) -> bool:
     try:
         return Path(value).is_file()
@@ -203,7 +226,7 @@ def _expanded(value: str) -> list[str] | None:
     for path, config in chain:
         original = _read(path)
         if isinstance(original, dict) and BASE_KEY in original:  # passed without its base:
-            values.append(yaml.safe_dump(config, sort_keys=False))
+            values.append(yaml.safe_dump(anchored(config, path.parent), sort_keys=False))
         else:
             values.append(str(path))
     return values
@@ -224,7 +247,7 @@ def expand_recipe_bases(args: Iterable[str]) -> list[str]:
     index = 0
     while index < len(args):
         arg = args[index]
-        option = next((o for o in _CONFIG_OPTIONS if arg == o or arg.startswith(f"{o}=")), None)
+        option = next((o for o in CONFIG_OPTIONS if arg == o or arg.startswith(f"{o}=")), None)
         if option is None or (arg == option and index + 1 >= len(args)):
             expanded.append(arg)
             index += 1

@@ -9,7 +9,9 @@ from pathlib import Path
 
 import yaml
 
-from ..safety.files import load_yaml, read_yaml
+from ..safety.allowlist import MOVED_CLASS_PATHS
+from ..safety.files import UnboundedYAML, load_yaml, read_yaml
+from .recipe_bases import CONFIG_OPTIONS, anchored
 from .tu_format import (
     DEFAULT_ROUTINE,
     check_datamodule_named,
@@ -50,6 +52,14 @@ def _value(args: list[str], index: int, option: str) -> str:
     return args[index].removeprefix(f"{option}=")
 
 
+def _current_option(arg: str) -> str:
+    """``arg`` with a moved class path (its whole value) replaced by the current one."""
+    option, equals, value = arg.partition("=")
+    if equals and option.startswith("-"):
+        return f"{option}={MOVED_CLASS_PATHS.get(value, value)}"
+    return MOVED_CLASS_PATHS.get(arg, arg)
+
+
 def _is_file(value: str) -> bool:
     try:
         return Path(value).is_file()
@@ -64,12 +74,15 @@ def tu_format_args(args: Iterable[str]) -> list[str]:
       ``data:`` blocks without ``class_path``;
     * a ``routine:`` block without ``class_path`` is
       :data:`~torch_uncertainty_signorm.cli.tu_format.DEFAULT_ROUTINE`;
-    * ``--config`` recipes (files, or YAML strings such as those
+    * ``--config`` (or ``-c``) recipes (files, or YAML strings such as those
       :func:`~torch_uncertainty_signorm.cli.recipe_bases.expand_recipe_bases` passes) are
-      updated by
-      :func:`~torch_uncertainty_signorm.cli.tu_format.normalize_recipe` (a recipe it changes is
-      passed on as a YAML string), and a datamodule no recipe nor ``--data`` names is an error
-      (:func:`~torch_uncertainty_signorm.cli.tu_format.check_datamodule_named`).
+      updated by :func:`~torch_uncertainty_signorm.cli.tu_format.normalize_recipe` (a file it
+      changes is passed on as a YAML string, its nested files anchored to its folder by
+      :func:`~torch_uncertainty_signorm.cli.recipe_bases.anchored`), and a datamodule no recipe
+      nor ``--data`` names is an error
+      (:func:`~torch_uncertainty_signorm.cli.tu_format.check_datamodule_named`);
+    * an option whose whole value is a moved class path (``--model.class_path=OLD``) gets the
+      current one (:data:`~torch_uncertainty_signorm.safety.allowlist.MOVED_CLASS_PATHS`).
 
     Both classes are given as the first options of the subcommand, so a recipe's or a later
     option's ``class_path`` still overrides them.
@@ -84,19 +97,34 @@ def tu_format_args(args: Iterable[str]) -> list[str]:
             _set_value(args, at, "--data", datamodule)
     recipes = []
     for index in range(len(args)):
-        at = _option_value(args, index, "--config")
-        if at is None:
+        option = next(
+            (o for o in CONFIG_OPTIONS if _option_value(args, index, o) is not None), None
+        )
+        if option is None:
             continue
-        value = _value(args, at, "--config")
+        at = _option_value(args, index, option)
+        value = _value(args, at, option)
         # bounded: a cyclic alias or a "billion laughs" is refused on one line, never walked; a
         # value that is no file is a recipe given as a YAML string (as the bases' expansion
-        # passes a recipe naming bases)
-        recipe = read_yaml(value, "--config") if _is_file(value) else load_yaml(value, "--config")
+        # passes a recipe naming bases), or a mistake the parser names
+        if _is_file(value):
+            recipe, folder = read_yaml(value, option), Path(value).parent
+        else:
+            try:
+                recipe, folder = load_yaml(value, option), None
+            except UnboundedYAML:
+                raise
+            except ValueError:
+                continue
         if not isinstance(recipe, dict):
             continue
         recipes.append(recipe)
         if (normalized := normalize_recipe(recipe)) != recipe:
-            _set_value(args, at, "--config", yaml.safe_dump(normalized, sort_keys=False))
+            if folder is not None:
+                normalized = anchored(normalized, folder)
+            _set_value(args, at, option, yaml.safe_dump(normalized, sort_keys=False))
+    # A moved class path given on the command line (``--model.class_path=OLD``) too.
+    args = [_current_option(arg) for arg in args]
     check_datamodule_named(recipes, datamodule)
     start = next((i + 1 for i, arg in enumerate(args) if arg in SUBCOMMANDS), 0)
     defaults = [f"--routine={DEFAULT_ROUTINE}"] + ([f"--data={datamodule}"] if datamodule else [])

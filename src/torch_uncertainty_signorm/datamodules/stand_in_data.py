@@ -32,6 +32,7 @@ import os
 import pickle
 import stat
 import struct
+import sys
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -427,3 +428,10 @@ def accept_stand_in_files(root: str | Path) -> dict[str, str]:
     check_md5.accepted = accepted
     utils.check_md5 = check_md5
     return accepted
+
+
+if __name__ == "__main__":  # the command moved: say so rather than do nothing
+    sys.exit(
+        "python -m torch_uncertainty_signorm.datamodules.stand_in_data writes nothing: run "
+        "signorm-standin-data DIR (or python -m torch_uncertainty_signorm.cli.stand_in DIR)."
+    )

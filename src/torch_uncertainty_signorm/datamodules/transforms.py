@@ -16,7 +16,7 @@ from torchvision.transforms import InterpolationMode, v2
 
 from ..utils.checks import check_integer
 
-__all__ = ["vit_transform"]
+__all__ = ["IN21K_MEAN", "IN21K_STD", "vit_transform"]
 
 #: Normalization of timm's ImageNet-21k ViT-B/16 checkpoints (orig_in21k, augreg_in21k).
 IN21K_MEAN = (0.5, 0.5, 0.5)

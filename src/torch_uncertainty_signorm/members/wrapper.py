@@ -44,7 +44,7 @@ __all__ = [
 ]
 
 #: Classifier attribute names tried, in order, when ``head`` is not given
-#: (``model.classifier``: a transformers model inside ``backbones.SequenceClassifier``).
+#: (``model.classifier``: a transformers model inside ``models.backbones.SequenceClassifier``).
 HEAD_NAMES = ("linear", "fc", "classifier", "head", "score", "model.classifier")
 #: Most members a wrapper builds: every batch passes M times through the backbone, so a larger M
 #: is a typo or a crafted file, and building it alone takes minutes.
