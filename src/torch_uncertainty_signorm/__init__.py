@@ -20,10 +20,12 @@ from .utils.moved_modules import MovedModules
 
 __getattr__, __dir__, __all__ = lazy_loader.attach_stub(__name__, __file__)
 
-#: Modules that moved (old path: new path), importable at the old path with a ``FutureWarning``
-#: until 0.2.0.
+#: Modules that moved (old path: new path, or the new paths its names went to), importable at
+#: the old path with a ``FutureWarning`` until 0.2.0.
 MOVED_MODULES = {
-    f"{__name__}.{old}": f"{__name__}.{new}"
+    f"{__name__}.{old}": (
+        f"{__name__}.{new}" if isinstance(new, str) else tuple(f"{__name__}.{n}" for n in new)
+    )
     for old, new in {
         "optim": "signorm.optim",
         "diversity": "evaluation.diversity",
@@ -32,6 +34,8 @@ MOVED_MODULES = {
         "offline_assets": "models.packaged",
         "transforms": "datamodules.transforms",
         "lr_schedulers": "optim_recipes",
+        # the stand-in files, and the command that writes them and labels their runs
+        "stand_in_data": ("datamodules.stand_in_data", "cli.stand_in"),
     }.items()
 }
 MovedModules(MOVED_MODULES, removed_in="0.2.0").install()

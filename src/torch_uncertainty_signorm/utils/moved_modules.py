@@ -3,7 +3,8 @@
 
 An import of an old path gives a module holding the new module's public names (``__all__``):
 the same objects, so ``from torch_uncertainty_signorm.diversity import signorm_cosine`` keeps
-working. Nothing is imported until a user imports an old path.
+working. A module whose names went to several places maps to a tuple of new paths, and gives all
+their names. Nothing is imported until a user imports an old path.
 """
 
 from __future__ import annotations
@@ -20,10 +21,10 @@ __all__ = ["MovedModules"]
 
 
 class MovedModules(importlib.abc.MetaPathFinder, importlib.abc.Loader):
-    """Finds each old module path of ``moved`` (old path → new path, both absolute) and loads
-    it as the new module's public names, warning once per import."""
+    """Finds each old module path of ``moved`` (old path → new path, or a tuple of new paths,
+    all absolute) and loads it as the new modules' public names, warning once per import."""
 
-    def __init__(self, moved: Mapping[str, str], removed_in: str) -> None:
+    def __init__(self, moved: Mapping[str, str | tuple[str, ...]], removed_in: str) -> None:
         self.moved = dict(moved)
         self.removed_in = removed_in
 
@@ -36,17 +37,20 @@ class MovedModules(importlib.abc.MetaPathFinder, importlib.abc.Loader):
         return None  # a plain module, filled by exec_module
 
     def exec_module(self, module: ModuleType) -> None:
-        new_path = self.moved[module.__name__]
+        moved = self.moved[module.__name__]
+        new_paths = (moved,) if isinstance(moved, str) else tuple(moved)
         warnings.warn(
             f"{module.__name__} is deprecated and will be removed in "
-            f"torch-uncertainty-signorm {self.removed_in}: import from {new_path} instead "
-            f"(the same names).",
+            f"torch-uncertainty-signorm {self.removed_in}: import from "
+            f"{' or '.join(new_paths)} instead (the same names).",
             FutureWarning,
             stacklevel=2,  # the frames of Python's import system are skipped
         )
-        new = importlib.import_module(new_path)
-        module.__all__ = list(new.__all__)
-        module.__dict__.update({name: getattr(new, name) for name in new.__all__})
+        module.__all__ = []
+        for new_path in new_paths:
+            new = importlib.import_module(new_path)
+            module.__all__ += list(new.__all__)
+            module.__dict__.update({name: getattr(new, name) for name in new.__all__})
 
     def install(self) -> None:
         """Put this finder on the import path once (a re-imported package adds no second)."""
