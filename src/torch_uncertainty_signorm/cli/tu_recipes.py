@@ -9,7 +9,7 @@ from pathlib import Path
 
 import yaml
 
-from ..safety.allowlist import MOVED_CLASS_PATHS
+from ..safety.allowlist import current_argument
 from ..safety.files import UnboundedYAML, load_yaml, read_yaml
 from .recipe_bases import CONFIG_OPTIONS, anchored
 from .tu_format import (
@@ -50,14 +50,6 @@ def _set_value(args: list[str], index: int, option: str, value: str) -> None:
 
 def _value(args: list[str], index: int, option: str) -> str:
     return args[index].removeprefix(f"{option}=")
-
-
-def _current_option(arg: str) -> str:
-    """``arg`` with a moved class path (its whole value) replaced by the current one."""
-    option, equals, value = arg.partition("=")
-    if equals and option.startswith("-"):
-        return f"{option}={MOVED_CLASS_PATHS.get(value, value)}"
-    return MOVED_CLASS_PATHS.get(arg, arg)
 
 
 def _is_file(value: str) -> bool:
@@ -124,7 +116,7 @@ def tu_format_args(args: Iterable[str]) -> list[str]:
                 normalized = anchored(normalized, folder)
             _set_value(args, at, option, yaml.safe_dump(normalized, sort_keys=False))
     # A moved class path given on the command line (``--model.class_path=OLD``) too.
-    args = [_current_option(arg) for arg in args]
+    args = [current_argument(arg) for arg in args]
     check_datamodule_named(recipes, datamodule)
     start = next((i + 1 for i, arg in enumerate(args) if arg in SUBCOMMANDS), 0)
     defaults = [f"--routine={DEFAULT_ROUTINE}"] + ([f"--data={datamodule}"] if datamodule else [])

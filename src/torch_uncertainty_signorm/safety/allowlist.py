@@ -56,6 +56,7 @@ __all__ = [
     "check_class_strings",
     "check_parsed",
     "check_recipe",
+    "current_argument",
     "current_class_paths",
     "import_object",
     "is_class_path",
@@ -124,6 +125,15 @@ def current_class_paths(tree: Any) -> Any:
     if isinstance(tree, str):
         return MOVED_CLASS_PATHS.get(tree, tree)
     return tree
+
+
+def current_argument(arg: str) -> str:
+    """A command-line argument with a moved class path as its whole value (``OLD`` or
+    ``--key=OLD``) given its current one (:data:`MOVED_CLASS_PATHS`)."""
+    option, equals, value = arg.partition("=")
+    if equals and option.startswith("-"):
+        return f"{option}={MOVED_CLASS_PATHS.get(value, value)}"
+    return MOVED_CLASS_PATHS.get(arg, arg)
 
 
 #: Models a ``model:`` block may build: the registry's allow-listed models (σNorm-Ensembles and
