@@ -46,6 +46,7 @@ __all__ = [
     "composed_recipe",
     "expand_recipe_bases",
     "merge_recipes",
+    "names_a_file",
     "recipe_chain",
 ]
 
@@ -198,7 +199,8 @@ def anchored(config: Any, folder: Path) -> Any:
     return config
 
 
-def _is_file(value: str) -> bool:
+def names_a_file(value: str) -> bool:
+    """Whether a ``--config`` value names a file (else it is a YAML string, or a mistake)."""
     try:
         return Path(value).is_file()
     except (OSError, ValueError):  # a YAML string given as --config
@@ -207,7 +209,7 @@ def _is_file(value: str) -> bool:
 
 def _expanded(value: str) -> list[str] | None:
     """The ``--config`` values replacing ``value``, or ``None`` when it names no base."""
-    if not _is_file(value):
+    if not names_a_file(value):
         try:
             config = yaml.safe_load(value)
         except yaml.YAMLError:

@@ -11,7 +11,7 @@ import yaml
 
 from ..safety.allowlist import current_argument
 from ..safety.files import UnboundedYAML, load_yaml, read_yaml
-from .recipe_bases import CONFIG_OPTIONS, anchored
+from .recipe_bases import CONFIG_OPTIONS, anchored, names_a_file
 from .tu_format import (
     DEFAULT_ROUTINE,
     check_datamodule_named,
@@ -50,13 +50,6 @@ def _set_value(args: list[str], index: int, option: str, value: str) -> None:
 
 def _value(args: list[str], index: int, option: str) -> str:
     return args[index].removeprefix(f"{option}=")
-
-
-def _is_file(value: str) -> bool:
-    try:
-        return Path(value).is_file()
-    except (OSError, ValueError):  # a YAML string too long or odd for a path
-        return False
 
 
 def tu_format_args(args: Iterable[str]) -> list[str]:
@@ -99,7 +92,7 @@ def tu_format_args(args: Iterable[str]) -> list[str]:
         # bounded: a cyclic alias or a "billion laughs" is refused on one line, never walked; a
         # value that is no file is a recipe given as a YAML string (as the bases' expansion
         # passes a recipe naming bases), or a mistake the parser names
-        if _is_file(value):
+        if names_a_file(value):
             recipe, folder = read_yaml(value, option), Path(value).parent
         else:
             try:
