@@ -4,6 +4,9 @@ the paired statistics and the verdict each table cell gives."""
 from __future__ import annotations
 
 import math
+import re
+import subprocess
+import sys
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -187,3 +190,42 @@ def test_a_rerun_reuses_finished_runs_and_resumes_an_interrupted_one(tmp_path, m
     monkeypatch.setattr(cmp.subprocess, "run", lambda argv, **_: SimpleNamespace(returncode=130))
     with pytest.raises(RuntimeError, match=r"the x run at seed 0 exited with code 130.*resume"):
         cmp.train(comparison, out, ["c"], [0])
+
+
+HOLD_LOCK = """
+import sys, time
+from torch_uncertainty_signorm.safety.run_lock import run_folder_lock
+with run_folder_lock(sys.argv[1]):
+    print("held", flush=True)
+    time.sleep(60)
+"""
+
+
+def test_a_run_another_process_is_training_is_refused_and_not_started(tmp_path, monkeypatch):
+    """Two processes given the same --out (each also runs the reference) must not train one run
+    into one folder: while another process holds a run's lock the command is never called for
+    it; once that process has ended (its lock released by the OS), the run goes ahead."""
+    recipe = tmp_path / "r.yaml"
+    recipe.write_text("trainer: {}\n")
+    spec = {"recipe": recipe, "label": "x", "args": ()}
+    comparison = cmp.Comparison(tmp_path / "c.yaml", {"a": spec}, "a", (0,))
+    out = tmp_path / "out"
+    folder = cmp.run_folder(out, "a", 0)
+    calls = []
+    monkeypatch.setattr(
+        cmp.subprocess, "run", lambda argv, **_: calls.append(argv) or SimpleNamespace(returncode=0)
+    )
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLD_LOCK, str(folder)], stdout=subprocess.PIPE, text=True
+    )
+    busy = rf"x run at seed 0: another process is running in {re.escape(str(folder))}.*by seed"
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        with pytest.raises(RuntimeError, match=busy):
+            cmp.train(comparison, out, ["a"], [0])
+        assert calls == []
+    finally:
+        holder.kill()
+        holder.wait()
+    cmp.train(comparison, out, ["a"], [0])
+    assert len(calls) == 1

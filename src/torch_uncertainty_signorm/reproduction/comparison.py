@@ -37,6 +37,7 @@ from typing import Any
 from ..callbacks.run_record import RUN_RECORD_FILENAME
 from ..safety.atomic_files import replaced_atomically
 from ..safety.files import read_regular, read_yaml
+from ..safety.run_lock import RunFolderBusyError, run_folder_lock
 from .paired import mean_interval
 from .runs import RESULTS_FILENAME, read_results
 from .tables import format_table
@@ -229,8 +230,12 @@ def train(
     """Run every method at every seed through the command (seed by seed), reusing finished
     runs and resuming interrupted ones.
 
+    A run's folder is locked while it is checked and trained (:mod:`..safety.run_lock`), so
+    that two processes given the same ``out`` never train one run into one folder.
+
     Raises:
-        RuntimeError: Naming the run and its folder when a run exits non-zero.
+        RuntimeError: Naming the run and its folder when a run exits non-zero, or when another
+            process holds its folder.
     """
     total, done = len(methods) * len(seeds), 0
     for seed in seeds:
@@ -238,43 +243,58 @@ def train(
             done += 1
             spec = comparison.methods[method]
             folder = run_folder(out, method, seed)
-            versions = _versions(folder)
-            if versions and _finished(versions[-1]):
-                print(
-                    f"[compare {done}/{total}] {spec['label']}, seed {seed}: finished earlier "
-                    f"in {versions[-1]}, reused",
-                    flush=True,
-                )
-                continue
-            resume = []
-            if versions and (ckpt := versions[-1] / "checkpoints" / "interrupted.ckpt").is_file():
-                resume = [f"--ckpt_path={ckpt}"]
-            argv = [
-                *_command(),
-                "fit",
-                "--config",
-                str(spec["recipe"]),
-                *spec["args"],
-                *comparison.args,
-                f"--seed_everything={seed}",
-                f"--trainer.logger.init_args.save_dir={out / method}",
-                f"--trainer.logger.init_args.name=seed_{seed}",
-                f"--trainer.callbacks+={CALLBACK}",
-                *resume,
-                *extra,
-            ]
-            print(
-                f"\n[compare {done}/{total}] {spec['label']}, seed {seed}: "
-                f"{' '.join(argv[len(_command()) :])}",
-                flush=True,
-            )
-            code = subprocess.run(argv, preexec_fn=_default_sigint, check=False).returncode
-            if code != 0:
+            try:
+                with run_folder_lock(folder):
+                    _train_one(comparison, out, method, seed, extra, f"[compare {done}/{total}]")
+            except RunFolderBusyError as error:
                 raise RuntimeError(
-                    f"the {spec['label']} run at seed {seed} exited with code "
-                    f"{code}; its folder is {folder} (run the comparison again "
-                    "to resume it)."
-                )
+                    f"the {spec['label']} run at seed {seed}: {error}. Processes that share "
+                    f"--out must not share a (method, seed); every process also runs the "
+                    f"reference ({comparison.reference}) at its seeds, so split them by seed, "
+                    "or run the reference first (its finished runs are reused)."
+                ) from None
+
+
+def _train_one(
+    comparison: Comparison, out: Path, method: str, seed: int, extra: Sequence[str], step: str
+) -> None:
+    """Reuse, resume or start one run; the caller holds its folder's lock."""
+    spec, folder = comparison.methods[method], run_folder(out, method, seed)
+    versions = _versions(folder)
+    if versions and _finished(versions[-1]):
+        print(
+            f"{step} {spec['label']}, seed {seed}: finished earlier in {versions[-1]}, reused",
+            flush=True,
+        )
+        return
+    resume = []
+    if versions and (ckpt := versions[-1] / "checkpoints" / "interrupted.ckpt").is_file():
+        resume = [f"--ckpt_path={ckpt}"]
+    argv = [
+        *_command(),
+        "fit",
+        "--config",
+        str(spec["recipe"]),
+        *spec["args"],
+        *comparison.args,
+        f"--seed_everything={seed}",
+        f"--trainer.logger.init_args.save_dir={out / method}",
+        f"--trainer.logger.init_args.name={folder.name}",
+        f"--trainer.callbacks+={CALLBACK}",
+        *resume,
+        *extra,
+    ]
+    print(
+        f"\n{step} {spec['label']}, seed {seed}: {' '.join(argv[len(_command()) :])}",
+        flush=True,
+    )
+    code = subprocess.run(argv, preexec_fn=_default_sigint, check=False).returncode
+    if code != 0:
+        raise RuntimeError(
+            f"the {spec['label']} run at seed {seed} exited with code "
+            f"{code}; its folder is {folder} (run the comparison again "
+            "to resume it)."
+        )
 
 
 def collect(

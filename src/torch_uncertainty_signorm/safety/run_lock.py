@@ -1,0 +1,60 @@
+"""One process at a time in a run's folder: an advisory lock on ``<folder>/run.lock``.
+
+Two commands given the same output folder (two shells, two ``signorm-compare`` processes split
+by method, each of which also runs the reference) would otherwise train the same run into one
+folder. The lock is the operating system's (``flock`` on POSIX, ``msvcrt.locking`` on
+Windows), so it is released when its process ends, however it ends: a killed run leaves no
+stale lock behind.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+LOCK_FILENAME = "run.lock"
+
+if os.name == "nt":  # pragma: no cover - exercised on Windows only
+    import msvcrt
+
+    def _try_lock(fd: int) -> bool:
+        try:
+            msvcrt.locking(fd, msvcrt.LK_NBLCK, 1)
+        except OSError:
+            return False
+        return True
+
+else:
+    import fcntl
+
+    def _try_lock(fd: int) -> bool:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return False
+        return True
+
+
+class RunFolderBusyError(RuntimeError):
+    """Another process holds the run folder's lock."""
+
+
+@contextmanager
+def run_folder_lock(folder: str | Path) -> Iterator[None]:
+    """Hold ``folder``'s lock for the block, or raise :class:`RunFolderBusyError` at once,
+    naming the folder, when another process holds it. The lock file itself is left in place
+    (removing it would let a third process lock a different file of the same name)."""
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    fd = os.open(folder / LOCK_FILENAME, os.O_CREAT | os.O_RDWR | getattr(os, "O_NOFOLLOW", 0))
+    try:
+        if not _try_lock(fd):
+            raise RunFolderBusyError(
+                f"another process is running in {folder} (it holds {folder / LOCK_FILENAME}); "
+                "wait for it, or give this command a different output folder"
+            )
+        yield
+    finally:
+        os.close(fd)
