@@ -230,12 +230,13 @@ def train(
     """Run every method at every seed through the command (seed by seed), reusing finished
     runs and resuming interrupted ones.
 
-    A run's folder is locked while it is checked and trained (:mod:`..safety.run_lock`), so
-    that two processes given the same ``out`` never train one run into one folder.
+    A run's folder is locked while it is checked and trained (:mod:`..safety.run_lock`): a
+    process that reaches a run another is training waits for it, then reuses the finished run
+    (or resumes it, if the other was interrupted), so that two processes given the same ``out``
+    never train one run into one folder.
 
     Raises:
-        RuntimeError: Naming the run and its folder when a run exits non-zero, or when another
-            process holds its folder.
+        RuntimeError: Naming the run and its folder when a run exits non-zero.
     """
     total, done = len(methods) * len(seeds), 0
     for seed in seeds:
@@ -243,16 +244,18 @@ def train(
             done += 1
             spec = comparison.methods[method]
             folder = run_folder(out, method, seed)
+            step = f"[compare {done}/{total}]"
             try:
                 with run_folder_lock(folder):
-                    _train_one(comparison, out, method, seed, extra, f"[compare {done}/{total}]")
+                    _train_one(comparison, out, method, seed, extra, step)
             except RunFolderBusyError as error:
-                raise RuntimeError(
-                    f"the {spec['label']} run at seed {seed}: {error}. Processes that share "
-                    f"--out must not share a (method, seed); every process also runs the "
-                    f"reference ({comparison.reference}) at its seeds, so split them by seed, "
-                    "or run the reference first (its finished runs are reused)."
-                ) from None
+                print(
+                    f"{step} {spec['label']}, seed {seed}: {error}; waiting for it to end "
+                    "(its run is reused if it finished)",
+                    flush=True,
+                )
+                with run_folder_lock(folder, wait=True):
+                    _train_one(comparison, out, method, seed, extra, step)
 
 
 def _train_one(

@@ -2,7 +2,8 @@
 
 Two commands given the same output folder (two shells, two ``signorm-compare`` processes split
 by method, each of which also runs the reference) would otherwise train the same run into one
-folder. The lock is the operating system's (``flock`` on POSIX, ``msvcrt.locking`` on
+folder; with the lock, the second waits for the first and then finds the run finished. The lock
+is the operating system's (``flock`` on POSIX, ``msvcrt.locking`` on
 Windows), so it is released when its process ends, however it ends: a killed run leaves no
 stale lock behind.
 """
@@ -10,11 +11,14 @@ stale lock behind.
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 LOCK_FILENAME = "run.lock"
+#: How often a waiting process tries the lock again.
+POLL_SECONDS = 1.0
 
 if os.name == "nt":  # pragma: no cover - exercised on Windows only
     import msvcrt
@@ -42,19 +46,21 @@ class RunFolderBusyError(RuntimeError):
 
 
 @contextmanager
-def run_folder_lock(folder: str | Path) -> Iterator[None]:
-    """Hold ``folder``'s lock for the block, or raise :class:`RunFolderBusyError` at once,
-    naming the folder, when another process holds it. The lock file itself is left in place
-    (removing it would let a third process lock a different file of the same name)."""
+def run_folder_lock(folder: str | Path, wait: bool = False) -> Iterator[None]:
+    """Hold ``folder``'s lock for the block. When another process holds it: with ``wait``,
+    block until it is released; without, raise :class:`RunFolderBusyError` at once, naming the
+    folder. The lock file is left in place (removing it would let a third process lock a new
+    file of the same name while the second still holds the old one)."""
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     fd = os.open(folder / LOCK_FILENAME, os.O_CREAT | os.O_RDWR | getattr(os, "O_NOFOLLOW", 0))
     try:
-        if not _try_lock(fd):
-            raise RunFolderBusyError(
-                f"another process is running in {folder} (it holds {folder / LOCK_FILENAME}); "
-                "wait for it, or give this command a different output folder"
-            )
+        while not _try_lock(fd):
+            if not wait:
+                raise RunFolderBusyError(
+                    f"another process is running in {folder} (it holds {folder / LOCK_FILENAME})"
+                )
+            time.sleep(POLL_SECONDS)
         yield
     finally:
         os.close(fd)
