@@ -24,7 +24,9 @@ libraries it depends on, not those files. Reading such a file must not
   leaves one unset never fetch or read files, hold only finite numbers and allowed classes, and
   no pattern that could match for ever (:mod:`.checkpoint_args`);
 * leave a half-written file behind when a run is cut off: outputs are written whole or not at
-  all (:mod:`.atomic_files`; Lightning's checkpoints through :mod:`.checkpoint_io`).
+  all (:mod:`.atomic_files`; Lightning's checkpoints through :mod:`.checkpoint_io`);
+* touch another run's files: a run's folder is held by one process at a time
+  (:mod:`.run_lock`).
 
 Saved hyper-parameters and exported configurations hold data only (:mod:`.plain_data`). Files
 written by earlier versions keep loading: a class path that moved is read as its current one
