@@ -37,7 +37,7 @@ from typing import Any
 from ..callbacks.run_record import RUN_RECORD_FILENAME
 from ..safety.atomic_files import replaced_atomically
 from ..safety.files import read_regular, read_yaml
-from ..safety.run_lock import RunFolderBusyError, run_folder_lock
+from ..safety.run_lock import run_folder_lock
 from .paired import mean_interval
 from .runs import RESULTS_FILENAME, read_results
 from .tables import format_table
@@ -245,17 +245,15 @@ def train(
             spec = comparison.methods[method]
             folder = run_folder(out, method, seed)
             step = f"[compare {done}/{total}]"
-            try:
-                with run_folder_lock(folder):
-                    _train_one(comparison, out, method, seed, extra, step)
-            except RunFolderBusyError as error:
+            run = f"{step} {spec['label']}, seed {seed}"
+
+            def waiting(message: str, run: str = run) -> None:
                 print(
-                    f"{step} {spec['label']}, seed {seed}: {error}; waiting for it to end "
-                    "(its run is reused if it finished)",
-                    flush=True,
+                    f"{run}: {message}; waiting for it to end (reused if it finished)", flush=True
                 )
-                with run_folder_lock(folder, wait=True):
-                    _train_one(comparison, out, method, seed, extra, step)
+
+            with run_folder_lock(folder, on_busy=waiting):
+                _train_one(comparison, out, method, seed, extra, step)
 
 
 def _train_one(

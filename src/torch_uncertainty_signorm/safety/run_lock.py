@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -46,21 +46,25 @@ class RunFolderBusyError(RuntimeError):
 
 
 @contextmanager
-def run_folder_lock(folder: str | Path, wait: bool = False) -> Iterator[None]:
-    """Hold ``folder``'s lock for the block. When another process holds it: with ``wait``,
-    block until it is released; without, raise :class:`RunFolderBusyError` at once, naming the
-    folder. The lock file is left in place (removing it would let a third process lock a new
-    file of the same name while the second still holds the old one)."""
+def run_folder_lock(
+    folder: str | Path, on_busy: Callable[[str], None] | None = None
+) -> Iterator[None]:
+    """Hold ``folder``'s lock for the block. When another process holds it: without
+    ``on_busy``, raise :class:`RunFolderBusyError` at once, naming the folder; with it, call it
+    once with that message, then wait until the lock is released. The lock file is left in
+    place (removing it would let a third process lock a new file of the same name while the
+    second still holds the old one)."""
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     fd = os.open(folder / LOCK_FILENAME, os.O_CREAT | os.O_RDWR | getattr(os, "O_NOFOLLOW", 0))
     try:
-        while not _try_lock(fd):
-            if not wait:
-                raise RunFolderBusyError(
-                    f"another process is running in {folder} (it holds {folder / LOCK_FILENAME})"
-                )
-            time.sleep(POLL_SECONDS)
+        if not _try_lock(fd):
+            message = f"another process is running in {folder} (it holds {folder / LOCK_FILENAME})"
+            if on_busy is None:
+                raise RunFolderBusyError(message)
+            on_busy(message)
+            while not _try_lock(fd):
+                time.sleep(POLL_SECONDS)
         yield
     finally:
         os.close(fd)
