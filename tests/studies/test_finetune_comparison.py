@@ -129,3 +129,33 @@ def test_the_lambda_rule_picks_the_most_diverse_of_the_lambdas_equivalent_to_the
     assert rows["0.001"].endswith("| worse, equivalent (±0.02) |")
     assert rows["0.01"].endswith("| worse |")
     assert "The rule picks λ = 0.001 (equivalent in NLL to λ 0.0001" in text
+
+
+def test_a_lambda_whose_members_did_not_come_apart_is_set_aside_by_the_eligible_pick(tmp_path):
+    _write(
+        tmp_path,
+        {
+            "signorm": [0.200, 0.205, 0.195, 0.200, 0.200],
+            "lambda_1e-4": [0.100, 0.101, 0.099, 0.100, 0.100],  # lowest NLL, one model
+            "lambda_1e-2": [0.300, 0.250, 0.280, 0.310, 0.290],
+        },
+    )
+    for method, value in (
+        ("signorm", "1.0e-3"),
+        ("lambda_1e-4", "1.0e-4"),
+        ("lambda_1e-2", "1.0e-2"),
+    ):
+        for seed in range(5):
+            (tmp_path / method / f"seed_{seed}" / "config.yaml").write_text(
+                "routine: {init_args: {model: {init_args: {diversity_strength: " + value + "}}}}\n"
+            )
+    path = tmp_path / "lambda_1e-4" / "seed_3" / "results.csv"
+    path.write_text(path.read_text().replace(",0.5,", ",0.995,"))
+    study.main(["--lambda-grid", "--runs", str(tmp_path)])
+    text = (tmp_path / "lambda_grid.md").read_text()
+    assert "lambda_1e-4 seed 3: members not apart (σNorm-cos 0.995)" in text
+    assert "The rule picks λ = 0.0001 (the lowest mean NLL)." in text
+    assert (
+        "Among the λ that passed every check at every seed (λ 0.0001 did not), the rule picks "
+        "λ = 0.001 (the lowest mean NLL)." in text
+    )
