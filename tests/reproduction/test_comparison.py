@@ -3,6 +3,8 @@ the paired statistics and the verdict each table cell gives."""
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import math
 import subprocess
 import sys
@@ -13,8 +15,10 @@ import numpy as np
 import pytest
 from scipy import stats
 
+from torch_uncertainty_signorm.callbacks.run_record import FIT_KEYS
 from torch_uncertainty_signorm.reproduction import comparison as cmp
 from torch_uncertainty_signorm.reproduction.paired import equivalence_test, mean_interval
+from torch_uncertainty_signorm.reproduction.runs import read_results
 
 EXPERIMENTS = Path(__file__).parents[2] / "experiments"
 
@@ -232,3 +236,69 @@ def test_a_run_another_process_is_training_is_waited_for_then_reused(tmp_path, m
     printed = capsys.readouterr().out
     assert f"another process is running in {folder}" in printed and "waiting" in printed
     assert "finished earlier in" in printed and "reused" in printed
+
+
+#: The digits comparison's Single at the smallest budget that saves a best checkpoint.
+TINY_DIGITS = (
+    "--trainer.max_epochs=1",
+    "--trainer.limit_train_batches=2",
+    "--trainer.limit_val_batches=1",
+    "--trainer.limit_test_batches=1",
+    "--trainer.enable_progress_bar=false",
+)
+
+
+def _files(folder: Path) -> dict[Path, tuple[int, bytes]]:
+    return {p: (p.stat().st_mtime_ns, p.read_bytes()) for p in sorted(folder.iterdir())}
+
+
+def test_a_run_stopped_while_testing_after_its_fit_is_tested_not_trained_again(
+    tmp_path, monkeypatch, capsys
+):
+    """A run whose fit finished but whose --eval_after_fit test did not (here the test is
+    switched off, which leaves the folder a stop during that test leaves: checkpoints, the
+    fit's run_record.json, no results.csv, no interrupted.ckpt) is tested from the fit's best
+    checkpoint into its own version: no new version, no checkpoint written, and a results.csv
+    and a run_record.json with the fit's fields and the test's, so that it counts as finished."""
+    from torch_uncertainty_signorm.cli import cli_main
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "argv", ["torch-uncertainty"])
+    calls, run = [], subprocess.run
+
+    def command(argv, **kwargs):  # the command, in this process; any other process as it is
+        if argv[: len(cmp._command())] != cmp._command():
+            return run(argv, **kwargs)
+        calls.append(argv[len(cmp._command()) :])
+        cli_main(calls[-1])
+        return SimpleNamespace(returncode=0)
+
+    monkeypatch.setattr(cmp.subprocess, "run", command)
+    comparison = cmp.read_comparison(EXPERIMENTS / "compare" / "digits.yaml")
+    comparison = dataclasses.replace(comparison, args=TINY_DIGITS)
+    out = tmp_path / "out"
+    cmp.train(comparison, out, ["single"], [0], ["--eval_after_fit=false"])
+    version = cmp.run_folder(out, "single", 0) / "version_0"
+    fitted = json.loads((version / "run_record.json").read_text())
+    assert fitted["test_seconds"] is None and fitted["optimizer_steps"] == 2
+    assert not (version / "results.csv").exists() and not cmp._finished(version)
+    checkpoints = _files(version / "checkpoints")
+    assert version / fitted["best_checkpoint"] in checkpoints
+    config = (version / "config.yaml").read_bytes()
+
+    cmp.train(comparison, out, ["single"], [0])
+    assert calls[-1][0] == "test"
+    assert f"--ckpt_path={version / fitted['best_checkpoint']}" in calls[-1]
+    assert "instead of training again" in capsys.readouterr().out
+    assert cmp._versions(version.parent) == [version]
+    assert _files(version / "checkpoints") == checkpoints  # not trained again
+    assert (version / "config.yaml").read_bytes() == config  # the fit's, kept
+    record = json.loads((version / "run_record.json").read_text())
+    assert {key: record[key] for key in FIT_KEYS} == {key: fitted[key] for key in FIT_KEYS}
+    assert record["provenance"] == fitted["provenance"] and "test_provenance" in record
+    assert record["test_seconds"] is not None and sum(record["test_class_counts"].values()) > 0
+    assert 0 <= read_results(version / "results.csv")["test/cls/Acc"] <= 1
+    assert cmp._finished(version)
+    calls.clear()
+    cmp.train(comparison, out, ["single"], [0])
+    assert calls == []  # reused

@@ -6,7 +6,10 @@ and of testing (compared between methods as ratios, measured in one comparison),
 steps taken, the class counts of the training batches seen and of the in-distribution test set
 (from which the class-frequency baseline, majority-class accuracy and prior NLL, follows), and
 the run's provenance: the package's commit when it runs from a git checkout, the versions of
-the libraries that decide the numbers, Python and the device.
+the libraries that decide the numbers, Python and the device. The record written when ``fit``
+ends names the checkpoint a test after it would evaluate (``best_checkpoint``), so that a run
+stopped during that test can be tested later into the same folder, where the record keeps the
+fit's fields.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ import json
 import platform
 import subprocess
 import time
+import warnings
 from collections import Counter
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
@@ -25,10 +29,21 @@ from lightning.pytorch import Callback, LightningModule, Trainer
 
 from ..evaluation.parameter_counts import parameter_counts
 from ..safety.atomic_files import replaced_atomically
+from ..safety.files import read_regular
 
 __all__ = ["RUN_RECORD_FILENAME", "RunRecordCallback"]
 
 RUN_RECORD_FILENAME = "run_record.json"
+#: What a record takes from the one its folder holds when its process tested the run's own
+#: checkpoint without fitting: the fit's cost, counts and best checkpoint.
+FIT_KEYS = (
+    "params_total",
+    "params_trainable",
+    "optimizer_steps",
+    "fit_seconds",
+    "train_class_counts",
+    "best_checkpoint",
+)
 #: The distributions whose versions a run records.
 PACKAGES = (
     "torch-uncertainty-signorm",
@@ -83,6 +98,36 @@ def _targets(batch: Any) -> torch.Tensor | None:
     return None
 
 
+def _inside(path: str | Path | None, folder: str | Path) -> str | None:
+    """``path`` relative to ``folder`` (POSIX form) when it is a file inside it, else ``None``."""
+    if not path:
+        return None
+    resolved, root = Path(path).resolve(), Path(folder).resolve()
+    if not resolved.is_relative_to(root) or not resolved.is_file():
+        return None
+    return resolved.relative_to(root).as_posix()
+
+
+def _fitted_record(log_dir: Path) -> dict[str, Any] | None:
+    """The record in ``log_dir`` when it holds a finished fit (its ``fit_seconds``), else
+    ``None``; one that cannot be read is named in a warning."""
+    path = log_dir / RUN_RECORD_FILENAME
+    if not path.is_file():
+        return None
+    try:
+        record = json.loads(read_regular(path, RUN_RECORD_FILENAME, 1 << 20, "a JSON file"))
+    except (OSError, ValueError, RecursionError) as error:
+        warnings.warn(
+            f"{path} cannot be read ({' '.join(str(error).split())}): the record of this test "
+            "does not keep the fit's cost and counts.",
+            stacklevel=3,
+        )
+        return None
+    if not isinstance(record, dict) or not isinstance(record.get("fit_seconds"), int | float):
+        return None
+    return record
+
+
 def _device(pl_module: LightningModule) -> str:
     device = pl_module.device
     if device.type == "cuda":
@@ -98,6 +143,14 @@ class RunRecordCallback(Callback):
     in checkpoints, so a resumed run reports its whole fit; test time covers the test loop of
     the last ``test`` call. Only ``(inputs, targets)`` batches with integer targets are counted.
 
+    ``best_checkpoint`` is the checkpoint a test after ``fit`` evaluates
+    (``trainer.checkpoint_callback.best_model_path``, what ``ckpt_path="best"`` loads), relative
+    to the run's folder, or ``None`` (none saved, or saved outside the folder). A process that
+    tests a checkpoint of its logger's own folder without fitting (``test --ckpt_path
+    <run>/checkpoints/<file> --trainer.logger.init_args.version=<n>``) keeps the fit's fields
+    (:data:`FIT_KEYS`) and ``provenance`` from the record the folder holds, and adds its own
+    as ``test_provenance``: the record then reads as that of a run tested after its fit.
+
     Example:
         >>> trainer = Trainer(callbacks=[RunRecordCallback()])
     """
@@ -107,7 +160,9 @@ class RunRecordCallback(Callback):
         self.train_counts: Counter[int] = Counter()
         self.test_counts: Counter[int] = Counter()
         self.test_seconds: float | None = None
+        self.best_checkpoint: str | None = None
         self._started: float | None = None
+        self._fitted = False  # whether this process ran a fit to its end
 
     def state_dict(self) -> dict[str, Any]:
         return {
@@ -137,6 +192,10 @@ class RunRecordCallback(Callback):
     def on_train_end(self, trainer: Trainer, pl_module: LightningModule) -> None:
         self.fit_seconds = self._fit_so_far()
         self._started = None
+        self._fitted = True
+        checkpoint = trainer.checkpoint_callback
+        best = getattr(checkpoint, "best_model_path", None) if checkpoint is not None else None
+        self.best_checkpoint = None if trainer.log_dir is None else _inside(best, trainer.log_dir)
         self._write(trainer, pl_module)
 
     def on_test_start(self, trainer: Trainer, pl_module: LightningModule) -> None:
@@ -162,7 +221,7 @@ class RunRecordCallback(Callback):
     def record(self, trainer: Trainer, pl_module: LightningModule) -> dict[str, Any]:
         """What ``run_record.json`` holds, as a dictionary."""
         counts = parameter_counts(getattr(pl_module, "model", pl_module))
-        return {
+        record = {
             "params_total": counts["total"],
             "params_trainable": counts["trainable"],
             "optimizer_steps": int(trainer.global_step),
@@ -170,8 +229,25 @@ class RunRecordCallback(Callback):
             "test_seconds": None if self.test_seconds is None else round(self.test_seconds, 3),
             "train_class_counts": {str(k): v for k, v in sorted(self.train_counts.items())},
             "test_class_counts": {str(k): v for k, v in sorted(self.test_counts.items())},
+            "best_checkpoint": self.best_checkpoint,
             "provenance": provenance(_device(pl_module)),
         }
+        if (fitted := self._fit_of_this_folder(trainer)) is not None:
+            record |= {key: fitted[key] for key in FIT_KEYS if key in fitted}
+            if "provenance" in fitted:
+                record["test_provenance"] = record["provenance"]
+                record["provenance"] = fitted["provenance"]
+        return record
+
+    def _fit_of_this_folder(self, trainer: Trainer) -> dict[str, Any] | None:
+        """The record of the fit that trained the checkpoint this process tests, when this
+        process did not fit and tests a checkpoint of its logger's own folder, else ``None``."""
+        if self._fitted or trainer.log_dir is None:
+            return None
+        tested = trainer.ckpt_path
+        if not isinstance(tested, str | Path) or _inside(tested, trainer.log_dir) is None:
+            return None
+        return _fitted_record(Path(trainer.log_dir))
 
     def _write(self, trainer: Trainer, pl_module: LightningModule) -> None:
         if not trainer.is_global_zero or trainer.log_dir is None:

@@ -30,9 +30,17 @@ class SaveRunConfig(TUSaveConfigCallback):
     ``validate``, ``predict``) with a logger writes a run folder of its own, and its
     ``config.yaml`` records the ``ckpt_path`` it evaluated (the tables read it to tell a
     re-evaluation from another training run). Without a logger, as TorchUncertainty's.
+
+    A ``test`` (``validate``, ``predict``) of a checkpoint inside its logger's own folder
+    (``--ckpt_path <run>/checkpoints/<file> --trainer.logger.init_args.version=<n>``: the
+    run's own test, as ``--eval_after_fit`` would have run it) leaves that folder's
+    ``config.yaml`` as it is: the configuration that trained the weights it tests. An existing
+    ``config.yaml`` of any other folder is still never overwritten.
     """
 
     def setup(self, trainer, pl_module, stage: str) -> None:
+        if stage != "fit" and trainer.logger is not None and self._tests_own_checkpoint(trainer):
+            return
         save = self.parser.save
         self.parser.save = partial(_save_whole, self.parser, save)  # config.yaml whole or absent
         try:
@@ -42,6 +50,21 @@ class SaveRunConfig(TUSaveConfigCallback):
                 SaveConfigCallback.setup(self, trainer, pl_module, stage)
         finally:
             del self.parser.save  # the parser's own method again
+
+    def _tests_own_checkpoint(self, trainer: Trainer) -> bool:
+        """Whether ``--ckpt_path`` is a file inside the logger's folder, which holds a saved
+        configuration already."""
+        ckpt_path, log_dir = self.config.get("ckpt_path"), trainer.log_dir
+        if not isinstance(ckpt_path, str) or "://" in ckpt_path or log_dir is None:
+            return False
+        run_dir = Path(log_dir).resolve()
+        checkpoint = Path(ckpt_path).resolve()
+        own = (
+            checkpoint.is_file()
+            and checkpoint.is_relative_to(run_dir)
+            and (run_dir / self.config_filename).is_file()
+        )
+        return bool(trainer.strategy.broadcast(own))  # rank 0's reading, on every rank
 
 
 def _save_whole(parser, save, config, path, *args, **kwargs) -> None:

@@ -15,7 +15,9 @@ learned: accuracy above the majority class and NLL below the class frequencies' 
 ensemble and for every member it reports, by :data:`LEARNED_MARGINS`.
 
 A finished run (``results.csv`` and ``run_record.json`` in its folder) is reused when the
-comparison runs again; an interrupted one resumes from its ``interrupted.ckpt``.
+comparison runs again; one interrupted while training resumes from its ``interrupted.ckpt``;
+one interrupted while testing after its fit (its record names the fit's best checkpoint, no
+test has ended) is tested from that checkpoint into its own folder, not trained again.
 """
 
 from __future__ import annotations
@@ -207,6 +209,24 @@ def _finished(version: Path) -> bool:
     )
 
 
+def _tested_checkpoint(version: Path) -> Path | None:
+    """The checkpoint a test after the fit in ``version`` evaluates (its record's
+    ``best_checkpoint``) when that fit finished and the file is in ``version``, else ``None``."""
+    path = version / RUN_RECORD_FILENAME
+    if not path.is_file():
+        return None
+    try:
+        record = json.loads(read_regular(path, RUN_RECORD_FILENAME, 1 << 20))
+    except (OSError, ValueError, RecursionError):
+        return None  # not the record of a finished fit: trained again
+    best = record.get("best_checkpoint") if isinstance(record, dict) else None
+    if not isinstance(best, str) or not best:
+        return None
+    checkpoint = (version / best).resolve()
+    inside = checkpoint.is_relative_to(version.resolve()) and checkpoint.is_file()
+    return version / best if inside else None
+
+
 def _command() -> list[str]:
     script = Path(sys.executable).with_name("torch-uncertainty")
     return (
@@ -228,7 +248,8 @@ def train(
     extra: Sequence[str] = (),
 ) -> None:
     """Run every method at every seed through the command (seed by seed), reusing finished
-    runs and resuming interrupted ones.
+    runs and resuming interrupted ones: from the interruption checkpoint, or, for a run stopped
+    while testing after its fit, by testing the fit's best checkpoint into the same folder.
 
     A run's folder is locked while it is checked and trained (:mod:`..safety.run_lock`): a
     process that reaches a run another is training waits for it, then reuses the finished run
@@ -259,21 +280,37 @@ def train(
 def _train_one(
     comparison: Comparison, out: Path, method: str, seed: int, extra: Sequence[str], step: str
 ) -> None:
-    """Reuse, resume or start one run; the caller holds its folder's lock."""
+    """Reuse, resume, test or start one run; the caller holds its folder's lock.
+
+    The last version is reused when finished; resumed from its ``interrupted.ckpt`` when it has
+    one; tested when its fit finished but no test did (a stop during ``--eval_after_fit``):
+    ``test`` of the checkpoint that test would have evaluated, logged into that version, so
+    that its ``results.csv`` and ``run_record.json`` (the fit's fields kept) complete the run.
+    Otherwise a new run is started.
+    """
     spec, folder = comparison.methods[method], run_folder(out, method, seed)
     versions = _versions(folder)
+    run = f"{step} {spec['label']}, seed {seed}"
     if versions and _finished(versions[-1]):
-        print(
-            f"{step} {spec['label']}, seed {seed}: finished earlier in {versions[-1]}, reused",
-            flush=True,
-        )
+        print(f"{run}: finished earlier in {versions[-1]}, reused", flush=True)
         return
-    resume = []
+    subcommand, resume = "fit", []
     if versions and (ckpt := versions[-1] / "checkpoints" / "interrupted.ckpt").is_file():
         resume = [f"--ckpt_path={ckpt}"]
+    elif versions and (best := _tested_checkpoint(versions[-1])) is not None:
+        subcommand = "test"
+        resume = [
+            f"--ckpt_path={best}",
+            f"--trainer.logger.init_args.version={versions[-1].name.removeprefix('version_')}",
+        ]
+        print(
+            f"\n{run}: its fit finished in {versions[-1]} but its test did not; testing the "
+            f"fit's best checkpoint {best.name} there instead of training again",
+            flush=True,
+        )
     argv = [
         *_command(),
-        "fit",
+        subcommand,
         "--config",
         str(spec["recipe"]),
         *spec["args"],
@@ -285,10 +322,8 @@ def _train_one(
         *resume,
         *extra,
     ]
-    print(
-        f"\n{step} {spec['label']}, seed {seed}: {' '.join(argv[len(_command()) :])}",
-        flush=True,
-    )
+    lead = "" if subcommand == "test" else "\n"  # the line above opens a tested run's output
+    print(f"{lead}{run}: {' '.join(argv[len(_command()) :])}", flush=True)
     code = subprocess.run(argv, preexec_fn=_default_sigint, check=False).returncode
     if code != 0:
         raise RuntimeError(
