@@ -141,12 +141,11 @@ def test_continuing_from_a_best_checkpoint_leaves_the_old_run_as_it_was(
     new_run = old_run.with_name("version_1")
     best = best_checkpoint(new_run)
     assert "interrupted while testing after fit: training had finished" in done.stderr
-    assert f"Test its best checkpoint with: torch-uncertainty test --config {RECIPE}" in (
-        done.stderr
-    )
-    assert done.stderr.rstrip().endswith(f"--ckpt_path {best}") or (
-        f"--ckpt_path {best}\n" in done.stderr
-    ), done.stderr[-2000:]
+    assert f"completing its record) with: torch-uncertainty test --config {RECIPE}" in (done.stderr)
+    ending = f"--trainer.logger.init_args.version=1 --ckpt_path {best}"
+    assert done.stderr.rstrip().endswith(ending) or f"{ending}\n" in done.stderr, done.stderr[
+        -2000:
+    ]
     assert "run the same command again" not in done.stderr
 
 

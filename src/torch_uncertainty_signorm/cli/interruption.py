@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import shlex
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -52,9 +53,11 @@ def interruption_checkpoint(trainer: Trainer) -> Path | None:
     return next((path for path in paths if path is not None), None)
 
 
-def resume_command(args: list[str], checkpoint: Path, subcommand: str | None = None) -> str:
+def resume_command(
+    args: list[str], checkpoint: Path, subcommand: str | None = None, extra: Sequence[str] = ()
+) -> str:
     """The ``torch-uncertainty`` command line ``args`` resumed from ``checkpoint`` (run as
-    ``subcommand``, e.g. ``"test"``, when given)."""
+    ``subcommand``, e.g. ``"test"``, when given; ``extra`` arguments added)."""
     kept, skip = [], False
     for arg in args:
         if skip or arg.startswith("--ckpt_path="):
@@ -68,7 +71,17 @@ def resume_command(args: list[str], checkpoint: Path, subcommand: str | None = N
         and (at := next((i for i, arg in enumerate(kept) if arg in SUBCOMMANDS), None)) is not None
     ):
         kept[at] = subcommand
-    return shlex.join(["torch-uncertainty", *kept, "--ckpt_path", str(checkpoint)])
+    return shlex.join(["torch-uncertainty", *kept, *extra, "--ckpt_path", str(checkpoint)])
+
+
+def _same_version(args: list[str], checkpoint: Path) -> list[str]:
+    """The logger version pin that makes a test of ``checkpoint`` (``<run>/checkpoints/<file>``
+    of a ``version_<n>`` folder) write into that run's folder, unless ``args`` set a version."""
+    version = checkpoint.parent.parent.name.removeprefix("version_")
+    pinned = any(arg.startswith("--trainer.logger.init_args.version") for arg in args)
+    if pinned or checkpoint.parent.name != "checkpoints" or not version.isdigit():
+        return []
+    return [f"--trainer.logger.init_args.version={version}"]
 
 
 def report_interruption(stop: RunInterrupted, args: Any) -> None:
@@ -88,13 +101,14 @@ def report_interruption(stop: RunInterrupted, args: Any) -> None:
         )
     elif stop.tested is not None:  # fit had finished: its best checkpoint is to be tested
         command = (
-            resume_command(argv, stop.tested, "test")
+            resume_command(argv, stop.tested, "test", _same_version(argv, stop.tested))
             if isinstance(argv, list)
             else f"torch-uncertainty test --config <recipe> --ckpt_path {stop.tested}"
         )
         print(
             f"torch-uncertainty interrupted while testing after fit: training had finished "
-            f"(the same command again would train again). Test its best checkpoint with: "
+            f"(the same command again would train again). Test its best checkpoint (into the "
+            f"run's own folder, completing its record) with: "
             f"{command}",
             file=sys.stderr,
         )
