@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 import torch
+import yaml
 from lightning.pytorch import Trainer
 
 from torch_uncertainty_signorm import SigmaNormConfig, signorm_ensemble
@@ -27,6 +28,15 @@ from torch_uncertainty_signorm.signorm.optim import (
 
 ROOT = Path(__file__).parents[1]
 PAGE = ROOT / "docs" / "settings.md"
+#: The CIFAR σN-Ens fine-tune recipes (experiments/<name>_signorm_finetune.yaml), Adam CNNs.
+CIFAR_FINE_TUNES = (
+    "resnet18_c10",
+    "resnet18_c100",
+    "resnet50_c10",
+    "resnet50_c100",
+    "wrn_c10",
+    "wrn_c100",
+)
 TEXT = PAGE.read_text()
 
 MODEL = inspect.signature(signorm_ensemble).parameters
@@ -118,6 +128,27 @@ def test_the_defaults_table_states_the_codes_defaults():
             and optimizer.__name__ in rows["scale_lr_multiplier"][3]
         )
     assert not is_adaptive(torch.optim.SGD(parameter, lr=0.1))
+
+
+FINE_TUNE_RECIPES = {
+    2: ["digits_lite0_signorm", *(f"{n}_signorm_finetune" for n in CIFAR_FINE_TUNES)],
+    3: ["tweets_minilm_signorm"],
+}
+
+
+def test_the_at_a_glance_fine_tune_columns_give_the_recipes_lambda_and_clipping():
+    """The CNN and transformer columns of "at a glance" state the λ and the clipping that the
+    packaged σN-Ens fine-tune recipes set: the guide and the recipes say the same thing."""
+    rows = {row[0]: row for row in _table("| | from scratch (SGD) |")}
+    for column, recipes in FINE_TUNE_RECIPES.items():
+        for name in recipes:
+            config = yaml.safe_load((ROOT / "experiments" / f"{name}.yaml").read_text())
+            model = config["routine"]["init_args"]["model"]["init_args"]
+            strength = f"{model['diversity_strength']:.0e}".replace("e-0", "e-")
+            clip = config.get("trainer", {}).get("gradient_clip_val")
+            assert rows["λ"][column].startswith(strength), (name, rows["λ"][column])
+            expected = "none" if clip is None else f"{clip:.1f}"
+            assert rows["clipping"][column].startswith(expected), (name, rows["clipping"][column])
 
 
 def test_the_ranges_named_in_the_text_are_the_codes():
