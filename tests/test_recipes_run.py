@@ -150,54 +150,6 @@ def test_recipe_fast_dev_runs_on_cpu(recipe, tmp_path, monkeypatch):
         assert scales["weight_decay"] == 0
 
 
-ALL_RECIPES = sorted(EXPERIMENTS.glob("*.yaml"))
-CIFAR_DATAMODULES = (
-    "torch_uncertainty.datamodules.CIFAR10DataModule",
-    "torch_uncertainty.datamodules.CIFAR100DataModule",
-)
-
-
-@pytest.mark.parametrize("recipe", ALL_RECIPES, ids=lambda p: p.stem)
-def test_every_recipe_writes_results_for_the_tables(recipe):
-    """results.csv (save_to_csv), OOD columns on CIFAR (eval_ood, SVHN), and an EarlyStopping on
-    accuracy that maximises it and waits for a validation."""
-    config = composed_recipe(recipe)
-    assert config["routine"]["init_args"].get("save_to_csv") is True, recipe.name
-    assert config.get("eval_after_fit") is True, recipe.name
-    data = config["data"]
-    # ImageNet's OOD sets come from experiments/eval/imagenet_ood_shift.yaml.
-    if data["class_path"] in CIFAR_DATAMODULES or data["class_path"].startswith(
-        "torch_uncertainty_signorm.datamodules."
-    ):
-        # TorchUncertainty's one OOD set, or the near/far sets of OODShiftEvaluation.
-        ood = data["init_args"].get("eval_ood") or data["init_args"].get("eval_near_far_ood")
-        assert ood is True, recipe.name
-    for callback in config["trainer"].get("callbacks", []):
-        if callback["class_path"].endswith("EarlyStopping"):
-            args = callback["init_args"]
-            assert args["monitor"] == "val/cls/Acc"
-            assert args["mode"] == "max" and args["check_on_train_epoch_end"] is False
-
-
-def test_recipe_families_are_all_covered():
-    """The check above sees every family: 54 CNN CIFAR recipes and 4 ViT CIFAR-100 ones (OOD on),
-    ViT ImageNet, BERT SST-2 and the digits quickstart."""
-    cifar = [
-        p for p in ALL_RECIPES if composed_recipe(p)["data"]["class_path"] in CIFAR_DATAMODULES
-    ]
-    assert len(cifar) >= 58
-    for family in (
-        "resnet18_c10_",
-        "resnet50_c100_",
-        "wrn_c10_",
-        "vit_c100_",
-        "vit_imagenet_",
-        "bert_sst2_",
-        "digits_",
-    ):
-        assert any(p.stem.startswith(family) for p in ALL_RECIPES), family
-
-
 @pytest.mark.slow
 def test_one_step_run_writes_results_that_the_tables_and_regression_read(
     tmp_path, monkeypatch, capsys
