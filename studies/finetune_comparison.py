@@ -230,7 +230,6 @@ def lambda_grid_table(runs: dict[str, dict[int, dict]], strengths: dict[str, flo
         ),
         "|---|---|---|---|---|---|---|---|---|---|",
     ]
-    equivalent = [best]
     for method in order:
         means = [mean(method, column) for column in columns]
         cells = [f"{means[0]:.3f}", *(f"{100 * m:.2f}" for m in means[1:4]), f"{means[4]:.3f}"]
@@ -239,15 +238,12 @@ def lambda_grid_table(runs: dict[str, dict[int, dict]], strengths: dict[str, flo
         else:
             row = _paired(runs[method], runs[best], "test/cls/NLL", 1, 1 - ALPHA)
             verdict = _verdict(row, METRICS[0][3], higher_is_better=False)
-            # The rule asks for TOST alone: a λ can be worse by less than the margin.
-            if equivalence_test(row["differences"], METRICS[0][3]) < ALPHA:
-                equivalent.append(method)
-                if not verdict.startswith("equivalent"):
-                    verdict += f", equivalent (±{METRICS[0][3]:g})"
+            if _equivalent(row) and not verdict.startswith("equivalent"):
+                verdict += f", equivalent (±{METRICS[0][3]:g})"
             cells += [f"{row['mean']:+.3f}", f"[{row['low']:+.3f}, {row['high']:+.3f}]", verdict]
         seeds = ",".join(map(str, sorted(runs[method])))
         lines.append(f"| {strengths[method]:g} | {seeds} | " + " | ".join(cells) + " |")
-    chosen = min(equivalent, key=lambda m: mean(m, "test/div/signorm_cos_regularized"))
+    chosen, best = _rule_pick(runs, order, mean)
     lines += ["", f"The rule picks λ = {strengths[chosen]:g} ({_why(chosen, best, strengths)})."]
     apart = [m for m in order if not any(f.startswith(f"{m} seed ") for f in failed)]
     if set(apart) != set(order):
@@ -261,20 +257,31 @@ def _why(chosen: str, best: str, strengths: dict[str, float]) -> str:
     return f"equivalent in NLL to λ {strengths[best]:g} (the lowest mean), and more diverse"
 
 
+def _equivalent(row: dict) -> bool:
+    """TOST at the NLL margin: the rule asks for it alone (a λ may be worse by less than it)."""
+    return equivalence_test(row["differences"], METRICS[0][3]) < ALPHA
+
+
+def _rule_pick(runs, candidates: list[str], mean) -> tuple[str, str]:
+    """The design's λ rule over ``candidates``: (the pick, the lowest mean NLL). The pick is the
+    most diverse (lowest mean σNorm-cos) of the λ equivalent in NLL to the lowest."""
+    best = min(candidates, key=lambda method: mean(method, "test/cls/NLL"))
+    equivalent = [best] + [
+        method
+        for method in candidates
+        if method != best
+        and _equivalent(_paired(runs[method], runs[best], "test/cls/NLL", 1, 1 - ALPHA))
+    ]
+    return min(equivalent, key=lambda m: mean(m, "test/div/signorm_cos_regularized")), best
+
+
 def _eligible_pick(runs, strengths: dict[str, float], apart: list[str], mean) -> str:
     """The rule again among the λ whose runs passed every check at every seed (DESIGN.md: a λ
     failing one, such as members not apart, is not eligible as an ensemble method's default)."""
     failing = ", ".join(f"{strengths[m]:g}" for m in runs if m not in apart)
     if not apart:
         return f"Among the λ that passed every check at every seed: none (λ {failing} failed)."
-    best = min(apart, key=lambda method: mean(method, "test/cls/NLL"))
-    equivalent = [best]
-    for method in apart:
-        if method != best:
-            row = _paired(runs[method], runs[best], "test/cls/NLL", 1, 1 - ALPHA)
-            if equivalence_test(row["differences"], METRICS[0][3]) < ALPHA:
-                equivalent.append(method)
-    chosen = min(equivalent, key=lambda m: mean(m, "test/div/signorm_cos_regularized"))
+    chosen, best = _rule_pick(runs, apart, mean)
     return (
         f"Among the λ that passed every check at every seed (λ {failing} did not), the rule "
         f"picks λ = {strengths[chosen]:g} ({_why(chosen, best, strengths)})."
