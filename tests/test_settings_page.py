@@ -230,7 +230,10 @@ def test_the_cnn_example_builds_and_trains_a_step(tmp_path, monkeypatch):
 
     model, trainer = namespace["model"], namespace["trainer"]
     assert model.num_estimators == 4 and model.regularized_layer_names
-    assert trainer.max_steps == 1_600 and trainer.gradient_clip_val is None
+    recipe = yaml.safe_load((ROOT / "experiments" / "digits_lite0_signorm.yaml").read_text())
+    # The example clips as the CNN fine-tune recipes do.
+    assert trainer.max_steps == 1_600
+    assert trainer.gradient_clip_val == recipe["trainer"].get("gradient_clip_val")
     optimizer = namespace["routine"].configure_optimizers()
     assert isinstance(optimizer, torch.optim.Adam)
     base, scales = optimizer.param_groups
