@@ -155,3 +155,24 @@ def test_an_unmodified_torchuncertainty_recipe_is_a_row_beside_signorm_on_stand_
     with (run / "results.csv").open() as file:
         assert "ood/AUROC" in next(csv.reader(file))  # the same metrics as the σN-Ens row
     assert packed.read_text() == before
+
+
+def test_a_run_stopped_before_its_test_is_tested_by_the_next_comparison_not_trained(tmp_path):
+    """A first comparison whose runs fit but do not test (the state a stop during the post-fit
+    test leaves); the same command again tests each fit's best checkpoint in its own folder."""
+    args = ["--config", "experiments/compare/digits.yaml", "--methods", "single", "--seeds", "0"]
+    args += ["--out", str(tmp_path / "out")]
+    first = _compare([*args, "--", *SMOKE, "--eval_after_fit=false"], ROOT)
+    assert first.returncode != 0, first.stdout[-2000:]  # no run tested: no table
+    folders = sorted((tmp_path / "out").glob("*/seed_0/version_*"))
+    assert [f.name for f in folders] == ["version_0", "version_0"], folders
+    checkpoints = {p: p.stat().st_mtime_ns for f in folders for p in f.glob("checkpoints/*.ckpt")}
+    assert checkpoints and not any((f / "results.csv").exists() for f in folders)
+
+    again = _compare([*args, "--", *SMOKE], ROOT)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert again.stdout.count("testing the fit's best checkpoint") == 2, again.stdout[-3000:]
+    assert sorted((tmp_path / "out").glob("*/seed_0/version_*")) == folders  # no new version
+    assert {p: p.stat().st_mtime_ns for p in checkpoints} == checkpoints  # not trained again
+    assert all((f / "results.csv").is_file() for f in folders)
+    assert "Single" in again.stdout and "σN-Ens − method" in again.stdout
