@@ -31,7 +31,6 @@ SECOND_TIER = (
     "test_python_range.py",
     "reproduction/test_regression.py",
     "reproduction/test_run_groups.py",
-    "studies/test_simulation.py",  # the synthetic equilibrium, 28 simulated trainings
 )
 
 #: Tests that run once per recipe through the command's parser (several seconds each): the fast
