@@ -1,8 +1,9 @@
 """A GPU recipe on a machine without a GPU, and CIFAR recipes smoke-tested on stand-in data.
 
-Both through the installed commands in subprocesses, as a user runs them: ``torch-uncertainty``
-stops a GPU recipe with one line naming the CPU overrides, and ``signorm-standin-data DIR`` writes
-torchvision-format stand-ins on which TorchUncertainty's own recipe runs, labelled as such.
+``torch-uncertainty``, in a subprocess as a user runs it, stops a GPU recipe with one line naming
+the CPU overrides; the stand-ins ``signorm-standin-data DIR`` writes pass torchvision's md5 check
+only unchanged. TorchUncertainty's own recipe run on the stand-ins, and labelled as such, is the
+journey ``tests/journeys/test_journey_compare.py``.
 """
 
 from __future__ import annotations
@@ -14,20 +15,15 @@ import sys
 from pathlib import Path
 
 import pytest
-from test_tu_format_recipes import _tu_recipe
 
 from torch_uncertainty_signorm.datamodules.stand_in_data import (
     MANIFEST,
-    RUN_LABEL,
-    SMOKE_TEST_OVERRIDES,
     accept_stand_in_files,
     write_stand_in,
 )
 
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
-TU_PACKED = "experiments/classification/cifar10/configs/resnet18/packed.yaml"
-SIGNORM_ROW = ROOT / "experiments/torch_uncertainty/classification/cifar10/configs/resnet18"
 
 
 def _env() -> dict[str, str]:
@@ -73,36 +69,6 @@ def test_gpu_recipe_without_a_gpu_ends_in_one_line_with_the_cpu_overrides(extra,
     assert width in line and "experiments/README.md, 'On a laptop'" in line
     assert ("--trainer.limit_train_batches=5" in line) is not bool(extra)  # fast_dev_run: 1 step
     assert not list(tmp_path.rglob("*"))  # nothing built, nothing written
-
-
-def test_stand_in_route_runs_torch_uncertainty_recipe_and_labels_the_run(tmp_path):
-    # TorchUncertainty's own recipe, read as every TorchUncertainty-recipe test reads it (skipped,
-    # with the reason, only where neither its clone nor ../shared's copy is on the machine).
-    recipe = _tu_recipe(TU_PACKED, tmp_path)
-    written = _run([str(BIN / "signorm-standin-data"), "standin"], tmp_path)
-    assert written.returncode == 0, written.stderr
-    assert " ".join(SMOKE_TEST_OVERRIDES) in written.stdout
-    before = recipe.read_text()
-    result = _run(
-        [
-            str(BIN / "torch-uncertainty"),
-            "fit",
-            "--config",
-            "packed.yaml",
-            "--data",
-            "CIFAR10DataModule",
-            "--data.init_args.root=standin",
-            *SMOKE_TEST_OVERRIDES,
-            "--routine.init_args.model.init_args.width_multiplier=0.25",
-        ],
-        tmp_path,
-    )
-    assert result.returncode == 0, result.stderr[-3000:]
-    assert "STAND-IN DATA: standin holds 11 files of stand-in data" in result.stderr
-    assert "STAND-IN DATA: the results above are on standin" in result.stdout
-    (label,) = tmp_path.glob(f"logs/*/*/version_0/{RUN_LABEL}")
-    assert "NOT the real data sets" in label.read_text()
-    assert recipe.read_text() == before  # the recipe, unmodified
 
 
 def test_the_md5_check_accepts_only_unchanged_listed_files(tmp_path):

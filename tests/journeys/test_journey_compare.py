@@ -1,9 +1,9 @@
 """signorm-compare as a user runs it: every method trained through the command, one table.
 
 The README's two main jobs, as printed, at a reduced budget (the digits one at two seeds:
-intervals, cost ratios, the learned check, a rerun that reuses the runs), and a TorchUncertainty
-recipe, unmodified, beside the σN-Ens row on stand-in CIFAR files (rows present, marked
-stand-in).
+intervals, cost ratios, the learned check, runs fitted but not tested completed by testing
+them, a rerun that reuses the runs), and a TorchUncertainty recipe, unmodified, beside the
+σN-Ens row on stand-in CIFAR files (rows present, marked stand-in).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from test_tu_format_recipes import _tu_recipe
 
-from torch_uncertainty_signorm.datamodules.stand_in_data import SMOKE_TEST_OVERRIDES
+from torch_uncertainty_signorm.datamodules.stand_in_data import RUN_LABEL, SMOKE_TEST_OVERRIDES
 
 ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
@@ -61,13 +61,26 @@ def _compare(args: list[str], cwd: Path) -> subprocess.CompletedProcess:
 
 @pytest.mark.slow
 def test_the_digits_main_job_at_two_seeds_prints_one_table_with_intervals_and_costs(tmp_path):
+    """First a call at seed 0 whose runs fit but do not test (the state a stop during the
+    post-fit test leaves): the main job then tests each of those fits' best checkpoint in its own
+    folder instead of training it again, trains seed 1, and prints the table."""
     job = readme_job("main job")
     assert "--methods" in job and "single" in job  # the model σN-Ens wraps
-    args = [arg.replace("experiments/", f"{ROOT}/experiments/") for arg in job]
-    args += ["--seeds", "0", "1", "--out", "runs", "--", *SMOKE]
+    job = [arg.replace("experiments/", f"{ROOT}/experiments/") for arg in job] + ["--out", "runs"]
+    first = _compare([*job, "--seeds", "0", "--", *SMOKE, "--eval_after_fit=false"], tmp_path)
+    assert first.returncode != 0, first.stdout[-2000:]  # no run tested: no table
+    folders = sorted((tmp_path / "runs").glob("*/seed_0/version_*"))
+    assert [f.name for f in folders] == ["version_0", "version_0"], folders
+    checkpoints = {p: p.stat().st_mtime_ns for f in folders for p in f.glob("checkpoints/*.ckpt")}
+    assert checkpoints and not any((f / "results.csv").exists() for f in folders)
+
+    args = [*job, "--seeds", "0", "1", "--", *SMOKE]
     done = _compare(args, tmp_path)
     assert done.returncode == 0, done.stderr[-3000:]
     out = done.stdout
+    assert out.count("testing the fit's best checkpoint") == 2, out[-3000:]
+    assert sorted((tmp_path / "runs").glob("*/seed_0/version_*")) == folders  # no new version
+    assert {p: p.stat().st_mtime_ns for p in checkpoints} == checkpoints  # not trained again
     assert "[compare 4/4] Single, seed 1" in out  # interleaved: both methods at seed 0 first
     assert out.index("[compare 2/4] Single, seed 0") < out.index("[compare 3/4] σN-Ens, seed 1")
     # The paired differences carry a t interval over the two seeds, each with its verdict.
@@ -125,12 +138,14 @@ def test_the_tweets_main_job_prints_signorm_beside_the_minilm_it_wraps(tmp_path)
 @pytest.mark.slow
 def test_an_unmodified_torchuncertainty_recipe_is_a_row_beside_signorm_on_stand_in_data(tmp_path):
     packed = _tu_recipe("experiments/classification/cifar10/configs/resnet18/packed.yaml", tmp_path)
-    subprocess.run(
+    written = subprocess.run(
         [str(BIN / "signorm-standin-data"), "standin"],
         cwd=tmp_path,
         check=True,
         capture_output=True,
+        text=True,
     )
+    assert " ".join(SMOKE_TEST_OVERRIDES) in written.stdout  # what to add to a recipe
     signorm = ROOT / "experiments/torch_uncertainty/classification/cifar10/configs/resnet18"
     overrides = [*SMOKE_TEST_OVERRIDES, "--data.init_args.root=standin"]
     (tmp_path / "cifar.yaml").write_text(
@@ -147,6 +162,11 @@ def test_an_unmodified_torchuncertainty_recipe_is_a_row_beside_signorm_on_stand_
     done = _compare(["--config", "cifar.yaml", "--out", "runs", "--", *overrides], tmp_path)
     assert done.returncode == 0, done.stderr[-3000:]
     assert "STAND-IN DATA (random pixels) in the runs of σN-Ens, Packed" in done.stdout
+    # Each run says so on its console and in its folder (the runs' output passes through).
+    assert "STAND-IN DATA: standin holds 11 files of stand-in data" in done.stderr
+    assert "STAND-IN DATA: the results above are on standin" in done.stdout
+    (label,) = (tmp_path / "runs" / "packed" / "seed_0").glob(f"version_*/{RUN_LABEL}")
+    assert "NOT the real data sets" in label.read_text()
     assert any(
         line.startswith("Packed (TorchUncertainty's recipe)") and "OOD AUROC" in line
         for line in done.stdout.splitlines()
@@ -155,24 +175,3 @@ def test_an_unmodified_torchuncertainty_recipe_is_a_row_beside_signorm_on_stand_
     with (run / "results.csv").open() as file:
         assert "ood/AUROC" in next(csv.reader(file))  # the same metrics as the σN-Ens row
     assert packed.read_text() == before
-
-
-def test_a_run_stopped_before_its_test_is_tested_by_the_next_comparison_not_trained(tmp_path):
-    """A first comparison whose runs fit but do not test (the state a stop during the post-fit
-    test leaves); the same command again tests each fit's best checkpoint in its own folder."""
-    args = ["--config", "experiments/compare/digits.yaml", "--methods", "single", "--seeds", "0"]
-    args += ["--out", str(tmp_path / "out")]
-    first = _compare([*args, "--", *SMOKE, "--eval_after_fit=false"], ROOT)
-    assert first.returncode != 0, first.stdout[-2000:]  # no run tested: no table
-    folders = sorted((tmp_path / "out").glob("*/seed_0/version_*"))
-    assert [f.name for f in folders] == ["version_0", "version_0"], folders
-    checkpoints = {p: p.stat().st_mtime_ns for f in folders for p in f.glob("checkpoints/*.ckpt")}
-    assert checkpoints and not any((f / "results.csv").exists() for f in folders)
-
-    again = _compare([*args, "--", *SMOKE], ROOT)
-    assert again.returncode == 0, again.stderr[-3000:]
-    assert again.stdout.count("testing the fit's best checkpoint") == 2, again.stdout[-3000:]
-    assert sorted((tmp_path / "out").glob("*/seed_0/version_*")) == folders  # no new version
-    assert {p: p.stat().st_mtime_ns for p in checkpoints} == checkpoints  # not trained again
-    assert all((f / "results.csv").is_file() for f in folders)
-    assert "Single" in again.stdout and "σN-Ens − method" in again.stdout
