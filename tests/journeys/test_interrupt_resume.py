@@ -95,35 +95,41 @@ def _assert_same_run(run_dir: Path, reference: Path) -> None:
     assert (run_dir / "results.csv").read_text() == (reference / "results.csv").read_text()
 
 
-#: Where SIGTERM lands (2 epochs of 4 batches, validation of 2 batches after each epoch):
-#: ``(hook, epoch, batch, global step saved, signal, exit status)``. One point in training
-#: (SIGTERM, as a scheduler sends) and one in validation (Ctrl-C) through the command; the last
-#: batch, between epochs and the rest of the matrix run in-process
+#: Where the run is stopped (2 epochs of 4 batches, validation of 2 batches after each epoch):
+#: ``(hook, epoch, batch, global step saved, signal, exit status)``, in the order one run meets
+#: them. One point in training (SIGTERM, as a scheduler sends) and one in validation (Ctrl-C);
+#: the last batch, between epochs and the rest of the matrix run in-process
 #: (tests/callbacks/test_exact_resume.py).
-POINTS = {
-    "mid-epoch": ("on_train_batch_end", 0, 1, 2, "SIGTERM", 143),
-    "during-validation-ctrl-c": ("on_validation_batch_end", 1, 0, 8, "SIGINT", 130),
-}
+STOPS = (
+    ("on_train_batch_end", 0, 1, 2, "SIGTERM", 143),
+    ("on_validation_batch_end", 1, 0, 8, "SIGINT", 130),
+)
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("point", POINTS, ids=list(POINTS))
-def test_a_stop_then_resume_equals_the_uninterrupted_run(
-    cifar_root, env, reference, tmp_path, point
+def test_a_run_stopped_twice_then_resumed_equals_the_uninterrupted_run(
+    cifar_root, env, reference, tmp_path
 ):
-    hook, epoch, batch, step, signal_name, status = POINTS[point]
-    result = run_command(
-        [*_args(cifar_root), _interrupt(hook, batch, signal_name, epoch)], cwd=tmp_path, env=env
-    )
-    assert result.returncode == status, result.stderr[-3000:]
+    """SIGTERM mid-epoch; the resumed run stopped again by Ctrl-C during the second epoch's
+    validation (its checkpoint replacing the one it resumed from); resumed again to the end:
+    the same weights, counters and results as the run never stopped, in one version folder."""
     checkpoint = tmp_path / RUN_DIR / "checkpoints" / "interrupted.ckpt"
-    assert checkpoint.is_file()
-    assert f"checkpoint {checkpoint.relative_to(tmp_path)}" in result.stderr
-    resume = re.search(r"Resume with: (.*)", result.stderr).group(1)
-    assert resume.endswith(f"--ckpt_path {checkpoint.relative_to(tmp_path)}")
-    assert torch.load(checkpoint, weights_only=True)["global_step"] == step
+    resume = []
+    for hook, epoch, batch, step, signal_name, status in STOPS:
+        result = run_command(
+            [*_args(cifar_root), *resume, _interrupt(hook, batch, signal_name, epoch)],
+            cwd=tmp_path,
+            env=env,
+        )
+        assert result.returncode == status, result.stderr[-3000:]
+        assert checkpoint.is_file()
+        assert f"checkpoint {checkpoint.relative_to(tmp_path)}" in result.stderr
+        command = re.search(r"Resume with: (.*)", result.stderr).group(1)
+        assert command.endswith(f"--ckpt_path {checkpoint.relative_to(tmp_path)}")
+        assert torch.load(checkpoint, weights_only=True)["global_step"] == step
+        resume = ["--ckpt_path", checkpoint]
 
-    result = run_command([*_args(cifar_root), "--ckpt_path", checkpoint], cwd=tmp_path, env=env)
+    result = run_command([*_args(cifar_root), *resume], cwd=tmp_path, env=env)
     assert result.returncode == 0, result.stderr[-3000:]
     assert sorted(p.name for p in (tmp_path / "logs/signorm").iterdir()) == ["version_0"]
     assert not checkpoint.exists()  # the resumed run completed: it removed its checkpoint
