@@ -1,4 +1,4 @@
-"""A GPU recipe on a machine without a GPU, and CIFAR recipes smoke-tested on stand-in data.
+"""A GPU recipe on a machine without a GPU, and the stand-in CIFAR files' integrity check.
 
 ``torch-uncertainty``, in a subprocess as a user runs it, stops a GPU recipe with one line naming
 the CPU overrides; the stand-ins ``signorm-standin-data DIR`` writes pass torchvision's md5 check

@@ -28,15 +28,6 @@ from torch_uncertainty_signorm.signorm.optim import (
 
 ROOT = Path(__file__).parents[1]
 PAGE = ROOT / "docs" / "settings.md"
-#: The CIFAR σN-Ens fine-tune recipes (experiments/<name>_signorm_finetune.yaml), Adam CNNs.
-CIFAR_FINE_TUNES = (
-    "resnet18_c10",
-    "resnet18_c100",
-    "resnet50_c10",
-    "resnet50_c100",
-    "wrn_c10",
-    "wrn_c100",
-)
 TEXT = PAGE.read_text()
 
 MODEL = inspect.signature(signorm_ensemble).parameters
@@ -130,8 +121,18 @@ def test_the_defaults_table_states_the_codes_defaults():
     assert not is_adaptive(torch.optim.SGD(parameter, lr=0.1))
 
 
+#: The packaged σN-Ens fine-tune recipes (experiments/<name>.yaml) by the "at a glance" column
+#: that speaks for them: the Adam CNNs (digits' EfficientNet-Lite0, the six CIFAR ones) and the
+#: transformer.
 FINE_TUNE_RECIPES = {
-    2: ["digits_lite0_signorm", *(f"{n}_signorm_finetune" for n in CIFAR_FINE_TUNES)],
+    2: [
+        "digits_lite0_signorm",
+        *(
+            f"{net}_{data}_signorm_finetune"
+            for net in ("resnet18", "resnet50", "wrn")
+            for data in ("c10", "c100")
+        ),
+    ],
     3: ["tweets_minilm_signorm"],
 }
 
@@ -140,6 +141,8 @@ def test_the_at_a_glance_fine_tune_columns_give_the_recipes_lambda_and_clipping(
     """The CNN and transformer columns of "at a glance" state the λ and the clipping that the
     packaged σN-Ens fine-tune recipes set: the guide and the recipes say the same thing."""
     rows = {row[0]: row for row in _table("| | from scratch (SGD) |")}
+    cifar = {p.stem for p in (ROOT / "experiments").glob("*_signorm_finetune.yaml")}
+    assert cifar == set(FINE_TUNE_RECIPES[2][1:])  # a new fine-tune recipe is checked too
     for column, recipes in FINE_TUNE_RECIPES.items():
         for name in recipes:
             config = yaml.safe_load((ROOT / "experiments" / f"{name}.yaml").read_text())
