@@ -6,7 +6,8 @@ and of testing (compared between methods as ratios, measured in one comparison),
 steps taken, the class counts of the training batches seen and of the in-distribution test set
 (from which the class-frequency baseline, majority-class accuracy and prior NLL, follows), and
 the run's provenance: the package's commit when it runs from a git checkout, the versions of
-the libraries that decide the numbers, Python and the device. The record written when ``fit``
+the libraries that decide the numbers, Python and the device, and the training step of the
+checkpoint its test evaluated (``tested_step``). The record written when ``fit``
 ends names the checkpoint a test after it would evaluate (``best_checkpoint``), so that a run
 stopped during that test can be tested later into the same folder, where the record keeps the
 fit's fields.
@@ -128,6 +129,19 @@ def _fitted_record(log_dir: Path) -> dict[str, Any] | None:
     return record
 
 
+def _checkpoint_step(ckpt_path: str | Path | None, current: int) -> int | None:
+    """The training step of the weights a test evaluates: the ``global_step`` saved in the
+    checkpoint file it loaded (memory-mapped: only the small records are read), or ``current``
+    when it tests the weights in memory; ``None`` when the file holds none."""
+    if not ckpt_path:
+        return int(current)
+    if not Path(ckpt_path).is_file():
+        return None
+    checkpoint = torch.load(ckpt_path, map_location="cpu", weights_only=True, mmap=True)
+    step = checkpoint.get("global_step") if isinstance(checkpoint, dict) else None
+    return step if type(step) is int else None
+
+
 def _device(pl_module: LightningModule) -> str:
     device = pl_module.device
     if device.type == "cuda":
@@ -161,6 +175,7 @@ class RunRecordCallback(Callback):
         self.test_counts: Counter[int] = Counter()
         self.test_seconds: float | None = None
         self.best_checkpoint: str | None = None
+        self.tested_step: int | None = None
         self._started: float | None = None
         self._fitted = False  # whether this process ran a fit to its end
 
@@ -200,6 +215,7 @@ class RunRecordCallback(Callback):
 
     def on_test_start(self, trainer: Trainer, pl_module: LightningModule) -> None:
         self.test_counts = Counter()
+        self.tested_step = _checkpoint_step(trainer.ckpt_path, trainer.global_step)
         self._test_started = time.perf_counter()
 
     def on_test_batch_end(
@@ -230,6 +246,7 @@ class RunRecordCallback(Callback):
             "train_class_counts": {str(k): v for k, v in sorted(self.train_counts.items())},
             "test_class_counts": {str(k): v for k, v in sorted(self.test_counts.items())},
             "best_checkpoint": self.best_checkpoint,
+            "tested_step": self.tested_step,
             "provenance": provenance(_device(pl_module)),
         }
         if (fitted := self._fit_of_this_folder(trainer)) is not None:

@@ -72,6 +72,8 @@ CALLBACK = "torch_uncertainty_signorm.callbacks.RunRecordCallback"
 #: Options the comparison sets on every run itself: given again, one of them would be dropped.
 RESERVED_OPTIONS = ("--seed_everything", "--trainer.logger", "--ckpt_path")
 _METHOD_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
+#: The members' diversity that the summary prints (results.csv key).
+SIGNORM_COS = "test/div/signorm_cos"
 _MEMBER_ACC = re.compile(r"test/member_(\d+)/Acc")
 
 
@@ -440,6 +442,7 @@ def tables(comparison: Comparison, runs: Mapping[str, MethodRuns], seeds: Sequen
         body.append([r.label, *cells])
     lines.append(f"Test metrics, mean ± sd over seeds {list(seeds)}:")
     lines.append(format_table(["Method", *(m[1] for m in metrics)], body))
+    lines.extend(_member_diversity(runs, seeds))
     body = []
     for name, r in runs.items():
         if name == comparison.reference:
@@ -502,6 +505,7 @@ def tables(comparison: Comparison, runs: Mapping[str, MethodRuns], seeds: Sequen
         for s in seeds:
             ok, text = learned(r.metrics[s], r.records[s])
             majority, prior = class_frequency_baseline(r.records[s])
+            tested = r.records[s].get("tested_step")
             body.append(
                 [
                     r.label,
@@ -510,6 +514,7 @@ def tables(comparison: Comparison, runs: Mapping[str, MethodRuns], seeds: Sequen
                     text,
                     f"{100 * majority:.1f}",
                     f"{prior:.3f}",
+                    "-" if tested is None else f"{tested} of {r.records[s]['optimizer_steps']}",
                 ]
             )
             if not ok:
@@ -528,9 +533,10 @@ def tables(comparison: Comparison, runs: Mapping[str, MethodRuns], seeds: Sequen
                 "Run − class frequencies",
                 "Majority acc (%)",
                 "Prior NLL",
+                "Tested step",
             ],
             body,
-            align="lrllrr",
+            align="lrllrrr",
         )
     )
     if failed:
@@ -539,6 +545,22 @@ def tables(comparison: Comparison, runs: Mapping[str, MethodRuns], seeds: Sequen
             "model; raise the budget before reading the tables above."
         )
     return "\n".join(lines) + "\n"
+
+
+def _member_diversity(runs: Mapping[str, MethodRuns], seeds: Sequence[int]) -> list[str]:
+    """A line per method whose runs report σNorm-cos: the members' mean pairwise cosine of
+    feature importances, per seed (1: the members are one model)."""
+    lines = []
+    for r in runs.values():
+        values = [r.metrics[s].get(SIGNORM_COS) for s in seeds]
+        if any(v is None for v in values):
+            continue
+        per_seed = ", ".join(f"{v:.3f}" for v in values)
+        lines.append(
+            f"{r.label}'s members, σNorm-cos (1 = one model; lower = further apart), per seed: "
+            f"{per_seed}"
+        )
+    return lines
 
 
 def _sd(r: MethodRuns, key: str, seeds: Sequence[int]) -> float:
