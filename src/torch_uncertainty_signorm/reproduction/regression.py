@@ -9,7 +9,12 @@ such as ``method=sigmaN-Ens arch=WRN-28-10`` are accepted) or a reference CSV's
 
 Every metric the expected row holds is checked: ``|ours - expected| <= tolerance``, with
 tolerances in the table's units (percentage points for Acc, ECE, AUROC ...), except MAdds whose
-tolerance is relative (a fraction of the expected value; ``--tol MAdds=5%``). A metric that our
+tolerance is relative (a fraction of the expected value; ``--tol MAdds=5%``). Where the expected
+row carries its spread (a reference row of ``runs >= 2`` seeds with ``<metric>_std``), a metric's
+tolerance is the half-width of the prediction interval for our row around it
+(:func:`spread_tolerance`: a correct run, a draw like the reference's seeds, fails some metric with
+probability at most ``1 - --level``); elsewhere it is :data:`DEFAULT_TOLERANCES`'s, and ``--tol``
+overrides either. The report names each tolerance's origin. A metric that our
 row lacks, or holds as NaN or infinity, fails and is named as such; only ``--exclude METRIC``
 (or ``--metrics``, the metrics to check) leaves one out, and the report lists it. A published
 value the table's sidecar lists as an erratum (e.g. the CIFAR-10 Params of σN-Ens and
@@ -40,6 +45,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from scipy import stats
+
 from .published import load_table, same_key
 from .results_table import (
     DIVERSITY_COLUMNS,
@@ -53,6 +60,7 @@ from .runs import Run, find_runs, merge_evaluations, result_rows
 from .tables import format_table
 
 __all__ = [
+    "DEFAULT_LEVEL",
     "DEFAULT_TOLERANCES",
     "MAX_RELATIVE_TOLERANCE",
     "MAX_TOLERANCE",
@@ -63,6 +71,7 @@ __all__ = [
     "compare_rows",
     "format_report",
     "main",
+    "spread_tolerance",
 ]
 
 #: Default absolute tolerances, in the paper's units: percentage points for Acc, ECE, aECE,
@@ -99,6 +108,8 @@ RELATIVE_TOLERANCES: dict[str, float] = {"MAdds": 0.02}
 #: The widest tolerances accepted: an absolute one of a whole percentage scale, a relative one
 #: of the expected value itself. Wider passes any value: a check that checks nothing.
 MAX_TOLERANCE, MAX_RELATIVE_TOLERANCE = 100.0, 1.0
+#: The family-wise level of the tolerances derived from a reference row's spread.
+DEFAULT_LEVEL = 0.99
 #: Columns of a results row that describe the runs rather than measure them.
 _RUN_COLUMNS = frozenset(
     {"runs", "seeds", "max_epochs", "max_steps", "limit_train_batches", "trained_steps"}
@@ -111,10 +122,11 @@ _BUDGET_KEYS = ("max_epochs", "max_steps", "limit_train_batches", "trained_steps
 class Comparison:
     """One metric: our value, the expected one, the tolerance and the verdict.
 
-    ``relative`` tolerances are fractions of ``|expected|``; ``note`` labels the expected value
-    (``"erratum"`` when it corrects the published one). ``problem`` says why our value cannot
-    be compared (``"missing from the run"``, ``"NaN in the run"``, ...): such a metric fails.
-    An ``excluded`` metric was left out on request: it neither passes nor fails.
+    ``relative`` tolerances are fractions of ``|expected|``; ``origin`` says where the tolerance
+    comes from (``"default"``, ``"--tol"``, or the reference's spread); ``note`` labels the
+    expected value (``"erratum"`` when it corrects the published one). ``problem`` says why our
+    value cannot be compared (``"missing from the run"``, ``"NaN in the run"``, ...): such a
+    metric fails. An ``excluded`` metric was left out on request: it neither passes nor fails.
     """
 
     metric: str
@@ -125,6 +137,7 @@ class Comparison:
     note: str = ""
     problem: str = ""
     excluded: bool = False
+    origin: str = "default"
 
     @property
     def delta(self) -> float:
@@ -170,6 +183,58 @@ def _problem(value: Any) -> str:
     return ""
 
 
+def spread_tolerance(
+    std: float, reference_runs: int, our_runs: int = 1, metrics: int = 1, level: float = 0.99
+) -> float:
+    """Half-width of the prediction interval for the mean of ``our_runs`` new runs around the
+    mean of ``reference_runs`` seeds whose sample standard deviation is ``std``:
+    ``t · std · √(1/our_runs + 1/reference_runs)``, with Student's t quantile on
+    ``reference_runs − 1`` degrees of freedom at ``1 − α / (2 · metrics)``, ``α = 1 − level``
+    (Bonferroni over the ``metrics`` checked): if the seeds' metrics are roughly normal, a run
+    like the reference's fails any of the ``metrics`` with probability at most ``α``.
+
+    Raises:
+        ValueError: If ``reference_runs < 2``, ``our_runs`` or ``metrics < 1``, ``std`` is
+            negative or not finite, or ``level`` is not in (0, 1).
+    """
+    if reference_runs < 2 or our_runs < 1 or metrics < 1:
+        raise ValueError(
+            f"a prediction interval needs >= 2 reference runs, >= 1 of ours and >= 1 metric, "
+            f"got {reference_runs}, {our_runs} and {metrics}."
+        )
+    if not (math.isfinite(std) and std >= 0):
+        raise ValueError(f"std must be a finite number >= 0, got {std!r}.")
+    if not 0 < level < 1:
+        raise ValueError(f"level must be in (0, 1), e.g. 0.99, got {level!r}.")
+    quantile = stats.t.ppf(1 - (1 - level) / (2 * metrics), reference_runs - 1)
+    return float(quantile * std * math.sqrt(1 / our_runs + 1 / reference_runs))
+
+
+def spread_tolerances(
+    expected: Mapping[str, Any], our_runs: int, level: float, skip: Sequence[str] = ()
+) -> tuple[dict[str, float], str]:
+    """:func:`spread_tolerance` of every metric whose spread ``expected`` carries (``runs >= 2``,
+    a ``<metric>_std`` above 0; a metric that does not vary with the seed, such as Params, keeps
+    its default), but those in ``skip``; and their origin, e.g. ``"99% PI, 10 seeds"``."""
+    runs = expected.get("runs")
+    if not isinstance(runs, (int, float)) or isinstance(runs, bool) or runs < 2:
+        return {}, ""
+    spread = {
+        name: float(expected[f"{name}_std"])
+        for name, value in expected.items()
+        if _is_metric(name, value)
+        and name not in skip
+        and isinstance(expected.get(f"{name}_std"), (int, float))
+        and math.isfinite(float(expected[f"{name}_std"]))
+        and float(expected[f"{name}_std"]) > 0
+    }
+    tolerances = {
+        name: spread_tolerance(std, int(runs), our_runs, len(spread), level)
+        for name, std in spread.items()
+    }
+    return tolerances, f"{level * 100:g}% PI, {int(runs)} seeds"
+
+
 def compare_rows(
     ours: Mapping[str, Any],
     expected: Mapping[str, Any],
@@ -179,6 +244,8 @@ def compare_rows(
     notes: Mapping[str, str] | None = None,
     exclude: Sequence[str] = (),
     problems: Mapping[str, str] | None = None,
+    derived: Mapping[str, float] | None = None,
+    derived_origin: str = "spread",
 ) -> list[Comparison]:
     """Compare every metric the expected row holds (or only ``metrics``), each under its
     tolerance.
@@ -188,7 +255,9 @@ def compare_rows(
     ``exclude`` leaves metrics out (reported as excluded). ``tolerances`` (absolute) and
     ``relative_tolerances`` (fractions of the expected value) override
     :data:`DEFAULT_TOLERANCES` and :data:`RELATIVE_TOLERANCES` per metric, the last given kind
-    winning; a metric with no tolerance is compared exactly. ``notes`` label expected values
+    winning; ``derived`` tolerances (from the expected row's spread, :func:`spread_tolerances`)
+    stand between the two, labelled ``derived_origin``; a metric with no tolerance is compared
+    exactly. ``notes`` label expected values
     (e.g. ``{"Params": "erratum"}``). Expected values that are NaN (not reported) are not
     metrics of the row.
 
@@ -199,8 +268,13 @@ def compare_rows(
             no metric.
     """
     tolerances, relative = dict(tolerances or {}), dict(relative_tolerances or {})
-    absolute = {k: v for k, v in DEFAULT_TOLERANCES.items() if k not in relative} | tolerances
-    relative = {k: v for k, v in RELATIVE_TOLERANCES.items() if k not in tolerances} | relative
+    given = set(tolerances) | set(relative)
+    derived = {k: v for k, v in (derived or {}).items() if k not in given}
+    origins = dict.fromkeys(derived, derived_origin) | dict.fromkeys(given, "--tol")
+    absolute = {k: v for k, v in DEFAULT_TOLERANCES.items() if k not in relative} | derived
+    relative = {k: v for k, v in RELATIVE_TOLERANCES.items() if k not in absolute} | relative
+    absolute |= tolerances
+    relative = {k: v for k, v in relative.items() if k not in tolerances}
     if negative := {k: v for k, v in (absolute | relative).items() if not v >= 0}:
         raise ValueError(f"tolerances must be >= 0, got {negative}.")
     for kind, values, bound in (
@@ -254,6 +328,7 @@ def compare_rows(
                 notes.get(name, ""),
                 problems.get(name) or _problem(value),
                 name in exclude,
+                origins.get(name, "default"),
             )
         )
     return comparisons
@@ -273,12 +348,15 @@ def format_report(comparisons: Sequence[Comparison], context: Sequence[str] = ()
             f"{c.expected:.4g}",
             "--" if c.problem or c.ours is None else f"{c.delta:+.4g}",
             f"{c.tolerance * 100:g}%" if c.relative else f"{c.tolerance:.4g}",
+            c.origin,
             c.verdict + (f"  ({c.note})" if c.note else ""),
         ]
         for c in comparisons
     ]
     table = format_table(
-        ["metric", "ours", "expected", "delta", "tol", "verdict"], body, align="lrrrrl"
+        ["metric", "ours", "expected", "delta", "tol", "tol from", "verdict"],
+        body,
+        align="lrrrrll",
     )
     checked = [c for c in comparisons if not c.excluded]
     failed = [c for c in checked if not c.ok]
@@ -473,6 +551,26 @@ def _shorter(ours: Mapping[str, Any], expected: Mapping[str, Any] | None) -> boo
     return False
 
 
+def _runs_text(row: Mapping[str, Any]) -> str:
+    runs = int(row.get("runs") or 1)
+    return "one new run" if runs == 1 else f"the mean of {runs} new runs"
+
+
+def _budget_differs(ours: Mapping[str, Any], expected: Mapping[str, Any] | None) -> str:
+    """Why our budget is not a reference row's (a reference is the recipe as shipped: another
+    number of epochs or steps is another experiment, whatever its metrics), or ``""``."""
+    if not expected:
+        return ""
+    for key in ("max_epochs", "max_steps", "limit_train_batches"):
+        if key in expected and key in ours and ours[key] != expected[key]:
+            return (
+                f"our runs trained with {key}={ours[key]}, the reference row with "
+                f"{key}={expected[key]}: a check of another budget (run the reference's recipe "
+                f"as it is, or build a reference row for this budget)"
+            )
+    return ""
+
+
 def _seed_count(row: Mapping[str, Any]) -> int:
     """Distinct seeds of a row (an unknown seed counts as its own); ``runs`` without seeds."""
     seeds = str(row.get("seeds", "")).split()
@@ -550,6 +648,14 @@ def _parser() -> argparse.ArgumentParser:
         "so in the report",
     )
     parser.add_argument(
+        "--level",
+        type=float,
+        default=DEFAULT_LEVEL,
+        help="the family-wise level of the tolerances derived from a reference row's spread "
+        f"(default {DEFAULT_LEVEL:g}: a correct run fails some metric with probability at most "
+        f"{1 - DEFAULT_LEVEL:.2g})",
+    )
+    parser.add_argument(
         "--min-seeds",
         type=int,
         default=1,
@@ -574,10 +680,31 @@ def _check(args: argparse.Namespace) -> tuple[str, bool]:
             [t.removesuffix("%") for t in args.tol if t.endswith("%")], "--tol", float
         ).items()
     }
+    if not 0 < args.level < 1:
+        raise ValueError(f"--level must be in (0, 1), e.g. 0.99, got {args.level:g}.")
     expected, notes, described, budget = _load_expected(args)
     ours = _load_ours(args.results, args.row, args.select, args.allow_unknown_settings)
+    checked = [
+        name
+        for name in (args.metrics or expected)
+        if name not in args.exclude and name not in tolerances and name not in relative
+    ]
+    derived, origin = spread_tolerances(
+        {k: v for k, v in expected.items() if not _is_metric(k, v) or k in checked},
+        int(ours.row.get("runs") or 1),
+        args.level,
+    )
     comparisons = compare_rows(
-        ours.row, expected, tolerances, args.metrics, relative, notes, args.exclude, ours.problems
+        ours.row,
+        expected,
+        tolerances,
+        args.metrics,
+        relative,
+        notes,
+        args.exclude,
+        ours.problems,
+        derived,
+        origin,
     )
     seeds = _seed_count(ours.row)
     our_budget = {k: ours.row[k] for k in _BUDGET_KEYS if k in ours.row}
@@ -603,12 +730,21 @@ def _check(args: argparse.Namespace) -> tuple[str, bool]:
             f"not compared (empty in the reference row, present in ours): "
             f"{', '.join(empty)}; give the reference a value or pass --metrics"
         )
-    if _shorter(ours.row, budget):
+    if derived:
+        context.append(
+            f"tolerances from the reference's spread: the {origin.split(',')[0]} prediction "
+            f"interval for {_runs_text(ours.row)} around the mean of its "
+            f"{origin.split(', ')[1]} (Bonferroni over {len(derived)} metrics)"
+        )
+    budget_differs = args.reference and _budget_differs(ours.row, budget)
+    if budget_differs:
+        context.append(f"FAIL: {budget_differs}")
+    elif _shorter(ours.row, budget):
         context.append(
             "warning: our runs trained on a smaller budget than the expected row's: "
             "a smoke test, not a reproduction"
         )
-    passed = all(c.ok for c in comparisons)
+    passed = all(c.ok for c in comparisons) and not budget_differs
     report = format_report(comparisons, context)
     if seeds < args.min_seeds:
         passed = False
