@@ -220,10 +220,10 @@ def _baseline(name: str) -> Callable:
         from torch_uncertainty_signorm import baselines
     except ImportError as error:
         raise MethodUnavailable(
-            f"torch_uncertainty_signorm.baselines not available ({error})"
+            f"signorm_lab.baselines not available ({error})"
         ) from error
     if not hasattr(baselines, name):
-        raise MethodUnavailable(f"torch_uncertainty_signorm.baselines has no {name}")
+        raise MethodUnavailable(f"signorm_lab.baselines has no {name}")
     return getattr(baselines, name)
 
 

@@ -14,5 +14,5 @@ Not installed with the package: run from the root of a source checkout, one comm
 * :mod:`.stats`: the intervals and tests behind every "better" in those studies.
 
 They read runs and write tables through the installed
-:mod:`torch_uncertainty_signorm.reproduction` (``runs``, ``results_table``, ``tables``).
+:mod:`signorm_lab.reproduction` (``runs``, ``results_table``, ``tables``).
 """

@@ -127,7 +127,7 @@ class AttributionRun:
             f"--trainer.logger.init_args.name={log_dir.parent.name}",
             f"--trainer.logger.init_args.version={log_dir.name}",
             *overrides,
-            "--trainer.callbacks+=torch_uncertainty_signorm.callbacks.TestPredictionWriter",
+            "--trainer.callbacks+=signorm_lab.callbacks.TestPredictionWriter",
             "--trainer.callbacks.dataloaders=[0]",
         ]
 
@@ -534,7 +534,7 @@ def _fmt(x: float, digits: int = 4) -> str:
 def write_artefacts(runs_dir: Path, out: Path) -> str:
     """Write ``checks.csv``, ``arms.csv``, ``differences.csv`` and ``verdicts.csv``; return a
     markdown summary of them."""
-    from torch_uncertainty_signorm.reproduction.tables import markdown_table
+    from signorm_lab.reproduction.tables import markdown_table
 
     result = analyse(runs_dir)
     for filename, rows in (

@@ -32,8 +32,8 @@ from torch_uncertainty.routines import ClassificationRoutine
 from torch_uncertainty.transforms import RepeatTarget
 from torch_uncertainty.utils import TUTrainer
 
-from torch_uncertainty_signorm.datamodules import DigitsDataModule
-from torch_uncertainty_signorm.reproduction.tables import format_table
+from signorm_lab.datamodules import DigitsDataModule
+from signorm_lab.reproduction.tables import format_table
 from torch_uncertainty_signorm.routines import SigmaNormClassificationRoutine
 from torch_uncertainty_signorm.signorm.ensemble import signorm_ensemble
 from torch_uncertainty_signorm.signorm.optim import signorm_param_groups

@@ -26,9 +26,9 @@ from scipy import stats
 from sklearn.metrics import roc_auc_score
 
 from torch_uncertainty_signorm.evaluation.diversity import mutual_information
-from torch_uncertainty_signorm.reproduction.results_table import write_rows
-from torch_uncertainty_signorm.reproduction.runs import Run, find_runs
-from torch_uncertainty_signorm.reproduction.tables import markdown_table
+from signorm_lab.reproduction.results_table import write_rows
+from signorm_lab.reproduction.runs import Run, find_runs
+from signorm_lab.reproduction.tables import markdown_table
 
 from . import digits_design as study
 from .figures import save_figure

@@ -40,7 +40,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from torch_uncertainty_signorm.reproduction.runs import RESULTS_FILENAME, SETTINGS_FILENAME
+from signorm_lab.reproduction.runs import RESULTS_FILENAME, SETTINGS_FILENAME
 
 from ._command import study_command, train_runs
 from .digits_design import (  # noqa: F401  (the design, also read from here)
@@ -151,7 +151,7 @@ class StudyRun:
             ]
         if self.saves_predictions:
             command += [
-                ("--trainer.callbacks+=torch_uncertainty_signorm.callbacks.TestPredictionWriter"),
+                ("--trainer.callbacks+=signorm_lab.callbacks.TestPredictionWriter"),
                 "--trainer.callbacks.dataloaders=[0, 1]",
             ]
         return command

@@ -21,7 +21,7 @@ One sub-command per artefact; each writes a CSV and a figure (PNG, and PDF with
   :class:`~torch_uncertainty_signorm.callbacks.MemberOwnershipCallback`'s figures.
 
 Runs are grouped by their settings (``settings.json`` or the saved ``config.yaml``; see
-:func:`~torch_uncertainty_signorm.reproduction.runs.read_settings`).
+:func:`~signorm_lab.reproduction.runs.read_settings`).
 """
 
 from __future__ import annotations
@@ -37,9 +37,9 @@ from typing import Any
 from matplotlib.figure import Figure
 from scipy import stats
 
-from torch_uncertainty_signorm.evaluation.eval_sets import SEVERITIES
-from torch_uncertainty_signorm.reproduction.results_table import mean_std, write_rows
-from torch_uncertainty_signorm.reproduction.runs import Run, find_runs, iter_groups
+from signorm_lab.evaluation.eval_sets import SEVERITIES
+from signorm_lab.reproduction.results_table import mean_std, write_rows
+from signorm_lab.reproduction.runs import Run, find_runs, iter_groups
 
 from .stats import spearman_p
 

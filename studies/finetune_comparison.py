@@ -35,7 +35,7 @@ from pathlib import Path
 
 import yaml
 
-from torch_uncertainty_signorm.reproduction.paired import equivalence_test
+from signorm_lab.reproduction.paired import equivalence_test
 
 from .stats import holm_levels, paired_difference
 

@@ -27,7 +27,7 @@ from collections.abc import Sequence
 import torch
 
 from torch_uncertainty_signorm.evaluation.diversity import pairwise_cosine
-from torch_uncertainty_signorm.reproduction.tables import format_table
+from signorm_lab.reproduction.tables import format_table
 from torch_uncertainty_signorm.signorm.regularization import sharing_penalty
 
 __all__ = ["equilibrium_cosines", "equilibrium_grid", "equilibrium_table", "main"]

@@ -24,7 +24,7 @@ from collections.abc import Sequence
 import numpy as np
 from scipy import stats
 
-from torch_uncertainty_signorm.reproduction.paired import mean_interval
+from signorm_lab.reproduction.paired import mean_interval
 
 __all__ = [
     "EXACT_UP_TO",

@@ -32,7 +32,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from torch_uncertainty_signorm.reproduction.runs import RESULTS_FILENAME, SETTINGS_FILENAME
+from signorm_lab.reproduction.runs import RESULTS_FILENAME, SETTINGS_FILENAME
 from torch_uncertainty_signorm.signorm.regularization import DEFAULT_DIVERSITY_STRENGTH, DEFAULT_TAU
 
 from . import compare
@@ -146,8 +146,8 @@ def run_digits_point(
     from safetensors.torch import save_file
     from torch_uncertainty.utils import TUTrainer
 
-    from torch_uncertainty_signorm.datamodules import DigitsDataModule
-    from torch_uncertainty_signorm.safety.files import follow_umask
+    from signorm_lab.datamodules import DigitsDataModule
+    from signorm_lab.safety.files import follow_umask
 
     log_dir = Path(log_dir)
     if (log_dir / RESULTS_FILENAME).is_file():

@@ -20,8 +20,8 @@ import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from torch_uncertainty_signorm.reproduction.runs import read_results
-from torch_uncertainty_signorm.reproduction.tables import format_table
+from signorm_lab.reproduction.runs import read_results
+from signorm_lab.reproduction.tables import format_table
 from torch_uncertainty_signorm.signorm.diversity_target import TARGET_TOLERANCE
 
 RECIPE = Path(__file__).resolve().parents[1] / "experiments" / "digits_signorm.yaml"

@@ -36,14 +36,14 @@ from scipy import stats
 from sklearn.metrics import roc_auc_score
 
 from torch_uncertainty_signorm.evaluation.diversity import mutual_information
-from torch_uncertainty_signorm.reproduction.results_table import write_rows
-from torch_uncertainty_signorm.reproduction.runs import (
+from signorm_lab.reproduction.results_table import write_rows
+from signorm_lab.reproduction.runs import (
     RESULTS_FILENAME,
     SETTINGS_FILENAME,
     Run,
     find_runs,
 )
-from torch_uncertainty_signorm.reproduction.tables import markdown_table
+from signorm_lab.reproduction.tables import markdown_table
 
 from ._command import study_command, train_runs
 from .digits_study import TRAJECTORY, write_trajectory
@@ -107,14 +107,14 @@ class StudyRun:
             ]
         if self.evaluate_shift:
             command += [
-                ("--trainer.callbacks+=torch_uncertainty_signorm.callbacks.TestPredictionWriter"),
+                ("--trainer.callbacks+=signorm_lab.callbacks.TestPredictionWriter"),
                 "--trainer.callbacks.dataloaders=[0, 1, 2]",
             ]
         else:
             command += [
                 "--data.init_args.eval_near_far_ood=false",
                 "--data.init_args.eval_shift_severities=false",
-                ("--trainer.callbacks+=torch_uncertainty_signorm.callbacks.TestPredictionWriter"),
+                ("--trainer.callbacks+=signorm_lab.callbacks.TestPredictionWriter"),
             ]
         return command
 
@@ -230,7 +230,7 @@ def _per_tweet(run_dirs: Sequence[Path]) -> dict[str, np.ndarray]:
 def write_artefacts(runs_dir: Path, out: Path) -> str:
     """The registered statistics of ``studies/results/tweets_study`` from the kept runs; returns
     ``summary.md``."""
-    from torch_uncertainty_signorm.datamodules import TweetsDataModule
+    from signorm_lab.datamodules import TweetsDataModule
 
     out.mkdir(parents=True, exist_ok=True)
     runs = find_runs([runs_dir])

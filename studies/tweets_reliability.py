@@ -25,8 +25,8 @@ from lightning.pytorch import seed_everything
 from torch import nn
 
 from torch_uncertainty_signorm import signorm_ensemble
-from torch_uncertainty_signorm.datamodules import TweetsDataModule
-from torch_uncertainty_signorm.models.packaged import minilm_classifier
+from signorm_lab.datamodules import TweetsDataModule
+from signorm_lab.models.packaged import minilm_classifier
 from torch_uncertainty_signorm.optim_recipes import WarmupCosineLR
 from torch_uncertainty_signorm.signorm.layers import SigmaNorm
 from torch_uncertainty_signorm.signorm.optim import signorm_param_groups

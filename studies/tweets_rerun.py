@@ -34,8 +34,8 @@ import torch
 from safetensors.torch import load_file
 
 from torch_uncertainty_signorm.evaluation.diversity import mutual_information
-from torch_uncertainty_signorm.reproduction.results_table import write_rows
-from torch_uncertainty_signorm.reproduction.tables import markdown_table
+from signorm_lab.reproduction.results_table import write_rows
+from signorm_lab.reproduction.tables import markdown_table
 
 from ._command import train_runs
 from .stats import correlation_ratio, mean_interval, paired_difference, spearman_p

@@ -23,7 +23,7 @@ import subprocess
 from importlib.metadata import version
 from pathlib import Path
 
-from torch_uncertainty_signorm.reproduction.tables import markdown_table
+from signorm_lab.reproduction.tables import markdown_table
 
 from ._command import train_runs
 from .tweets_controlled import StudyRun, record_run

@@ -4,7 +4,7 @@ Every run is the ``torch-uncertainty fit`` command on one of the ``experiments/t
 recipes, with the study's budget (:data:`BUDGET`) and the run's settings as command-line
 overrides, in its own folder ``runs/<run>/seed<S>/`` (TorchUncertainty's ``results.csv``, the
 ``config.yaml``, a ``settings.json`` and, from
-:class:`~torch_uncertainty_signorm.callbacks.TestPredictionWriter`, every test tweet's member
+:class:`~signorm_lab.callbacks.TestPredictionWriter`, every test tweet's member
 probabilities). Runs already present are kept; the tables and figures are drawn from the kept
 files alone (``--figures-only``)::
 
@@ -31,14 +31,14 @@ from safetensors.torch import load_file
 from sklearn.metrics import roc_auc_score
 
 from torch_uncertainty_signorm.evaluation.diversity import mutual_information
-from torch_uncertainty_signorm.reproduction.results_table import mean_std, paper_metrics, write_rows
-from torch_uncertainty_signorm.reproduction.runs import (
+from signorm_lab.reproduction.results_table import mean_std, paper_metrics, write_rows
+from signorm_lab.reproduction.runs import (
     RESULTS_FILENAME,
     SETTINGS_FILENAME,
     Run,
     find_runs,
 )
-from torch_uncertainty_signorm.reproduction.tables import markdown_table
+from signorm_lab.reproduction.tables import markdown_table
 
 from . import figures
 from ._command import study_command, train_runs
@@ -135,7 +135,7 @@ class StudyRun:
             f"--trainer.logger.init_args.save_dir={log_dir.parent.parent}",
             f"--trainer.logger.init_args.name={log_dir.parent.name}",
             f"--trainer.logger.init_args.version={log_dir.name}",
-            "--trainer.callbacks+=torch_uncertainty_signorm.callbacks.TestPredictionWriter",
+            "--trainer.callbacks+=signorm_lab.callbacks.TestPredictionWriter",
         ] + [
             f"{data}.{key}={self.budget[key]}"
             for key in (
@@ -198,7 +198,7 @@ def run_study(runs_dir: Path, jobs: int = 2, parts: Sequence[str] = ("methods", 
 
 def test_confidence(test_size: int = BUDGET["test_size"]) -> tuple[torch.Tensor, torch.Tensor]:
     """Annotator confidence and labels of the study's test tweets, in the test loader's order."""
-    from torch_uncertainty_signorm.datamodules import TweetsDataModule
+    from signorm_lab.datamodules import TweetsDataModule
 
     datamodule = TweetsDataModule(test_size=test_size, max_length=BUDGET["max_length"])
     datamodule.setup("test")

@@ -3,8 +3,8 @@
 import pytest
 from torch_uncertainty.datamodules import TUDataModule
 
-from torch_uncertainty_signorm.datamodules import DigitsDataModule
-from torch_uncertainty_signorm.datamodules._arguments_for import arguments_for
+from signorm_lab.datamodules import DigitsDataModule
+from signorm_lab.datamodules._arguments_for import arguments_for
 
 
 def test_exactly_the_targets_named_parameters_are_taken_and_overrides_win():

@@ -8,7 +8,7 @@ from fixtures.backbones import bert_inputs, randomize_norms, relative_error, tin
 from torch_uncertainty.methods import deep_ensembles
 
 from torch_uncertainty_signorm import signorm_ensemble
-from torch_uncertainty_signorm.models.backbones import SequenceClassifier, bert_classifier, timm_vit
+from signorm_lab.models.backbones import SequenceClassifier, bert_classifier, timm_vit
 
 M = 3
 
@@ -178,8 +178,8 @@ def test_wideresnet28_is_torch_uncertaintys_at_widen_10_and_narrows_for_a_laptop
     from torch_uncertainty.models.classification import wideresnet28x10
     from torch_uncertainty.models.classification.resnet.utils import ResNetStyle
 
-    from torch_uncertainty_signorm.models.backbones import wideresnet28
-    from torch_uncertainty_signorm.safety.allowlist import MODEL_CLASS_PATHS
+    from signorm_lab.models.backbones import wideresnet28
+    from signorm_lab.safety.allowlist import MODEL_CLASS_PATHS
 
     wide = wideresnet28(3, 100, style="CIFAR", dropout_rate=0.0)
     theirs = wideresnet28x10(3, 100, style=ResNetStyle.CIFAR, dropout_rate=0.0)
@@ -193,6 +193,6 @@ def test_wideresnet28_is_torch_uncertaintys_at_widen_10_and_narrows_for_a_laptop
 
     assert norms(narrow) == norms(wide)  # the same normalization layers, a tenth of the width
     assert sum(p.numel() for p in narrow.parameters()) < 0.4e6
-    assert "torch_uncertainty_signorm.models.backbones.wideresnet28" in MODEL_CLASS_PATHS
+    assert "signorm_lab.models.backbones.wideresnet28" in MODEL_CLASS_PATHS
     with pytest.raises(ValueError, match="widen_factor"):
         wideresnet28(3, 10, widen_factor=0)

@@ -30,10 +30,10 @@ from torch_uncertainty_signorm import (
     signorm_ensemble,
 )
 from torch_uncertainty_signorm.callbacks import ExactResumeCheckpoint
-from torch_uncertainty_signorm.cli import cli_main
-from torch_uncertainty_signorm.cli.export import main
-from torch_uncertainty_signorm.datamodules import DigitsDataModule
-from torch_uncertainty_signorm.export import export_ensemble, load_ensemble, load_member
+from signorm_lab.cli import cli_main
+from signorm_lab.cli.export import main
+from signorm_lab.datamodules import DigitsDataModule
+from signorm_lab.export import export_ensemble, load_ensemble, load_member
 from torch_uncertainty_signorm.members.statistics import member_batch_norm
 from torch_uncertainty_signorm.routines import SigmaNormClassificationRoutine
 from torch_uncertainty_signorm.signorm.optim import signorm_param_groups
@@ -113,7 +113,7 @@ def files(tmp_path_factory) -> Path:
                     "class_path": SIGNORM_ROUTINE,
                     "init_args": {"num_classes": 10, "model": recipe_spec},
                 },
-                "data": {"class_path": "torch_uncertainty_signorm.datamodules.DigitsDataModule"},
+                "data": {"class_path": "signorm_lab.datamodules.DigitsDataModule"},
             }
         )
     )
@@ -593,13 +593,13 @@ def _ensemble_m(num_estimators) -> nn.Module:
 
 
 def _open_ood(root: Path):
-    from torch_uncertainty_signorm.datamodules.ood_datasets import OpenOODImageFolder
+    from signorm_lab.datamodules.ood_datasets import OpenOODImageFolder
 
     return OpenOODImageFolder(root, "ninco", download=False)
 
 
 def _sst2(**kwargs):
-    from torch_uncertainty_signorm.datamodules.sst2 import SST2DataModule
+    from signorm_lab.datamodules.sst2 import SST2DataModule
 
     return SST2DataModule(**kwargs)
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from torch_uncertainty_signorm.datamodules.stand_in_data import (
+from signorm_lab.datamodules.stand_in_data import (
     HEALTH_CHECKS_OFF,
     SMOKE_TEST_OVERRIDES,
     write_stand_in,
@@ -54,7 +54,7 @@ def _after_a_pause(command: str, cwd: Path) -> tuple[subprocess.CompletedProcess
 @pytest.mark.slow
 def test_the_start_is_the_commands_not_the_exec_ing_shells(tmp_path):
     probe = (
-        "import time; from torch_uncertainty_signorm.cli.entry_point import STARTED; "
+        "import time; from signorm_lab.cli.entry_point import STARTED; "
         "print(time.perf_counter() - STARTED)"
     )
     done, _ = _after_a_pause(f"{sys.executable} -c '{probe}'", tmp_path)

@@ -321,7 +321,7 @@ def test_overridden_private_hooks_still_exist(owner, hook, arguments):
     """The private methods the package overrides are still there, with the same arguments
     (else an override would silently stop being called)."""
     if isinstance(owner, str):
-        from torch_uncertainty_signorm.safety.allowlist import import_object
+        from signorm_lab.safety.allowlist import import_object
 
         owner = import_object(owner)
     method = inspect.getattr_static(owner, hook)

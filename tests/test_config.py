@@ -13,7 +13,7 @@ import torch
 from fixtures.backbones import randomize_norms, tiny_resnet, tiny_signorm_spec, tiny_vit
 
 from torch_uncertainty_signorm import SigmaNormConfig, SigmaNormEnsemble, signorm_ensemble
-from torch_uncertainty_signorm.baselines import (
+from signorm_lab.baselines import (
     FiLMConfig,
     FiLMEnsemble,
     LoRAEnsemble,
@@ -21,7 +21,7 @@ from torch_uncertainty_signorm.baselines import (
     film_ensemble,
     lora_ensemble,
 )
-from torch_uncertainty_signorm.export import build_model, export_ensemble, load_ensemble
+from signorm_lab.export import build_model, export_ensemble, load_ensemble
 
 FIELDS = [field.name for field in dataclasses.fields(SigmaNormConfig)]
 

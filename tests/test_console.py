@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from torch_uncertainty_signorm.cli.console import summarise_parse_error
+from signorm_lab.cli.console import summarise_parse_error
 from torch_uncertainty_signorm.signorm.regularization import check_tau
 
 RECIPE = Path(__file__).parents[1] / "experiments" / "digits_signorm.yaml"

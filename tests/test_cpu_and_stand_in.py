@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from torch_uncertainty_signorm.datamodules.stand_in_data import (
+from signorm_lab.datamodules.stand_in_data import (
     MANIFEST,
     accept_stand_in_files,
     write_stand_in,
@@ -100,7 +100,7 @@ def test_the_no_gpu_line_lists_the_laptop_overrides_of_the_readme():
     """experiments/README.md's LAPTOP overrides are the ones the no-GPU line prints."""
     import re
 
-    from torch_uncertainty_signorm.cli.hardware import LAPTOP_OVERRIDES
+    from signorm_lab.cli.hardware import LAPTOP_OVERRIDES
 
     section = (ROOT / "experiments" / "README.md").read_text().split("## On a laptop")[1]
     laptop = re.search(r'^LAPTOP="(.+)"$', section, re.M).group(1).split()

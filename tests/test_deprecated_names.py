@@ -46,7 +46,7 @@ def test_the_deprecations_end_after_this_release():
 def test_python_m_export_warns_naming_signorm_export_and_runs_it(tmp_path):
     env = {**os.environ, "PYTHONWARNINGS": ""}
     done = subprocess.run(
-        [sys.executable, "-m", "torch_uncertainty_signorm.export", "--help"],
+        [sys.executable, "-m", "signorm_lab.export", "--help"],
         cwd=tmp_path,
         env=env,
         capture_output=True,
@@ -56,7 +56,7 @@ def test_python_m_export_warns_naming_signorm_export_and_runs_it(tmp_path):
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith("usage: signorm-export ")  # the new command's own help
-    assert "FutureWarning: `python -m torch_uncertainty_signorm.export` is deprecated" in (
+    assert "FutureWarning: `python -m signorm_lab.export` is deprecated" in (
         done.stderr
     )
     assert "run `signorm-export`" in done.stderr and "0.2.0" in done.stderr

@@ -23,8 +23,8 @@ from lightning.pytorch.plugins.layer_sync import TorchSyncBatchNorm
 from torch import nn
 
 from torch_uncertainty_signorm import SigmaBatchNorm2d, signorm_ensemble
-from torch_uncertainty_signorm.baselines import film_ensemble
-from torch_uncertainty_signorm.cli import cli_main
+from signorm_lab.baselines import film_ensemble
+from signorm_lab.cli import cli_main
 from torch_uncertainty_signorm.members.distributed import (
     MemberSyncBatchNorm,
     convert_sync_member_norms,
@@ -240,7 +240,7 @@ def test_ddp_through_the_command_matches_one_process(tmp_path, monkeypatch):
     command = [
         sys.executable,
         "-m",
-        "torch_uncertainty_signorm.cli",
+        "signorm_lab.cli",
         *_fit_args(tmp_path / "ddp", devices=2, batch_size=4),
     ]
     result = subprocess.run(

@@ -77,7 +77,7 @@ def digits_checkpoint(tmp_path_factory) -> Path:
     """A Lightning checkpoint of the digits recipe at a tiny size (M = 2), as a run saves it."""
     import lightning
 
-    from torch_uncertainty_signorm.cli import cli_main
+    from signorm_lab.cli import cli_main
 
     root = tmp_path_factory.mktemp("checkpoint")
     cwd = Path.cwd()
@@ -229,7 +229,7 @@ _MODEL = {
 def _recipe(**blocks) -> dict:
     recipe = {
         "routine": {"class_path": ROUTINE, "init_args": {"num_classes": 10, "model": _MODEL}},
-        "data": {"class_path": "torch_uncertainty_signorm.datamodules.DigitsDataModule"},
+        "data": {"class_path": "signorm_lab.datamodules.DigitsDataModule"},
     }
     for dotted, value in blocks.items():
         *parents, leaf = dotted.split("__")
@@ -286,7 +286,7 @@ RECIPES = {
 
 _DRIVER = """
 import json, sys, time
-from torch_uncertainty_signorm.cli.export import main
+from signorm_lab.cli.export import main
 for name, recipe in json.loads(sys.argv[1]).items():
     start = time.perf_counter()
     try:
@@ -359,7 +359,7 @@ def test_python_m_imports_nothing_from_the_working_directory(tmp_path):
         [
             sys.executable,
             "-m",
-            "torch_uncertainty_signorm.cli.export",
+            "signorm_lab.cli.export",
             "--config",
             "recipe.yaml",
             "--ckpt_path",
@@ -444,7 +444,7 @@ def test_the_regression_check_refuses_what_would_hang_it(case, tmp_path):
 
 @pytest.fixture(scope="module")
 def export_dir(tmp_path_factory) -> Path:
-    from torch_uncertainty_signorm.export import build_model, export_ensemble
+    from signorm_lab.export import build_model, export_ensemble
 
     spec = {
         "class_path": "torch_uncertainty_signorm.signorm_ensemble",
@@ -479,7 +479,7 @@ def _edited_export(export_dir: Path, folder: Path, edit) -> Path:
 
 def _other_model_type(config, folder):
     config["model"]["init_args"]["model"] = {
-        "class_path": "torch_uncertainty_signorm.models.backbones.bert_classifier",
+        "class_path": "signorm_lab.models.backbones.bert_classifier",
         "init_args": {
             "pretrained": False,
             "config": {"model_type": "gpt2", "n_layer": 100000, "n_layers": 30000},
@@ -580,7 +580,7 @@ EXPORTS = {
 def test_an_export_is_checked_against_its_weights_before_anything_is_built(
     case, export_dir, tmp_path
 ):
-    from torch_uncertainty_signorm.export import load_ensemble, load_member
+    from signorm_lab.export import load_ensemble, load_member
 
     edit, message = EXPORTS[case]
     folder = _edited_export(export_dir, tmp_path / "export", edit)
@@ -688,7 +688,7 @@ CHECKPOINTS = {
 
 _CLI_DRIVER = """
 import contextlib, io, json, sys, time
-from torch_uncertainty_signorm.cli import main
+from signorm_lab.cli import main
 for name, args in json.loads(sys.argv[1]).items():
     stderr, start, status = io.StringIO(), time.perf_counter(), 0
     try:
@@ -775,7 +775,7 @@ def test_a_results_file_name_leading_out_of_the_run_is_refused(name, command_ref
 
 @pytest.mark.parametrize("name", ["/tmp/elsewhere.csv", "..", "", "a/b.csv", "x\0.csv"])
 def test_only_plain_file_names_are_output_names(name):
-    from torch_uncertainty_signorm.safety.files import check_file_name
+    from signorm_lab.safety.files import check_file_name
 
     with pytest.raises(
         ValueError,
@@ -789,7 +789,7 @@ def test_only_plain_file_names_are_output_names(name):
 @pytest.mark.timeout(30)
 def test_a_checkpoint_swapped_for_a_pipe_after_the_checks_is_refused_at_open(tmp_path):
     """What Lightning's load meets when --ckpt_path became a FIFO after the command's checks."""
-    from torch_uncertainty_signorm.safety.checkpoint_io import AtomicCheckpointIO
+    from signorm_lab.safety.checkpoint_io import AtomicCheckpointIO
 
     os.mkfifo(tmp_path / "best.ckpt")
     with pytest.raises(
@@ -808,7 +808,7 @@ def test_an_interrupted_overwrite_leaves_the_previous_export_whole(
     previous export, file for file, with no partial file; then --overwrite replaces it whole."""
     import shutil
 
-    from torch_uncertainty_signorm.export import build_model, export_ensemble, load_member, writing
+    from signorm_lab.export import build_model, export_ensemble, load_member, writing
 
     out = tmp_path / "export"
     shutil.copytree(export_dir, out)
@@ -843,7 +843,7 @@ def test_config_yaml_is_written_whole_or_not_at_all(tmp_path):
     """A run stopped while its config.yaml is written leaves no empty config.yaml."""
     from jsonargparse import ArgumentParser
 
-    from torch_uncertainty_signorm.cli.run_folders import _save_whole
+    from signorm_lab.cli.run_folders import _save_whole
 
     parser = ArgumentParser()
     parser.add_argument("--tau", type=float, default=0.1)
@@ -879,7 +879,7 @@ def test_config_yaml_is_written_whole_or_not_at_all(tmp_path):
 def test_partial_files_left_by_sigkill_are_named_and_left_untouched(tmp_path):
     """Only the process that created a temporary file removes it: another's (SIGKILL), and
     a user's file that merely looks like one, are named or ignored, never removed."""
-    from torch_uncertainty_signorm.safety.checkpoint_io import AtomicCheckpointIO
+    from signorm_lab.safety.checkpoint_io import AtomicCheckpointIO
 
     stale = tmp_path / ".epoch=0-step=10.ckpt.4242-0123456789abcdef.partial"
     stale.write_bytes(b"x" * 2_000_000)
@@ -920,7 +920,7 @@ def test_patterns_read_from_files_match_in_bounded_time(name, expected):
 
 
 def test_a_device_as_checkpoint_is_named_as_such(tmp_path):
-    from torch_uncertainty_signorm.safety.checkpoints import read_backbone_checkpoint
+    from signorm_lab.safety.checkpoints import read_backbone_checkpoint
 
     with pytest.raises(
         ValueError,
@@ -931,7 +931,7 @@ def test_a_device_as_checkpoint_is_named_as_such(tmp_path):
 
 
 def test_yaml_aliases_are_bounded_before_anything_walks_them():
-    from torch_uncertainty_signorm.safety.files import load_yaml
+    from signorm_lab.safety.files import load_yaml
 
     start = time.perf_counter()
     with pytest.raises(ValueError, match=r"recipe expands to more than 100000 YAML nodes"):
@@ -948,7 +948,7 @@ def test_yaml_aliases_are_bounded_before_anything_walks_them():
 
 @pytest.mark.parametrize("url", [" http://example.org/x.ckpt", "\nhttps://example.org/x.ckpt"])
 def test_a_url_with_leading_blanks_is_a_url(url):
-    from torch_uncertainty_signorm.safety.checkpoints import local_file
+    from signorm_lab.safety.checkpoints import local_file
 
     with pytest.raises(ValueError, match=r"is a URL: checkpoints are read from local files only"):
         local_file(url, "ckpt_path")
@@ -957,8 +957,8 @@ def test_a_url_with_leading_blanks_is_a_url(url):
 def test_the_recipes_and_a_saved_config_pass_the_export_recipe_check(tmp_path):
     """Every σN-Ens recipe of experiments/ (each file of its chain) passes, and a run's saved
     config.yaml naming its checkpoint (a large binary file) too."""
-    from torch_uncertainty_signorm.cli.recipe_bases import recipe_chain
-    from torch_uncertainty_signorm.safety.allowlist import check_recipe
+    from signorm_lab.cli.recipe_bases import recipe_chain
+    from signorm_lab.safety.allowlist import check_recipe
 
     recipes = sorted((ROOT / "experiments").glob("*signorm*.yaml"))
     assert len(recipes) > 10
@@ -976,8 +976,8 @@ def test_one_rule_for_a_setting_given_twice(tmp_path):
     from fixtures.backbones import tiny_resnet
 
     from torch_uncertainty_signorm import SigmaNormEnsemble
-    from torch_uncertainty_signorm.export.spec import ensemble_from_spec
-    from torch_uncertainty_signorm.reproduction.runs import read_settings
+    from signorm_lab.export.spec import ensemble_from_spec
+    from signorm_lab.reproduction.runs import read_settings
 
     model = SigmaNormEnsemble(tiny_resnet(), 2, {"tau": 0.5}, diversity_strength=0.05)
     assert (model.config.tau, model.config.diversity_strength) == (0.5, 0.05)
@@ -1034,8 +1034,8 @@ def test_a_tampered_tau_controller_state_is_refused(key, value):
 
 
 def test_a_config_block_naming_another_class_is_no_settings(export_dir, tmp_path):
-    from torch_uncertainty_signorm.export import load_ensemble
-    from torch_uncertainty_signorm.export.spec import ensemble_from_spec
+    from signorm_lab.export import load_ensemble
+    from signorm_lab.export.spec import ensemble_from_spec
 
     def other_class(config, folder):
         config["model"]["init_args"]["config"] = {
@@ -1060,7 +1060,7 @@ def test_a_config_block_naming_another_class_is_no_settings(export_dir, tmp_path
 def test_an_export_file_with_another_name_is_refused_as_a_link(name, export_dir, tmp_path):
     """A hard link (to another export's weights, or within the folder) is refused like a
     symbolic link leading out: where its other names are cannot be told."""
-    from torch_uncertainty_signorm.export import load_ensemble, load_member
+    from signorm_lab.export import load_ensemble, load_member
 
     other, folder = tmp_path / "other", tmp_path / "export"
     shutil.copytree(export_dir, other)
@@ -1091,7 +1091,7 @@ def test_an_export_left_aside_by_a_kill_between_the_renames_is_named_not_moved(
     """SIGKILL after the previous export was renamed aside, before the new one took its place:
     the next export beside it names the folder left aside and leaves it as it is (a folder of
     that name may as well come from an archive: nothing but its creator moves it)."""
-    from torch_uncertainty_signorm.export import build_model, export_ensemble, load_ensemble
+    from signorm_lab.export import build_model, export_ensemble, load_ensemble
 
     aside = tmp_path / ".export.4242-0123456789abcdef.old"
     shutil.copytree(export_dir, aside)
@@ -1161,7 +1161,7 @@ def test_a_results_folder_is_refused_on_one_line(case, command, tmp_path):
 def test_a_recipe_that_is_a_pipe_is_named_as_such(where, tmp_path):
     """The export command's recipe, or a base file it names, replaced by a named pipe: named as
     one (not "does not exist"), on one line, without reading it."""
-    from torch_uncertainty_signorm.cli.export import main
+    from signorm_lab.cli.export import main
 
     os.mkfifo(tmp_path / "pipe.yaml")
     recipe = tmp_path / "pipe.yaml"

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from torch_uncertainty_signorm.models import packaged
-from torch_uncertainty_signorm.models.packaged import (
+from signorm_lab.models import packaged
+from signorm_lab.models.packaged import (
     efficientnet_lite0_classifier,
     efficientnet_lite0_weights,
 )
@@ -46,10 +46,10 @@ def test_a_signorm_export_reloads_without_reading_the_imagenet_weights(tmp_path,
     import json
 
     from torch_uncertainty_signorm import signorm_ensemble
-    from torch_uncertainty_signorm.export import export_ensemble, load_ensemble
+    from signorm_lab.export import export_ensemble, load_ensemble
 
     backbone = {
-        "class_path": "torch_uncertainty_signorm.models.packaged.efficientnet_lite0_classifier",
+        "class_path": "signorm_lab.models.packaged.efficientnet_lite0_classifier",
         "init_args": {"num_classes": 10},
     }
     spec = {

@@ -22,8 +22,8 @@ from lightning.pytorch import Trainer
 from torch import nn
 
 from torch_uncertainty_signorm import SigmaGroupNorm, SigmaRMSNorm, signorm_ensemble
-from torch_uncertainty_signorm.cli.export import main
-from torch_uncertainty_signorm.export import (
+from signorm_lab.cli.export import main
+from signorm_lab.export import (
     build_model,
     export_ensemble,
     load_ensemble,
@@ -220,7 +220,7 @@ def test_command_exports_a_lightning_checkpoint(tmp_path, settings):
                         "loss": {"class_path": "torch.nn.CrossEntropyLoss"},
                     },
                 },
-                "data": {"class_path": "torch_uncertainty_signorm.datamodules.DigitsDataModule"},
+                "data": {"class_path": "signorm_lab.datamodules.DigitsDataModule"},
             }
         )
     )
@@ -273,7 +273,7 @@ def test_the_command_reads_the_checkpoint_once(tmp_path, monkeypatch):
                         "loss": {"class_path": "torch.nn.CrossEntropyLoss"},
                     },
                 },
-                "data": {"class_path": "torch_uncertainty_signorm.datamodules.DigitsDataModule"},
+                "data": {"class_path": "signorm_lab.datamodules.DigitsDataModule"},
             }
         )
     )
@@ -404,7 +404,7 @@ def test_the_command_exports_the_tau_of_an_earlier_releases_target_checkpoint(tm
                         "loss": {"class_path": "torch.nn.CrossEntropyLoss"},
                     },
                 },
-                "data": {"class_path": "torch_uncertainty_signorm.datamodules.DigitsDataModule"},
+                "data": {"class_path": "signorm_lab.datamodules.DigitsDataModule"},
             }
         )
     )

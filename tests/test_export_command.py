@@ -1,4 +1,4 @@
-"""``python -m torch_uncertainty_signorm.cli.export`` builds the model as the ``torch-uncertainty``
+"""``python -m signorm_lab.cli.export`` builds the model as the ``torch-uncertainty``
 command does (``style: CIFAR`` in the recipes), so it exports the quickstart and the ResNet
 recipes."""
 
@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from torch_uncertainty_signorm.cli import cli_main
-from torch_uncertainty_signorm.cli.export import main
-from torch_uncertainty_signorm.export import load_ensemble, load_member, member_model
+from signorm_lab.cli import cli_main
+from signorm_lab.cli.export import main
+from signorm_lab.export import load_ensemble, load_member, member_model
 
 EXPERIMENTS = Path(__file__).parents[1] / "experiments"
 QUIET = ["--trainer.enable_progress_bar=false", "--trainer.enable_model_summary=false"]

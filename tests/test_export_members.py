@@ -9,8 +9,8 @@ import pytest
 import torch
 from fixtures.backbones import tiny_signorm_spec
 
-from torch_uncertainty_signorm.export import build_model, export_ensemble, load_member
-from torch_uncertainty_signorm.export.loading import SUPPORTED_VERSIONS, load_ensemble
+from signorm_lab.export import build_model, export_ensemble, load_member
+from signorm_lab.export.loading import SUPPORTED_VERSIONS, load_ensemble
 
 SPEC = tiny_signorm_spec(2, style="cifar")
 

@@ -11,13 +11,13 @@ import torch
 from fixtures.backbones import bert_inputs, randomize_norms, tiny_bert, tiny_resnet
 
 from torch_uncertainty_signorm import signorm_ensemble
-from torch_uncertainty_signorm.export import (
+from signorm_lab.export import (
     export_ensemble,
     load_ensemble,
     load_member,
     member_model,
 )
-from torch_uncertainty_signorm.models.backbones import bert_classifier, timm_vit
+from signorm_lab.models.backbones import bert_classifier, timm_vit
 
 M = 2
 ENSEMBLE = "torch_uncertainty_signorm.signorm_ensemble"
@@ -51,7 +51,7 @@ def test_bert_export_reloads_without_its_model_directory(tmp_path, monkeypatch):
         "class_path": ENSEMBLE,
         "init_args": {
             "model": {
-                "class_path": "torch_uncertainty_signorm.models.backbones.bert_classifier",
+                "class_path": "signorm_lab.models.backbones.bert_classifier",
                 "init_args": {"pretrained_path": str(tmp_path / "bert")},
             },
             "num_estimators": M,
@@ -94,7 +94,7 @@ def test_timm_vit_export_reloads_without_its_weights_file(tmp_path, monkeypatch)
         "class_path": ENSEMBLE,
         "init_args": {
             "model": {
-                "class_path": "torch_uncertainty_signorm.models.backbones.timm_vit",
+                "class_path": "signorm_lab.models.backbones.timm_vit",
                 "init_args": backbone,
             },
             "num_estimators": M,
@@ -146,7 +146,7 @@ def test_finetune_export_reloads_without_the_single_models_checkpoint(tmp_path, 
 
 def test_bert_classifier_refuses_a_config_with_weights_or_remote_code(tmp_path):
     randomize_norms(tiny_bert()).save_pretrained(tmp_path / "bert")
-    from torch_uncertainty_signorm.models.backbones import bert_config
+    from signorm_lab.models.backbones import bert_config
 
     config = bert_config(pretrained_path=tmp_path / "bert")
     with pytest.raises(ValueError, match=r"pass pretrained=False .*got pretrained=True"):

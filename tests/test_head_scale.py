@@ -14,9 +14,9 @@ import torch
 from torch import nn
 
 from torch_uncertainty_signorm import signorm_ensemble
-from torch_uncertainty_signorm.datamodules import TweetsDataModule
+from signorm_lab.datamodules import TweetsDataModule
 from torch_uncertainty_signorm.members.head_norm import HeadBatchNorm, HeadLayerNorm
-from torch_uncertainty_signorm.models.packaged import minilm_classifier
+from signorm_lab.models.packaged import minilm_classifier
 
 
 @pytest.fixture(scope="module")

@@ -20,12 +20,12 @@ STUBBED = sorted(
 
 #: Folders that hold modules but give no names of their own (their modules are imported by path).
 NO_PUBLIC_NAMES = {
-    "torch_uncertainty_signorm.reproduction",
-    "torch_uncertainty_signorm.safety",
+    "signorm_lab.reproduction",
+    "signorm_lab.safety",
     "torch_uncertainty_signorm.utils",
 }
 #: A package whose ``__init__.py`` is data itself (the paper's published tables), not a face.
-DATA_PACKAGES = {"torch_uncertainty_signorm.reproduction.published"}
+DATA_PACKAGES = {"signorm_lab.reproduction.published"}
 
 
 def _package_name(init: Path) -> str:
@@ -82,10 +82,10 @@ def test_the_results_commands_start_without_torch(tmp_path):
     the modules they import (the run label of the stand-in data, the atomic file writes) import
     neither torch nor Lightning, which cost seconds of every start."""
     probe = (
-        "import sys; import torch_uncertainty_signorm.reproduction.results_table as t, "
-        "torch_uncertainty_signorm.reproduction.regression, "
-        "torch_uncertainty_signorm.reproduction.run_groups, "
-        "torch_uncertainty_signorm.datamodules.stand_in_data; "
+        "import sys; import signorm_lab.reproduction.results_table as t, "
+        "signorm_lab.reproduction.regression, "
+        "signorm_lab.reproduction.run_groups, "
+        "signorm_lab.datamodules.stand_in_data; "
         "print(sorted({'torch', 'lightning'} & set(sys.modules)))"
     )
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)

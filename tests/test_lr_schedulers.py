@@ -8,7 +8,7 @@ import pytest
 import torch
 from torch.optim.lr_scheduler import MultiStepLR
 
-from torch_uncertainty_signorm.cli import TUSigmaNormCLI
+from signorm_lab.cli import TUSigmaNormCLI
 from torch_uncertainty_signorm.optim_recipes import WarmupCosineLR
 
 

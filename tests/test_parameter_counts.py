@@ -8,7 +8,7 @@ from fixtures.backbones import tiny_bert
 from torch import nn
 
 from torch_uncertainty_signorm import parameter_counts, signorm_ensemble
-from torch_uncertainty_signorm.baselines import film_ensemble, lora_ensemble
+from signorm_lab.baselines import film_ensemble, lora_ensemble
 
 
 class TinyCNN(nn.Module):

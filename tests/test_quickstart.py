@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from fixtures.cifar_files import run_command
 
-from torch_uncertainty_signorm.reproduction import regression
+from signorm_lab.reproduction import regression
 from torch_uncertainty_signorm.routines.member_health import WARNING_PREFIX
 
 RECIPE = Path(__file__).parents[1] / "experiments" / "digits_signorm.yaml"

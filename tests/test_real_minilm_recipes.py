@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from torch_uncertainty_signorm.cli import cli_main
+from signorm_lab.cli import cli_main
 
 EXPERIMENTS = Path(__file__).parents[1] / "experiments"
 # Fewer evaluation tweets than the recipes, so that a test takes seconds on 2 CPU cores.

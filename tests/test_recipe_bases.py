@@ -12,17 +12,17 @@ import pytest
 import yaml
 from fixtures.marker_module import assert_not_imported, marker_module
 
-from torch_uncertainty_signorm.cli import cli_main
-from torch_uncertainty_signorm.cli.export import main as export_main
-from torch_uncertainty_signorm.cli.recipe_bases import (
+from signorm_lab.cli import cli_main
+from signorm_lab.cli.export import main as export_main
+from signorm_lab.cli.recipe_bases import (
     RecipeBaseError,
     composed_recipe,
     expand_recipe_bases,
     merge_recipes,
     recipe_chain,
 )
-from torch_uncertainty_signorm.cli.recipe_parsing import parse_recipe
-from torch_uncertainty_signorm.cli.tu_recipes import tu_format_args
+from signorm_lab.cli.recipe_parsing import parse_recipe
+from signorm_lab.cli.tu_recipes import tu_format_args
 
 EXPERIMENTS = Path(__file__).parents[1] / "experiments"
 DIGITS = EXPERIMENTS / "digits_signorm.yaml"
@@ -266,6 +266,6 @@ def test_a_moved_class_path_in_a_recipe_or_its_base_reads_as_todays(
 
 def test_a_moved_class_path_given_on_the_command_line_is_read_as_todays():
     old = "torch_uncertainty_signorm.offline_assets.minilm_classifier"
-    new = "torch_uncertainty_signorm.models.packaged.minilm_classifier"
+    new = "signorm_lab.models.packaged.minilm_classifier"
     args = tu_format_args(["fit", f"--model.init_args.model.class_path={old}", "--model", old])
     assert args[-2:] == ["--model", new] and f"--model.init_args.model.class_path={new}" in args

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from torch_uncertainty_signorm.cli.recipe_bases import composed_recipe
+from signorm_lab.cli.recipe_bases import composed_recipe
 
 EXPERIMENTS = Path(__file__).parents[1] / "experiments"
 TRANSFORMER_RECIPES = sorted([*EXPERIMENTS.glob("vit_*.yaml"), *EXPERIMENTS.glob("bert_*.yaml")])
@@ -33,7 +33,7 @@ def test_every_recipe_writes_results_for_the_tables(recipe):
     data = config["data"]
     # ImageNet's OOD sets come from experiments/eval/imagenet_ood_shift.yaml.
     if data["class_path"] in CIFAR_DATAMODULES or data["class_path"].startswith(
-        "torch_uncertainty_signorm.datamodules."
+        "signorm_lab.datamodules."
     ):
         # TorchUncertainty's one OOD set, or the near/far sets of OODShiftEvaluation.
         ood = data["init_args"].get("eval_ood") or data["init_args"].get("eval_near_far_ood")

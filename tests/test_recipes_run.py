@@ -19,8 +19,8 @@ from fixtures.narrow_models import narrow_wideresnets  # noqa: F401 (a pytest fi
 from fixtures.synthetic_datamodule import SyntheticDataModule
 from torch_uncertainty.models.classification.resnet.utils import ResNetStyle
 
-from torch_uncertainty_signorm.cli import cli_main
-from torch_uncertainty_signorm.cli.recipe_bases import composed_recipe
+from signorm_lab.cli import cli_main
+from signorm_lab.cli.recipe_bases import composed_recipe
 from torch_uncertainty_signorm.signorm.optim import (
     ADAPTIVE_SCALE_LR_MULTIPLIER,
     is_adaptive,
@@ -158,7 +158,7 @@ def test_one_step_run_writes_results_that_the_tables_and_regression_read(
     -> test -> results.csv with OOD columns -> results_table -> regression."""
     from fixtures.tu_results import TU_HEADER
 
-    from torch_uncertainty_signorm.reproduction import regression, results_table
+    from signorm_lab.reproduction import regression, results_table
 
     monkeypatch.chdir(tmp_path)
     monkeypatch.setattr("sys.argv", ["torch-uncertainty"])

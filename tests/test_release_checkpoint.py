@@ -40,7 +40,7 @@ from safetensors.torch import load_file
 from torch_uncertainty.models.classification import resnet
 
 from torch_uncertainty_signorm import export, signorm_ensemble
-from torch_uncertainty_signorm.export.spec import build_model
+from signorm_lab.export.spec import build_model
 from torch_uncertainty_signorm.members.heads import upgrade_legacy_heads
 from torch_uncertainty_signorm.routines import SigmaNormClassificationRoutine
 

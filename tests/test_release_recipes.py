@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from torch_uncertainty_signorm.cli import main
+from signorm_lab.cli import main
 
 RELEASE = Path(__file__).parent / "fixtures" / "release_recipes"
 EXPERIMENTS = Path(__file__).parents[1] / "experiments"

@@ -13,13 +13,13 @@ import pytest
 import yaml
 from fixtures.results_files import tu_metrics, write_run
 
-from torch_uncertainty_signorm.cli.stand_in import main
-from torch_uncertainty_signorm.datamodules.stand_in_data import (
+from signorm_lab.cli.stand_in import main
+from signorm_lab.datamodules.stand_in_data import (
     MANIFEST,
     is_stand_in_root,
     write_stand_in,
 )
-from torch_uncertainty_signorm.reproduction import regression
+from signorm_lab.reproduction import regression
 
 PROFILE = b"export PATH=$HOME/bin:$PATH\n"
 
@@ -125,8 +125,8 @@ def test_a_stand_in_run_without_its_marker_is_still_refused(tmp_path, capsys):
 def test_the_run_label_records_the_data_and_never_writes_through_a_link(tmp_path):
     from types import SimpleNamespace
 
-    from torch_uncertainty_signorm.cli.stand_in import stand_in_label
-    from torch_uncertainty_signorm.datamodules.stand_in_data import RUN_LABEL
+    from signorm_lab.cli.stand_in import stand_in_label
+    from signorm_lab.datamodules.stand_in_data import RUN_LABEL
 
     root, run = tmp_path / "standin", tmp_path / "run"
     write_stand_in(root)

@@ -10,8 +10,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from torch_uncertainty_signorm.cli.stand_in import stand_in_label
-from torch_uncertainty_signorm.datamodules.stand_in_data import (
+from signorm_lab.cli.stand_in import stand_in_label
+from signorm_lab.datamodules.stand_in_data import (
     HEALTH_CHECKS_OFF,
     SMOKE_TEST_OVERRIDES,
     write_stand_in,
@@ -61,7 +61,7 @@ def test_a_stand_in_fit_runs_one_batch_and_gives_no_health_advice(
 ):
     """The overrides signorm-standin-data prints, through the command's parser and trainer: one
     validation batch (and one sanity-check batch), one batch of each test set, no advice."""
-    from torch_uncertainty_signorm.cli import cli_main
+    from signorm_lab.cli import cli_main
 
     monkeypatch.chdir(tmp_path)
     monkeypatch.setattr(sys, "argv", ["torch-uncertainty"])

@@ -21,12 +21,12 @@ from fixtures.backbones import tiny_bert
 from fixtures.synthetic_datamodule import SyntheticDataModule
 from fixtures.text import write_newsgroups, write_sst2, write_tokenizer
 
-from torch_uncertainty_signorm.cli import cli_main
-from torch_uncertainty_signorm.cli.recipe_bases import composed_recipe
+from signorm_lab.cli import cli_main
+from signorm_lab.cli.recipe_bases import composed_recipe
 
 EXPERIMENTS = Path(__file__).parents[1] / "experiments"
 RECIPES = sorted([*EXPERIMENTS.glob("vit_*.yaml"), *EXPERIMENTS.glob("bert_*.yaml")])
-FACTORIES = "torch_uncertainty_signorm.models.backbones."
+FACTORIES = "signorm_lab.models.backbones."
 
 
 def _blocks(tree, class_path):

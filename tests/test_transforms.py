@@ -6,7 +6,7 @@ import pytest
 import torch
 from PIL import Image
 
-from torch_uncertainty_signorm.datamodules.transforms import vit_transform
+from signorm_lab.datamodules.transforms import vit_transform
 
 
 def test_cifar_images_are_resized_and_normalized_to_minus_one_one():

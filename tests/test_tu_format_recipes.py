@@ -26,8 +26,8 @@ from fixtures.synthetic_datamodule import SyntheticDataModule
 from torch_uncertainty.routines import ClassificationRoutine
 
 from tools.write_tu_recipes import EXPORT_FOLDER, exported_recipes
-from torch_uncertainty_signorm.cli import cli_main, main, tu_format_args
-from torch_uncertainty_signorm.cli.tu_format import check_datamodule_named
+from signorm_lab.cli import cli_main, main, tu_format_args
+from signorm_lab.cli.tu_format import check_datamodule_named
 
 FIXTURES = Path(__file__).parent / "fixtures" / "tu_format"
 SYNTHETIC = f"{SyntheticDataModule.__module__}.SyntheticDataModule"

@@ -217,8 +217,8 @@ def step0(out: Path) -> None:
     from torch_uncertainty.models.classification import resnet
 
     from torch_uncertainty_signorm import signorm_ensemble
-    from torch_uncertainty_signorm.datamodules import DigitsDataModule, TweetsDataModule
-    from torch_uncertainty_signorm.models.packaged import minilm_classifier
+    from signorm_lab.datamodules import DigitsDataModule, TweetsDataModule
+    from signorm_lab.models.packaged import minilm_classifier
 
     torch.manual_seed(0)
     tweets = TweetsDataModule(

@@ -5,8 +5,8 @@
 writes ``experiments/torch_uncertainty/classification/<dataset>/configs/<backbone>/<method>.yaml``
 (18 recipes, generated: edit the source recipe of ``experiments/``, then rerun), so that they sit
 next to TorchUncertainty's Packed-Ensembles recipes. Each is the source recipe, its base files
-merged in (:func:`torch_uncertainty_signorm.cli.recipe_bases.composed_recipe`), through
-:func:`torch_uncertainty_signorm.cli.tu_format.to_tu_format` under a header naming its source.
+merged in (:func:`signorm_lab.cli.recipe_bases.composed_recipe`), through
+:func:`signorm_lab.cli.tu_format.to_tu_format` under a header naming its source.
 ``tests/test_tu_format_recipes.py`` checks that the committed files are up to date.
 """
 
@@ -17,8 +17,8 @@ from pathlib import Path
 
 import yaml
 
-from torch_uncertainty_signorm.cli.recipe_bases import composed_recipe
-from torch_uncertainty_signorm.cli.tu_format import to_tu_format
+from signorm_lab.cli.recipe_bases import composed_recipe
+from signorm_lab.cli.tu_format import to_tu_format
 
 __all__ = ["EXPORTED_METHODS", "EXPORT_FOLDER", "exported_recipes", "main"]
 

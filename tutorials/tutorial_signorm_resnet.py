@@ -43,8 +43,8 @@ from torch_uncertainty.models.classification import resnet
 from torch_uncertainty.utils import TUTrainer
 
 from torch_uncertainty_signorm import ownership_counts, signorm_ensemble
-from torch_uncertainty_signorm.cli.console import silence_library_noise
-from torch_uncertainty_signorm.datamodules import DigitsDataModule
+from signorm_lab.cli.console import silence_library_noise
+from signorm_lab.datamodules import DigitsDataModule
 from torch_uncertainty_signorm.routines import SigmaNormClassificationRoutine
 from torch_uncertainty_signorm.signorm.optim import signorm_optim_recipe
 

@@ -11,7 +11,7 @@ from fixtures.backbones import randomize_norms, tiny_resnet, tiny_wideresnet
 from fixtures.members import member_rows
 from torch import nn
 
-from torch_uncertainty_signorm.baselines import FiLMBatchNorm, FiLMEnsemble, film_ensemble
+from signorm_lab.baselines import FiLMBatchNorm, FiLMEnsemble, film_ensemble
 
 M = 4
 

@@ -9,7 +9,7 @@ import torch
 from fixtures.backbones import bert_inputs, tiny_bert, tiny_vit
 from torch import nn
 
-from torch_uncertainty_signorm.baselines import LoRAEnsemble, MemberLoRALinear, lora_ensemble
+from signorm_lab.baselines import LoRAEnsemble, MemberLoRALinear, lora_ensemble
 
 M = 3
 

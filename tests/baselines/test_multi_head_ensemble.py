@@ -11,12 +11,12 @@ import torch
 from fixtures.backbones import tiny_resnet
 from torch import nn
 
-from torch_uncertainty_signorm.baselines import (
+from signorm_lab.baselines import (
     MultiHeadConfig,
     MultiHeadEnsemble,
     multi_head_ensemble,
 )
-from torch_uncertainty_signorm.evaluation.parameter_counts import parameter_counts
+from signorm_lab.evaluation.parameter_counts import parameter_counts
 
 M = 4
 

@@ -18,7 +18,7 @@ from torch.utils.data import Dataset
 from torch_uncertainty.models.classification import resnet
 
 from torch_uncertainty_signorm import signorm_ensemble
-from torch_uncertainty_signorm.callbacks.exact_resume import (
+from signorm_lab.callbacks.exact_resume import (
     ExactResumeCheckpoint,
     _restore_rng_states,
 )
@@ -246,7 +246,7 @@ def test_resume_is_exact_with_random_augmentation_in_workers(tmp_path, augmented
 def test_samples_are_augmented_under_their_own_seed():
     """The same ``(index, seed)`` gives the same sample whatever was drawn before, and the
     caller's global RNG states are left as they were."""
-    from torch_uncertainty_signorm.callbacks.exact_resume import _SeededSamples
+    from signorm_lab.callbacks.exact_resume import _SeededSamples
 
     data = _SeededSamples(_RandomlyAugmented([(torch.zeros(1, 2, 2), 0)] * 3))
     first = data.__getitems__([(0, 7), (1, 8)])

@@ -18,7 +18,7 @@ from torch import nn
 from torch_uncertainty_signorm import ownership_counts, pairwise_cosine
 from torch_uncertainty_signorm.callbacks import MemberOwnershipCallback
 from torch_uncertainty_signorm.callbacks.member_ownership import importance_embedding_figure
-from torch_uncertainty_signorm.datamodules import DigitsDataModule
+from signorm_lab.datamodules import DigitsDataModule
 
 FIGURES = ("importance_histogram", "importance_embedding", "ownership_counts")
 M = 4  # members of the digits fixture

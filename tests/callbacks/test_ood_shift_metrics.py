@@ -28,8 +28,8 @@ from torchvision.transforms import v2
 
 from torch_uncertainty_signorm import signorm_ensemble
 from torch_uncertainty_signorm.callbacks import OODShiftEvaluation
-from torch_uncertainty_signorm.cli import cli_main
-from torch_uncertainty_signorm.datamodules import ImageNetOODShiftDataModule
+from signorm_lab.cli import cli_main
+from signorm_lab.datamodules import ImageNetOODShiftDataModule
 from torch_uncertainty_signorm.routines import SigmaNormClassificationRoutine
 
 

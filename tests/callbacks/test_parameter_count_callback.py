@@ -16,7 +16,7 @@ from torch_uncertainty.routines import ClassificationRoutine
 from torch_uncertainty.transforms import RepeatTarget
 
 from torch_uncertainty_signorm import parameter_counts
-from torch_uncertainty_signorm.baselines import lora_ensemble
+from signorm_lab.baselines import lora_ensemble
 from torch_uncertainty_signorm.callbacks import ParameterCountCallback
 
 

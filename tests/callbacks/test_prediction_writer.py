@@ -9,7 +9,7 @@ from lightning.pytorch.loggers import CSVLogger
 from safetensors.torch import load_file
 
 from torch_uncertainty_signorm.callbacks import TestPredictionWriter
-from torch_uncertainty_signorm.datamodules import DigitsDataModule
+from signorm_lab.datamodules import DigitsDataModule
 from torch_uncertainty_signorm.evaluation.prediction import member_probabilities
 
 M = 4  # members of the digits fixture

@@ -11,7 +11,7 @@ from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
 from torch_uncertainty_signorm.callbacks import RunRecordCallback
-from torch_uncertainty_signorm.callbacks.run_record import FIT_KEYS
+from signorm_lab.callbacks.run_record import FIT_KEYS
 
 X = torch.randn(24, 4, generator=torch.Generator().manual_seed(0))
 Y = torch.tensor([0, 1, 2, 2, 2, 1] * 4)

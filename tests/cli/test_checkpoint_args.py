@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from command_args import ROUTINE, SIGNORM_ROUTINE, crafted_checkpoint, routine_args, signorm_args
 
-from torch_uncertainty_signorm.cli import TUSigmaNormCLI, cli_main
+from signorm_lab.cli import TUSigmaNormCLI, cli_main
 
 
 def test_checkpoint_routine_class_is_never_imported(tmp_path, monkeypatch):

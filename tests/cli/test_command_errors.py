@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from command_args import EXPERIMENTS, signorm_args
 
-from torch_uncertainty_signorm.cli import cli_main, main
+from signorm_lab.cli import cli_main, main
 
 
 def test_recipe_inconsistency_fails_before_training(tmp_path, monkeypatch):

@@ -9,7 +9,7 @@ from lightning.pytorch import LightningDataModule, LightningModule
 from lightning.pytorch.cli import SaveConfigCallback
 from torch_uncertainty.utils.cli import TULightningCLI, TUSaveConfigCallback
 
-from torch_uncertainty_signorm.cli import cli_main
+from signorm_lab.cli import cli_main
 
 
 @pytest.mark.parametrize(

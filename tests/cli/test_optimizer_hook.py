@@ -8,7 +8,7 @@ from command_args import class_path_of, routine_args, signorm_args
 from torch_uncertainty.routines import ClassificationRoutine
 
 from torch_uncertainty_signorm import optim_recipes
-from torch_uncertainty_signorm.cli import cli_main
+from signorm_lab.cli import cli_main
 from torch_uncertainty_signorm.routines import SigmaNormClassificationRoutine
 
 

@@ -11,8 +11,8 @@ import yaml
 from command_args import EXPERIMENTS
 from tiers import FAST_TIER_RECIPES
 
-from torch_uncertainty_signorm.cli import main
-from torch_uncertainty_signorm.cli.recipe_bases import composed_recipe
+from signorm_lab.cli import main
+from signorm_lab.cli.recipe_bases import composed_recipe
 
 RECIPES = sorted(EXPERIMENTS.glob("*.yaml"))
 #: Recipes that a test trains or builds through the command's parser (test_recipes_run.py,

@@ -24,7 +24,7 @@ from command_args import (
 from fixtures.synthetic_datamodule import SyntheticDataModule
 from lightning.pytorch.callbacks import ProgressBar
 
-from torch_uncertainty_signorm.cli import TUSigmaNormCLI, cli_main
+from signorm_lab.cli import TUSigmaNormCLI, cli_main
 
 
 def _run_recipe(recipe: str, *extra: str) -> TUSigmaNormCLI:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from lightning.pytorch.cli import LightningCLI
 
-from torch_uncertainty_signorm.cli import cli_main
+from signorm_lab.cli import cli_main
 
 RECIPE = "experiments/digits_signorm.yaml"
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from command_args import signorm_args
 
-from torch_uncertainty_signorm.cli import cli_main
-from torch_uncertainty_signorm.cli.trainer import TUSigmaNormTrainer
+from signorm_lab.cli import cli_main
+from signorm_lab.cli.trainer import TUSigmaNormTrainer
 
 LIMITS = {
     "limit_train_batches": "0.5",

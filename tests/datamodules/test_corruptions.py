@@ -12,7 +12,7 @@ from fixtures.benchmark_files import (
 )
 from torch_uncertainty.datamodules.classification import ImageNetDataModule
 
-from torch_uncertainty_signorm.datamodules.corruptions import (
+from signorm_lab.datamodules.corruptions import (
     BENCHMARK_CORRUPTIONS,
     CIFAR10CSeverity,
     CIFAR100CSeverity,

@@ -8,7 +8,7 @@ from torch import nn
 from torch_uncertainty.routines import ClassificationRoutine
 from torch_uncertainty.utils import TUTrainer
 
-from torch_uncertainty_signorm.datamodules import DigitsDataModule
+from signorm_lab.datamodules import DigitsDataModule
 
 NUM_IMAGES, NUM_CLASSES = 1797, 10
 

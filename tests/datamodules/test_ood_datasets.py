@@ -10,7 +10,7 @@ from fixtures.benchmark_files import (
     write_tiny_imagenet_val,
 )
 
-from torch_uncertainty_signorm.datamodules.ood_datasets import (
+from signorm_lab.datamodules.ood_datasets import (
     OOD_DATASETS,
     OPENOOD_SPLITS,
     OpenOODImageFolder,

@@ -15,7 +15,7 @@ from fixtures.benchmark_files import (
 )
 from torchvision.transforms import v2
 
-from torch_uncertainty_signorm.datamodules import (
+from signorm_lab.datamodules import (
     CIFAR10OODShiftDataModule,
     CIFAR100OODShiftDataModule,
     ImageNetOODShiftDataModule,
@@ -209,7 +209,7 @@ def test_failed_download_stops_and_reports_every_set_in_one_error(tmp_path, monk
 
     from torch_uncertainty.datamodules import CIFAR10DataModule
 
-    from torch_uncertainty_signorm.datamodules.ood_shift import OODShiftMixin
+    from signorm_lab.datamodules.ood_shift import OODShiftMixin
 
     attempts = []
 

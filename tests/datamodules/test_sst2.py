@@ -8,7 +8,7 @@ import pytest
 import torch
 from fixtures.text import NEWSGROUPS, write_newsgroups, write_sst2, write_tokenizer
 
-from torch_uncertainty_signorm.datamodules import SST2DataModule
+from signorm_lab.datamodules import SST2DataModule
 
 
 @pytest.fixture(scope="module")

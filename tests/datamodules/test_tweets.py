@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 import torch
 
-from torch_uncertainty_signorm.datamodules import TweetsDataModule
-from torch_uncertainty_signorm.datamodules.tweets import LABELS, wordnet_glosses
-from torch_uncertainty_signorm.models.packaged import minilm_dir, tweets_csv
+from signorm_lab.datamodules import TweetsDataModule
+from signorm_lab.datamodules.tweets import LABELS, wordnet_glosses
+from signorm_lab.models.packaged import minilm_dir, tweets_csv
 
 SIZES = {"train_size": 300, "val_size": 60, "test_size": 120}
 
@@ -148,7 +148,7 @@ def test_subset_seed_redraws_the_training_tweets_only():
 
 
 def test_corrupted_sets_grow_with_severity_keep_labels_and_are_seeded():
-    from torch_uncertainty_signorm.datamodules.tweets import corrupt_text
+    from signorm_lab.datamodules.tweets import corrupt_text
 
     datamodule = _setup(held_out_topic="coachella", eval_shift_severities=True, shift_size=50)
     specs, sets = datamodule.eval_sets[1:], datamodule.eval_datasets

@@ -2,7 +2,7 @@
 
 from rich.console import Console
 
-from torch_uncertainty_signorm.evaluation.printing import ood_shift_tables, results_tables
+from signorm_lab.evaluation.printing import ood_shift_tables, results_tables
 
 
 def _render(results):

@@ -9,7 +9,7 @@ import torch
 from fixtures.cifar_files import MANIFEST_ENV, accept_files, md5_manifest, write_cifar10
 from torch_uncertainty.datamodules import CIFAR10DataModule, CIFAR100DataModule
 
-from torch_uncertainty_signorm.datamodules import CIFAR100OODShiftDataModule
+from signorm_lab.datamodules import CIFAR100OODShiftDataModule
 
 
 def test_files_are_pickled_as_released(cifar_root):

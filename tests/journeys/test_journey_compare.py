@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from test_tu_format_recipes import _tu_recipe
 
-from torch_uncertainty_signorm.datamodules.stand_in_data import RUN_LABEL, SMOKE_TEST_OVERRIDES
+from signorm_lab.datamodules.stand_in_data import RUN_LABEL, SMOKE_TEST_OVERRIDES
 
 ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent

@@ -9,7 +9,7 @@ import yaml
 from fixtures.cifar_files import run_command, run_module
 from journey_commands import EXPERIMENTS, best_checkpoint, failure, only, results_row, tiny_args
 
-from torch_uncertainty_signorm.export import load_ensemble
+from signorm_lab.export import load_ensemble
 
 SETTINGS = ("pretrained", "regularized_layers", "tau", "diversity_strength")
 
@@ -42,7 +42,7 @@ def test_settings_in_a_config_block_train_test_and_export(cifar_root, command_en
     assert 0 <= results_row(logs)["test/cls/Acc"] <= 1
 
     done = run_module(
-        "torch_uncertainty_signorm.cli.export",
+        "signorm_lab.cli.export",
         [
             "--config",
             recipe,

@@ -14,7 +14,7 @@ import pytest
 from fixtures.cifar_files import run_command
 from journey_commands import EXPERIMENTS, failure, tiny_args
 
-from torch_uncertainty_signorm.cli.entry_point import SUBCOMMANDS
+from signorm_lab.cli.entry_point import SUBCOMMANDS
 
 DIGITS = EXPERIMENTS / "digits_signorm.yaml"
 
@@ -56,7 +56,7 @@ def test_help_lists_the_subcommands_without_importing_torch(tmp_path):
     done = run_command(["--help"], cwd=tmp_path, env={**os.environ, "PYTHONPROFILEIMPORTTIME": "1"})
     assert done.returncode == 0, failure(done)
     imported = set(re.findall(r"\|\s+(\S+)$", done.stderr, re.M))
-    assert "torch_uncertainty_signorm.cli.entry_point" in imported  # the import profile is on
+    assert "signorm_lab.cli.entry_point" in imported  # the import profile is on
     assert not {"torch", "lightning", "torch_uncertainty"} & imported, sorted(imported)
     from lightning.pytorch.cli import LightningCLI
 
@@ -153,5 +153,5 @@ def test_the_laptop_override_runs_the_main_recipe_narrow(cifar_root, command_env
     )
     assert done.returncode == 0, failure(done)
     (config,) = (tmp_path / "logs").rglob("config.yaml")
-    assert "torch_uncertainty_signorm.models.backbones.wideresnet28" in config.read_text()
+    assert "signorm_lab.models.backbones.wideresnet28" in config.read_text()
     assert re.search(r"params +│ +3\d\d\.\d\d K", done.stdout), failure(done)  # 0.4 M, not 146 M

@@ -7,7 +7,7 @@ from journey_commands import failure
 
 from studies import digits_analysis as analysis
 from studies import digits_study as study
-from torch_uncertainty_signorm.reproduction.runs import find_runs
+from signorm_lab.reproduction.runs import find_runs
 
 #: Three steps and no corrupted sets instead of the study's budget.
 TINY = [
@@ -33,7 +33,7 @@ def test_a_study_run_feeds_the_checks_and_the_ood_scores(command_env, tmp_path):
         [
             *command[1:],
             *TINY,
-            ("--trainer.callbacks+=torch_uncertainty_signorm.callbacks.TestPredictionWriter"),
+            ("--trainer.callbacks+=signorm_lab.callbacks.TestPredictionWriter"),
             "--trainer.callbacks.dataloaders=[0, 1]",
         ],
         cwd=tmp_path,

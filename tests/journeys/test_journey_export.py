@@ -12,7 +12,7 @@ from journey_commands import ENSEMBLE_WIDTH, EXPERIMENTS, best_checkpoint, failu
 from jsonargparse import ArgumentParser
 from lightning.pytorch import LightningModule
 
-from torch_uncertainty_signorm.export import load_ensemble, load_member
+from signorm_lab.export import load_ensemble, load_member
 
 NUM_ESTIMATORS = 4
 
@@ -46,7 +46,7 @@ def test_export_reproduces_the_trained_logits_without_the_run(signorm_run, comma
     }
     done = {
         name: run_module(
-            "torch_uncertainty_signorm.cli.export",
+            "signorm_lab.cli.export",
             [
                 "--config",
                 source,

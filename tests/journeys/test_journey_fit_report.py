@@ -18,7 +18,7 @@ def test_fit_results_table_and_regression(signorm_run, command_env, tmp_path):
     assert results["test/cplx/params"] > 0
 
     done = run_module(
-        "torch_uncertainty_signorm.reproduction.results_table",
+        "signorm_lab.reproduction.results_table",
         ["--run", f"σN-Ens={signorm_run.log_dir}", *PUBLISHED_ROW, "--out", tmp_path / "table"],
         cwd=tmp_path,
         env=command_env,
@@ -37,7 +37,7 @@ def test_fit_results_table_and_regression(signorm_run, command_env, tmp_path):
 
     rows = tmp_path / "table" / "rows.csv"
     done = run_module(
-        "torch_uncertainty_signorm.reproduction.regression",
+        "signorm_lab.reproduction.regression",
         [rows, "--row", "σN-Ens", *PUBLISHED_ROW, "method=σN-Ens"],
         cwd=tmp_path,
         env=command_env,
@@ -54,7 +54,7 @@ def test_fit_results_table_and_regression(signorm_run, command_env, tmp_path):
     assert done.stdout.splitlines()[-1].startswith(f"{list(verdicts.values()).count('FAIL')} of 8")
 
     done = run_module(
-        "torch_uncertainty_signorm.reproduction.regression",
+        "signorm_lab.reproduction.regression",
         [signorm_run.log_dir, "--reference", rows],
         cwd=tmp_path,
         env=command_env,

@@ -16,10 +16,10 @@ import yaml
 from fixtures.cifar_files import run_command, run_module
 from journey_commands import EXPERIMENTS, best_checkpoint, failure, only, tiny_args
 
-from torch_uncertainty_signorm.reproduction.regression import ReproductionError, check_reproduction
+from signorm_lab.reproduction.regression import ReproductionError, check_reproduction
 
-REGRESSION = "torch_uncertainty_signorm.reproduction.regression"
-RESULTS_TABLE = "torch_uncertainty_signorm.reproduction.results_table"
+REGRESSION = "signorm_lab.reproduction.regression"
+RESULTS_TABLE = "signorm_lab.reproduction.results_table"
 # The reference row holds the diversity too.
 PAPER_METRICS = {
     "Acc",

@@ -7,8 +7,8 @@ from journey_commands import failure
 from safetensors.torch import load_file
 
 from studies import tweets_study as study
-from torch_uncertainty_signorm.reproduction.results_table import mean_std
-from torch_uncertainty_signorm.reproduction.runs import find_runs
+from signorm_lab.reproduction.results_table import mean_std
+from signorm_lab.reproduction.runs import find_runs
 
 #: Two steps of 4 tweets and 24 test tweets instead of the study's budget.
 TINY = [

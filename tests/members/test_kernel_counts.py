@@ -15,7 +15,7 @@ from fixtures.backbones import tiny_resnet
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from torch_uncertainty_signorm import signorm_ensemble
-from torch_uncertainty_signorm.baselines import FiLMBatchNorm
+from signorm_lab.baselines import FiLMBatchNorm
 from torch_uncertainty_signorm.signorm.layers import (
     SigmaBatchNorm1d,
     SigmaBatchNorm2d,

@@ -7,7 +7,7 @@ import pytest
 import torch
 from torch import nn
 
-from torch_uncertainty_signorm.baselines import FiLMBatchNorm
+from signorm_lab.baselines import FiLMBatchNorm
 from torch_uncertainty_signorm.members.norm import MemberBatchNorm, MemberNorm
 from torch_uncertainty_signorm.signorm.layers import SigmaBatchNorm2d, SigmaLayerNorm
 

@@ -12,7 +12,7 @@ from torch_uncertainty.routines import ClassificationRoutine
 from torch_uncertainty.transforms import RepeatTarget
 
 from torch_uncertainty_signorm import signorm_ensemble
-from torch_uncertainty_signorm.baselines import (
+from signorm_lab.baselines import (
     MemberLinear,
     MemberLoRALinear,
     film_ensemble,

@@ -15,10 +15,10 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from torch_uncertainty_signorm.callbacks.run_record import FIT_KEYS
-from torch_uncertainty_signorm.reproduction import comparison as cmp
-from torch_uncertainty_signorm.reproduction.paired import equivalence_test, mean_interval
-from torch_uncertainty_signorm.reproduction.runs import read_results
+from signorm_lab.callbacks.run_record import FIT_KEYS
+from signorm_lab.reproduction import comparison as cmp
+from signorm_lab.reproduction.paired import equivalence_test, mean_interval
+from signorm_lab.reproduction.runs import read_results
 
 EXPERIMENTS = Path(__file__).parents[2] / "experiments"
 
@@ -197,7 +197,7 @@ def test_a_rerun_reuses_finished_runs_and_resumes_an_interrupted_one(tmp_path, m
 
 FINISH_UNDER_LOCK = """
 import pathlib, sys, time
-from torch_uncertainty_signorm.safety.run_lock import run_folder_lock
+from signorm_lab.safety.run_lock import run_folder_lock
 folder = pathlib.Path(sys.argv[1])
 with run_folder_lock(folder):
     print("held", flush=True)
@@ -260,7 +260,7 @@ def test_a_run_stopped_while_testing_after_its_fit_is_tested_not_trained_again(
     fit's run_record.json, no results.csv, no interrupted.ckpt) is tested from the fit's best
     checkpoint into its own version: no new version, no checkpoint written, and a results.csv
     and a run_record.json with the fit's fields and the test's, so that it counts as finished."""
-    from torch_uncertainty_signorm.cli import cli_main
+    from signorm_lab.cli import cli_main
 
     monkeypatch.chdir(tmp_path)
     monkeypatch.setattr(sys, "argv", ["torch-uncertainty"])

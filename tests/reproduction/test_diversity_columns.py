@@ -9,16 +9,16 @@ from pathlib import Path
 import pytest
 from fixtures.results_files import tu_metrics, write_run
 
-from torch_uncertainty_signorm.reproduction import regression, results_table
-from torch_uncertainty_signorm.reproduction.published import load_table
-from torch_uncertainty_signorm.reproduction.results_table import (
+from signorm_lab.reproduction import regression, results_table
+from signorm_lab.reproduction.published import load_table
+from signorm_lab.reproduction.results_table import (
     DIVERSITY_COLUMNS,
     aggregate,
     read_rows,
     table_cells,
     write_rows,
 )
-from torch_uncertainty_signorm.reproduction.runs import find_runs
+from signorm_lab.reproduction.runs import find_runs
 
 REFERENCE_DIR = Path(__file__).parents[2] / "docs" / "reference"
 #: Two seeds of an ensemble: (seed, σNorm-cos, U_mod, Jensen gap).

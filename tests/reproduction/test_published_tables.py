@@ -5,8 +5,8 @@ from pathlib import Path
 
 import pytest
 
-from torch_uncertainty_signorm.cli.recipe_bases import composed_recipe
-from torch_uncertainty_signorm.reproduction.published import TABLES, load_table
+from signorm_lab.cli.recipe_bases import composed_recipe
+from signorm_lab.reproduction.published import TABLES, load_table
 
 #: Every ``\begin{table}`` label of the paper (signorm_ensembles.tex), in order of appearance.
 PAPER_TABLE_LABELS = [

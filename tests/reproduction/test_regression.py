@@ -12,15 +12,15 @@ import pytest
 import yaml
 from fixtures.results_files import tu_metrics, write_run
 
-from torch_uncertainty_signorm.reproduction import regression
-from torch_uncertainty_signorm.reproduction.published import load_table
-from torch_uncertainty_signorm.reproduction.regression import (
+from signorm_lab.reproduction import regression
+from signorm_lab.reproduction.published import load_table
+from signorm_lab.reproduction.regression import (
     DEFAULT_TOLERANCES,
     ReproductionError,
     check_reproduction,
     compare_rows,
 )
-from torch_uncertainty_signorm.reproduction.results_table import read_rows, write_rows
+from signorm_lab.reproduction.results_table import read_rows, write_rows
 
 REFERENCE_DIR = Path(__file__).parents[2] / "docs" / "reference"
 REFERENCE = REFERENCE_DIR / "digits_signorm.csv"
@@ -254,7 +254,7 @@ def test_command_exit_status_gates_a_ci_job(tmp_path):
     command = [
         sys.executable,
         "-m",
-        "torch_uncertainty_signorm.reproduction.regression",
+        "signorm_lab.reproduction.regression",
         "--reference",
         str(REFERENCE),
     ]

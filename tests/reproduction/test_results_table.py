@@ -5,8 +5,8 @@ import math
 import pytest
 from fixtures.results_files import tu_metrics, write_run
 
-from torch_uncertainty_signorm.reproduction import results_table
-from torch_uncertainty_signorm.reproduction.results_table import (
+from signorm_lab.reproduction import results_table
+from signorm_lab.reproduction.results_table import (
     aggregate,
     madds_per_image,
     mean_std,
@@ -14,7 +14,7 @@ from torch_uncertainty_signorm.reproduction.results_table import (
     read_rows,
     write_rows,
 )
-from torch_uncertainty_signorm.reproduction.runs import find_runs
+from signorm_lab.reproduction.runs import find_runs
 
 SEEDS = [  # (Acc, NLL, ECE) of three seeds, fractions as TorchUncertainty logs them
     (0.90, 0.30, 0.010),

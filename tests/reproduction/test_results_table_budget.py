@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 from fixtures.results_files import tu_metrics, write_run
 
-from torch_uncertainty_signorm.reproduction.results_table import aggregate
-from torch_uncertainty_signorm.reproduction.runs import find_runs
+from signorm_lab.reproduction.results_table import aggregate
+from signorm_lab.reproduction.runs import find_runs
 
 CONFIG = {
     "seed_everything": 1,

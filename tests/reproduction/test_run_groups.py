@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 from fixtures.results_files import tu_metrics, write_run
 
-from torch_uncertainty_signorm.datamodules.stand_in_data import RUN_LABEL
-from torch_uncertainty_signorm.reproduction.results_table import write_rows
-from torch_uncertainty_signorm.reproduction.run_groups import select_runs
-from torch_uncertainty_signorm.reproduction.runs import find_runs
+from signorm_lab.datamodules.stand_in_data import RUN_LABEL
+from signorm_lab.reproduction.results_table import write_rows
+from signorm_lab.reproduction.run_groups import select_runs
+from signorm_lab.reproduction.runs import find_runs
 
 
 def _config(tau: float, seed: int, target: float | None = None, strength: float = 0.01) -> dict:
@@ -57,7 +57,7 @@ def test_the_command_refuses_a_folder_mixing_settings_and_names_them(tmp_path):
     command = [
         sys.executable,
         "-m",
-        "torch_uncertainty_signorm.reproduction.regression",
+        "signorm_lab.reproduction.regression",
         str(logs),
         "--reference",
         str(_reference(tmp_path)),

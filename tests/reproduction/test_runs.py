@@ -5,8 +5,8 @@ import os
 import pytest
 from fixtures.results_files import tu_metrics, write_run
 
-from torch_uncertainty_signorm.reproduction.results_table import aggregate
-from torch_uncertainty_signorm.reproduction.runs import find_runs, merge_evaluations, trained_steps
+from signorm_lab.reproduction.results_table import aggregate
+from signorm_lab.reproduction.runs import find_runs, merge_evaluations, trained_steps
 
 
 def _config(seed, batch_size=64, **top):

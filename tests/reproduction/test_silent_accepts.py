@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 from fixtures.results_files import tu_metrics, write_run
 
-from torch_uncertainty_signorm.reproduction import regression, results_table
-from torch_uncertainty_signorm.reproduction.regression import compare_rows
+from signorm_lab.reproduction import regression, results_table
+from signorm_lab.reproduction.regression import compare_rows
 
 PROFILE = b"export PATH=$HOME/bin:$PATH\n"
 

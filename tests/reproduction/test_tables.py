@@ -2,7 +2,7 @@
 
 import pytest
 
-from torch_uncertainty_signorm.reproduction.tables import format_table, markdown_table
+from signorm_lab.reproduction.tables import format_table, markdown_table
 
 HEADER = ["method", "Acc", "verdict"]
 BODY = [["σN-Ens", "92.0", "ok"], ["Packed", "100.25", "FAIL"]]

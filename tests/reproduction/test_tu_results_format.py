@@ -6,9 +6,9 @@ import csv
 import pytest
 from fixtures.tu_results import TU_HEADER
 
-from torch_uncertainty_signorm.reproduction import regression, results_table
-from torch_uncertainty_signorm.reproduction.regression import compare_rows
-from torch_uncertainty_signorm.reproduction.results_table import read_rows
+from signorm_lab.reproduction import regression, results_table
+from signorm_lab.reproduction.regression import compare_rows
+from signorm_lab.reproduction.results_table import read_rows
 
 WHERE = ["dataset=CIFAR-10", "arch=ResNet-18"]
 ROW = [*WHERE, "method=σN-Ens"]

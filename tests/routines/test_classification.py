@@ -16,7 +16,7 @@ from torch_uncertainty.routines import ClassificationRoutine
 from torch_uncertainty.transforms import RepeatTarget
 
 from torch_uncertainty_signorm import signorm_ensemble
-from torch_uncertainty_signorm.datamodules import DigitsDataModule
+from signorm_lab.datamodules import DigitsDataModule
 from torch_uncertainty_signorm.routines import SigmaNormClassificationRoutine
 from torch_uncertainty_signorm.signorm.optim import signorm_param_groups
 from torch_uncertainty_signorm.signorm.regularization_guard import (

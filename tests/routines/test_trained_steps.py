@@ -11,8 +11,8 @@ from fixtures.digits import cpu_trainer, digits_signorm_routine
 from lightning.pytorch.callbacks import ModelCheckpoint
 from lightning.pytorch.loggers import CSVLogger
 
-from torch_uncertainty_signorm.datamodules import DigitsDataModule
-from torch_uncertainty_signorm.reproduction.runs import TRAINED_STEPS_COLUMN, trained_steps
+from signorm_lab.datamodules import DigitsDataModule
+from signorm_lab.reproduction.runs import TRAINED_STEPS_COLUMN, trained_steps
 
 
 def _last_row(folder) -> dict[str, str]:

@@ -6,9 +6,9 @@ import pytest
 from fixtures.marker_module import assert_not_imported, marker_module
 
 from torch_uncertainty_signorm import SigmaNormEnsemble
-from torch_uncertainty_signorm.cli.recipe_bases import composed_recipe
-from torch_uncertainty_signorm.safety.allowlist import MODEL_CLASS_PATHS, check_class_paths
-from torch_uncertainty_signorm.safety.class_blocks import build_class_block
+from signorm_lab.cli.recipe_bases import composed_recipe
+from signorm_lab.safety.allowlist import MODEL_CLASS_PATHS, check_class_paths
+from signorm_lab.safety.class_blocks import build_class_block
 
 EXPERIMENTS = Path(__file__).parents[2] / "experiments"
 SIGNORM_RECIPES = [

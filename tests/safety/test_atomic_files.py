@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from torch_uncertainty_signorm.safety.atomic_files import replaced_atomically
-from torch_uncertainty_signorm.safety.checkpoint_io import AtomicCheckpointIO
+from signorm_lab.safety.atomic_files import replaced_atomically
+from signorm_lab.safety.checkpoint_io import AtomicCheckpointIO
 
 
 def test_an_error_mid_write_leaves_the_old_file_and_no_partial_one(tmp_path):
@@ -77,7 +77,7 @@ def test_the_file_helpers_load_without_torch():
     """The results commands write files through these helpers: importing them costs no torch or
     Lightning (seconds of every ``signorm-results-table`` start)."""
     probe = (
-        "import sys; import torch_uncertainty_signorm.safety.atomic_files; "
+        "import sys; import signorm_lab.safety.atomic_files; "
         "print(sorted({'torch', 'lightning'} & set(sys.modules)))"
     )
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)

@@ -5,7 +5,7 @@ import pytest
 import torch
 from torch import nn
 
-from torch_uncertainty_signorm.safety.checkpoints import backbone_state
+from signorm_lab.safety.checkpoints import backbone_state
 
 
 def _model() -> nn.Module:

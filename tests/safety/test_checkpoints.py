@@ -13,7 +13,7 @@ from torch_uncertainty.models.classification import resnet
 from torch_uncertainty.routines import ClassificationRoutine
 
 from torch_uncertainty_signorm import signorm_ensemble
-from torch_uncertainty_signorm.datamodules import DigitsDataModule
+from signorm_lab.datamodules import DigitsDataModule
 from torch_uncertainty_signorm.signorm.layers import SigmaNorm
 
 

@@ -15,8 +15,8 @@ from fixtures.marker_module import assert_not_imported, marker_module
 from torch import nn
 
 from torch_uncertainty_signorm import SigmaNormEnsemble
-from torch_uncertainty_signorm.export import build_model, export_ensemble, load_ensemble
-from torch_uncertainty_signorm.safety.class_blocks import build_class_block
+from signorm_lab.export import build_model, export_ensemble, load_ensemble
+from signorm_lab.safety.class_blocks import build_class_block
 
 SPEC = tiny_signorm_spec(2, style="cifar")
 
@@ -102,7 +102,7 @@ def test_a_nested_class_path_outside_the_list_is_refused_before_import(
 def test_checkpoints_and_exports_type_a_block_alike():
     """The routine's model block (a checkpoint's hyper-parameter) and an export's model block go
     through the one builder: the same coercion, and the same refusal naming key and type."""
-    from torch_uncertainty_signorm.export import build_model
+    from signorm_lab.export import build_model
     from torch_uncertainty_signorm.routines.arguments import built
 
     coerced = json.loads(json.dumps(SPEC))

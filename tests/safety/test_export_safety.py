@@ -11,13 +11,13 @@ from pathlib import Path
 import pytest
 import torch
 
-from torch_uncertainty_signorm.export import (
+from signorm_lab.export import (
     build_model,
     export_ensemble,
     load_ensemble,
     load_member,
 )
-from torch_uncertainty_signorm.safety.allowlist import import_object
+from signorm_lab.safety.allowlist import import_object
 
 SPEC = {
     "class_path": "torch_uncertainty_signorm.signorm_ensemble",
@@ -85,9 +85,9 @@ def _payloads(root: Path) -> dict[str, tuple[dict, Path]]:
             victim,
         ),
         # A trusted package is not enough: only the listed model factories are.
-        "torch_uncertainty_signorm.export.export_ensemble": (
+        "signorm_lab.export.export_ensemble": (
             {
-                "class_path": "torch_uncertainty_signorm.export.export_ensemble",
+                "class_path": "signorm_lab.export.export_ensemble",
                 "init_args": {"model": None, "spec": {}, "directory": str(root / "written")},
             },
             root / "written",
@@ -118,7 +118,7 @@ def export_dir(tmp_path_factory) -> Path:
         "torch.load",
         "torch.hub.load",
         "torch.save",
-        "torch_uncertainty_signorm.export.export_ensemble",
+        "signorm_lab.export.export_ensemble",
     ],
 )
 def test_a_config_naming_code_is_refused_before_anything_runs(
@@ -290,7 +290,7 @@ UNTRUSTED_EXPORTS = {
             _set(
                 _BACKBONE_BLOCK,
                 {
-                    "class_path": "torch_uncertainty_signorm.models.backbones.bert_classifier",
+                    "class_path": "signorm_lab.models.backbones.bert_classifier",
                     "init_args": {"model_name": "some-org/remote-code-model", "pretrained": False},
                 },
             )
@@ -306,7 +306,7 @@ UNTRUSTED_EXPORTS = {
             _set(
                 _BACKBONE_BLOCK,
                 {
-                    "class_path": "torch_uncertainty_signorm.models.backbones.timm_vit",
+                    "class_path": "signorm_lab.models.backbones.timm_vit",
                     "init_args": {"model_name": "vit_tiny_patch16_224", "num_classes": 10},
                 },
             )
@@ -319,7 +319,7 @@ UNTRUSTED_EXPORTS = {
             _set(
                 _BACKBONE_BLOCK,
                 {
-                    "class_path": "torch_uncertainty_signorm.models.backbones.bert_classifier",
+                    "class_path": "signorm_lab.models.backbones.bert_classifier",
                     "init_args": {"model_name": "some-org/model", "config": {"model_type": "bert"}},
                 },
             )
@@ -360,7 +360,7 @@ UNTRUSTED_EXPORTS = {
             _set(
                 _BACKBONE_BLOCK,
                 {
-                    "class_path": "torch_uncertainty_signorm.models.backbones.bert_classifier",
+                    "class_path": "signorm_lab.models.backbones.bert_classifier",
                     "init_args": {
                         "pretrained": False,
                         "config": {

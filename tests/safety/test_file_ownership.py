@@ -16,9 +16,9 @@ import torch
 from fixtures.backbones import tiny_signorm_spec
 
 from torch_uncertainty_signorm.evaluation import append_to_last_row
-from torch_uncertainty_signorm.export import build_model, export_ensemble, load_ensemble
-from torch_uncertainty_signorm.safety.atomic_files import replaced_atomically, replaced_folder
-from torch_uncertainty_signorm.safety.checkpoint_io import AtomicCheckpointIO
+from signorm_lab.export import build_model, export_ensemble, load_ensemble
+from signorm_lab.safety.atomic_files import replaced_atomically, replaced_folder
+from signorm_lab.safety.checkpoint_io import AtomicCheckpointIO
 
 SPEC = tiny_signorm_spec(2, style="cifar")
 PROFILE = b"export PATH=$HOME/bin:$PATH\n"

@@ -6,10 +6,10 @@ from pathlib import Path
 import pytest
 from fixtures.imports import modules_imported_by
 
-from torch_uncertainty_signorm.export import EXPORTABLE_CLASS_PATHS
-from torch_uncertainty_signorm.safety import allowlist, model_registry
-from torch_uncertainty_signorm.safety.allowlist import import_object
-from torch_uncertainty_signorm.safety.plain_data import is_data, with_plain_values
+from signorm_lab.export import EXPORTABLE_CLASS_PATHS
+from signorm_lab.safety import allowlist, model_registry
+from signorm_lab.safety.allowlist import import_object
+from signorm_lab.safety.plain_data import is_data, with_plain_values
 
 
 def test_every_registered_path_names_an_importable_model():
@@ -24,12 +24,12 @@ def test_the_allow_list_and_the_exportable_models_are_views_of_the_registry():
     assert allowlist.MODEL_CLASS_PATHS <= EXPORTABLE_CLASS_PATHS
     assert "torchvision.models.resnet18" in EXPORTABLE_CLASS_PATHS - allowlist.MODEL_CLASS_PATHS
     baselines = model_registry.class_paths(role="baseline")
-    assert "torch_uncertainty_signorm.baselines.film_ensemble" in baselines
+    assert "signorm_lab.baselines.film_ensemble" in baselines
     assert not baselines & (allowlist.MODEL_CLASS_PATHS | EXPORTABLE_CLASS_PATHS)
 
 
 def test_the_registry_records_what_fetches_weights():
-    bert = model_registry.model_entry("torch_uncertainty_signorm.models.backbones.bert_classifier")
+    bert = model_registry.model_entry("signorm_lab.models.backbones.bert_classifier")
     assert bert.weight_sources == {"pretrained": False, "pretrained_path": None}
     assert bert.stored_argument.name == "config"
     ensemble = model_registry.model_entry(
@@ -55,10 +55,10 @@ def test_one_rule_for_data():
 @pytest.mark.slow
 def test_the_export_package_never_imports_the_command():
     imported = modules_imported_by(
-        "import torch_uncertainty_signorm.export",
+        "import signorm_lab.export",
         (
-            "torch_uncertainty_signorm.cli",
-            "torch_uncertainty_signorm.cli.recipe_parsing",
+            "signorm_lab.cli",
+            "signorm_lab.cli.recipe_parsing",
             "lightning.pytorch.cli",
         ),
     )

@@ -1,7 +1,7 @@
 """Files written before the package's folders were reorganised keep working: every class path a
 recipe, a checkpoint's hyper-parameters or an export's ``config.json`` names today still
 imports, and the paths of modules that moved are read as their current ones through the one
-table :data:`~torch_uncertainty_signorm.safety.allowlist.MOVED_CLASS_PATHS`."""
+table :data:`~signorm_lab.safety.allowlist.MOVED_CLASS_PATHS`."""
 
 from __future__ import annotations
 
@@ -16,9 +16,9 @@ import yaml
 from safetensors.torch import load_file
 
 from torch_uncertainty_signorm import export
-from torch_uncertainty_signorm.cli.recipe_parsing import parse_recipe
+from signorm_lab.cli.recipe_parsing import parse_recipe
 from torch_uncertainty_signorm.routines import SigmaNormClassificationRoutine
-from torch_uncertainty_signorm.safety.allowlist import (
+from signorm_lab.safety.allowlist import (
     MOVED_CLASS_PATHS,
     current_class_paths,
     import_object,
@@ -56,7 +56,7 @@ def test_moved_paths_are_replaced_at_any_depth_and_the_tree_is_left_as_it_was():
         "class_path": OLD_ENSEMBLE,
         "init_args": {
             "config": {"class_path": "torch_uncertainty_signorm.config.SigmaNormConfig"},
-            "layers": ["torch_uncertainty_signorm.baselines.film_ensemble.FiLMEnsemble", "bn1"],
+            "layers": ["signorm_lab.baselines.film_ensemble.FiLMEnsemble", "bn1"],
         },
     }
     current = current_class_paths(tree)
@@ -64,7 +64,7 @@ def test_moved_paths_are_replaced_at_any_depth_and_the_tree_is_left_as_it_was():
         "class_path": NEW_ENSEMBLE,
         "init_args": {
             "config": {"class_path": "torch_uncertainty_signorm.signorm.config.SigmaNormConfig"},
-            "layers": ["torch_uncertainty_signorm.baselines.film.model.FiLMEnsemble", "bn1"],
+            "layers": ["signorm_lab.baselines.film.model.FiLMEnsemble", "bn1"],
         },
     }
     assert tree["class_path"] == OLD_ENSEMBLE

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from torch_uncertainty_signorm.safety.checkpoint_args import (
+from signorm_lab.safety.checkpoint_args import (
     check_parsed_arguments,
     check_taken_arguments,
 )

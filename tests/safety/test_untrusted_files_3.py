@@ -16,18 +16,18 @@ import torch
 import yaml
 
 from tests.fixtures.marker_module import assert_not_imported, marker_module
-from torch_uncertainty_signorm.safety import allowlist
-from torch_uncertainty_signorm.safety.export_spec import (
+from signorm_lab.safety import allowlist
+from signorm_lab.safety.export_spec import (
     MAX_STACKED_LAYERS,
     check_ensemble_spec,
     check_layer_counts,
 )
-from torch_uncertainty_signorm.safety.files import UnboundedYAML, load_yaml
-from torch_uncertainty_signorm.safety.patterns import check_pattern
+from signorm_lab.safety.files import UnboundedYAML, load_yaml
+from signorm_lab.safety.patterns import check_pattern
 
 ROUTINE = "torch_uncertainty_signorm.routines.SigmaNormClassificationRoutine"
 RESNET = "torch_uncertainty.models.classification.resnet"
-BERT = "torch_uncertainty_signorm.models.backbones.bert_classifier"
+BERT = "signorm_lab.models.backbones.bert_classifier"
 
 
 def _backbone(**init_args) -> dict:
@@ -50,7 +50,7 @@ def _recipe(backbone: object) -> dict:
     }
     return {
         "routine": {"class_path": ROUTINE, "init_args": {"num_classes": 10, "model": model}},
-        "data": {"class_path": "torch_uncertainty_signorm.datamodules.DigitsDataModule"},
+        "data": {"class_path": "signorm_lab.datamodules.DigitsDataModule"},
     }
 
 
@@ -172,7 +172,7 @@ def test_every_file_the_parser_reads_is_checked_as_it_is_read(tmp_path):
     a checked file is refused at open, and a URL is never fetched."""
     from jsonargparse import Path as ParserPath
 
-    from torch_uncertainty_signorm.safety.parser_reads import checked_parser_reads
+    from signorm_lab.safety.parser_reads import checked_parser_reads
 
     allowed = allowlist.RECIPE_CLASS_PATHS
     good = tmp_path / "good.yaml"
@@ -200,7 +200,7 @@ def test_every_file_the_parser_reads_is_checked_as_it_is_read(tmp_path):
 def test_a_block_file_swapped_for_a_pipe_after_the_check_is_refused(tmp_path, monkeypatch):
     """The export command checks the recipe, then its parser opens the files it names: a block
     file replaced by a named pipe in between is refused, never waited on."""
-    from torch_uncertainty_signorm.cli.export import main
+    from signorm_lab.cli.export import main
 
     block = tmp_path / "model.yaml"
     _write(block, _recipe(_backbone())["routine"]["init_args"]["model"])
@@ -266,7 +266,7 @@ def test_atomic_groups_and_possessive_repeats_are_walked(pattern):
 @pytest.mark.timeout(10)
 def test_a_checkpoints_atomic_group_is_refused_before_test_ckpt_path_matches_it():
     """The route of ``test --ckpt_path``: the values a checkpoint brings are checked first."""
-    from torch_uncertainty_signorm.safety.checkpoint_args import check_taken_arguments
+    from signorm_lab.safety.checkpoint_args import check_taken_arguments
 
     with pytest.raises(
         ValueError,
@@ -357,7 +357,7 @@ def _fifo_folder(root: Path) -> Path:
     ],
 )
 def test_an_output_that_cannot_take_an_export_is_named(make, said, tmp_path, monkeypatch):
-    from torch_uncertainty_signorm.export.writing import output_directory
+    from signorm_lab.export.writing import output_directory
 
     monkeypatch.chdir(tmp_path)
     (tmp_path / "file.txt").write_text("notes")
@@ -372,7 +372,7 @@ def test_an_output_that_cannot_take_an_export_is_named(make, said, tmp_path, mon
 # ------------------------------------------- 5. the export command, as a user meets it
 _DRIVER = """
 import contextlib, io, json, os, sys, time
-from torch_uncertainty_signorm.cli.export import command
+from signorm_lab.cli.export import command
 for name, argv, debug in json.loads(sys.argv[1]):
     os.environ.pop("SIGNORM_DEBUG", None)
     if debug:
@@ -580,7 +580,7 @@ def test_python_m_with_the_recipes_folder_on_the_path_imports_nothing_of_it(tmp_
         [
             sys.executable,
             "-m",
-            "torch_uncertainty_signorm.cli.export",
+            "signorm_lab.cli.export",
             "--config",
             "recipe.yaml",
             "--ckpt_path",

@@ -167,7 +167,7 @@ def test_sync_batch_norm_converts_and_exports_to_sync_batch_norm():
 def test_ensemble_with_sync_batch_norm_layers_exports_its_members():
     from fixtures.backbones import tiny_resnet
 
-    from torch_uncertainty_signorm.export import member_model
+    from signorm_lab.export import member_model
 
     backbone = nn.SyncBatchNorm.convert_sync_batchnorm(tiny_resnet())
     ensemble = signorm_ensemble(backbone, M).eval()

@@ -7,7 +7,7 @@ import torch
 from fixtures.members import batch_major, member_rows
 from torch import nn
 
-from torch_uncertainty_signorm.baselines import FiLMBatchNorm
+from signorm_lab.baselines import FiLMBatchNorm
 from torch_uncertainty_signorm.signorm.conversion import signorm_class_for
 from torch_uncertainty_signorm.signorm.layers import (
     SigmaBatchNorm1d,

@@ -10,7 +10,7 @@ from fixtures.results_files import tu_metrics, write_run
 from safetensors.torch import save_file
 
 from studies import figures
-from torch_uncertainty_signorm.reproduction.runs import find_runs
+from signorm_lab.reproduction.runs import find_runs
 
 TAUS = [0.01, 0.1, 1.0, 10.0]
 

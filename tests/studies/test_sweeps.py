@@ -8,8 +8,8 @@ from safetensors import safe_open
 
 from studies import sweeps
 from studies.sweeps import SweepPoint, recipe_command, sweep_points
-from torch_uncertainty_signorm.cli import cli_main
-from torch_uncertainty_signorm.reproduction.runs import find_runs
+from signorm_lab.cli import cli_main
+from signorm_lab.reproduction.runs import find_runs
 
 EXPERIMENTS = Path(__file__).parents[2] / "experiments"
 

@@ -9,7 +9,7 @@ import torch
 from safetensors.torch import save_file
 
 from studies import tweets_study as study
-from torch_uncertainty_signorm.cli.recipe_parsing import parse_recipe
+from signorm_lab.cli.recipe_parsing import parse_recipe
 
 
 def test_the_grid_spans_three_decades_of_tau_with_three_seeds_and_trains_shared_runs_once():

@@ -1,8 +1,8 @@
-from .exact_resume import ExactResumeCheckpoint as ExactResumeCheckpoint
+from signorm_lab.callbacks.exact_resume import ExactResumeCheckpoint as ExactResumeCheckpoint
 from .identical_members import IdenticalMembersWarning as IdenticalMembersWarning
 from .member_ownership import MemberOwnershipCallback as MemberOwnershipCallback
-from .ood_shift_metrics import OODShiftEvaluation as OODShiftEvaluation
-from .parameter_logging import ParameterCountCallback as ParameterCountCallback
-from .prediction_writer import TestPredictionWriter as TestPredictionWriter
-from .run_record import RunRecordCallback as RunRecordCallback
+from signorm_lab.callbacks.ood_shift_metrics import OODShiftEvaluation as OODShiftEvaluation
+from signorm_lab.callbacks.parameter_logging import ParameterCountCallback as ParameterCountCallback
+from signorm_lab.callbacks.prediction_writer import TestPredictionWriter as TestPredictionWriter
+from signorm_lab.callbacks.run_record import RunRecordCallback as RunRecordCallback
 from .tau_control import DiversityTargetCallback as DiversityTargetCallback

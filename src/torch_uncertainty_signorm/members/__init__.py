@@ -5,7 +5,7 @@ members in one backbone pass (:mod:`.wrapper`), per-member normalization (:mod:`
 and the settings object's base (:mod:`.config`).
 
 σN-Ens (:mod:`torch_uncertainty_signorm.signorm`), FiLM-Ensemble and LoRA-Ensemble
-(:mod:`torch_uncertainty_signorm.baselines`) each build on it, as peft's methods on
+(:mod:`signorm_lab.baselines`) each build on it, as peft's methods on
 ``tuners_utils``.
 """
 

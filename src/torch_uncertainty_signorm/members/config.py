@@ -8,8 +8,8 @@ and defaults, so a recipe's ``init_args`` block is a config written out; the wra
 config from them in one call to :meth:`MethodConfig.resolve`, which also states the one rule for
 a setting given both ways. Each method's config lives with the method:
 :class:`~torch_uncertainty_signorm.signorm.config.SigmaNormConfig`,
-:class:`~torch_uncertainty_signorm.baselines.film.config.FiLMConfig`,
-:class:`~torch_uncertainty_signorm.baselines.lora.config.LoRAEnsembleConfig`.
+:class:`~signorm_lab.baselines.film.config.FiLMConfig`,
+:class:`~signorm_lab.baselines.lora.config.LoRAEnsembleConfig`.
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ import re
 from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
-from ..safety.patterns import check_pattern
+from signorm_lab.safety.patterns import check_pattern
 
 __all__ = ["check_pattern", "check_selection", "match_names"]
 

@@ -16,9 +16,9 @@ from ..callbacks.logits_tap import LogitsTap
 from ..callbacks.tau_control import DiversityTargetCallback
 from ..evaluation.diversity import geometric_ambiguity, jensen_gap, signorm_cosine
 from ..evaluation.prediction import EnsemblePrediction, ensemble_prediction, member_probabilities
-from ..evaluation.printing import use_results_tables
-from ..evaluation.results_csv import append_to_last_row
-from ..safety.files import check_file_name
+from signorm_lab.evaluation.printing import use_results_tables
+from signorm_lab.evaluation.results_csv import append_to_last_row
+from signorm_lab.safety.files import check_file_name
 from ..signorm.checkpoint_tau import CHECKPOINT_TAU, checkpoint_tau
 from ..signorm.diversity_target import DiversityTarget, check_controlled_tau
 from ..signorm.ensemble import SigmaNormEnsemble
@@ -100,7 +100,7 @@ class SigmaNormClassificationRoutine(ClassificationRoutine):
     hyper-parameters it saves: the command's ``routine:`` block, or, built in Python, the
     arguments that are data. ``model``, ``loss`` and ``format_batch_fn`` given as
     ``class_path``/``init_args`` mappings are saved (and built only from
-    :mod:`~torch_uncertainty_signorm.safety.allowlist` classes); objects are not, pass them to
+    :mod:`~signorm_lab.safety.allowlist` classes); objects are not, pass them to
     ``load_from_checkpoint`` as keyword arguments
     (:mod:`~torch_uncertainty_signorm.routines.arguments`).
 
@@ -310,7 +310,7 @@ class SigmaNormClassificationRoutine(ClassificationRoutine):
         checkpoint[CHECKPOINT_TAU] = self.model.tau
 
     def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
-        """The checkpoint's τ back into the model (:func:`~torch_uncertainty_signorm.safety.
+        """The checkpoint's τ back into the model (:func:`~signorm_lab.safety.
         checkpoint_tau.checkpoint_tau`): what ``fit --ckpt_path`` resumes from (the controller
         reads it there), ``test`` evaluates and ``load_from_checkpoint`` returns."""
         super().on_load_checkpoint(checkpoint)
@@ -456,7 +456,7 @@ class SigmaNormClassificationRoutine(ClassificationRoutine):
         if save_to_csv and self.logger is not None and self.trainer.is_global_zero:
             log_dir = get_logger_dir(self.logger)
             if log_dir is not None:
-                from ..reproduction.runs import TRAINED_STEPS_COLUMN
+                from signorm_lab.reproduction.runs import TRAINED_STEPS_COLUMN
 
                 # the optimizer steps the run took: this process's (a fit) or, when testing a
                 # checkpoint (its loops are not restored), the checkpoint's; what the tables

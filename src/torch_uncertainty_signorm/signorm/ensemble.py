@@ -17,7 +17,7 @@ from ..members.wrapper import (
     member_major,
     remove_classifier,
 )
-from ..safety.checkpoints import read_backbone_checkpoint
+from signorm_lab.safety.checkpoints import read_backbone_checkpoint
 from .config import SigmaNormConfig
 from .conversion import convert_norm_layers, find_norm_layers, norms_at_initial_state
 from .layer_selection import select_layers

@@ -13,11 +13,11 @@ jsonargparse 4.51.0.
 
 Public routes taken instead of a private name (nothing of theirs is here):
 
-* the global RNG states that :class:`~torch_uncertainty_signorm.callbacks.ExactResumeCheckpoint`
+* the global RNG states that :class:`~signorm_lab.callbacks.ExactResumeCheckpoint`
   saves are read and set with ``torch``, ``numpy`` and ``random``'s own functions (the layout of
   Lightning's ``_collect_rng_states``, so older checkpoints load);
 * ``LightningCLI._get`` is a one-line lookup of ``config[subcommand][key]``, written out in
-  :class:`~torch_uncertainty_signorm.cli.TUSigmaNormCLI`;
+  :class:`~signorm_lab.cli.TUSigmaNormCLI`;
 * Lightning's ``_OUT_DICT`` is a type alias, written ``dict[str, Any]``;
 * ``torch.nn.modules.conv._ConvNd`` and ``torch.nn.modules.batchnorm._BatchNorm`` are replaced
   by the tuples of torch's public convolution and BatchNorm classes (:data:`CONVOLUTIONS`,
@@ -26,12 +26,12 @@ Public routes taken instead of a private name (nothing of theirs is here):
 Methods overriding a private hook of another library cannot move here (the library calls
 them by name); they reach any other private name through this module:
 
-* :class:`~torch_uncertainty_signorm.cli.TUSigmaNormCLI`: ``_add_instantiators``,
+* :class:`~signorm_lab.cli.TUSigmaNormCLI`: ``_add_instantiators``,
   ``_parse_ckpt_path``, ``_run_subcommand`` (Lightning's ``LightningCLI``);
 * ``recipe_parsing._ParseOnlyCLI``: ``_set_seed``, ``_run_subcommand`` (``LightningCLI``);
-* :class:`~torch_uncertainty_signorm.evaluation.printing.SigmaNormEvaluationLoop`:
+* :class:`~signorm_lab.evaluation.printing.SigmaNormEvaluationLoop`:
   ``_print_results`` (TorchUncertainty's ``TUEvaluationLoop``);
-* :class:`~torch_uncertainty_signorm.datamodules.DigitsDataModule`, ``SST2DataModule`` and
+* :class:`~signorm_lab.datamodules.DigitsDataModule`, ``SST2DataModule`` and
   ``TweetsDataModule``: ``_get_train_data``, ``_get_train_targets``, and for the two text
   modules ``_data_loader`` (TorchUncertainty's ``TUDataModule``).
 
