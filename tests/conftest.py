@@ -1,5 +1,6 @@
-"""Suite-wide fixtures and the two test tiers (tests/tiers.py decides them); the shared offline
-backbones and data live in tests/fixtures/."""
+"""The method's suite: unit and property tests of the σNorm layers, the wrapper, the routine and
+the method's callbacks, with nothing of the lab; the shared offline backbones and data live in
+tests/fixtures/ (the lab's suite, lab/tests, reads them too)."""
 
 from __future__ import annotations
 
@@ -7,17 +8,10 @@ import time
 
 import pytest
 import torch
-from tiers import TIER_BUDGETS, in_second_tier, second_tier_recipe, whole_tier
 
-
-def pytest_collection_modifyitems(config, items):
-    for item in items:
-        callspec = getattr(item, "callspec", None)
-        if in_second_tier(item.path) or (
-            callspec is not None
-            and second_tier_recipe(getattr(item, "originalname", item.name), callspec.params)
-        ):
-            item.add_marker(pytest.mark.slow)
+#: The whole suite's budget on 2 cores (seconds): past it the run fails, so that it stays what
+#: to run on every change of the method.
+BUDGET = 180
 
 
 def pytest_sessionstart(session):
@@ -26,19 +20,14 @@ def pytest_sessionstart(session):
 
 @pytest.hookimpl(trylast=True)
 def pytest_terminal_summary(terminalreporter, exitstatus, config):
-    """A whole tier prints its time against its budget (tests/tiers.py) and fails over it."""
-    if hasattr(config, "workerinput"):
-        return
-    tier = whole_tier(
-        config.option.markexpr, config.args_source == pytest.Config.ArgsSource.TESTPATHS
-    )
-    if tier is None:
+    """The whole suite prints its time against :data:`BUDGET` and fails over it."""
+    if hasattr(config, "workerinput") or config.args_source != pytest.Config.ArgsSource.TESTPATHS:
         return
     session, started = config.stash[_STARTED]
-    seconds, budget = time.perf_counter() - started, TIER_BUDGETS[tier]
-    over = seconds > budget
+    seconds = time.perf_counter() - started
+    over = seconds > BUDGET
     terminalreporter.write_line(
-        f"{tier} tier: {seconds:.0f} s of its {budget} s budget (tests/tiers.py)"
+        f"method suite: {seconds:.0f} s of its {BUDGET} s budget (tests/conftest.py)"
         + (": OVER BUDGET, the run fails" if over else ""),
         red=over,
         bold=True,

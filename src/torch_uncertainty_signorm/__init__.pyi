@@ -7,7 +7,6 @@ from .evaluation.diversity import mutual_information as mutual_information
 from .evaluation.diversity import ownership_counts as ownership_counts
 from .evaluation.diversity import pairwise_cosine as pairwise_cosine
 from .evaluation.diversity import signorm_cosine as signorm_cosine
-from signorm_lab.evaluation.parameter_counts import parameter_counts as parameter_counts
 from .evaluation.prediction import EnsemblePrediction as EnsemblePrediction
 from .evaluation.prediction import ensemble_prediction as ensemble_prediction
 from .evaluation.prediction import predict as predict

@@ -1,8 +1,3 @@
-from signorm_lab.callbacks.exact_resume import ExactResumeCheckpoint as ExactResumeCheckpoint
 from .identical_members import IdenticalMembersWarning as IdenticalMembersWarning
 from .member_ownership import MemberOwnershipCallback as MemberOwnershipCallback
-from signorm_lab.callbacks.ood_shift_metrics import OODShiftEvaluation as OODShiftEvaluation
-from signorm_lab.callbacks.parameter_logging import ParameterCountCallback as ParameterCountCallback
-from signorm_lab.callbacks.prediction_writer import TestPredictionWriter as TestPredictionWriter
-from signorm_lab.callbacks.run_record import RunRecordCallback as RunRecordCallback
 from .tau_control import DiversityTargetCallback as DiversityTargetCallback

@@ -1,10 +1,11 @@
-"""Evaluation beyond one OOD set and one severity: near/far OOD groups and severity sweeps, and
-the printed test results.
-
-The names listed in ``__init__.pyi`` are imported on first use, so that the light
-:mod:`.eval_sets` (read by the paper tooling) does not import torchmetrics and Lightning.
-"""
+"""The members' diversity measures and the ensemble's prediction (names in ``__init__.pyi``,
+imported on first use); the OOD and shift evaluation that was here moved to
+``signorm_lab.evaluation``."""
 
 import lazy_loader
 
+from .. import MOVED_REMOVED_IN, _moved_names_of
+from ..utils.moved_modules import moved_names
+
 __getattr__, __dir__, __all__ = lazy_loader.attach_stub(__name__, __file__)
+__getattr__ = moved_names(__name__, _moved_names_of(__name__), MOVED_REMOVED_IN, __getattr__)

@@ -49,7 +49,7 @@ from lightning.pytorch.utilities import rank_zero_info, rank_zero_warn
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 from torch.utils.data import DataLoader, Dataset, RandomSampler, Sampler
 
-from torch_uncertainty_signorm.utils import _compat
+from .. import _compat
 
 __all__ = ["ExactResumeCheckpoint", "saved_on_interruption"]
 

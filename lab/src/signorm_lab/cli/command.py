@@ -33,7 +33,7 @@ from lightning.pytorch.utilities.rank_zero import rank_zero_warn
 from torch_uncertainty.utils.cli import TULightningCLI, TUSaveConfigCallback
 
 from ..safety.checkpoint_io import AtomicCheckpointIO
-from torch_uncertainty_signorm.utils import _compat
+from .. import _compat
 from .ckpt_path_args import reconcile_checkpoint_args
 from .console import debugging, one_line_parser_class, silence_library_noise
 from .datamodule_setup import wrap_setup

@@ -98,7 +98,7 @@ from torch.utils.data import DataLoader, TensorDataset
 from torch_uncertainty.datamodules import TUDataModule
 
 from ..evaluation.eval_sets import SEVERITIES, EvalSet, check_eval_flags, check_severities
-from torch_uncertainty_signorm.utils import _compat
+from .. import _compat
 from torch_uncertainty_signorm.utils.checks import (
     check_choices,
     check_fraction,

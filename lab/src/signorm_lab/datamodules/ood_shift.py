@@ -31,7 +31,7 @@ from torch_uncertainty.datasets.utils import TTADataset
 from torchvision.transforms import v2
 
 from ..evaluation.eval_sets import SEVERITIES, EvalSet, check_severities
-from torch_uncertainty_signorm.utils import _compat
+from .. import _compat
 from .corruptions import (
     BENCHMARK_CORRUPTIONS,
     CIFAR10CSeverity,

@@ -10,7 +10,7 @@ from torch import Tensor
 from torch.utils.data import DataLoader, Dataset
 from torch_uncertainty.datamodules import TUDataModule
 
-from torch_uncertainty_signorm.utils import _compat
+from .. import _compat
 from torch_uncertainty_signorm.utils.checks import check_integer
 from ._arguments_for import arguments_for
 

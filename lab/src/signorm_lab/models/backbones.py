@@ -32,7 +32,7 @@ from typing import Any
 
 from torch import Tensor, nn
 
-from torch_uncertainty_signorm.utils import _compat
+from .. import _compat
 from torch_uncertainty_signorm.utils.checks import check_integer
 
 __all__ = ["SequenceClassifier", "bert_classifier", "bert_config", "timm_vit", "wideresnet28"]

@@ -43,6 +43,7 @@ from typing import Any
 import yaml
 
 from . import model_registry
+from .patterns import check_selection_pattern
 
 __all__ = [
     "ALLOWED_CLASS_PATHS",
@@ -275,6 +276,7 @@ def check_class_paths(
         where: Name of ``spec`` in the error message.
     """
     if isinstance(spec, Mapping):
+        check_selection_pattern(dict(spec), where)  # a regex of a file matches in bounded time
         if "class_path" in spec:
             class_path = spec["class_path"]
             if not isinstance(class_path, str):

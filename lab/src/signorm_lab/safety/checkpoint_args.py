@@ -15,7 +15,7 @@ import math
 from typing import Any
 
 from .allowlist import argument_type, check_class_paths, check_class_strings, check_parsed
-from .patterns import check_pattern
+from .patterns import check_selection_pattern
 
 __all__ = ["check_parsed_arguments", "check_taken_arguments"]
 
@@ -107,15 +107,12 @@ def _non_finite(value: Any) -> bool:
 
 
 def _check_patterns(tree: Any, where: str) -> None:
-    """Refuse a layer-selection regex that could take exponential time to match
-    (:func:`~signorm_lab.safety.patterns.check_pattern`; a preset's name, a plain
-    word, is a bounded pattern)."""
+    """Refuse a layer-selection regex that could take exponential time to match, at any depth
+    (:func:`~signorm_lab.safety.patterns.check_selection_pattern`)."""
     if isinstance(tree, dict):
+        check_selection_pattern(tree, where)
         for key, value in tree.items():
-            if key in ("regularized_layers", "target_modules") and isinstance(value, str):
-                check_pattern(f"{where}.{key}", value)
-            else:
-                _check_patterns(value, f"{where}.{key}")
+            _check_patterns(value, f"{where}.{key}")
     elif isinstance(tree, list):
         for index, value in enumerate(tree):
             _check_patterns(value, f"{where}[{index}]")

@@ -7,12 +7,20 @@ from __future__ import annotations
 import re
 from typing import Any
 
-__all__ = ["MAX_PATTERN_LENGTH", "MAX_PATTERN_REPEATS", "check_pattern"]
+__all__ = [
+    "MAX_PATTERN_LENGTH",
+    "MAX_PATTERN_REPEATS",
+    "SELECTION_KEYS",
+    "check_pattern",
+    "check_selection_pattern",
+]
 
 #: Bounds on a pattern read from a file: its length, and how many repeats (``*``, ``+``,
 #: ``{2,}``) it holds. With no repeat inside a repeat, matching a layer name then takes at most
 #: polynomial time of low degree, never the exponential backtracking of ``(a+)+$``.
 MAX_PATTERN_LENGTH, MAX_PATTERN_REPEATS = 500, 4
+#: The arguments of the method and the baselines that select layers by a regex.
+SELECTION_KEYS = ("regularized_layers", "target_modules")
 
 try:  # Python >= 3.11
     from re import _constants as _sre_constants
@@ -105,3 +113,14 @@ def check_pattern(argument: str, pattern: str) -> str:
             f"{MAX_PATTERN_REPEATS}), whose matching can take very long; {valid}."
         )
     return pattern
+
+
+def check_selection_pattern(block: Any, where: str) -> None:
+    """Check the layer-selection regexes (:data:`SELECTION_KEYS`) that the mapping ``block`` of a
+    file gives directly (:func:`check_pattern`; a preset's name, a plain word, is a bounded
+    pattern); nested blocks are the caller's walk."""
+    if not isinstance(block, dict):
+        return
+    for key in SELECTION_KEYS:
+        if isinstance(block.get(key), str):
+            check_pattern(f"{where}.{key}", block[key])

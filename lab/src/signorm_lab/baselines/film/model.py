@@ -30,7 +30,7 @@ from torch import Tensor, nn
 
 from torch_uncertainty_signorm.members.replace import replace_modules
 from torch_uncertainty_signorm.members.wrapper import MemberWrapper, classifier_module, find_classifier, member_major
-from torch_uncertainty_signorm.utils import _compat
+from torch_uncertainty_signorm.utils._compat import BATCH_NORMS
 from .config import FiLMConfig, InitCenter
 from .layer import FiLMBatchNorm
 
@@ -45,7 +45,7 @@ def _batch_norm_names(model: nn.Module) -> list[str]:
     names = [
         name
         for name, module in model.named_modules(remove_duplicate=False)
-        if name and isinstance(module, _compat.BATCH_NORMS)
+        if name and isinstance(module, BATCH_NORMS)
     ]
     if not names:
         raise ValueError(

@@ -1,0 +1,13 @@
+from .eval_sets import OOD_GROUPS as OOD_GROUPS
+from .eval_sets import OOD_METRICS as OOD_METRICS
+from .eval_sets import SEVERITIES as SEVERITIES
+from .eval_sets import SHIFT_METRICS as SHIFT_METRICS
+from .eval_sets import EvalSet as EvalSet
+from .eval_sets import ood_metric_name as ood_metric_name
+from .eval_sets import shift_metric_name as shift_metric_name
+from .ood import NearFarOODMetrics as NearFarOODMetrics
+from .printing import SigmaNormEvaluationLoop as SigmaNormEvaluationLoop
+from .printing import results_tables as results_tables
+from .printing import use_results_tables as use_results_tables
+from .results_csv import append_to_last_row as append_to_last_row
+from .shift import SeverityShiftMetrics as SeverityShiftMetrics

@@ -1,0 +1,60 @@
+"""Suite-wide fixtures and the two test tiers (tests/tiers.py decides them); the shared offline
+backbones and data live in tests/fixtures/."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+import torch
+from tiers import TIER_BUDGETS, in_second_tier, second_tier_recipe, whole_tier
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        callspec = getattr(item, "callspec", None)
+        if in_second_tier(item.path) or (
+            callspec is not None
+            and second_tier_recipe(getattr(item, "originalname", item.name), callspec.params)
+        ):
+            item.add_marker(pytest.mark.slow)
+
+
+def pytest_sessionstart(session):
+    session.config.stash[_STARTED] = (session, time.perf_counter())
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    """A whole tier prints its time against its budget (tests/tiers.py) and fails over it."""
+    if hasattr(config, "workerinput"):
+        return
+    tier = whole_tier(
+        config.option.markexpr, config.args_source == pytest.Config.ArgsSource.TESTPATHS
+    )
+    if tier is None:
+        return
+    session, started = config.stash[_STARTED]
+    seconds, budget = time.perf_counter() - started, TIER_BUDGETS[tier]
+    over = seconds > budget
+    terminalreporter.write_line(
+        f"{tier} tier: {seconds:.0f} s of its {budget} s budget (tests/tiers.py)"
+        + (": OVER BUDGET, the run fails" if over else ""),
+        red=over,
+        bold=True,
+    )
+    if over:
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+_STARTED = pytest.StashKey[tuple[pytest.Session, float]]()
+
+
+@pytest.fixture(autouse=True)
+def _seed_and_threads():
+    """Deterministic seeds; one intra-op thread so parallel CPU work does not thrash 2 cores."""
+    torch.manual_seed(0)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
