@@ -59,6 +59,7 @@ __all__ = [
     "check_recipe",
     "current_argument",
     "current_class_paths",
+    "current_path",
     "import_object",
     "is_class_path",
     "named_file",
@@ -67,7 +68,8 @@ __all__ = [
 ]
 
 _PACKAGE = "torch_uncertainty_signorm"
-#: Paths inside the package that moved: (old, new), each after the package's name.
+#: Paths inside the package that moved before 0.2.0: (old, new), each after the package's name;
+#: a new path that then moved to the lab is read at its place now (:func:`_now`).
 _MOVED_IN_PACKAGE = (
     # The modules that became the folders of σN-Ens and of each baseline.
     ("ensemble.signorm_ensemble", "signorm.ensemble.signorm_ensemble"),
@@ -101,18 +103,46 @@ _MOVED_IN_PACKAGE = (
         "callbacks.tau_control.DiversityTargetCallback",
     ),
 )
+
+
+def _now(path: str) -> str:
+    """``path`` where it is now: a folder, module or name of the package that moved to the lab
+    in 0.2.0 (the method's ``MOVED_MODULES``, and the names of its ``callbacks`` and
+    ``evaluation`` folders that went with them) at its ``signorm_lab`` path."""
+    from torch_uncertainty_signorm import MOVED_MODULES, MOVED_NAMES
+
+    if path in MOVED_NAMES:  # a folder's name: the lab's folder of the same name holds it
+        return "signorm_lab." + path.removeprefix(f"{_PACKAGE}.")
+    for old, new in MOVED_MODULES.items():
+        if path == old or path.startswith(f"{old}."):
+            return new + path[len(old) :]
+    return path
+
+
+def _moved_class_paths() -> dict[str, str]:
+    """:data:`MOVED_CLASS_PATHS`' paths moved before 0.2.0, each at its place now."""
+    return {f"{_PACKAGE}.{old}": _now(f"{_PACKAGE}.{new}") for old, new in _MOVED_IN_PACKAGE}
+
+
 #: Dotted paths that recipes, checkpoints' hyper-parameters and exports' ``config.json`` written
 #: earlier may name, each with the path of the same object now: the one table of moved paths.
 #: A configuration read from a file passes through :func:`current_class_paths` before it is
-#: checked or parsed, so everything after sees current paths only. The old module paths
-#: themselves still import until 0.2.0 (``torch_uncertainty_signorm.MOVED_MODULES``).
+#: checked or parsed, so everything after sees current paths only. The 0.2.0 moves to the lab
+#: are read by :func:`current_path` from the method's table, for any path under a moved folder.
 MOVED_CLASS_PATHS: Mapping[str, str] = MappingProxyType(
     {
-        **{f"{_PACKAGE}.{old}": f"{_PACKAGE}.{new}" for old, new in _MOVED_IN_PACKAGE},
+        **_moved_class_paths(),
         # TorchUncertainty's, renamed after its CIFAR recipes were written.
         "torch_uncertainty.models.deep_ensembles": "torch_uncertainty.methods.deep_ensembles",
     }
 )
+
+
+def current_path(path: str) -> str:
+    """The dotted ``path`` of a file as it is now (:data:`MOVED_CLASS_PATHS`, then the 0.2.0
+    moves to the lab); any other string unchanged."""
+    path = current_path(path)
+    return _now(path) if path.startswith(f"{_PACKAGE}.") else path
 
 
 def current_class_paths(tree: Any) -> Any:
@@ -124,7 +154,7 @@ def current_class_paths(tree: Any) -> Any:
     if isinstance(tree, (list, tuple)):
         return type(tree)(current_class_paths(value) for value in tree)
     if isinstance(tree, str):
-        return MOVED_CLASS_PATHS.get(tree, tree)
+        return current_path(tree)
     return tree
 
 
@@ -133,8 +163,8 @@ def current_argument(arg: str) -> str:
     ``--key=OLD``) given its current one (:data:`MOVED_CLASS_PATHS`)."""
     option, equals, value = arg.partition("=")
     if equals and option.startswith("-"):
-        return f"{option}={MOVED_CLASS_PATHS.get(value, value)}"
-    return MOVED_CLASS_PATHS.get(arg, arg)
+        return f"{option}={current_path(value)}"
+    return current_path(arg)
 
 
 #: Models a ``model:`` block may build: the registry's allow-listed models (σNorm-Ensembles and
@@ -193,10 +223,11 @@ RECIPE_CLASS_PATHS = frozenset(
         "TQDMProgressBar Timer",
     )
     | _each("torch_uncertainty.callbacks", "TUClsCheckpoint")
+    | _each("torch_uncertainty_signorm.callbacks", "MemberOwnershipCallback")
     | _each(
-        "torch_uncertainty_signorm.callbacks",
-        "ExactResumeCheckpoint MemberOwnershipCallback OODShiftEvaluation "
-        "ParameterCountCallback RunRecordCallback TestPredictionWriter",
+        "signorm_lab.callbacks",
+        "ExactResumeCheckpoint OODShiftEvaluation ParameterCountCallback RunRecordCallback "
+        "TestPredictionWriter",
     )
     | _each("torch_uncertainty.transforms", "MIMOBatchFormat RepeatTarget")
     | _each("signorm_lab.datamodules.transforms", "vit_transform")
@@ -463,7 +494,7 @@ def import_object(path: str, allowed: Collection[str] | None = None) -> Any:
     Raises:
         ValueError: If ``path`` is not in ``allowed``, or names nothing importable.
     """
-    path = MOVED_CLASS_PATHS.get(path, path)
+    path = current_path(path)
     if allowed is not None and path not in allowed:
         raise _refuse("class_path", path, frozenset(allowed))
     module_name, _, name = path.rpartition(".")

@@ -118,6 +118,7 @@ def _register(entry: ModelEntry) -> ModelEntry:
 
 
 _PACKAGE = "torch_uncertainty_signorm"
+_LAB = "signorm_lab"
 _TU_MODELS = "torch_uncertainty.models.classification"
 _BACKBONE_WEIGHTS = {"pretrained": False, "pretrained_path": None}
 
@@ -153,12 +154,12 @@ for _name in ("resnet", "wideresnet28x10"):
     _register(ModelEntry(f"{_TU_MODELS}.{_name}", "backbone", allow_listed=True, exportable=True))
 _register(
     ModelEntry(
-        f"{_PACKAGE}.models.backbones.wideresnet28", "backbone", allow_listed=True, exportable=True
+        f"{_LAB}.models.backbones.wideresnet28", "backbone", allow_listed=True, exportable=True
     )
 )
 _register(
     ModelEntry(
-        f"{_PACKAGE}.models.backbones.timm_vit",
+        f"{_LAB}.models.backbones.timm_vit",
         "backbone",
         allow_listed=True,
         exportable=True,
@@ -167,14 +168,14 @@ _register(
 )
 _register(
     ModelEntry(
-        f"{_PACKAGE}.models.backbones.bert_classifier",
+        f"{_LAB}.models.backbones.bert_classifier",
         "backbone",
         allow_listed=True,
         exportable=True,
         weight_sources=_BACKBONE_WEIGHTS,
         stored_argument=StoredArgument(
             "config",
-            f"{_PACKAGE}.models.backbones.bert_config",
+            f"{_LAB}.models.backbones.bert_config",
             ("model_name", "num_classes", "pretrained_path"),
             "the Hugging Face configuration",
         ),
@@ -182,7 +183,7 @@ _register(
 )
 _register(
     ModelEntry(
-        f"{_PACKAGE}.models.packaged.minilm_classifier",
+        f"{_LAB}.models.packaged.minilm_classifier",
         "backbone",
         allow_listed=True,
         exportable=True,
@@ -192,7 +193,7 @@ _register(
 # Its ImageNet weights come from an installed package's file (the ``cnn`` extra).
 _register(
     ModelEntry(
-        f"{_PACKAGE}.models.packaged.efficientnet_lite0_classifier",
+        f"{_LAB}.models.packaged.efficientnet_lite0_classifier",
         "backbone",
         allow_listed=True,
         exportable=True,
@@ -228,9 +229,9 @@ for _module, _names in (
     for _name in _names:
         _register(
             ModelEntry(
-                f"{_PACKAGE}.baselines.{_name}",
+                f"{_LAB}.baselines.{_name}",
                 "baseline",
-                (f"{_PACKAGE}.baselines.{_module}.model.{_name}",),
+                (f"{_LAB}.baselines.{_module}.model.{_name}",),
             )
         )
 _register(
