@@ -219,9 +219,7 @@ def _baseline(name: str) -> Callable:
     try:
         from torch_uncertainty_signorm import baselines
     except ImportError as error:
-        raise MethodUnavailable(
-            f"signorm_lab.baselines not available ({error})"
-        ) from error
+        raise MethodUnavailable(f"signorm_lab.baselines not available ({error})") from error
     if not hasattr(baselines, name):
         raise MethodUnavailable(f"signorm_lab.baselines has no {name}")
     return getattr(baselines, name)

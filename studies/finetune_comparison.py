@@ -34,7 +34,6 @@ import csv
 from pathlib import Path
 
 import yaml
-
 from signorm_lab.reproduction.paired import equivalence_test
 
 from .stats import holm_levels, paired_difference

@@ -25,9 +25,9 @@ import time
 from collections.abc import Sequence
 
 import torch
+from signorm_lab.reproduction.tables import format_table
 
 from torch_uncertainty_signorm.evaluation.diversity import pairwise_cosine
-from signorm_lab.reproduction.tables import format_table
 from torch_uncertainty_signorm.signorm.regularization import sharing_penalty
 
 __all__ = ["equilibrium_cosines", "equilibrium_grid", "equilibrium_table", "main"]

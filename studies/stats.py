@@ -23,7 +23,6 @@ from collections.abc import Sequence
 
 import numpy as np
 from scipy import stats
-
 from signorm_lab.reproduction.paired import mean_interval
 
 __all__ = [

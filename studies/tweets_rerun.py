@@ -32,10 +32,10 @@ from pathlib import Path
 
 import torch
 from safetensors.torch import load_file
-
-from torch_uncertainty_signorm.evaluation.diversity import mutual_information
 from signorm_lab.reproduction.results_table import write_rows
 from signorm_lab.reproduction.tables import markdown_table
+
+from torch_uncertainty_signorm.evaluation.diversity import mutual_information
 
 from ._command import train_runs
 from .stats import correlation_ratio, mean_interval, paired_difference, spearman_p

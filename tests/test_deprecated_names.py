@@ -56,9 +56,7 @@ def test_python_m_export_warns_naming_signorm_export_and_runs_it(tmp_path):
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith("usage: signorm-export ")  # the new command's own help
-    assert "FutureWarning: `python -m signorm_lab.export` is deprecated" in (
-        done.stderr
-    )
+    assert "FutureWarning: `python -m signorm_lab.export` is deprecated" in (done.stderr)
     assert "run `signorm-export`" in done.stderr and "0.2.0" in done.stderr
 
 

@@ -11,12 +11,12 @@ import copy
 
 import pytest
 import torch
+from signorm_lab.datamodules import TweetsDataModule
+from signorm_lab.models.packaged import minilm_classifier
 from torch import nn
 
 from torch_uncertainty_signorm import signorm_ensemble
-from signorm_lab.datamodules import TweetsDataModule
 from torch_uncertainty_signorm.members.head_norm import HeadBatchNorm, HeadLayerNorm
-from signorm_lab.models.packaged import minilm_classifier
 
 
 @pytest.fixture(scope="module")

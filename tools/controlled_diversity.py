@@ -214,11 +214,11 @@ def _step0_rows(name: str, base, inputs) -> list[dict]:
 def step0(out: Path) -> None:
     """Relative step-0 changes (largest over members, and of the members' mean) per spread."""
     import torch
+    from signorm_lab.datamodules import DigitsDataModule, TweetsDataModule
+    from signorm_lab.models.packaged import minilm_classifier
     from torch_uncertainty.models.classification import resnet
 
     from torch_uncertainty_signorm import signorm_ensemble
-    from signorm_lab.datamodules import DigitsDataModule, TweetsDataModule
-    from signorm_lab.models.packaged import minilm_classifier
 
     torch.manual_seed(0)
     tweets = TweetsDataModule(

@@ -21,6 +21,11 @@ import pytest
 import torch
 import yaml
 from fixtures.backbones import tiny_resnet
+from signorm_lab.callbacks import ExactResumeCheckpoint
+from signorm_lab.cli import cli_main
+from signorm_lab.cli.export import main
+from signorm_lab.datamodules import DigitsDataModule
+from signorm_lab.export import export_ensemble, load_ensemble, load_member
 from torch import nn
 
 from torch_uncertainty_signorm import (
@@ -29,11 +34,6 @@ from torch_uncertainty_signorm import (
     SigmaLayerNorm,
     signorm_ensemble,
 )
-from torch_uncertainty_signorm.callbacks import ExactResumeCheckpoint
-from signorm_lab.cli import cli_main
-from signorm_lab.cli.export import main
-from signorm_lab.datamodules import DigitsDataModule
-from signorm_lab.export import export_ensemble, load_ensemble, load_member
 from torch_uncertainty_signorm.members.statistics import member_batch_norm
 from torch_uncertainty_signorm.routines import SigmaNormClassificationRoutine
 from torch_uncertainty_signorm.signorm.optim import signorm_param_groups

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 import yaml
-
 from signorm_lab.cli.console import summarise_parse_error
+
 from torch_uncertainty_signorm.signorm.regularization import check_tau
 
 RECIPE = Path(__file__).parents[2] / "experiments" / "digits_signorm.yaml"

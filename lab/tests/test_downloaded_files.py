@@ -76,7 +76,6 @@ def _marker_module(folder: Path, name: str) -> Path:
 def digits_checkpoint(tmp_path_factory) -> Path:
     """A Lightning checkpoint of the digits recipe at a tiny size (M = 2), as a run saves it."""
     import lightning
-
     from signorm_lab.cli import cli_main
 
     root = tmp_path_factory.mktemp("checkpoint")
@@ -188,7 +187,7 @@ def _other_run(run: Path, outside: Path) -> Path:
     ids=["symlink", "not a results table", "outside the run"],
 )
 def test_extra_results_rewrite_only_the_runs_own_table(make, tmp_path):
-    from torch_uncertainty_signorm.evaluation import append_to_last_row
+    from signorm_lab.evaluation import append_to_last_row
 
     run, outside = tmp_path / "run", tmp_path / ".bashrc"
     run.mkdir()
@@ -201,7 +200,7 @@ def test_extra_results_rewrite_only_the_runs_own_table(make, tmp_path):
 
 
 def test_extra_results_are_added_to_the_runs_table_whole(tmp_path):
-    from torch_uncertainty_signorm.evaluation import append_to_last_row
+    from signorm_lab.evaluation import append_to_last_row
 
     (tmp_path / "results.csv").write_text("test/cls/Acc\n0.9000\n")
     append_to_last_row(tmp_path / "results.csv", {"test/div/jensen_gap": 0.5}, run_dir=tmp_path)
@@ -842,7 +841,6 @@ def test_an_interrupted_overwrite_leaves_the_previous_export_whole(
 def test_config_yaml_is_written_whole_or_not_at_all(tmp_path):
     """A run stopped while its config.yaml is written leaves no empty config.yaml."""
     from jsonargparse import ArgumentParser
-
     from signorm_lab.cli.run_folders import _save_whole
 
     parser = ArgumentParser()
@@ -974,10 +972,10 @@ def test_one_rule_for_a_setting_given_twice(tmp_path):
     """A setting the config: block holds is the config's for the model, the export and the
     results table alike; a keyword for a setting the block does not hold is used as given."""
     from fixtures.backbones import tiny_resnet
-
-    from torch_uncertainty_signorm import SigmaNormEnsemble
     from signorm_lab.export.spec import ensemble_from_spec
     from signorm_lab.reproduction.runs import read_settings
+
+    from torch_uncertainty_signorm import SigmaNormEnsemble
 
     model = SigmaNormEnsemble(tiny_resnet(), 2, {"tau": 0.5}, diversity_strength=0.05)
     assert (model.config.tau, model.config.diversity_strength) == (0.5, 0.05)

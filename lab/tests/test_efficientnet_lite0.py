@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import pytest
 import torch
-
 from signorm_lab.models import packaged
 from signorm_lab.models.packaged import (
     efficientnet_lite0_classifier,
@@ -45,8 +44,9 @@ def test_a_missing_package_names_what_to_install(missing, monkeypatch):
 def test_a_signorm_export_reloads_without_reading_the_imagenet_weights(tmp_path, monkeypatch):
     import json
 
-    from torch_uncertainty_signorm import signorm_ensemble
     from signorm_lab.export import export_ensemble, load_ensemble
+
+    from torch_uncertainty_signorm import signorm_ensemble
 
     backbone = {
         "class_path": "signorm_lab.models.packaged.efficientnet_lite0_classifier",

@@ -19,9 +19,6 @@ from fixtures.backbones import (
 )
 from fixtures.synthetic_datamodule import SyntheticDataModule
 from lightning.pytorch import Trainer
-from torch import nn
-
-from torch_uncertainty_signorm import SigmaGroupNorm, SigmaRMSNorm, signorm_ensemble
 from signorm_lab.cli.export import main
 from signorm_lab.export import (
     build_model,
@@ -30,6 +27,9 @@ from signorm_lab.export import (
     load_member,
     member_model,
 )
+from torch import nn
+
+from torch_uncertainty_signorm import SigmaGroupNorm, SigmaRMSNorm, signorm_ensemble
 from torch_uncertainty_signorm.members import MemberModel
 from torch_uncertainty_signorm.routines import SigmaNormClassificationRoutine
 from torch_uncertainty_signorm.signorm.layers import SigmaNorm

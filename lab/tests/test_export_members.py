@@ -8,7 +8,6 @@ import shutil
 import pytest
 import torch
 from fixtures.backbones import tiny_signorm_spec
-
 from signorm_lab.export import build_model, export_ensemble, load_member
 from signorm_lab.export.loading import SUPPORTED_VERSIONS, load_ensemble
 

@@ -9,8 +9,6 @@ import shutil
 import pytest
 import torch
 from fixtures.backbones import bert_inputs, randomize_norms, tiny_bert, tiny_resnet
-
-from torch_uncertainty_signorm import signorm_ensemble
 from signorm_lab.export import (
     export_ensemble,
     load_ensemble,
@@ -18,6 +16,8 @@ from signorm_lab.export import (
     member_model,
 )
 from signorm_lab.models.backbones import bert_classifier, timm_vit
+
+from torch_uncertainty_signorm import signorm_ensemble
 
 M = 2
 ENSEMBLE = "torch_uncertainty_signorm.signorm_ensemble"

@@ -8,10 +8,10 @@ import copy
 
 import pytest
 import torch
-
-from torch_uncertainty_signorm import signorm_ensemble
 from signorm_lab.datamodules import TweetsDataModule
 from signorm_lab.models.packaged import minilm_classifier
+
+from torch_uncertainty_signorm import signorm_ensemble
 from torch_uncertainty_signorm.signorm.layers import (
     MAX_CONVERTED_IMPORTANCE,
     MIN_CONVERTED_IMPORTANCE,

@@ -4,7 +4,6 @@ import csv
 from pathlib import Path
 
 import pytest
-
 from signorm_lab.cli import cli_main
 
 EXPERIMENTS = Path(__file__).parents[2] / "experiments"

@@ -17,10 +17,10 @@ import pytest
 import torch
 from fixtures.narrow_models import narrow_wideresnets  # noqa: F401 (a pytest fixture)
 from fixtures.synthetic_datamodule import SyntheticDataModule
-from torch_uncertainty.models.classification.resnet.utils import ResNetStyle
-
 from signorm_lab.cli import cli_main
 from signorm_lab.cli.recipe_bases import composed_recipe
+from torch_uncertainty.models.classification.resnet.utils import ResNetStyle
+
 from torch_uncertainty_signorm.signorm.optim import (
     ADAPTIVE_SCALE_LR_MULTIPLIER,
     is_adaptive,
@@ -157,7 +157,6 @@ def test_one_step_run_writes_results_that_the_tables_and_regression_read(
     """recipe -> fit (max_steps=1, ending before the first validation: EarlyStopping must not fail)
     -> test -> results.csv with OOD columns -> results_table -> regression."""
     from fixtures.tu_results import TU_HEADER
-
     from signorm_lab.reproduction import regression, results_table
 
     monkeypatch.chdir(tmp_path)

@@ -20,7 +20,6 @@ import yaml
 from fixtures.backbones import tiny_bert
 from fixtures.synthetic_datamodule import SyntheticDataModule
 from fixtures.text import write_newsgroups, write_sst2, write_tokenizer
-
 from signorm_lab.cli import cli_main
 from signorm_lab.cli.recipe_bases import composed_recipe
 

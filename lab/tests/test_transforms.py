@@ -5,7 +5,6 @@ from __future__ import annotations
 import pytest
 import torch
 from PIL import Image
-
 from signorm_lab.datamodules.transforms import vit_transform
 
 

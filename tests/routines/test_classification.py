@@ -10,13 +10,13 @@ from fixtures.backbones import randomize_norms, tiny_resnet, tiny_signorm_spec
 from fixtures.digits import cpu_trainer, digits_signorm_routine
 from fixtures.marker_module import assert_not_imported, marker_module
 from lightning.pytorch.loggers import CSVLogger
+from signorm_lab.datamodules import DigitsDataModule
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 from torch_uncertainty.routines import ClassificationRoutine
 from torch_uncertainty.transforms import RepeatTarget
 
 from torch_uncertainty_signorm import signorm_ensemble
-from signorm_lab.datamodules import DigitsDataModule
 from torch_uncertainty_signorm.routines import SigmaNormClassificationRoutine
 from torch_uncertainty_signorm.signorm.optim import signorm_param_groups
 from torch_uncertainty_signorm.signorm.regularization_guard import (

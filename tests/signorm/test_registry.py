@@ -166,7 +166,6 @@ def test_sync_batch_norm_converts_and_exports_to_sync_batch_norm():
 
 def test_ensemble_with_sync_batch_norm_layers_exports_its_members():
     from fixtures.backbones import tiny_resnet
-
     from signorm_lab.export import member_model
 
     backbone = nn.SyncBatchNorm.convert_sync_batchnorm(tiny_resnet())

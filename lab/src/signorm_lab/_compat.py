@@ -40,11 +40,11 @@ Lightning, TorchUncertainty and transformers are imported only when a function n
 
 from __future__ import annotations
 
-from collections.abc import Callable, MutableMapping
+from collections.abc import Callable
 from typing import Any
 
 import torch
-from torch import Tensor, nn
+from torch import nn
 
 from torch_uncertainty_signorm.utils._compat import CLASS_PATH_KEY, INSTANTIATOR_KEY
 
@@ -65,6 +65,7 @@ __all__ = [
 ]
 
 # ----------------------------------------------------------------------------- torch
+
 
 def drop_loader_iterator(loader: torch.utils.data.DataLoader) -> None:
     """Forget ``loader``'s kept iterator (``DataLoader._iterator``, persistent workers), so

@@ -9,9 +9,8 @@ import pytest
 import torch
 from fixtures.backbones import randomize_norms, tiny_resnet, tiny_wideresnet
 from fixtures.members import member_rows
-from torch import nn
-
 from signorm_lab.baselines import FiLMBatchNorm, FiLMEnsemble, film_ensemble
+from torch import nn
 
 M = 4
 

@@ -7,9 +7,8 @@ import copy
 import pytest
 import torch
 from fixtures.backbones import bert_inputs, tiny_bert, tiny_vit
-from torch import nn
-
 from signorm_lab.baselines import LoRAEnsemble, MemberLoRALinear, lora_ensemble
+from torch import nn
 
 M = 3
 

@@ -9,14 +9,13 @@ import json
 import pytest
 import torch
 from fixtures.backbones import tiny_resnet
-from torch import nn
-
 from signorm_lab.baselines import (
     MultiHeadConfig,
     MultiHeadEnsemble,
     multi_head_ensemble,
 )
 from signorm_lab.evaluation.parameter_counts import parameter_counts
+from torch import nn
 
 M = 4
 

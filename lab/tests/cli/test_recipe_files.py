@@ -9,10 +9,9 @@ from pathlib import Path
 import pytest
 import yaml
 from command_args import EXPERIMENTS
-from tiers import FAST_TIER_RECIPES
-
 from signorm_lab.cli import main
 from signorm_lab.cli.recipe_bases import composed_recipe
+from tiers import FAST_TIER_RECIPES
 
 RECIPES = sorted(EXPERIMENTS.glob("*.yaml"))
 #: Recipes that a test trains or builds through the command's parser (test_recipes_run.py,

@@ -23,7 +23,6 @@ from command_args import (
 )
 from fixtures.synthetic_datamodule import SyntheticDataModule
 from lightning.pytorch.callbacks import ProgressBar
-
 from signorm_lab.cli import TUSigmaNormCLI, cli_main
 
 

@@ -10,14 +10,13 @@ from fixtures.benchmark_files import (
     write_imagenet_c,
     write_imagenet_val,
 )
-from torch_uncertainty.datamodules.classification import ImageNetDataModule
-
 from signorm_lab.datamodules.corruptions import (
     BENCHMARK_CORRUPTIONS,
     CIFAR10CSeverity,
     CIFAR100CSeverity,
     ImageNetCSeverity,
 )
+from torch_uncertainty.datamodules.classification import ImageNetDataModule
 
 LABELS = [0, 1, 2, 3]
 WRONG = {1: 0, 2: 1, 3: 2, 4: 3, 5: 4}  # severity s: the first s-1 images show the next class

@@ -9,7 +9,6 @@ from fixtures.benchmark_files import (
     write_mnist_test,
     write_tiny_imagenet_val,
 )
-
 from signorm_lab.datamodules.ood_datasets import (
     OOD_DATASETS,
     OPENOOD_SPLITS,

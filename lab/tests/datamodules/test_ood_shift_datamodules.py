@@ -13,14 +13,13 @@ from fixtures.benchmark_files import (
     write_mnist_test,
     write_tiny_imagenet_val,
 )
-from torchvision.transforms import v2
-
 from signorm_lab.datamodules import (
     CIFAR10OODShiftDataModule,
     CIFAR100OODShiftDataModule,
     ImageNetOODShiftDataModule,
 )
-from torch_uncertainty_signorm.evaluation import EvalSet
+from signorm_lab.evaluation import EvalSet
+from torchvision.transforms import v2
 
 LABELS = [0, 1, 2, 3]
 WRONG = {1: 0, 2: 1, 3: 2, 4: 3, 5: 4}
@@ -207,9 +206,8 @@ def test_failed_download_stops_and_reports_every_set_in_one_error(tmp_path, monk
     urllib traceback) gives the cause and lists every set still missing."""
     from urllib.error import URLError
 
-    from torch_uncertainty.datamodules import CIFAR10DataModule
-
     from signorm_lab.datamodules.ood_shift import OODShiftMixin
+    from torch_uncertainty.datamodules import CIFAR10DataModule
 
     attempts = []
 

@@ -2,8 +2,7 @@
 
 import pytest
 import torch
-
-from torch_uncertainty_signorm.evaluation import NearFarOODMetrics
+from signorm_lab.evaluation import NearFarOODMetrics
 
 SETS = [("near", "CIFAR100"), ("near", "TinyImageNet"), ("far", "SVHN"), ("far", "MNIST")]
 

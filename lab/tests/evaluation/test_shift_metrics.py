@@ -2,9 +2,8 @@
 
 import pytest
 import torch
+from signorm_lab.evaluation import SeverityShiftMetrics
 from torch_uncertainty.metrics import CalibrationError
-
-from torch_uncertainty_signorm.evaluation import SeverityShiftMetrics
 
 
 def _batch(n: int, accuracy: float, confidence: float, num_classes: int = 4):

@@ -7,9 +7,8 @@ import sys
 import pytest
 import torch
 from fixtures.cifar_files import MANIFEST_ENV, accept_files, md5_manifest, write_cifar10
-from torch_uncertainty.datamodules import CIFAR10DataModule, CIFAR100DataModule
-
 from signorm_lab.datamodules import CIFAR100OODShiftDataModule
+from torch_uncertainty.datamodules import CIFAR10DataModule, CIFAR100DataModule
 
 
 def test_files_are_pickled_as_released(cifar_root):

@@ -16,9 +16,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from test_tu_format_recipes import _tu_recipe
-
 from signorm_lab.datamodules.stand_in_data import RUN_LABEL, SMOKE_TEST_OVERRIDES
+from test_tu_format_recipes import _tu_recipe
 
 ROOT = Path(__file__).resolve().parents[3]
 BIN = Path(sys.executable).parent

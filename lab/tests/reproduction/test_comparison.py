@@ -14,7 +14,6 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 from scipy import stats
-
 from signorm_lab.callbacks.run_record import FIT_KEYS
 from signorm_lab.reproduction import comparison as cmp
 from signorm_lab.reproduction.paired import equivalence_test, mean_interval

@@ -4,7 +4,6 @@ import math
 from pathlib import Path
 
 import pytest
-
 from signorm_lab.cli.recipe_bases import composed_recipe
 from signorm_lab.reproduction.published import TABLES, load_table
 
@@ -214,8 +213,7 @@ def test_params_errata_hold_the_printed_and_the_recomputed_count(name, erratum):
     from pathlib import Path
 
     import torch
-
-    from torch_uncertainty_signorm import parameter_counts
+    from signorm_lab.evaluation.parameter_counts import parameter_counts
 
     table = load_table(name)
     row = table.row(**erratum["row"])

@@ -11,7 +11,6 @@ from pathlib import Path
 import pytest
 import yaml
 from fixtures.results_files import tu_metrics, write_run
-
 from signorm_lab.reproduction import regression
 from signorm_lab.reproduction.published import load_table
 from signorm_lab.reproduction.regression import (

@@ -9,7 +9,6 @@ from pathlib import Path
 
 import pytest
 from fixtures.results_files import tu_metrics, write_run
-
 from signorm_lab.datamodules.stand_in_data import RUN_LABEL
 from signorm_lab.reproduction.results_table import write_rows
 from signorm_lab.reproduction.run_groups import select_runs

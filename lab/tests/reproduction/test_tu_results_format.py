@@ -5,7 +5,6 @@ import csv
 
 import pytest
 from fixtures.tu_results import TU_HEADER
-
 from signorm_lab.reproduction import regression, results_table
 from signorm_lab.reproduction.regression import compare_rows
 from signorm_lab.reproduction.results_table import read_rows

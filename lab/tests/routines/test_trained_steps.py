@@ -10,7 +10,6 @@ import torch
 from fixtures.digits import cpu_trainer, digits_signorm_routine
 from lightning.pytorch.callbacks import ModelCheckpoint
 from lightning.pytorch.loggers import CSVLogger
-
 from signorm_lab.datamodules import DigitsDataModule
 from signorm_lab.reproduction.runs import TRAINED_STEPS_COLUMN, trained_steps
 

@@ -12,7 +12,6 @@ from pathlib import Path
 
 import pytest
 import torch
-
 from signorm_lab.safety.atomic_files import replaced_atomically
 from signorm_lab.safety.checkpoint_io import AtomicCheckpointIO
 

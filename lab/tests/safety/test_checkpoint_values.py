@@ -3,9 +3,8 @@ backbone): the model's dtype kind, finite values, running variances >= 0."""
 
 import pytest
 import torch
-from torch import nn
-
 from signorm_lab.safety.checkpoints import backbone_state
+from torch import nn
 
 
 def _model() -> nn.Module:

@@ -8,12 +8,12 @@ from fixtures.backbones import randomize_norms, relative_error, tiny_resnet
 from fixtures.digits import cpu_trainer
 from lightning.pytorch.callbacks import ModelCheckpoint
 from safetensors.torch import save_file
+from signorm_lab.datamodules import DigitsDataModule
 from torch import nn
 from torch_uncertainty.models.classification import resnet
 from torch_uncertainty.routines import ClassificationRoutine
 
 from torch_uncertainty_signorm import signorm_ensemble
-from signorm_lab.datamodules import DigitsDataModule
 from torch_uncertainty_signorm.signorm.layers import SigmaNorm
 
 

@@ -12,11 +12,11 @@ import pytest
 import torch
 from fixtures.backbones import tiny_signorm_spec
 from fixtures.marker_module import assert_not_imported, marker_module
+from signorm_lab.export import build_model, export_ensemble, load_ensemble
+from signorm_lab.safety.class_blocks import build_class_block
 from torch import nn
 
 from torch_uncertainty_signorm import SigmaNormEnsemble
-from signorm_lab.export import build_model, export_ensemble, load_ensemble
-from signorm_lab.safety.class_blocks import build_class_block
 
 SPEC = tiny_signorm_spec(2, style="cifar")
 
@@ -103,6 +103,7 @@ def test_checkpoints_and_exports_type_a_block_alike():
     """The routine's model block (a checkpoint's hyper-parameter) and an export's model block go
     through the one builder: the same coercion, and the same refusal naming key and type."""
     from signorm_lab.export import build_model
+
     from torch_uncertainty_signorm.routines.arguments import built
 
     coerced = json.loads(json.dumps(SPEC))

@@ -10,7 +10,6 @@ from pathlib import Path
 
 import pytest
 import torch
-
 from signorm_lab.export import (
     build_model,
     export_ensemble,

@@ -14,8 +14,7 @@ from pathlib import Path
 import pytest
 import torch
 from fixtures.backbones import tiny_signorm_spec
-
-from torch_uncertainty_signorm.evaluation import append_to_last_row
+from signorm_lab.evaluation import append_to_last_row
 from signorm_lab.export import build_model, export_ensemble, load_ensemble
 from signorm_lab.safety.atomic_files import replaced_atomically, replaced_folder
 from signorm_lab.safety.checkpoint_io import AtomicCheckpointIO

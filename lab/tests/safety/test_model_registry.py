@@ -5,7 +5,6 @@ from pathlib import Path
 
 import pytest
 from fixtures.imports import modules_imported_by
-
 from signorm_lab.export import EXPORTABLE_CLASS_PATHS
 from signorm_lab.safety import allowlist, model_registry
 from signorm_lab.safety.allowlist import import_object

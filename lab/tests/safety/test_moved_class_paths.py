@@ -14,15 +14,15 @@ import pytest
 import torch
 import yaml
 from safetensors.torch import load_file
-
-from torch_uncertainty_signorm import export
 from signorm_lab.cli.recipe_parsing import parse_recipe
-from torch_uncertainty_signorm.routines import SigmaNormClassificationRoutine
 from signorm_lab.safety.allowlist import (
     MOVED_CLASS_PATHS,
     current_class_paths,
     import_object,
 )
+
+from torch_uncertainty_signorm import export
+from torch_uncertainty_signorm.routines import SigmaNormClassificationRoutine
 
 ROOT = Path(__file__).parents[3]
 DATA = ROOT / "tests" / "fixtures" / "data"

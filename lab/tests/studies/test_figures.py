@@ -8,9 +8,9 @@ import pytest
 import torch
 from fixtures.results_files import tu_metrics, write_run
 from safetensors.torch import save_file
+from signorm_lab.reproduction.runs import find_runs
 
 from studies import figures
-from signorm_lab.reproduction.runs import find_runs
 
 TAUS = [0.01, 0.1, 1.0, 10.0]
 

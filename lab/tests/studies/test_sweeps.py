@@ -5,11 +5,11 @@ from pathlib import Path
 
 import pytest
 from safetensors import safe_open
+from signorm_lab.cli import cli_main
+from signorm_lab.reproduction.runs import find_runs
 
 from studies import sweeps
 from studies.sweeps import SweepPoint, recipe_command, sweep_points
-from signorm_lab.cli import cli_main
-from signorm_lab.reproduction.runs import find_runs
 
 EXPERIMENTS = Path(__file__).parents[3] / "experiments"
 

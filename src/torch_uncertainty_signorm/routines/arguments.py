@@ -8,12 +8,12 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from torch import nn
-from torch_uncertainty.transforms import RepeatTarget
-
 from signorm_lab.safety.checkpoints import check_lightning_checkpoint, is_url, read_checkpoint
 from signorm_lab.safety.class_blocks import build_class_block
 from signorm_lab.safety.plain_data import is_data
+from torch import nn
+from torch_uncertainty.transforms import RepeatTarget
+
 from ..signorm.ensemble import SigmaNormEnsemble
 from ..utils import _compat
 

@@ -6,6 +6,9 @@ from typing import Any
 
 import torch
 from lightning.pytorch import Callback
+from signorm_lab.evaluation.printing import use_results_tables
+from signorm_lab.evaluation.results_csv import append_to_last_row
+from signorm_lab.safety.files import check_file_name
 from torch import Tensor, nn
 from torch_uncertainty.routines import ClassificationRoutine
 from torch_uncertainty.utils import get_logger_dir
@@ -16,9 +19,6 @@ from ..callbacks.logits_tap import LogitsTap
 from ..callbacks.tau_control import DiversityTargetCallback
 from ..evaluation.diversity import geometric_ambiguity, jensen_gap, signorm_cosine
 from ..evaluation.prediction import EnsemblePrediction, ensemble_prediction, member_probabilities
-from signorm_lab.evaluation.printing import use_results_tables
-from signorm_lab.evaluation.results_csv import append_to_last_row
-from signorm_lab.safety.files import check_file_name
 from ..signorm.checkpoint_tau import CHECKPOINT_TAU, checkpoint_tau
 from ..signorm.diversity_target import DiversityTarget, check_controlled_tau
 from ..signorm.ensemble import SigmaNormEnsemble

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import torch
+from signorm_lab.safety.checkpoints import read_backbone_checkpoint
 from torch import Tensor, nn
 
 from ..members.heads import MemberHeads
@@ -17,7 +18,6 @@ from ..members.wrapper import (
     member_major,
     remove_classifier,
 )
-from signorm_lab.safety.checkpoints import read_backbone_checkpoint
 from .config import SigmaNormConfig
 from .conversion import convert_norm_layers, find_norm_layers, norms_at_initial_state
 from .layer_selection import select_layers

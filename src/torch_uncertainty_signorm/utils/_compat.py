@@ -87,6 +87,8 @@ def forward_pre_hooks(module: nn.Module) -> MutableMapping[int, Callable]:
 INSTANTIATOR_KEY = "_instantiator"
 #: Key under which Lightning's CLI saves the routine's class path in its hyper-parameters.
 CLASS_PATH_KEY = "_class_path"
+
+
 def given_hyperparameters() -> dict[str, Any] | None:
     """The ``routine:`` block Lightning's CLI hands to the routine being built
     (``hparams_mixin._given_hyperparameters``); ``save_hyperparameters`` reads it, but

@@ -9,11 +9,17 @@ from torch import Tensor
 from torch_uncertainty.ood_criteria import MaxSoftmaxCriterion, OODCriterionInputType
 from torch_uncertainty.utils import get_logger_dir
 
-from torch_uncertainty_signorm.evaluation import EvalSet, NearFarOODMetrics, SeverityShiftMetrics, append_to_last_row
-from torch_uncertainty_signorm.evaluation.prediction import member_probabilities
-from ..evaluation.printing import use_results_tables
-from torch_uncertainty_signorm.utils.checks import check_integer
+from signorm_lab.evaluation import (
+    EvalSet,
+    NearFarOODMetrics,
+    SeverityShiftMetrics,
+    append_to_last_row,
+)
 from torch_uncertainty_signorm.callbacks.logits_tap import TestLogitsCallback
+from torch_uncertainty_signorm.evaluation.prediction import member_probabilities
+from torch_uncertainty_signorm.utils.checks import check_integer
+
+from ..evaluation.printing import use_results_tables
 
 __all__ = ["OODShiftEvaluation"]
 

@@ -20,9 +20,10 @@ from safetensors.torch import save_file
 from torch import Tensor
 from torch_uncertainty.utils import get_logger_dir
 
-from torch_uncertainty_signorm.evaluation.prediction import member_probabilities
-from ..safety.files import follow_umask
 from torch_uncertainty_signorm.callbacks.logits_tap import TestLogitsCallback
+from torch_uncertainty_signorm.evaluation.prediction import member_probabilities
+
+from ..safety.files import follow_umask
 
 __all__ = ["TestPredictionWriter"]
 

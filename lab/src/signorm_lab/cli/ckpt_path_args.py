@@ -14,11 +14,11 @@ import yaml
 from jsonargparse import Namespace
 from lightning.pytorch.cli import ArgsType, LightningArgumentParser
 
+from .. import _compat
 from ..callbacks.exact_resume import saved_on_interruption
 from ..safety.allowlist import current_class_paths, import_object
 from ..safety.checkpoint_args import check_parsed_arguments, check_taken_arguments
 from ..safety.checkpoints import check_lightning_checkpoint, is_url, read_checkpoint
-from .. import _compat
 from .forwarding import FORWARDED_DATA_ARGS
 
 __all__ = ["EVALUATION_ONLY_ARGS", "OUTPUT_ARGS", "reconcile_checkpoint_args"]

@@ -32,8 +32,8 @@ from lightning.pytorch.utilities.exceptions import SIGTERMException
 from lightning.pytorch.utilities.rank_zero import rank_zero_warn
 from torch_uncertainty.utils.cli import TULightningCLI, TUSaveConfigCallback
 
-from ..safety.checkpoint_io import AtomicCheckpointIO
 from .. import _compat
+from ..safety.checkpoint_io import AtomicCheckpointIO
 from .ckpt_path_args import reconcile_checkpoint_args
 from .console import debugging, one_line_parser_class, silence_library_noise
 from .datamodule_setup import wrap_setup
@@ -236,8 +236,9 @@ class TUSigmaNormCLI(TULightningCLI):
         checkpoints are written whole or not at all
         (:class:`~signorm_lab.safety.checkpoint_io.AtomicCheckpointIO`, unless the
         configuration names a ``CheckpointIO`` plugin)."""
-        from ..evaluation.printing import use_results_tables
         from torch_uncertainty_signorm.members.distributed import member_sync_batchnorm_plugins
+
+        from ..evaluation.printing import use_results_tables
 
         config = {**self._config_value(self.config_init, "trainer", default={}), **kwargs}
         if (plugins := member_sync_batchnorm_plugins(config)) is not None:

@@ -19,13 +19,14 @@ from pathlib import Path
 
 import torch
 
+from torch_uncertainty_signorm.signorm.checkpoint_tau import checkpoint_tau
+
 from ..export.spec import as_data, ensemble_from_spec, portable
 from ..export.writing import export_ensemble, output_directory
 from ..safety import allowlist
 from ..safety.checkpoints import backbone_state, local_file, read_state_file
 from ..safety.export_spec import check_ensemble_spec
 from ..safety.parser_reads import checked_parser_reads
-from torch_uncertainty_signorm.signorm.checkpoint_tau import checkpoint_tau
 from .console import debugging
 from .recipe_bases import recipe_chain
 from .recipe_parsing import parse_recipe

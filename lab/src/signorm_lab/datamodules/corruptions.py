@@ -20,8 +20,9 @@ from torch_uncertainty.datasets.classification import CIFAR10C, CIFAR100C, Image
 from torchvision.datasets import ImageFolder
 from torchvision.datasets.utils import check_integrity, download_and_extract_archive
 
-from ..evaluation.eval_sets import SEVERITIES, check_severities
 from torch_uncertainty_signorm.utils.checks import check_choices
+
+from ..evaluation.eval_sets import SEVERITIES, check_severities
 
 __all__ = [
     "BENCHMARK_CORRUPTIONS",

@@ -97,8 +97,6 @@ from torch import Tensor, nn
 from torch.utils.data import DataLoader, TensorDataset
 from torch_uncertainty.datamodules import TUDataModule
 
-from ..evaluation.eval_sets import SEVERITIES, EvalSet, check_eval_flags, check_severities
-from .. import _compat
 from torch_uncertainty_signorm.utils.checks import (
     check_choices,
     check_fraction,
@@ -106,6 +104,9 @@ from torch_uncertainty_signorm.utils.checks import (
     check_positive_number,
     check_stage,
 )
+
+from .. import _compat
+from ..evaluation.eval_sets import SEVERITIES, EvalSet, check_eval_flags, check_severities
 from ._arguments_for import arguments_for
 
 __all__ = ["CORRUPTIONS", "IMAGENET_MEAN", "IMAGENET_STD", "DigitsDataModule"]

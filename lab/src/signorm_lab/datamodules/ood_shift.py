@@ -30,8 +30,8 @@ from torch_uncertainty.datamodules.classification import ImageNetDataModule
 from torch_uncertainty.datasets.utils import TTADataset
 from torchvision.transforms import v2
 
-from ..evaluation.eval_sets import SEVERITIES, EvalSet, check_severities
 from .. import _compat
+from ..evaluation.eval_sets import SEVERITIES, EvalSet, check_severities
 from .corruptions import (
     BENCHMARK_CORRUPTIONS,
     CIFAR10CSeverity,

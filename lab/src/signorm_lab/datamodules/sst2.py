@@ -45,6 +45,7 @@ from typing import Any, Literal
 import numpy as np
 
 from torch_uncertainty_signorm.utils.checks import check_fraction, check_integer, check_stage
+
 from ._arguments_for import arguments_for
 from .text_loading import PadToLongest, TextDataModule, load_tokenizer
 

@@ -10,8 +10,9 @@ from torch import Tensor
 from torch.utils.data import DataLoader, Dataset
 from torch_uncertainty.datamodules import TUDataModule
 
-from .. import _compat
 from torch_uncertainty_signorm.utils.checks import check_integer
+
+from .. import _compat
 from ._arguments_for import arguments_for
 
 __all__ = ["PadToLongest", "TextDataModule", "check_text_loading", "load_tokenizer"]

@@ -70,9 +70,15 @@ import torch
 from sklearn.model_selection import train_test_split
 from torch.utils.data import Dataset
 
+from torch_uncertainty_signorm.utils.checks import (
+    check_choices,
+    check_fraction,
+    check_integer,
+    check_stage,
+)
+
 from ..evaluation.eval_sets import SEVERITIES, EvalSet, check_eval_flags, check_severities
 from ..models.packaged import minilm_dir, package_file, tweets_csv
-from torch_uncertainty_signorm.utils.checks import check_choices, check_fraction, check_integer, check_stage
 from ._arguments_for import arguments_for
 from .text_loading import TextDataModule
 

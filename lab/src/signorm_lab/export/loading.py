@@ -17,9 +17,10 @@ from torch import nn
 
 from torch_uncertainty_signorm.members.heads import upgrade_legacy_heads
 from torch_uncertainty_signorm.members.wrapper import MemberModel, check_member_count
+from torch_uncertainty_signorm.signorm.ensemble import SigmaNormEnsemble
+
 from ..safety.allowlist import current_class_paths
 from ..safety.export_spec import EXPORTABLE_CLASS_PATHS, check_ensemble_spec
-from torch_uncertainty_signorm.signorm.ensemble import SigmaNormEnsemble
 from .format import (
     CONFIG_NAME,
     FORMAT,

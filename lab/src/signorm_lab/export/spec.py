@@ -17,6 +17,9 @@ from typing import Any
 
 from torch import nn
 
+from torch_uncertainty_signorm.signorm.ensemble import SigmaNormEnsemble
+from torch_uncertainty_signorm.signorm.layer_selection import REGULARIZED_LAYER_PRESETS
+
 from ..safety import allowlist, model_registry
 from ..safety.class_blocks import build_class_block
 from ..safety.export_spec import (
@@ -27,8 +30,6 @@ from ..safety.export_spec import (
     registry_value,
 )
 from ..safety.plain_data import is_data, with_plain_values
-from torch_uncertainty_signorm.signorm.ensemble import SigmaNormEnsemble
-from torch_uncertainty_signorm.signorm.layer_selection import REGULARIZED_LAYER_PRESETS
 
 __all__ = [
     "as_data",

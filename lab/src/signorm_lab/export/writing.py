@@ -12,10 +12,11 @@ from pathlib import Path
 from safetensors.torch import save_model
 
 from torch_uncertainty_signorm.members.wrapper import MemberModel
+from torch_uncertainty_signorm.signorm.ensemble import SigmaNormEnsemble
+
 from ..safety.atomic_files import replaced_folder
 from ..safety.export_spec import ENSEMBLE_CLASS_PATHS, check_ensemble_spec
 from ..safety.files import file_kind, follow_umask
-from torch_uncertainty_signorm.signorm.ensemble import SigmaNormEnsemble
 from .format import CONFIG_NAME, FORMAT, MEMBER_FILE, WEIGHTS_NAME
 from .spec import as_data, portable
 

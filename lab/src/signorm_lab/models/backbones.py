@@ -32,8 +32,9 @@ from typing import Any
 
 from torch import Tensor, nn
 
-from .. import _compat
 from torch_uncertainty_signorm.utils.checks import check_integer
+
+from .. import _compat
 
 __all__ = ["SequenceClassifier", "bert_classifier", "bert_config", "timm_vit", "wideresnet28"]
 

@@ -231,11 +231,7 @@ def _tested_checkpoint(version: Path) -> Path | None:
 
 def _command() -> list[str]:
     script = Path(sys.executable).with_name("torch-uncertainty")
-    return (
-        [str(script)]
-        if script.is_file()
-        else [sys.executable, "-m", "signorm_lab.cli"]
-    )
+    return [str(script)] if script.is_file() else [sys.executable, "-m", "signorm_lab.cli"]
 
 
 def _default_sigint() -> None:

@@ -5,7 +5,11 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Literal
 
-from torch_uncertainty_signorm.members.config import MethodConfig, check_choice, check_wrapper_settings
+from torch_uncertainty_signorm.members.config import (
+    MethodConfig,
+    check_choice,
+    check_wrapper_settings,
+)
 from torch_uncertainty_signorm.utils.checks import check_positive_number
 
 __all__ = ["FiLMConfig", "InitCenter", "check_init_center"]

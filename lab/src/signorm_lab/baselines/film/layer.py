@@ -10,6 +10,7 @@ from torch import Tensor, nn
 
 from torch_uncertainty_signorm.members.norm import MemberBatchNorm
 from torch_uncertainty_signorm.utils.checks import check_positive_number
+
 from .config import InitCenter, check_init_center
 
 __all__ = ["FiLMBatchNorm"]

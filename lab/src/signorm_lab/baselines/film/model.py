@@ -29,8 +29,14 @@ from collections.abc import Mapping
 from torch import Tensor, nn
 
 from torch_uncertainty_signorm.members.replace import replace_modules
-from torch_uncertainty_signorm.members.wrapper import MemberWrapper, classifier_module, find_classifier, member_major
+from torch_uncertainty_signorm.members.wrapper import (
+    MemberWrapper,
+    classifier_module,
+    find_classifier,
+    member_major,
+)
 from torch_uncertainty_signorm.utils._compat import BATCH_NORMS
+
 from .config import FiLMConfig, InitCenter
 from .layer import FiLMBatchNorm
 

@@ -41,6 +41,7 @@ from torch_uncertainty_signorm.members.wrapper import (
     member_major,
     remove_classifier,
 )
+
 from .config import LoRAEnsembleConfig
 from .layer import MemberLoRALinear
 

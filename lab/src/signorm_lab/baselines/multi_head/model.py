@@ -28,6 +28,7 @@ from torch_uncertainty_signorm.members.wrapper import (
     pooled_output,
     remove_classifier,
 )
+
 from .config import MultiHeadConfig
 
 __all__ = ["MultiHeadEnsemble", "multi_head_ensemble"]
