@@ -908,7 +908,7 @@ def test_partial_files_left_by_sigkill_are_named_and_left_untouched(tmp_path):
     ],
 )
 def test_patterns_read_from_files_match_in_bounded_time(name, expected):
-    from torch_uncertainty_signorm.members.selection import check_pattern
+    from signorm_lab.safety.patterns import check_pattern
 
     if expected is None:
         assert check_pattern("regularized_layers", name) == name

@@ -25,14 +25,14 @@ from torch_uncertainty_signorm import export
 from torch_uncertainty_signorm.routines import SigmaNormClassificationRoutine
 
 ROOT = Path(__file__).parents[3]
-DATA = ROOT / "tests" / "fixtures" / "data"
+DATA = ROOT / "lab" / "tests" / "fixtures" / "data"
 OLD_ENSEMBLE = "torch_uncertainty_signorm.ensemble.signorm_ensemble"
 NEW_ENSEMBLE = "torch_uncertainty_signorm.signorm.ensemble.signorm_ensemble"
 
 
 def _stored_class_paths() -> set[str]:
     """Every ``class_path`` of this package named by the recipes and test recipes on disk."""
-    files = [*ROOT.glob("experiments/**/*.yaml"), *ROOT.glob("tests/fixtures/**/*.yaml")]
+    files = [*ROOT.glob("experiments/**/*.yaml"), *ROOT.glob("lab/tests/fixtures/**/*.yaml")]
     found = set()
     for path in files:
         found |= set(

@@ -141,7 +141,7 @@ MOVED_CLASS_PATHS: Mapping[str, str] = MappingProxyType(
 def current_path(path: str) -> str:
     """The dotted ``path`` of a file as it is now (:data:`MOVED_CLASS_PATHS`, then the 0.2.0
     moves to the lab); any other string unchanged."""
-    path = current_path(path)
+    path = MOVED_CLASS_PATHS.get(path, path)
     return _now(path) if path.startswith(f"{_PACKAGE}.") else path
 
 
