@@ -1,6 +1,7 @@
 """Reading an export's files as untrusted data: only regular files inside the export folder, a
 bounded ``config.json``, and safetensors headers read (and checked against the model to build)
-before any tensor is allocated.
+before any tensor is allocated; a member file's record of the ensemble file it was cut from is
+read from its header too, its values checked for their form.
 """
 
 from __future__ import annotations
