@@ -346,17 +346,26 @@ def _paired(runs, a: str, b: str, metric: str, confidence: float) -> dict | None
 
 
 def _bootstrap(runs, a: str, b: str, seeds, n: int = 2000, seed: int = 0) -> tuple[float, float]:
-    """Example-level percentile bootstrap of the mean NLL difference (test images resampled,
-    the same draw in every seed); reported, deciding nothing."""
-    rng = np.random.default_rng(seed)
-    diffs = np.stack([runs[a][s]["nll"] - runs[b][s]["nll"] for s in seeds])
+    """Example-level percentile bootstrap of the mean NLL difference (:func:`scipy.stats.bootstrap`,
+    test images resampled, the same draw in every seed); reported, deciding nothing."""
+    from scipy import stats
+
     for s in seeds:
         if not np.array_equal(runs[a][s]["targets"], runs[b][s]["targets"]):
             raise ValueError(f"{a} and {b} seed {s} were tested on different images.")
-    stats_ = np.array(
-        [diffs[:, rng.integers(0, diffs.shape[1], diffs.shape[1])].mean() for _ in range(n)]
+
+    def mean(*per_seed, axis=-1):
+        return np.mean([d.mean(axis=axis) for d in per_seed], axis=0)
+
+    boot = stats.bootstrap(
+        [runs[a][s]["nll"] - runs[b][s]["nll"] for s in seeds],
+        mean,
+        paired=True,  # one draw of images for every seed
+        n_resamples=n,
+        method="percentile",
+        random_state=np.random.default_rng(seed),
     )
-    return float(np.percentile(stats_, 2.5)), float(np.percentile(stats_, 97.5))
+    return float(boot.confidence_interval.low), float(boot.confidence_interval.high)
 
 
 def _inside(d: dict) -> bool:
@@ -396,9 +405,11 @@ def analyse(runs_dir: Path) -> dict:
     for h, (a, b) in CONTRASTS.items():
         d = _paired(runs, a, b, "NLL", 0.95)
         p_values[h] = d["p"] if d else math.nan
-    from .stats import holm_levels
+    from .stats import holm
 
-    levels = holm_levels(p_values, FAMILY, ALPHA)
+    family = holm(p_values, FAMILY, ALPHA)
+    levels = {h: test["level"] for h, test in family.items()}
+    rejected = {h: test["rejected"] for h, test in family.items()}
     contrasts = [
         ("H1", "D_M4_tau0.1", "B_signorm_M1", "NLL"),
         ("H1 (recipe, reported)", "B_signorm_M1", "A_single", "NLL"),
@@ -449,8 +460,9 @@ def analyse(runs_dir: Path) -> dict:
         "differences": differences,
         "p_values": p_values,
         "levels": levels,
+        "rejected": rejected,
         "failed": failed,
-        "verdicts": verdicts(runs, differences, failed),
+        "verdicts": verdicts(runs, differences, failed, rejected),
     }
 
 
@@ -465,16 +477,23 @@ def _find(differences, h, a, metric):
     return None
 
 
-def verdicts(runs, differences, failed) -> dict[str, str]:
-    """Each hypothesis by its registered rule (open when an arm it reads failed a check)."""
+def verdicts(runs, differences, failed, rejected: dict[str, bool] | None = None) -> dict[str, str]:
+    """Each hypothesis by its registered rule (open when an arm it reads failed a check, and a
+    difference claimed only where Holm's step-down test rejected: ``rejected``, all by default)."""
     out = {}
 
     def blocked(*names):
         return sorted(set(names) & failed)
 
+    def stepped(h: str, verdict: str, claim: str) -> str:
+        if verdict == claim and not (rejected or {}).get(h, True):
+            return f"open (Holm stopped before it; by the interval: {verdict})"
+        return verdict
+
     d = _find(differences, "H1", "D_M4_tau0.1", "NLL")
     if d:
         v = "ensemble's" if _below(d) else "not the ensemble's" if _inside(d) else "open"
+        v = stepped("H1", v, "ensemble's")
         out["H1"] = (
             v
             if not blocked("D_M4_tau0.1", "B_signorm_M1")
@@ -489,6 +508,7 @@ def verdicts(runs, differences, failed) -> dict[str, str]:
     d = _find(differences, "H2", "D_M4_tau0.1", "NLL")
     if d:
         v = "confirmed" if _below(d) else "refuted" if _inside(d) else "open"
+        v = stepped("H2", v, "confirmed")
         out["H2"] = (
             v
             if not blocked("D_M4_tau0.1", "C_M4_lambda0")
@@ -508,6 +528,7 @@ def verdicts(runs, differences, failed) -> dict[str, str]:
             if _inside(d) and mechanism
             else "open"
         )
+        v = stepped("H3", v, "confirmed")
         out["H3"] = (
             v
             if not blocked("F_M4_tau0.1_symmetric", "E_M4_lambda0_nospread")
@@ -522,6 +543,7 @@ def verdicts(runs, differences, failed) -> dict[str, str]:
         confirmed = first_jg["low"] > 0 and moved and _inside(second_nll)
         refuted = _inside(first_nll) and _inside(second_nll)
         v = "confirmed" if confirmed else "refuted" if refuted else "open"
+        v = stepped("H4", v, "confirmed")
         cells = [n for n in runs if n.startswith("placement")]
         out["H4"] = v if not blocked(*cells) else f"open (checks failed; by the intervals: {v})"
     return out
@@ -550,10 +572,18 @@ def write_artefacts(runs_dir: Path, out: Path) -> str:
             writer.writerows(rows)
     with (out / "verdicts.csv").open("w", newline="") as file:
         writer = csv.writer(file)
-        writer.writerow(["hypothesis", "verdict", "holm order p", "interval level"])
+        writer.writerow(["hypothesis", "verdict", "holm order p", "interval level", "holm rejects"])
         for h, v in result["verdicts"].items():
             key = h.split(" ")[0]
-            writer.writerow([h, v, result["p_values"].get(key, ""), result["levels"].get(key, "")])
+            writer.writerow(
+                [
+                    h,
+                    v,
+                    result["p_values"].get(key, ""),
+                    result["levels"].get(key, ""),
+                    result["rejected"].get(key, ""),
+                ]
+            )
     arms = [
         {
             "arm": r["arm"],

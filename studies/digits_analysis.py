@@ -361,21 +361,21 @@ def claim_lambda(runs: Sequence[Run]) -> tuple[dict, list[dict], list[dict]]:
     log_l = np.log10([r.get("diversity_strength") for r in everything])
     log_t = np.log10([r.get("tau") for r in everything])
     b = _fit(cos, log_l, log_t)
-    rng = np.random.default_rng(0)
-    boot = []
-    for _ in range(9999):
-        pick = rng.integers(0, len(cos), len(cos))
-        boot.append(_fit(cos[pick], log_l[pick], log_t[pick]))
-    boot = np.array(boot)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        ratios = boot[:, 1] / boot[:, 2]
 
-    def interval(samples: np.ndarray) -> tuple[float, float]:
-        samples = samples[np.isfinite(samples)]
-        return float(np.percentile(samples, 2.5)), float(np.percentile(samples, 97.5))
+    def slopes(*resample: np.ndarray) -> np.ndarray:  # b_λ / b_τ, b_λ, b_τ, b_τ + 2 b_λ
+        _, b_lambda, b_tau = _fit(*resample)
+        return np.array([b_lambda / b_tau, b_lambda, b_tau, b_tau + 2 * b_lambda])
 
-    r_ci, bl_ci, bt_ci = interval(ratios), interval(boot[:, 1]), interval(boot[:, 2])
-    combo_ci = interval(boot[:, 2] + 2 * boot[:, 1])
+    boot = stats.bootstrap(  # runs resampled with their (log λ, log τ): a percentile interval
+        (cos, log_l, log_t),
+        slopes,
+        paired=True,
+        vectorized=False,
+        n_resamples=9999,
+        method="percentile",
+        random_state=np.random.default_rng(0),
+    ).confidence_interval
+    r_ci, bl_ci, bt_ci, combo_ci = zip(boot.low.tolist(), boot.high.tolist(), strict=True)
     ratio = b[1] / b[2] if b[2] != 0 else math.nan
     tests += [
         {

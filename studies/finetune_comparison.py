@@ -5,13 +5,15 @@ For one comparison folder (``--out`` of ``signorm-compare``: ``comparison_runs.c
 folders), it checks every run first (learned, no one-class ending, σN-Ens members apart), then
 reads, paired by seed, σN-Ens − arm:
 
-* primary: test NLL against Single, Multi-head and Deep Ensembles, Holm over that family of
-  three (the k-th smallest p-value's interval at level 1 − α/(3 − k + 1));
+* primary: test NLL against Single, Multi-head and Deep Ensembles, Holm's step-down test over
+  that family of three (statsmodels'; the k-th smallest p-value's interval, k from 0, at level
+  1 − α/(3 − k));
 * secondary, no Holm: NLL against the other arms; ECE, accuracy and OOD AUROC against every arm.
 
-Verdicts: *better* / *worse* when the interval excludes 0; *equivalent* when TOST at α = 0.05
-against the design's margin says so; otherwise *open*. Seeds missing for an arm shrink its
-pairs to the seeds both arms ran. ::
+Verdicts: *better* / *worse* when the interval excludes 0 (and, for a primary reading, Holm
+rejects: once Holm stops at a p-value above its level, a later interval that excludes 0 is
+*open*); *equivalent* when TOST at α = 0.05 against the design's margin says so; otherwise
+*open*. Seeds missing for an arm shrink its pairs to the seeds both arms ran. ::
 
     python -m studies.finetune_comparison --runs studies/results/finetune_comparison/digits
     python -m studies.finetune_comparison \\
@@ -36,7 +38,7 @@ from pathlib import Path
 import yaml
 from signorm_lab.reproduction.paired import equivalence_test
 
-from .stats import holm_levels, paired_difference
+from .stats import holm, paired_difference
 
 ALPHA = 0.05
 REFERENCE = "signorm"
@@ -105,12 +107,14 @@ def _paired(first: dict, second: dict, column: str, scale: float, confidence: fl
     return row
 
 
-def _verdict(row: dict, margin: float, higher_is_better: bool) -> str:
-    if row["low"] > 0 or row["high"] < 0:
+def _verdict(row: dict, margin: float, higher_is_better: bool, rejected: bool = True) -> str:
+    """The design's verdict words; ``rejected`` is Holm's decision for a primary reading."""
+    excludes_zero = row["low"] > 0 or row["high"] < 0
+    if excludes_zero and rejected:
         return "better" if (row["low"] > 0) == higher_is_better else "worse"
     if equivalence_test(row["differences"], margin) < ALPHA:
         return f"equivalent (±{margin:g})"
-    return "open"
+    return "open (Holm stopped before it)" if excludes_zero else "open"
 
 
 def readings(runs: dict[str, dict[int, dict]]) -> list[dict]:
@@ -122,17 +126,18 @@ def readings(runs: dict[str, dict[int, dict]]) -> list[dict]:
         for arm in primary
         if (d := _difference(runs, arm, "test/cls/NLL", 1, 0.95)) is not None
     }
-    levels = holm_levels(p_values, len(PRIMARY), ALPHA)
+    family = holm(p_values, len(PRIMARY), ALPHA)
     for arm in [a for a in runs if a != REFERENCE]:
         for column, title, scale, margin in METRICS:
-            is_primary = arm in levels and column == "test/cls/NLL"
-            level = levels[arm] if is_primary else 1 - ALPHA
+            test = family.get(arm) if column == "test/cls/NLL" else None
+            level = test["level"] if test else 1 - ALPHA
             row = _difference(runs, arm, column, scale, level)
             if row is None:
                 continue
+            rejected = test["rejected"] if test else True
             rows.append(
                 {
-                    "reading": "primary (Holm)" if is_primary else "secondary",
+                    "reading": "primary (Holm)" if test else "secondary",
                     "arm": arm,
                     "metric": title,
                     "seeds": row["seeds"],
@@ -140,7 +145,8 @@ def readings(runs: dict[str, dict[int, dict]]) -> list[dict]:
                     "low": row["low"],
                     "high": row["high"],
                     "level": level,
-                    "verdict": _verdict(row, margin, _higher_is_better(title)),
+                    "p_holm": test["p"] if test else None,
+                    "verdict": _verdict(row, margin, _higher_is_better(title), rejected),
                 }
             )
     return sorted(rows, key=lambda r: r["reading"] != "primary (Holm)")
@@ -153,17 +159,25 @@ def table(runs: dict[str, dict[int, dict]]) -> str:
         "Checks (learned, no one-class ending, σN-Ens members apart): "
         + ("every run passed" if not failed else "FAILED: " + "; ".join(failed)),
         "",
-        "| reading | σN-Ens − arm | metric | seeds | mean | interval | level | verdict |",
-        "|---|---|---|---|---|---|---|---|",
+        "| reading | σN-Ens − arm | metric | seeds | mean | interval | level | Holm p | verdict |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for r in readings(runs):
         digits = 3 if r["metric"] == "NLL" else 2
+        holm_p = "" if r["p_holm"] is None else f"{r['p_holm']:.4f}"
         lines.append(
             f"| {r['reading']} | {r['arm']} | {r['metric']} | "
             f"{','.join(map(str, r['seeds']))} | {r['mean']:+.{digits}f} | "
             f"[{r['low']:+.{digits}f}, {r['high']:+.{digits}f}] | "
-            f"{100 * r['level']:.1f} % | {r['verdict']} |"
+            f"{100 * r['level']:.1f} % | {holm_p} | {r['verdict']} |"
         )
+    lines += [
+        "",
+        (
+            "Holm p: the primary family's Holm-adjusted p-value (statsmodels' multipletests, "
+            f"step-down); a primary reading is decided only where it is below {ALPHA:g}."
+        ),
+    ]
     return "\n".join(lines) + "\n"
 
 

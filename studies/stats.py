@@ -1,7 +1,8 @@
 """The statistics behind the studies' "better", "flat" and "correlated": intervals and tests.
 
 Every function returns plain floats in a dict, ready for a table row. Intervals are two-sided
-at ``confidence`` (95 % by default); tests are scipy.stats'.
+at ``confidence`` (95 % by default); tests, intervals and the multiple-testing correction are
+scipy.stats' and statsmodels', never written here.
 
 * :func:`mean_interval`: mean and t interval of one sample (e.g. a metric over seeds);
 * :func:`paired_difference`: mean difference ``a - b`` over pairs, t interval and paired t-test;
@@ -13,7 +14,8 @@ at ``confidence`` (95 % by default); tests are scipy.stats'.
 * :func:`within_group_spearman`: Spearman ρ of two measurements after removing group means;
 * :func:`least_squares_change`: the change a straight-line fit predicts over a window (the
   studies' convergence check);
-* :func:`holm_levels`: Holm's step-down levels of a family of tests, as interval confidences.
+* :func:`holm`: Holm's step-down test of a family (statsmodels'), with each hypothesis's
+  interval confidence.
 """
 
 from __future__ import annotations
@@ -23,11 +25,14 @@ from collections.abc import Sequence
 
 import numpy as np
 from scipy import stats
+from statsmodels.stats.multitest import multipletests
+
 from signorm_lab.reproduction.paired import mean_interval
 
 __all__ = [
     "EXACT_UP_TO",
     "correlation_ratio",
+    "holm",
     "least_squares_change",
     "mean_interval",
     "paired_difference",
@@ -204,8 +209,29 @@ def least_squares_change(
     return float(slope * window * steps.max())
 
 
-def holm_levels(p_values: dict[str, float], family: int, alpha: float = 0.05) -> dict[str, float]:
-    """Holm's step-down levels as confidence levels: the k-th smallest p-value (k from 0) of a
-    family of ``family`` tests gets ``1 - alpha / (family - k)``; a NaN p-value sorts last."""
+def holm(p_values: dict[str, float], family: int, alpha: float = 0.05) -> dict[str, dict]:
+    """Holm's step-down test of a family of ``family`` hypotheses (statsmodels'
+    ``multipletests(method="holm")``). Per hypothesis: ``rejected``, the Holm-adjusted ``p``, and
+    ``level``, the confidence 1 − α/(family − k) of the k-th smallest p-value's interval (k from
+    0). A NaN p-value, and each hypothesis of the family missing from ``p_values``, counts as 1.
+
+    Holm stops at the first p-value above its level: no later hypothesis is rejected, even one
+    whose own interval at its level excludes 0.
+
+    Raises:
+        ValueError: If ``p_values`` holds more hypotheses than ``family``.
+    """
+    if len(p_values) > family:
+        raise ValueError(f"{len(p_values)} p-values for a family of {family}: {p_values!r}.")
     order = sorted(p_values, key=lambda h: (math.isnan(p_values[h]), p_values[h]))
-    return {h: 1 - alpha / (family - k) for k, h in enumerate(order)}
+    padded = [1.0 if math.isnan(p_values[h]) else p_values[h] for h in order]
+    padded += [1.0] * (family - len(order))
+    rejected, adjusted, _, _ = multipletests(padded, alpha=alpha, method="holm")
+    return {
+        h: {
+            "rejected": bool(rejected[k]),
+            "p": math.nan if math.isnan(p_values[h]) else float(adjusted[k]),
+            "level": 1 - alpha / (family - k),
+        }
+        for k, h in enumerate(order)
+    }

@@ -38,7 +38,7 @@ from signorm_lab.reproduction.tables import markdown_table
 from torch_uncertainty_signorm.evaluation.diversity import mutual_information
 
 from ._command import train_runs
-from .stats import correlation_ratio, mean_interval, paired_difference, spearman_p
+from .stats import correlation_ratio, holm, mean_interval, paired_difference, spearman_p
 from .tweets_controlled import PREDICTIONS, TAU, StudyRun, record_run, study_runs, write_artefacts
 from .tweets_seed_level import _results, seed_level
 
@@ -274,8 +274,11 @@ SIGNORM = "signorm_M4_tau0.08"
 MARGIN, ALPHA = 0.01, 0.05
 
 
-def budget_verdict(low: float, high: float, margin: float = MARGIN) -> str:
-    """The follow-up's registered rule for an interval of NLL(σN-Ens) − NLL(other)."""
+def budget_verdict(low: float, high: float, margin: float = MARGIN, rejected: bool = True) -> str:
+    """The follow-up's registered rule for an interval of NLL(σN-Ens) − NLL(other); a difference
+    is claimed only where Holm's step-down test ``rejected``."""
+    if (high < 0 or low > 0) and not rejected:
+        return "open (Holm stopped before it)"
     if high < 0:
         return "σN-Ens better"
     if low > 0:
@@ -306,11 +309,11 @@ def budget_tables(out: Path, shorter: Path | None) -> str:
                 [by[other, s]["test NLL"] for s in pairs],
             ),
         )
-    order = sorted(primary, key=lambda k: primary[k][1]["p"])
+    family = holm({label: plain["p"] for label, (_, plain) in primary.items()}, len(primary), ALPHA)
     table = []
-    for k, label in enumerate(order):
+    for label, test in family.items():  # in the order of the p-values
         pairs, plain = primary[label]
-        level = 1 - ALPHA / (len(order) - k)
+        level = test["level"]
         other = BUDGET_BASELINES[label]
         held = paired_difference(
             [by[SIGNORM, s]["test NLL"] for s in pairs],
@@ -329,7 +332,7 @@ def budget_tables(out: Path, shorter: Path | None) -> str:
                 "high": held["high"],
                 "verdict": ("open (collapsed: " + ", ".join(bad) + ")")
                 if bad
-                else budget_verdict(held["low"], held["high"]),
+                else budget_verdict(held["low"], held["high"], rejected=test["rejected"]),
             }
         )
     write_rows(table, out / "primary.csv")

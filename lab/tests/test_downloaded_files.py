@@ -818,11 +818,11 @@ def test_an_interrupted_overwrite_leaves_the_previous_export_whole(
     spec["init_args"]["num_estimators"] = 3
     calls = []
 
-    def cut_off(module, path):
+    def cut_off(module, path, **kwargs):
         calls.append(path)
         if len(calls) == 3:
             raise SystemExit(143)
-        return save_model(module, path)
+        return save_model(module, path, **kwargs)
 
     save_model = writing.save_model
     monkeypatch.setattr(writing, "save_model", cut_off)

@@ -241,7 +241,9 @@ def test_command_exports_a_lightning_checkpoint(tmp_path, settings):
     inputs = torch.randn(2, 3, 32, 32)
     routine.model.eval()
     assert torch.equal(reloaded(inputs), routine.model(inputs))
-    assert torch.equal(load_member(out, 2)(inputs), _member_rows(routine.model, inputs, 2))
+    torch.testing.assert_close(  # the folded member computes the ensemble's rows another way
+        load_member(out, 2)(inputs), _member_rows(routine.model, inputs, 2), rtol=1e-5, atol=1e-5
+    )
     assert reloaded.config.tau == 0.5  # the settings, read from either form
     assert reloaded.regularized_layer_names == routine.model.regularized_layer_names
 

@@ -2,41 +2,20 @@
 
 import csv
 import os
-import platform
 from pathlib import Path
 
 import pytest
 from fixtures.cifar_files import run_command
-from signorm_lab.reproduction import regression
 
+from signorm_lab.reproduction import regression
 from torch_uncertainty_signorm.routines.member_health import WARNING_PREFIX
 
 RECIPE = Path(__file__).parents[2] / "experiments" / "digits_signorm.yaml"
 REFERENCE = Path(__file__).parents[2] / "docs" / "reference" / "digits_signorm.csv"
-#: Digits-scale tolerances (docs/reference/README.md): 360 test images, one image = 0.28 points;
-#: the calibration errors and Brier also move with the library versions (aECE 1.8 points,
-#: Brier 0.015 at the lowest ones). The output diversity moves too (2 threads instead of 1:
-#: U_mod 0.023, Jensen gap 0.017 nats); 0.04 still fails members that became one model (both 0).
-TOLERANCES = [
-    "Acc=1.5",
-    "NLL=0.05",
-    "ECE=2.5",
-    "aECE=2.5",
-    "Brier=0.02",
-    "AUPR=1.5",
-    "AUROC=1.5",
-    "FPR95=5",
-    "U_mod=0.04",
-    "jensen_gap=0.04",
-]
-
-
-#: The kernels the reference ran on. x86 CPUs with AVX-512 dispatch other kernels, which move
-#: this 5-epoch run further than the tolerances (docs/reference/README.md): the reference's
-#: conditions are set for the check, as a user reproducing it would.
-REFERENCE_ENV = {"OMP_NUM_THREADS": "1", "PYTHONWARNINGS": "ignore::DeprecationWarning"}
-if platform.machine().lower() in ("x86_64", "amd64"):
-    REFERENCE_ENV["ATEN_CPU_CAPABILITY"] = "avx2"
+#: The run's conditions: one intra-op thread (the recipe's too), no library deprecation noise.
+#: The kernels are whatever this machine's CPU dispatches: the reference row's tolerances come
+#: from its seeds' spread (docs/reference/README.md), which a run on other kernels stays within.
+RUN_ENV = {"OMP_NUM_THREADS": "1", "PYTHONWARNINGS": "ignore::DeprecationWarning"}
 
 
 @pytest.mark.slow
@@ -46,7 +25,7 @@ def test_quickstart_trains_tests_and_prints_its_wall_time(tmp_path, capsys):
     done = run_command(
         ["fit", "--config", RECIPE, "--trainer.enable_progress_bar=false"],
         cwd=tmp_path,
-        env={**os.environ, **REFERENCE_ENV},
+        env={**os.environ, **RUN_ENV},
     )
     assert done.returncode == 0, done.stderr[-3000:]
     assert "torch-uncertainty finished in" in done.stdout and "s (wall time, " in done.stdout
@@ -75,8 +54,9 @@ def test_quickstart_trains_tests_and_prints_its_wall_time(tmp_path, capsys):
     assert min(float(row[f"test/member_{m}/Acc"]) for m in range(4)) > 0.8
     assert list((tmp_path / "logs" / "digits").rglob("ownership.csv"))
     assert list((tmp_path / "logs" / "digits").rglob("config.yaml"))
-    # The regression check passes against the committed reference of this recipe.
-    status = regression.main(
-        [str(results.parent), "--reference", str(REFERENCE), "--tol", *TOLERANCES]
-    )
-    assert status == 0, capsys.readouterr().out
+    # The regression check passes against the committed reference of this recipe, each metric
+    # within the prediction interval its 10 seeds' spread gives.
+    status = regression.main([str(results.parent), "--reference", str(REFERENCE)])
+    report = capsys.readouterr().out
+    assert status == 0, report
+    assert "99% PI, 10 seeds" in report

@@ -37,10 +37,11 @@ from pathlib import Path
 import torch
 from fixtures.backbones import randomize_norms, tiny_bert, tiny_signorm_spec
 from safetensors.torch import load_file
-from signorm_lab.export.spec import build_model
 from torch_uncertainty.models.classification import resnet
 
 from torch_uncertainty_signorm import export, signorm_ensemble
+from signorm_lab.export.format import member_record
+from signorm_lab.export.spec import build_model
 from torch_uncertainty_signorm.members.heads import upgrade_legacy_heads
 from torch_uncertainty_signorm.routines import SigmaNormClassificationRoutine
 
@@ -107,9 +108,12 @@ def test_earlier_lightning_checkpoint_and_export_predict_what_they_predicted():
         torch.testing.assert_close(
             routine.model.eval()(io["inputs"]), io["logits"], rtol=1e-5, atol=1e-5
         )
-        exported = export.load_ensemble(DATA / f"signorm_resnet_{D303}_export")
+        folder = DATA / f"signorm_resnet_{D303}_export"
+        exported = export.load_ensemble(folder)
         torch.testing.assert_close(exported(io["inputs"]), io["logits"], rtol=1e-5, atol=1e-5)
-        member = export.load_member(DATA / f"signorm_resnet_{D303}_export", 1)
+        # written before member files recorded their ensemble: checked by folding it again
+        assert member_record(folder / "member_1.safetensors") is None
+        member = export.load_member(folder, 1)
         batch = io["inputs"].shape[0]
         torch.testing.assert_close(
             member(io["inputs"]), io["logits"][batch : 2 * batch], rtol=1e-5, atol=1e-5

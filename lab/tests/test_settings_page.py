@@ -122,8 +122,8 @@ def test_the_defaults_table_states_the_codes_defaults():
 
 
 #: The packaged σN-Ens fine-tune recipes (experiments/<name>.yaml) by the "at a glance" column
-#: that speaks for them: the Adam CNNs (digits' EfficientNet-Lite0, the six CIFAR ones) and the
-#: transformer.
+#: that speaks for them: the Adam CNNs (digits' EfficientNet-Lite0, the six CIFAR ones), the
+#: short SGD transformer fine-tune (MiniLM) and the paper's long SGD transformer recipes.
 FINE_TUNE_RECIPES = {
     2: [
         "digits_lite0_signorm",
@@ -134,19 +134,27 @@ FINE_TUNE_RECIPES = {
         ),
     ],
     3: ["tweets_minilm_signorm"],
+    4: ["vit_c100_signorm", "vit_imagenet_signorm", "bert_sst2_signorm"],
 }
 
 
-def test_the_at_a_glance_fine_tune_columns_give_the_recipes_lambda_and_clipping():
-    """The CNN and transformer columns of "at a glance" state the λ and the clipping that the
+def test_the_at_a_glance_fine_tune_columns_give_the_recipes_tau_lambda_and_clipping():
+    """The fine-tune columns of "at a glance" state the τ, the λ and the clipping that the
     packaged σN-Ens fine-tune recipes set: the guide and the recipes say the same thing."""
     rows = {row[0]: row for row in _table("| | from scratch (SGD) |")}
     cifar = {p.stem for p in (ROOT / "experiments").glob("*_signorm_finetune.yaml")}
     assert cifar == set(FINE_TUNE_RECIPES[2][1:])  # a new fine-tune recipe is checked too
+    transformers = {p.stem for p in (ROOT / "experiments").glob("*_signorm.yaml")}
+    assert {n for n in transformers if n.startswith(("vit_", "bert_"))} == set(FINE_TUNE_RECIPES[4])
     for column, recipes in FINE_TUNE_RECIPES.items():
         for name in recipes:
             config = yaml.safe_load((ROOT / "experiments" / f"{name}.yaml").read_text())
             model = config["routine"]["init_args"]["model"]["init_args"]
+            tau = f"{float(model['tau']):g}"
+            assert re.search(rf"(?<![\d.]){re.escape(tau)}(\.0)?(?![\d.])", rows["τ"][column]), (
+                name,
+                rows["τ"][column],
+            )
             strength = f"{model['diversity_strength']:.0e}".replace("e-0", "e-")
             clip = config.get("trainer", {}).get("gradient_clip_val")
             assert rows["λ"][column].startswith(strength), (name, rows["λ"][column])

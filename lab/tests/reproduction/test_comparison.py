@@ -14,6 +14,8 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 from scipy import stats
+from statsmodels.stats.weightstats import ttost_paired
+
 from signorm_lab.callbacks.run_record import FIT_KEYS
 from signorm_lab.reproduction import comparison as cmp
 from signorm_lab.reproduction.paired import equivalence_test, mean_interval
@@ -98,6 +100,15 @@ def test_mean_interval_is_students_t_and_tost_needs_the_interval_inside_the_marg
     assert equivalence_test([x + 0.1 for x in d], 0.05) > 0.5  # clearly outside
     with pytest.raises(ValueError, match="margin must be a positive"):
         equivalence_test(d, 0)
+
+
+def test_tost_is_statsmodels_paired_tost_on_the_per_seed_differences():
+    # Two arms' NLL at five seeds: the TOST of the differences is the paired TOST of the arms.
+    a = np.array([0.080, 0.142, 0.095, 0.071, 0.103])
+    b = np.array([0.062, 0.271, 0.088, 0.055, 0.066])
+    for margin in (0.02, 0.05, 0.2):
+        expected = ttost_paired(a, b, -margin, margin)[0]
+        assert equivalence_test(a - b, margin) == pytest.approx(float(expected), rel=1e-12)
 
 
 def _runs(values: dict[str, list[tuple[float, float]]]) -> dict[str, cmp.MethodRuns]:

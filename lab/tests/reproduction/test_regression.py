@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 import yaml
 from fixtures.results_files import tu_metrics, write_run
@@ -18,12 +19,18 @@ from signorm_lab.reproduction.regression import (
     ReproductionError,
     check_reproduction,
     compare_rows,
+    spread_tolerance,
 )
 from signorm_lab.reproduction.results_table import read_rows, write_rows
 
 REFERENCE_DIR = Path(__file__).parents[3] / "docs" / "reference"
 REFERENCE = REFERENCE_DIR / "digits_signorm.csv"
-REFERENCE_RUN = REFERENCE_DIR / "digits_signorm"  # the quickstart's results.csv and config.yaml
+#: The quickstart's runs at seeds 0-9 (seed_<s>/results.csv and config.yaml) behind the row.
+REFERENCE_RUNS = REFERENCE_DIR / "digits_signorm"
+REFERENCE_RUN = REFERENCE_RUNS / "seed_0"
+#: Runs the check must pass (the recipe on AVX2 kernels, seeds 0-4, the reference's on AVX-512)
+#: and fail (members collapsed by tau 1000 and a symmetric start; tau 1.0; 3 epochs, not 5).
+CHECKS = Path(__file__).parents[1] / "fixtures" / "data" / "reference_checks"
 
 
 def _perturbed_copy(tmp_path, **deltas):
@@ -34,25 +41,45 @@ def _perturbed_copy(tmp_path, **deltas):
     return tmp_path / "perturbed.csv"
 
 
-def test_committed_reference_is_reproduced_from_its_results_file(capsys):
-    zero = [f"{metric}=0" for metric in DEFAULT_TOLERANCES]
+def test_committed_reference_is_reproduced_from_its_results_files(capsys):
+    zero = [f"{metric}=1e-9" for metric in DEFAULT_TOLERANCES]
     status = regression.main(
-        [str(REFERENCE_RUN), "--reference", str(REFERENCE), "--tol", *zero, "Brier=0", "aECE=0"]
+        [str(REFERENCE_RUNS), "--reference", str(REFERENCE), "--tol", *zero, "Brier=0", "aECE=0"]
     )
     report = capsys.readouterr().out
     assert status == 0, report
     assert "0 of 13 metrics failed" in report  # Acc ... MAdds and the diversity, all compared
-    assert "1 training run (seed 0)" in report and "budget: ours max_epochs=5" in report
+    assert "10 training runs (seeds 0, 1, 2, 3, 4, 5, 6, 7, 8, 9)" in report
+    assert "budget: ours max_epochs=5" in report
+
+
+@pytest.mark.parametrize("run", [f"avx2_seed_{seed}" for seed in range(5)])
+def test_a_run_on_other_kernels_passes_the_reference_with_tolerances_from_its_spread(run, capsys):
+    assert regression.main([str(CHECKS / run), "--reference", str(REFERENCE)]) == 0
+    assert "99% PI, 10 seeds" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    ("run", "failure"),
+    [
+        ("collapsed", "signorm_cos (out of tolerance)"),  # σNorm-cos 0.98: one model
+        ("wrong_tau", "signorm_cos (out of tolerance)"),  # tau 1.0 instead of 0.1
+        ("wrong_budget", "FAIL: our runs trained with max_epochs=3, the reference row with"),
+    ],
+)
+def test_a_collapsed_a_wrong_tau_or_a_wrong_budget_run_fails_the_reference(run, failure, capsys):
+    assert regression.main([str(CHECKS / run), "--reference", str(REFERENCE)]) == 1
+    assert failure in capsys.readouterr().out
 
 
 def test_perturbed_copy_fails_and_the_diff_names_the_metric(tmp_path, capsys):
-    perturbed = _perturbed_copy(tmp_path, Acc=-0.8, NLL=0.01)
+    perturbed = _perturbed_copy(tmp_path, Acc=-3.0, NLL=0.01)  # of a row of one run, no spread
     assert regression.main([str(perturbed), "--reference", str(REFERENCE)]) == 1
     report = capsys.readouterr().out
     (acc_line,) = [line for line in report.splitlines() if line.startswith("Acc ")]
-    assert acc_line.endswith("FAIL") and "-0.8" in acc_line
+    assert acc_line.endswith("FAIL") and "-3" in acc_line  # outside the reference's 2.33
     (nll_line,) = [line for line in report.splitlines() if line.startswith("NLL ")]
-    assert nll_line.endswith("ok")  # 0.01 is within the default 0.02
+    assert nll_line.endswith("ok")  # 0.01 is within the reference's 0.052
     assert report.splitlines()[-1] == "1 of 13 metrics failed: Acc (out of tolerance)"
 
 
@@ -91,7 +118,9 @@ def test_a_nan_or_infinite_metric_fails_by_name(tmp_path, capsys):
     )
     assert regression.main([str(run), "--reference", str(REFERENCE)]) == 1
     report = capsys.readouterr().out
-    assert re.search(r"^Acc +nan +96.94 +-- +0.5 +FAIL \(NaN in the run\)$", report, re.M)
+    assert re.search(
+        r"^Acc +nan +97.61 +-- +2.333 +99% PI, 10 seeds +FAIL \(NaN in the run\)$", report, re.M
+    )
     assert re.search(r"^aECE +inf .* FAIL \(infinite in the run\)$", report, re.M)
     assert report.splitlines()[-1] == (
         "3 of 13 metrics failed: Acc (NaN in the run), NLL (NaN in "
@@ -179,7 +208,7 @@ def test_a_short_budget_is_called_a_smoke_test(tmp_path, capsys):
 
 def test_check_reproduction_raises_with_the_report_for_pytest(tmp_path):
     assert "0 of 13 metrics failed" in check_reproduction(REFERENCE_RUN, "--reference", REFERENCE)
-    perturbed = _perturbed_copy(tmp_path, Acc=-0.8)
+    perturbed = _perturbed_copy(tmp_path, Acc=-3.0)
     with pytest.raises(ReproductionError, match=r"(?s)Acc .*FAIL.*1 of 13 metrics failed"):
         check_reproduction(perturbed, "--reference", REFERENCE)
 
@@ -249,7 +278,7 @@ def test_bad_input_raises_clear_errors(tmp_path, capsys):
 @pytest.mark.slow
 def test_command_exit_status_gates_a_ci_job(tmp_path):
     """``python -m ...regression`` exits 1 on a drift (0 on success: main's return value)."""
-    perturbed = _perturbed_copy(tmp_path, ECE=1.5)
+    perturbed = _perturbed_copy(tmp_path, ECE=6.0)
     command = [
         sys.executable,
         "-m",
@@ -316,3 +345,73 @@ def test_an_empty_reference_cell_is_named_not_dropped_silently(tmp_path, capsys)
     report = capsys.readouterr().out
     assert "not compared (empty in the reference row, present in ours): NLL;" in report, report
     assert report.splitlines()[-1] == "0 of 12 metrics failed"
+
+
+def test_the_spread_tolerance_covers_a_new_run_at_its_level():
+    """The prediction interval's half-width: a new draw from the reference seeds' distribution
+    falls outside it at the rate 1 − level, and outside every one of k metrics' at most that."""
+    rng = np.random.default_rng(0)
+    for runs, level, metrics in ((5, 0.95, 1), (10, 0.99, 1), (10, 0.95, 4)):
+        reference = rng.normal(size=(20_000, metrics, runs))
+        new = rng.normal(size=(20_000, metrics))
+        half = spread_tolerance(1.0, runs, 1, metrics, level) * reference.std(axis=2, ddof=1)
+        outside = (np.abs(new - reference.mean(axis=2)) > half).any(axis=1).mean()
+        assert outside == pytest.approx(1 - level, abs=0.006 if metrics == 1 else 0.01) or (
+            metrics > 1 and outside < 1 - level
+        )
+    assert spread_tolerance(2.0, 10) == pytest.approx(2 * spread_tolerance(1.0, 10))
+    # more reference seeds, a tighter interval; more of our runs averaged, tighter still
+    assert spread_tolerance(1.0, 10) < spread_tolerance(1.0, 5)
+    assert spread_tolerance(1.0, 10, our_runs=3) < spread_tolerance(1.0, 10)
+    with pytest.raises(ValueError, match="needs >= 2 reference runs"):
+        spread_tolerance(1.0, 1)
+
+
+def test_a_reference_row_with_its_spread_sets_the_tolerances_and_the_report_names_them(
+    tmp_path, capsys
+):
+    reference = {
+        "method": "ref",
+        "runs": 10,
+        "seeds": " ".join(map(str, range(10))),
+        "max_epochs": 5,
+        "Acc": 96.0,
+        "Acc_std": 0.5,
+        "NLL": 0.12,
+        "NLL_std": 0.01,
+        "Params": 0.7,
+        "Params_std": 0.0,
+    }
+    write_rows([reference], tmp_path / "reference.csv")
+    write_run(
+        tmp_path / "run",
+        {"test/cls/Acc": 0.946, "test/cls/NLL": 0.13, "test/cplx/params": 700_000},
+        config={"seed_everything": 3, "trainer": {"max_epochs": 5}},
+    )
+    args = [str(tmp_path / "run"), "--reference", str(tmp_path / "reference.csv")]
+    assert regression.main(args) == 0  # Acc 1.4 below: inside 0.5 × 5.2 (99 %, 2 metrics)
+    report = capsys.readouterr().out
+    acc = spread_tolerance(0.5, 10, 1, 2, 0.99)
+    assert re.search(rf"^Acc .* {acc:.4g} +99% PI, 10 seeds +ok$", report, re.M), report
+    assert re.search(r"^Params .* 0.01 +default +ok$", report, re.M)  # no spread: the default
+    assert (
+        "prediction interval for one new run around the reference's mean, at 99% over its 2"
+        in report
+    )
+    assert regression.main([*args, "--tol", "Acc=1"]) == 1  # an explicit tolerance wins
+    assert re.search(r"^Acc .* 1 +--tol +FAIL$", capsys.readouterr().out, re.M)
+    assert regression.main([*args, "--level", "0.5"]) == 1  # a narrower interval
+    capsys.readouterr()
+
+
+def test_a_run_of_another_budget_than_the_reference_row_fails(tmp_path, capsys):
+    reference = {"method": "ref", "runs": 3, "max_epochs": 5, "Acc": 96.0, "Acc_std": 0.5}
+    write_rows([reference], tmp_path / "reference.csv")
+    write_run(
+        tmp_path / "run",
+        {"test/cls/Acc": 0.96},
+        config={"seed_everything": 0, "trainer": {"max_epochs": 3}},
+    )
+    assert regression.main([str(tmp_path / "run"), "--reference", str(tmp_path / "reference.csv")])
+    report = capsys.readouterr().out
+    assert "FAIL: our runs trained with max_epochs=3, the reference row with max_epochs=5" in report

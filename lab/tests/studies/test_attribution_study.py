@@ -1,4 +1,4 @@
-"""The attribution study's registered decision rules, at their margins, and its Holm levels.
+"""The attribution study's registered decision rules, at their margins, and its Holm test.
 
 DESIGN.md: a verdict is confirmed (H1: the ensemble's) when the interval lies below −δ, refuted
 (H1: not the ensemble's) when it lies inside [−δ, +δ], open otherwise; δ = 0.02 nats.
@@ -12,7 +12,7 @@ import math
 import pytest
 
 from studies import attribution_study as study
-from studies.stats import holm_levels
+from studies.stats import holm
 
 DELTA = 0.02
 EPS = 1e-9
@@ -131,13 +131,24 @@ FAMILY = (study.FAMILY, study.ALPHA)  # the study's family of four at α = 0.05
 
 
 def test_holm_levels_follow_the_order_of_the_p_values():
-    levels = holm_levels({"H1": 0.00298, "H2": 0.796, "H3": 0.359, "H4": 0.617}, *FAMILY)
-    assert levels == pytest.approx(
+    family = holm({"H1": 0.00298, "H2": 0.796, "H3": 0.359, "H4": 0.617}, *FAMILY)
+    assert {h: test["level"] for h, test in family.items()} == pytest.approx(
         {"H1": 1 - 0.05 / 4, "H3": 1 - 0.05 / 3, "H4": 1 - 0.05 / 2, "H2": 1 - 0.05 / 1}
     )
     # A hypothesis without a p-value (its runs missing) comes last, at the least strict level.
-    levels = holm_levels({"H1": math.nan, "H2": 0.5, "H3": 0.01, "H4": 0.2}, *FAMILY)
-    assert levels["H1"] == pytest.approx(0.95) and levels["H3"] == pytest.approx(0.9875)
+    family = holm({"H1": math.nan, "H2": 0.5, "H3": 0.01, "H4": 0.2}, *FAMILY)
+    assert family["H1"]["level"] == pytest.approx(0.95)
+    assert family["H3"]["level"] == pytest.approx(0.9875)
+
+
+def test_a_difference_holm_did_not_reject_is_not_claimed_whatever_its_interval():
+    below = (-0.05, -DELTA - EPS)
+    verdict = study.verdicts({}, [_difference(*H2, *below)], failed=set(), rejected={"H2": False})
+    assert verdict["H2"] == "open (Holm stopped before it; by the interval: confirmed)"
+    # Holm's decision does not touch an interval inside the margin.
+    inside = (-DELTA, DELTA)
+    verdict = study.verdicts({}, [_difference(*H2, *inside)], failed=set(), rejected={"H2": False})
+    assert verdict["H2"] == "refuted"
 
 
 def test_paired_contrasts_pair_by_seed_not_by_position():

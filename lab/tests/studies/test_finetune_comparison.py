@@ -4,9 +4,11 @@ TOST before "equivalent"."""
 from __future__ import annotations
 
 import csv
+from pathlib import Path
 
 from studies import finetune_comparison as study
 
+RESULTS = Path(__file__).parents[2] / "studies" / "results" / "finetune_comparison"
 COLUMNS = ["test/cls/NLL", "test/cls/Acc", "test/cal/ECE", "ood/AUROC"]
 
 
@@ -66,6 +68,23 @@ def test_primary_nll_is_holm_corrected_and_each_verdict_follows_its_rule(tmp_pat
     assert rows["film", "NLL"]["verdict"] == "worse" and rows["film", "NLL"]["level"] == 0.95
     # Higher is better for AUROC: Single's rises with the seed, σN-Ens's does not.
     assert rows["single", "OOD AUROC (points)"]["mean"] < 0
+
+
+def test_holm_steps_down_at_three_seeds_of_the_stored_tweets_clipped_runs():
+    """Seeds 0-2 of the stored runs: Single's p = 0.018 is above α/3, so Holm rejects nothing,
+    and Deep Ensembles' interval at its level α/2, which excludes 0, decides nothing either."""
+    runs = study.read_runs(RESULTS / "tweets_clipped")
+    three = {
+        method: {s: run for s, run in seeds.items() if s < 3} for method, seeds in runs.items()
+    }
+    primary = {r["arm"]: r for r in study.readings(three) if r["reading"] == "primary (Holm)"}
+    assert primary["deep_ensembles"]["high"] < 0 and primary["deep_ensembles"]["level"] == 0.975
+    assert primary["single"]["p_holm"] > 0.05 and primary["single"]["level"] > 0.983
+    assert primary["deep_ensembles"]["verdict"] == "open (Holm stopped before it)"
+    assert [r["verdict"] for r in primary.values()].count("open") == 2
+    # At five seeds every p-value is below its level: all three are decided.
+    five = [r for r in study.readings(runs) if r["reading"] == "primary (Holm)"]
+    assert [r["verdict"] for r in five] == ["better"] * 3
 
 
 def test_failed_checks_are_named_before_any_reading(tmp_path):

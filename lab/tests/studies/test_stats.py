@@ -128,3 +128,27 @@ def test_paired_difference_is_the_t_interval_of_the_per_seed_differences():
     constant = stats.paired_difference(c + 0.5, c)
     assert constant["low"] == constant["high"] == 0.5
     assert constant["p"] == 0.0 and stats.paired_difference(c, c)["p"] == 1.0
+
+
+def test_holm_steps_down_and_rejects_nothing_after_its_first_non_rejection():
+    """The three-seed tweets clipped primary family (σN-Ens − Single, − Multi-head, − Deep
+    Ensembles, test NLL, seeds 0-2 of the stored runs): Deep Ensembles' p = 0.023 is below its
+    own level α/2, but Single's 0.018, the smallest, is above α/3, so Holm rejects nothing."""
+    p = {"single": 0.018212, "multi_head": 0.317747, "deep_ensembles": 0.023147}
+    family = stats.holm(p, 3)
+    assert not any(test["rejected"] for test in family.values())
+    assert p["deep_ensembles"] < 0.05 / 2 == pytest.approx(1 - family["deep_ensembles"]["level"])
+    # Adjusted p-values step down: max over the smaller ones of (m − k) p_(k).
+    assert family["single"]["p"] == family["deep_ensembles"]["p"] == pytest.approx(3 * 0.018212)
+    # Below α/3 the smallest is rejected, and then the next at α/2.
+    family = stats.holm({**p, "single": 0.016}, 3)
+    assert [h for h, test in family.items() if test["rejected"]] == ["single", "deep_ensembles"]
+
+
+def test_holm_counts_a_missing_or_nan_test_as_not_rejected_and_keeps_the_family_size():
+    family = stats.holm({"a": 0.001, "b": math.nan}, 4)
+    assert family["a"]["rejected"] and family["a"]["level"] == pytest.approx(1 - 0.05 / 4)
+    assert not family["b"]["rejected"] and math.isnan(family["b"]["p"])
+    assert family["b"]["level"] == pytest.approx(1 - 0.05 / 3)
+    with pytest.raises(ValueError, match="3 p-values for a family of 2"):
+        stats.holm({"a": 0.1, "b": 0.2, "c": 0.3}, 2)

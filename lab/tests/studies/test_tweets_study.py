@@ -1,4 +1,4 @@
-"""The tweets study's grid, commands and agreement analysis."""
+"""The tweets study's grid, commands and agreement analysis, and its budget follow-up's rule."""
 
 from __future__ import annotations
 
@@ -7,9 +7,10 @@ import math
 import pytest
 import torch
 from safetensors.torch import save_file
-from signorm_lab.cli.recipe_parsing import parse_recipe
 
 from studies import tweets_study as study
+from studies.tweets_rerun import budget_verdict
+from signorm_lab.cli.recipe_parsing import parse_recipe
 
 
 def test_the_grid_spans_three_decades_of_tau_with_three_seeds_and_trains_shared_runs_once():
@@ -120,3 +121,10 @@ def test_paired_tweet_difference_interval_covers_the_shift():
     row = paired_tweet_difference(base + 0.1 + rng.normal(scale=0.05, size=1500), base)
     assert row["low"] < row["mean"] < row["high"] and abs(row["mean"] - 0.1) < 0.005
     assert row["low"] > 0 and row["high"] - row["low"] < 0.01 and row["p"] < 1e-6
+
+
+def test_the_budget_follow_up_claims_a_difference_only_where_holm_rejected():
+    assert budget_verdict(-0.05, -0.01) == "σN-Ens better"
+    assert budget_verdict(-0.05, -0.01, rejected=False) == "open (Holm stopped before it)"
+    # Holm's decision does not touch an interval inside the margin.
+    assert budget_verdict(-0.005, 0.008, rejected=False) == "equivalent within ±0.01 nats"

@@ -111,7 +111,10 @@ class SigmaNormEnsemble(MemberWrapper):
             name suffixes.
         tau: Softmax temperature :math:`\tau` of the regularizer, the diversity control, in
             :data:`~torch_uncertainty_signorm.signorm.regularization.TAU_RANGE`.
-        diversity_strength: Regularization strength :math:`\lambda`.
+        diversity_strength: Regularization strength :math:`\lambda`. The default, 1e-2, is the
+            from-scratch value: with ``pretrained=True`` give it (1e-4 measured for an Adam CNN
+            fine-tune, where 1e-2 was the worst value tried; 1e-3 for an SGD transformer
+            fine-tune; ``docs/settings.md``).
         scale_init_std: Standard deviation of the from-scratch scale logits.
         member_spread: Standard deviation of zero-sum per-member offsets added to the scale
             logits of the regularized layers (:meth:`SigmaNorm.spread_members`). An exact

@@ -24,10 +24,11 @@ map-style loader, without changing the user's datamodule:
 * the global RNG states (torch, CUDA, numpy, Python) saved with the checkpoint are restored
   when training restarts, for the model's own randomness (dropout...).
 
-Resumed and uninterrupted runs then end with bit-identical weights on CPU (tested, with random
-augmentation and worker processes), as long as the data pipeline draws its random numbers in
-the dataset's ``__getitem__`` (a ``collate_fn`` or ``worker_init_fn`` drawing from the workers'
-fresh RNG streams is not replayed). Seeding each sample adds a small CPU cost in the process
+Resumed and uninterrupted runs then end with bit-identical weights on the same CPU machine
+(tested, with random augmentation and worker processes; another CPU's kernels round
+differently), as long as the data pipeline draws its random numbers in the dataset's
+``__getitem__`` (a ``collate_fn`` or ``worker_init_fn`` drawing from the workers' fresh RNG
+streams is not replayed). Seeding each sample adds a small CPU cost in the process
 that loads it (a worker, with ``num_workers > 0``).
 """
 

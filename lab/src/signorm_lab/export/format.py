@@ -1,14 +1,16 @@
 """Reading an export's files as untrusted data: only regular files inside the export folder, a
 bounded ``config.json``, and safetensors headers read (and checked against the model to build)
-before any tensor is allocated.
+before any tensor is allocated; a member file's record of the ensemble file it was cut from is
+read from its header too, its values checked for their form.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 import stat
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -22,17 +24,29 @@ __all__ = [
     "MAX_CONFIG_BYTES",
     "MAX_CONFIG_DEPTH",
     "MEMBER_FILE",
+    "RECORD_DIGEST",
+    "RECORD_MEMBER",
     "WEIGHTS_NAME",
     "check_finite",
     "check_fits_header",
     "export_file",
+    "file_sha256",
+    "member_record",
     "read_json",
+    "record_metadata",
     "safetensors_header",
 ]
 
 #: An export's files: its architecture, its weights, and the pattern of its members' weights.
 CONFIG_NAME, WEIGHTS_NAME = "config.json", "ensemble.safetensors"
 MEMBER_FILE = re.compile(r"member_(\d+)\.safetensors")
+#: The keys of a member file's record (its safetensors metadata) of the export it was cut from:
+#: the SHA-256 of that export's ``ensemble.safetensors`` (64 hex digits) and the member's index.
+RECORD_DIGEST, RECORD_MEMBER = "ensemble_sha256", "member"
+_RECORD_FORMS = {
+    RECORD_DIGEST: re.compile(r"[0-9a-f]{64}"),
+    RECORD_MEMBER: re.compile(r"0|[1-9][0-9]{0,8}"),
+}
 #: ``config.json``'s ``format``.
 FORMAT = "torch-uncertainty-signorm/ensemble"
 #: Bounds on ``config.json``: a real one holds a few kB, nested a few levels deep.
@@ -148,19 +162,69 @@ def read_json(path: Path) -> dict:
     return config
 
 
-def safetensors_header(path: Path) -> dict[str, tuple[str, tuple[int, ...]]]:
-    """``{name: (dtype, shape)}`` of every tensor of the safetensors file ``path``, read from
-    its header alone (safetensors checks that the header and the file size agree)."""
+def _read_header(path: Path, read: Callable[[Any], Any]) -> Any:
+    """``read(file)`` on the safetensors file ``path`` opened for its header alone (safetensors
+    bounds the header's size and checks that the header and the file size agree)."""
     try:
         with safe_open(path, framework="pt") as file:
-            return {
-                key: (file.get_slice(key).get_dtype(), tuple(file.get_slice(key).get_shape()))
-                for key in file.keys()  # noqa: SIM118 (safe_open is no mapping)
-            }
+            return read(file)
     except Exception as error:
         raise ValueError(
             f"'{path}' is not a valid safetensors file ({type(error).__name__}: {error})."
         ) from None
+
+
+def safetensors_header(path: Path) -> dict[str, tuple[str, tuple[int, ...]]]:
+    """``{name: (dtype, shape)}`` of every tensor of the safetensors file ``path``, read from
+    its header alone."""
+    return _read_header(
+        path,
+        lambda file: {
+            key: (file.get_slice(key).get_dtype(), tuple(file.get_slice(key).get_shape()))
+            for key in file.keys()  # noqa: SIM118 (safe_open is no mapping)
+        },
+    )
+
+
+def file_sha256(path: Path) -> str:
+    """The SHA-256 of the regular file ``path`` (hex), read in chunks (constant memory)."""
+    from ..safety.files import open_regular
+
+    digest = hashlib.sha256()
+    with open_regular(path, "weights", "the safetensors file of an export") as file:
+        while chunk := file.read(1 << 20):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def record_metadata(ensemble_sha256: str, member: int) -> dict[str, str]:
+    """The safetensors metadata recording that a member file is member ``member`` of the
+    ensemble file whose SHA-256 is ``ensemble_sha256`` (read back by :func:`member_record`)."""
+    return {RECORD_DIGEST: ensemble_sha256, RECORD_MEMBER: str(member)}
+
+
+def member_record(path: Path) -> tuple[str, int] | None:
+    """``(ensemble SHA-256, member index)`` that the member file ``path`` records in its
+    safetensors metadata (:func:`record_metadata`), or ``None`` for a member file written
+    before members recorded their ensemble (release 0.1.0).
+
+    Raises:
+        ValueError: Naming the file, if the record lacks one of its two keys or a value is not
+            of its form (64 lowercase hex digits; a member index).
+    """
+    metadata = _read_header(path, lambda file: file.metadata()) or {}
+    if not any(key in metadata for key in _RECORD_FORMS):
+        return None
+    for key, form in _RECORD_FORMS.items():
+        value = metadata.get(key)
+        if not isinstance(value, str) or not form.fullmatch(value):
+            raise ValueError(
+                f"'{path}' records {key}={value!r:.80} in its safetensors metadata; "
+                f"a member file written by export_ensemble records {RECORD_DIGEST} (64 "
+                f"hex digits) and {RECORD_MEMBER} (its index). Export the members "
+                f"again (--members)."
+            )
+    return metadata[RECORD_DIGEST], int(metadata[RECORD_MEMBER])
 
 
 def _first(items: list[str]) -> str:

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import torch
 from safetensors.torch import load_file, load_model
-from torch import nn
+from torch import Tensor, nn
 
 from torch_uncertainty_signorm.members.heads import upgrade_legacy_heads
 from torch_uncertainty_signorm.members.wrapper import MemberModel, check_member_count
@@ -29,6 +29,8 @@ from .format import (
     check_finite,
     check_fits_header,
     export_file,
+    file_sha256,
+    member_record,
     read_json,
     safetensors_header,
 )
@@ -243,7 +245,28 @@ def load_ensemble(
 def load_member(
     directory: str | Path, member: int, extra_class_paths: Iterable[str] = ()
 ) -> MemberModel:
-    """Rebuild exported member ``member`` (in eval mode), as safely as :func:`load_ensemble`."""
+    """Rebuild exported member ``member`` (in eval mode), as safely as :func:`load_ensemble`.
+
+    The member file must be member ``member`` of the export's own ``ensemble.safetensors``: a
+    member file copied from another export (same architecture, other weights) or renamed to
+    another index is refused. A member file records what it was cut from (its safetensors
+    metadata, :func:`~torch_uncertainty_signorm.export.format.member_record`): the SHA-256 of
+    the ensemble file written beside it, which must be this export's, and its index, which must
+    be ``member``. Nothing is recomputed, so a member file loads on any machine.
+
+    A member file without that record (release 0.1.0) is checked against the member folded
+    here from the ensemble file, with :func:`torch.testing.assert_close`'s tolerances for its
+    dtype (float32: relative 1.3e-6, eleven times float32's epsilon, plus absolute 1e-5;
+    integers exactly): the fold's arithmetic differs across CPU kernels (AVX2, AVX-512, the
+    default: by at most 2 units in the last place), the weights of another export by far more.
+
+    The record guards against mixing up exports' files, not against a forged file (an export
+    is untrusted data, loaded as such whatever it records).
+
+    Raises:
+        ValueError: If ``member`` was not exported, or the member file is not member
+            ``member`` of this export's ensemble, or its record is malformed.
+    """
     directory = Path(directory)
     config = _export_spec(directory, extra_class_paths)
     name = f"member_{member}.safetensors"
@@ -252,23 +275,49 @@ def load_member(
             f"member {member!r} was not exported to {directory}; exported members: "
             f"{config['members'] or 'none (export with members=True / --members)'}."
         )
-    path = export_file(directory, name)
+    path, weights = export_file(directory, name), export_file(directory, WEIGHTS_NAME)
+    record = member_record(path)
+    if record is not None:  # checked before the member's weights are read
+        _refuse_if(_record_mismatch(record, member, weights), path, member, directory)
     loaded = _load_checked(
         lambda: member_model(ensemble_from_spec(config["model"], extra_class_paths), member), path
     )
-    # the member of *this* export's ensemble: a member file copied from another export (same
-    # architecture, other weights) is refused, not loaded as this ensemble's member
-    ensemble = _load_checked(
-        lambda: ensemble_from_spec(config["model"], extra_class_paths),
-        export_file(directory, WEIGHTS_NAME),
-    )
-    expected = member_model(ensemble, member).eval().state_dict()
-    if different := [
-        key for key, tensor in loaded.state_dict().items() if not torch.equal(tensor, expected[key])
-    ]:
+    if record is None:  # written before member files recorded their ensemble: fold it here
+        ensemble = _load_checked(
+            lambda: ensemble_from_spec(config["model"], extra_class_paths), weights
+        )
+        expected = member_model(ensemble, member).eval().state_dict()
+        _refuse_if(_first_difference(loaded.state_dict(), expected), path, member, directory)
+    return loaded
+
+
+def _record_mismatch(record: tuple[str, int], member: int, weights: Path) -> str | None:
+    """How a member file's record (ensemble SHA-256, index) contradicts being member ``member``
+    of the ensemble file ``weights``, or ``None``."""
+    digest, index = record
+    if index != member:
+        return f"it records member {index}"
+    actual = file_sha256(weights)
+    if digest != actual:
+        return f"it records an ensemble of SHA-256 {digest[:12]}…, this one's is {actual[:12]}…"
+    return None
+
+
+def _first_difference(loaded: Mapping[str, Tensor], expected: Mapping[str, Tensor]) -> str | None:
+    """The first tensor of ``loaded`` that is not ``expected``'s within
+    :func:`torch.testing.assert_close`'s tolerances for its dtype, or ``None``."""
+    for key, tensor in loaded.items():
+        try:
+            torch.testing.assert_close(tensor, expected[key])
+        except AssertionError:
+            return f"{key} differs"
+    return None
+
+
+def _refuse_if(reason: str | None, path: Path, member: int, directory: Path) -> None:
+    if reason is not None:
         raise ValueError(
             f"'{path}' is not member {member} of the ensemble in "
-            f"'{directory / WEIGHTS_NAME}' ({different[0]} differs): a member file "
-            f"of another export? Export the members again (--members)."
+            f"'{directory / WEIGHTS_NAME}' ({reason}): a member file of another "
+            f"export? Export the members again (--members)."
         )
-    return loaded

@@ -10,6 +10,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 from safetensors.torch import save_model
+from torch import nn
 
 from torch_uncertainty_signorm.members.wrapper import MemberModel
 from torch_uncertainty_signorm.signorm.ensemble import SigmaNormEnsemble
@@ -17,7 +18,7 @@ from torch_uncertainty_signorm.signorm.ensemble import SigmaNormEnsemble
 from ..safety.atomic_files import replaced_folder
 from ..safety.export_spec import ENSEMBLE_CLASS_PATHS, check_ensemble_spec
 from ..safety.files import file_kind, follow_umask
-from .format import CONFIG_NAME, FORMAT, MEMBER_FILE, WEIGHTS_NAME
+from .format import CONFIG_NAME, FORMAT, MEMBER_FILE, WEIGHTS_NAME, file_sha256, record_metadata
 from .spec import as_data, portable
 
 __all__ = ["export_ensemble", "member_model"]
@@ -50,7 +51,10 @@ def export_ensemble(
             ``pretrained_path`` or download, see :mod:`signorm_lab.export`),
             with the names of the regularized layers instead of the pattern that selected them.
         directory: Output directory (created).
-        members: Also write every member as a plain model (:func:`member_model`).
+        members: Also write every member as a plain model (:func:`member_model`), each file
+            recording in its safetensors metadata the SHA-256 of the ``ensemble.safetensors``
+            written beside it and its member index, which
+            :func:`~signorm_lab.export.load_member` checks.
         extra_class_paths: Exact class paths trusted on top of
             :data:`~signorm_lab.export.EXPORTABLE_CLASS_PATHS` (loading will
             need them too).
@@ -67,26 +71,28 @@ def export_ensemble(
     spec = portable(_with_settings(as_data(spec), model))
     spec["init_args"]["regularized_layers"] = list(model.regularized_layer_names)
     directory = output_directory(directory, overwrite)
-    models = {WEIGHTS_NAME: model}
-    if members:
-        models |= {
-            f"member_{m}.safetensors": member_model(model, m) for m in range(model.num_estimators)
-        }
+    plain = [member_model(model, m) for m in range(model.num_estimators)] if members else []
     config = {
         "format": FORMAT,
         "version": 2,
         "num_estimators": model.num_estimators,
         "model": spec,
-        "members": sorted(set(models) - {WEIGHTS_NAME}, key=_member_index),
+        "members": [f"member_{m}.safetensors" for m in range(len(plain))],
     }
     with replaced_folder(directory) as staging:  # the whole export replaced in one swap
         output_directory(directory, overwrite)  # still nothing special in it
         _keep_other_files(directory, staging)
-        for name, module in models.items():
-            save_model(module, str(staging / name))
-            follow_umask(staging / name)  # safetensors writes 0600; config.json follows umask
+        _save(model, staging / WEIGHTS_NAME)
+        digest = file_sha256(staging / WEIGHTS_NAME)  # the members record what they come from
+        for m, (name, module) in enumerate(zip(config["members"], plain, strict=True)):
+            _save(module, staging / name, record_metadata(digest, m))
         (staging / CONFIG_NAME).write_text(json.dumps(config, indent=2))
     return directory
+
+
+def _save(module: nn.Module, path: Path, metadata: dict[str, str] | None = None) -> None:
+    save_model(module, str(path), metadata=metadata)
+    follow_umask(path)  # safetensors writes 0600; config.json follows umask
 
 
 def _with_settings(spec: dict, model: SigmaNormEnsemble) -> dict:
@@ -174,7 +180,3 @@ def _keep_other_files(directory: Path, staging: Path) -> None:
                 os.link(entry, staging / name)
             except OSError:
                 shutil.copy2(entry, staging / name)
-
-
-def _member_index(name: str) -> int:
-    return int(MEMBER_FILE.fullmatch(name).group(1))

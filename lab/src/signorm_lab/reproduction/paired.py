@@ -1,9 +1,9 @@
 """Seed-level statistics of a comparison: a mean with its t interval, and an equivalence test.
 
 The training seed is the unit: a paired difference is one number per seed (method − σN-Ens on
-that seed), and its interval is Student's t over those numbers. "Level" is claimed only by
-:func:`equivalence_test` (two one-sided tests against a margin fixed before the runs), never
-from an interval that merely holds zero.
+that seed), and its interval is Student's t over those numbers (scipy's). "Level" is claimed only
+by :func:`equivalence_test` (statsmodels' two one-sided tests against a margin fixed before the
+runs), never from an interval that merely holds zero.
 """
 
 from __future__ import annotations
@@ -25,7 +25,8 @@ def _sample(values: Sequence[float], name: str) -> np.ndarray:
 
 
 def mean_interval(values: Sequence[float], confidence: float = 0.95) -> dict[str, float]:
-    """``mean``, ``low``, ``high`` (two-sided t interval; NaN bounds for one value) and ``n``.
+    """``mean``, ``low``, ``high`` (two-sided t interval, :func:`scipy.stats.ttest_1samp`'s; NaN
+    bounds for one value, both bounds the mean for equal values) and ``n``.
 
     Raises:
         ValueError: If ``values`` is not a non-empty 1-D sample.
@@ -34,14 +35,16 @@ def mean_interval(values: Sequence[float], confidence: float = 0.95) -> dict[str
     mean, n = float(x.mean()), len(x)
     if n < 2:
         return {"mean": mean, "low": math.nan, "high": math.nan, "n": n}
-    half = stats.t.ppf(0.5 + confidence / 2, n - 1) * x.std(ddof=1) / math.sqrt(n)
-    return {"mean": mean, "low": mean - half, "high": mean + half, "n": n}
+    if np.ptp(x) == 0:  # no spread: scipy warns and divides by zero
+        return {"mean": mean, "low": mean, "high": mean, "n": n}
+    interval = stats.ttest_1samp(x, 0.0).confidence_interval(confidence)
+    return {"mean": mean, "low": float(interval.low), "high": float(interval.high), "n": n}
 
 
 def equivalence_test(differences: Sequence[float], margin: float) -> float:
-    """p-value of TOST: the larger of the two one-sided t-tests that the mean difference is
-    above ``-margin`` and below ``+margin``. Equivalence at level α when it is below α (the
-    (1 − 2α) interval then lies inside ``±margin``).
+    """p-value of TOST (statsmodels' ``DescrStatsW.ttost_mean``): the larger of the two one-sided
+    t-tests that the mean difference is above ``-margin`` and below ``+margin``. Equivalence at
+    level α when it is below α (the (1 − 2α) interval then lies inside ``±margin``).
 
     Raises:
         ValueError: If ``margin`` is not a positive finite number, or fewer than two differences.
@@ -53,9 +56,10 @@ def equivalence_test(differences: Sequence[float], margin: float) -> float:
         raise ValueError(f"equivalence_test needs finite differences, got {list(differences)!r}.")
     if len(d) < 2:
         raise ValueError(f"equivalence_test needs at least two differences, got {len(d)}.")
-    se = d.std(ddof=1) / math.sqrt(len(d))
-    if se == 0:
+    if np.ptp(d) == 0:  # no spread: the t statistics are infinite
         return 0.0 if abs(d.mean()) < margin else 1.0
-    lower = stats.t.sf((d.mean() + margin) / se, len(d) - 1)  # H0: mean <= -margin
-    upper = stats.t.cdf((d.mean() - margin) / se, len(d) - 1)  # H0: mean >= +margin
-    return float(max(lower, upper))
+    # Imported here: signorm-compare's start needs only mean_interval.
+    from statsmodels.stats.weightstats import DescrStatsW
+
+    p_value, _, _ = DescrStatsW(d).ttost_mean(-margin, margin)
+    return float(p_value)

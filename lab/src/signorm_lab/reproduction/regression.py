@@ -188,10 +188,10 @@ def spread_tolerance(
 ) -> float:
     """Half-width of the prediction interval for the mean of ``our_runs`` new runs around the
     mean of ``reference_runs`` seeds whose sample standard deviation is ``std``:
-    ``t · std · √(1/our_runs + 1/reference_runs)``, with Student's t quantile on
-    ``reference_runs − 1`` degrees of freedom at ``1 − α / (2 · metrics)``, ``α = 1 − level``
-    (Bonferroni over the ``metrics`` checked): if the seeds' metrics are roughly normal, a run
-    like the reference's fails any of the ``metrics`` with probability at most ``α``.
+    scipy's Student t interval on ``reference_runs − 1`` degrees of freedom, scale
+    ``std · √(1/our_runs + 1/reference_runs)``, at confidence ``1 − α / metrics``, ``α = 1 −
+    level`` (Bonferroni over the ``metrics`` checked): if the seeds' metrics are roughly normal,
+    a run like the reference's fails any of the ``metrics`` with probability at most ``α``.
 
     Raises:
         ValueError: If ``reference_runs < 2``, ``our_runs`` or ``metrics < 1``, ``std`` is
@@ -206,8 +206,9 @@ def spread_tolerance(
         raise ValueError(f"std must be a finite number >= 0, got {std!r}.")
     if not 0 < level < 1:
         raise ValueError(f"level must be in (0, 1), e.g. 0.99, got {level!r}.")
-    quantile = stats.t.ppf(1 - (1 - level) / (2 * metrics), reference_runs - 1)
-    return float(quantile * std * math.sqrt(1 / our_runs + 1 / reference_runs))
+    scale = std * math.sqrt(1 / our_runs + 1 / reference_runs)  # the sd of ours - reference
+    low, high = stats.t.interval(1 - (1 - level) / metrics, reference_runs - 1, scale=scale)
+    return float(high)
 
 
 def spread_tolerances(
@@ -564,8 +565,8 @@ def _budget_differs(ours: Mapping[str, Any], expected: Mapping[str, Any] | None)
     for key in ("max_epochs", "max_steps", "limit_train_batches"):
         if key in expected and key in ours and ours[key] != expected[key]:
             return (
-                f"our runs trained with {key}={ours[key]}, the reference row with "
-                f"{key}={expected[key]}: a check of another budget (run the reference's recipe "
+                f"our runs trained with {key}={ours[key]:g}, the reference row with "
+                f"{key}={expected[key]:g}: a check of another budget (run the reference's recipe "
                 f"as it is, or build a reference row for this budget)"
             )
     return ""
@@ -732,9 +733,9 @@ def _check(args: argparse.Namespace) -> tuple[str, bool]:
         )
     if derived:
         context.append(
-            f"tolerances from the reference's spread: the {origin.split(',')[0]} prediction "
-            f"interval for {_runs_text(ours.row)} around the mean of its "
-            f"{origin.split(', ')[1]} (Bonferroni over {len(derived)} metrics)"
+            f"tolerances from the reference's spread ({origin}): each metric's prediction "
+            f"interval for {_runs_text(ours.row)} around the reference's mean, at "
+            f"{args.level * 100:g}% over its {len(derived)} metrics together (Bonferroni)"
         )
     budget_differs = args.reference and _budget_differs(ours.row, budget)
     if budget_differs:
