@@ -250,7 +250,7 @@ def load_member(
     The member file must be member ``member`` of the export's own ``ensemble.safetensors``: a
     member file copied from another export (same architecture, other weights) or renamed to
     another index is refused. A member file records what it was cut from (its safetensors
-    metadata, :func:`~torch_uncertainty_signorm.export.format.member_record`): the SHA-256 of
+    metadata, :func:`~signorm_lab.export.format.member_record`): the SHA-256 of
     the ensemble file written beside it, which must be this export's, and its index, which must
     be ``member``. Nothing is recomputed, so a member file loads on any machine.
 
