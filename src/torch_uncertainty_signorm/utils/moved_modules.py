@@ -2,7 +2,7 @@
 behind a ``FutureWarning`` naming the new path (as transformers and Lightning keep moved names).
 
 An import of an old module path gives a module holding the new module's public names
-(``__all__``): the same objects, so ``from signorm_lab.export import load_ensemble``
+(``__all__``): the same objects, so ``from torch_uncertainty_signorm.export import load_ensemble``
 keeps working. A moved package maps its submodules too. Nothing is imported until a user
 imports an old path, so that the method never imports what it does not need; a new path that
 cannot be imported (the lab distribution not installed) is an ``ImportError`` saying what to
