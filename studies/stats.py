@@ -25,9 +25,8 @@ from collections.abc import Sequence
 
 import numpy as np
 from scipy import stats
-from statsmodels.stats.multitest import multipletests
-
 from signorm_lab.reproduction.paired import mean_interval
+from statsmodels.stats.multitest import multipletests
 
 __all__ = [
     "EXACT_UP_TO",

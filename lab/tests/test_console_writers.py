@@ -1,14 +1,20 @@
-"""Console output comes from one layer: the commands (``cli/`` and the three reproduction
-commands) and the results tables a test prints (``evaluation/printing.py``). Everything else
-says what it has to say by a warning, an exception or a return value."""
+"""Console output comes from one layer: the lab's commands (``cli/`` and the three reproduction
+commands) and the results tables a test prints (``evaluation/printing.py``). Everything else,
+the whole method included, says what it has to say by a warning, an exception or a return
+value."""
 
 import ast
 from pathlib import Path
 
+import signorm_lab
 import torch_uncertainty_signorm
 
-SOURCE = Path(torch_uncertainty_signorm.__file__).parent
-#: Where console output may be written, relative to the package.
+#: The lab's and the method's source folders.
+SOURCES = (
+    Path(signorm_lab.__file__).parent,
+    Path(torch_uncertainty_signorm.__file__).parent,
+)
+#: Where console output may be written, relative to the lab's package.
 CONSOLE_WRITERS = (
     "cli/",
     "reproduction/comparison.py",  # signorm-compare
@@ -33,8 +39,10 @@ def _writes_to_console(call: ast.Call) -> bool:
 
 def test_only_the_commands_and_the_results_tables_write_to_the_console():
     writers = set()
-    for path in SOURCE.rglob("*.py"):
-        relative = path.relative_to(SOURCE).as_posix()
+    for source, path in ((s, p) for s in SOURCES for p in s.rglob("*.py")):
+        relative = path.relative_to(source).as_posix()
+        if source != SOURCES[0]:
+            relative = f"{source.name}/{relative}"  # the method's: never a console writer
         calls = [
             node for node in ast.walk(ast.parse(path.read_text())) if isinstance(node, ast.Call)
         ]

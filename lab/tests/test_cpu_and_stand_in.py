@@ -61,7 +61,7 @@ def test_gpu_recipe_without_a_gpu_ends_in_one_line_with_the_cpu_overrides(extra,
         "machine's CPU add --trainer.accelerator=cpu --trainer.precision=32 "
     )
     width = (
-        "--routine.init_args.model.init_args.model.class_path=torch_uncertainty_signorm."
+        "--routine.init_args.model.init_args.model.class_path=signorm_lab."
         "models.backbones.wideresnet28 --routine.init_args.model.init_args.model.init_args."
         "widen_factor=1"
     )

@@ -662,7 +662,7 @@ CHECKPOINTS = {
         _reading_a_user_file,
         (
             ".bashrc', which the recipe leaves unset: an argument that "
-            "reads or fetches weights or files (torch_uncertainty_signorm."
+            "reads or fetches weights or files (signorm_lab."
             "safety.model_registry.FETCHING_ARGUMENTS) is never taken from a "
             "checkpoint"
         ),

@@ -56,7 +56,10 @@ def test_moved_paths_are_replaced_at_any_depth_and_the_tree_is_left_as_it_was():
         "class_path": OLD_ENSEMBLE,
         "init_args": {
             "config": {"class_path": "torch_uncertainty_signorm.config.SigmaNormConfig"},
-            "layers": ["signorm_lab.baselines.film_ensemble.FiLMEnsemble", "bn1"],
+            "layers": ["torch_uncertainty_signorm.baselines.film_ensemble.FiLMEnsemble", "bn1"],
+            # moved to the lab in 0.2.0: a folder, and a name of a folder that stayed
+            "data": {"class_path": "torch_uncertainty_signorm.datamodules.DigitsDataModule"},
+            "callbacks": ["torch_uncertainty_signorm.callbacks.ExactResumeCheckpoint"],
         },
     }
     current = current_class_paths(tree)
@@ -65,6 +68,8 @@ def test_moved_paths_are_replaced_at_any_depth_and_the_tree_is_left_as_it_was():
         "init_args": {
             "config": {"class_path": "torch_uncertainty_signorm.signorm.config.SigmaNormConfig"},
             "layers": ["signorm_lab.baselines.film.model.FiLMEnsemble", "bn1"],
+            "data": {"class_path": "signorm_lab.datamodules.DigitsDataModule"},
+            "callbacks": ["signorm_lab.callbacks.ExactResumeCheckpoint"],
         },
     }
     assert tree["class_path"] == OLD_ENSEMBLE

@@ -7,10 +7,10 @@ import math
 import pytest
 import torch
 from safetensors.torch import save_file
+from signorm_lab.cli.recipe_parsing import parse_recipe
 
 from studies import tweets_study as study
 from studies.tweets_rerun import budget_verdict
-from signorm_lab.cli.recipe_parsing import parse_recipe
 
 
 def test_the_grid_spans_three_decades_of_tau_with_three_seeds_and_trains_shared_runs_once():

@@ -32,6 +32,8 @@ from lightning.pytorch.utilities.exceptions import SIGTERMException
 from lightning.pytorch.utilities.rank_zero import rank_zero_warn
 from torch_uncertainty.utils.cli import TULightningCLI, TUSaveConfigCallback
 
+import torch_uncertainty_signorm
+
 from .. import _compat
 from ..safety.checkpoint_io import AtomicCheckpointIO
 from .ckpt_path_args import reconcile_checkpoint_args
@@ -477,29 +479,33 @@ def main(args: ArgsType = None, started: float | None = None) -> None:
     )
 
 
+#: The folders of the lab's and the method's code, whose refusals are one line.
+_OWN_CODE = (
+    f"{Path(__file__).parents[1].name}{os.sep}",
+    f"{Path(torch_uncertainty_signorm.__file__).parent.name}{os.sep}",
+)
+
+
+def _own(filename: str) -> bool:
+    return any(folder in filename for folder in _OWN_CODE)
+
+
 def _raised_here(error: BaseException) -> bool:
-    """Whether ``error`` is a one-line refusal raised by this package's own code."""
+    """Whether ``error`` is a one-line refusal raised by the lab's or the method's own code."""
     frames = traceback.extract_tb(error.__traceback__)
-    return (
-        bool(frames)
-        and "\n" not in str(error)
-        and (f"{Path(__file__).parents[1].name}{os.sep}" in frames[-1].filename)
-    )
+    return bool(frames) and "\n" not in str(error) and _own(frames[-1].filename)
 
 
 def _buried_cause(error: BaseException) -> BaseException | None:
-    """The deepest ``ValueError``/``TypeError`` raised by this package's own code in ``error``'s
-    chain of causes, when ``error`` is not it (a library's wrapper around it), else ``None``."""
+    """The deepest ``ValueError``/``TypeError`` raised by the lab's or the method's code in
+    ``error``'s chain of causes, when ``error`` is not it (a library's wrapper around it), else
+    ``None``."""
     found, seen = None, set()
     current: BaseException | None = error.__cause__ or error.__context__
     while current is not None and id(current) not in seen:
         seen.add(id(current))
         frames = traceback.extract_tb(current.__traceback__)
-        if (
-            isinstance(current, (ValueError, TypeError))
-            and frames
-            and f"{Path(__file__).parents[1].name}{os.sep}" in frames[-1].filename
-        ):
+        if isinstance(current, (ValueError, TypeError)) and frames and _own(frames[-1].filename):
             found = current
         current = current.__cause__ or current.__context__
     return found if found is not None and str(found) != str(error) else None

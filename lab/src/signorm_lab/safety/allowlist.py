@@ -43,7 +43,7 @@ from typing import Any
 import yaml
 
 from . import model_registry
-from .patterns import check_selection_pattern
+from .patterns import check_selection_patterns
 
 __all__ = [
     "ALLOWED_CLASS_PATHS",
@@ -307,7 +307,6 @@ def check_class_paths(
         where: Name of ``spec`` in the error message.
     """
     if isinstance(spec, Mapping):
-        check_selection_pattern(dict(spec), where)  # a regex of a file matches in bounded time
         if "class_path" in spec:
             class_path = spec["class_path"]
             if not isinstance(class_path, str):
@@ -366,6 +365,7 @@ def check_recipe(
     """
     from .files import UnboundedYAML, load_yaml, read_regular
 
+    check_selection_patterns(recipe, where)  # a regex of a file matches in bounded time
     seen_files: set[Path] = set()
     cwd = Path.cwd()
     folder = cwd if folder is None else Path(folder).resolve()
@@ -649,6 +649,7 @@ def check_parsed(
     Raises:
         ValueError: Naming the place, the class and the value given there.
     """
+    check_selection_patterns(parsed, where)  # a regex of a file matches in bounded time
     before = _classes_built(given, where)
     for place, class_path in _classes_built(parsed, where).items():
         if place not in before:

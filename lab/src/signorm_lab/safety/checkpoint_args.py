@@ -15,7 +15,7 @@ import math
 from typing import Any
 
 from .allowlist import argument_type, check_class_paths, check_class_strings, check_parsed
-from .patterns import check_selection_pattern
+from .patterns import check_selection_patterns
 
 __all__ = ["check_parsed_arguments", "check_taken_arguments"]
 
@@ -53,7 +53,7 @@ def check_taken_arguments(
         _check_value(ckpt_path, f"routine.init_args.{key}", saved)
     tree, where = _nested(taken), f"ckpt_path='{ckpt_path}': routine.init_args"
     check_class_paths(tree, where=where)
-    _check_patterns(tree, where)
+    check_selection_patterns(tree, where)
     for key, saved in taken.items():
         check_class_strings(
             saved, argument_type(routine_class, key, current_args), f"{where}.{key}"
@@ -104,18 +104,6 @@ def _non_finite(value: Any) -> bool:
     if isinstance(value, (list, tuple)):
         return any(_non_finite(item) for item in value)
     return False
-
-
-def _check_patterns(tree: Any, where: str) -> None:
-    """Refuse a layer-selection regex that could take exponential time to match, at any depth
-    (:func:`~signorm_lab.safety.patterns.check_selection_pattern`)."""
-    if isinstance(tree, dict):
-        check_selection_pattern(tree, where)
-        for key, value in tree.items():
-            _check_patterns(value, f"{where}.{key}")
-    elif isinstance(tree, list):
-        for index, value in enumerate(tree):
-            _check_patterns(value, f"{where}[{index}]")
 
 
 def _nested(flat: dict[str, Any]) -> dict[str, Any]:

@@ -12,7 +12,7 @@ __all__ = [
     "MAX_PATTERN_REPEATS",
     "SELECTION_KEYS",
     "check_pattern",
-    "check_selection_pattern",
+    "check_selection_patterns",
 ]
 
 #: Bounds on a pattern read from a file: its length, and how many repeats (``*``, ``+``,
@@ -115,12 +115,16 @@ def check_pattern(argument: str, pattern: str) -> str:
     return pattern
 
 
-def check_selection_pattern(block: Any, where: str) -> None:
-    """Check the layer-selection regexes (:data:`SELECTION_KEYS`) that the mapping ``block`` of a
-    file gives directly (:func:`check_pattern`; a preset's name, a plain word, is a bounded
-    pattern); nested blocks are the caller's walk."""
-    if not isinstance(block, dict):
-        return
-    for key in SELECTION_KEYS:
-        if isinstance(block.get(key), str):
-            check_pattern(f"{where}.{key}", block[key])
+def check_selection_patterns(tree: Any, where: str) -> None:
+    """Check every layer-selection regex (:data:`SELECTION_KEYS`) that a configuration read from a
+    file gives, at any depth (:func:`check_pattern`; a preset's name, a plain word, is a bounded
+    pattern)."""
+    if isinstance(tree, dict):
+        for key, value in tree.items():
+            if key in SELECTION_KEYS and isinstance(value, str):
+                check_pattern(f"{where}.{key}", value)
+            else:
+                check_selection_patterns(value, f"{where}.{key}")
+    elif isinstance(tree, (list, tuple)):
+        for index, value in enumerate(tree):
+            check_selection_patterns(value, f"{where}[{index}]")
