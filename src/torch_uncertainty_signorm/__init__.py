@@ -68,6 +68,25 @@ MOVED_NAMES = {
         },
     }.items()
 }
+#: Module paths of 0.1.0 moved since (inside the method, or to the lab), importable at the old
+#: path with a ``FutureWarning`` until :data:`MOVED_REMOVED_IN` (0.2.0 is their first release).
+MOVED_MODULES |= {
+    f"{__name__}.{old}": (
+        (new if new.startswith("signorm_lab.") else f"{__name__}.{new}")
+        if isinstance(new, str)
+        else new
+    )
+    for old, new in {
+        "diversity": "evaluation.diversity",
+        "prediction": "evaluation.prediction",
+        "lr_schedulers": "optim_recipes",
+        "backbones": "signorm_lab.models.backbones",
+        "offline_assets": "signorm_lab.models.packaged",
+        "transforms": "signorm_lab.datamodules.transforms",
+        # the stand-in files, and the command that writes them and labels their runs
+        "stand_in_data": ("signorm_lab.datamodules.stand_in_data", "signorm_lab.cli.stand_in"),
+    }.items()
+}
 MovedModules(MOVED_MODULES, removed_in=MOVED_REMOVED_IN).install()
 
 

@@ -37,7 +37,7 @@ __all__ = [
     "revert_sync_member_norms",
 ]
 
-#: The σN-Ens-named forms of this module's names (0.1.0), kept for one release behind a
+#: The σN-Ens-named forms of this module's names (0.1.0), kept for one minor release behind a
 #: ``FutureWarning``: the module serves every per-member BatchNorm, σN-Ens's and FiLM's alike.
 _RENAMED = {
     "SigmaNormSyncBatchNorm": "MemberSyncBatchNorm",
@@ -53,7 +53,7 @@ def __getattr__(name: str) -> Any:
 
         warnings.warn(
             f"{__name__}.{name} is deprecated and will be removed in torch-uncertainty-signorm "
-            f"0.2.0: use {__name__}.{_RENAMED[name]}, the same object.",
+            f"0.3.0: use {__name__}.{_RENAMED[name]}, the same object.",
             FutureWarning,
             stacklevel=2,
         )

@@ -3,7 +3,8 @@ behind a ``FutureWarning`` naming the new path (as transformers and Lightning ke
 
 An import of an old module path gives a module holding the new module's public names
 (``__all__``): the same objects, so ``from torch_uncertainty_signorm.export import load_ensemble``
-keeps working. A moved package maps its submodules too. Nothing is imported until a user
+keeps working. A moved package maps its submodules too; a module whose names went to several
+places maps to a tuple of new paths, and gives all their names. Nothing is imported until a user
 imports an old path, so that the method never imports what it does not need; a new path that
 cannot be imported (the lab distribution not installed) is an ``ImportError`` saying what to
 install.
@@ -47,25 +48,26 @@ def _warn(old: str, new: str, removed_in: str, stacklevel: int) -> None:
 
 
 class MovedModules(importlib.abc.MetaPathFinder, importlib.abc.Loader):
-    """Finds each old module path of ``moved`` (old path → new path, all absolute), and every
-    submodule of an old package path, and loads it as the new module's public names, warning
-    once per import."""
+    """Finds each old module path of ``moved`` (old path → new path, or a tuple of new paths, all
+    absolute), and every submodule of an old path moved whole, and loads it as the new modules'
+    public names, warning once per import."""
 
-    def __init__(self, moved: Mapping[str, str], removed_in: str) -> None:
+    def __init__(self, moved: Mapping[str, str | tuple[str, ...]], removed_in: str) -> None:
         self.moved = dict(moved)
         self.removed_in = removed_in
 
-    def new_path(self, fullname: str) -> str | None:
-        """The new path of ``fullname`` (a moved module or a submodule of one), else ``None``."""
+    def new_paths(self, fullname: str) -> tuple[str, ...] | None:
+        """The new paths of ``fullname`` (a moved module or a submodule of one), else ``None``."""
         if fullname in self.moved:
-            return self.moved[fullname]
+            new = self.moved[fullname]
+            return (new,) if isinstance(new, str) else tuple(new)
         for old, new in self.moved.items():
-            if fullname.startswith(old + "."):
-                return new + fullname[len(old) :]
+            if isinstance(new, str) and fullname.startswith(old + "."):
+                return (new + fullname[len(old) :],)
         return None
 
     def find_spec(self, fullname, path=None, target=None):
-        if self.new_path(fullname) is None:
+        if self.new_paths(fullname) is None:
             return None
         return importlib.machinery.ModuleSpec(fullname, self, is_package=True)
 
@@ -73,13 +75,15 @@ class MovedModules(importlib.abc.MetaPathFinder, importlib.abc.Loader):
         return None  # a plain module, filled by exec_module
 
     def exec_module(self, module: ModuleType) -> None:
-        new_path = self.new_path(module.__name__)
+        new_paths = self.new_paths(module.__name__)
         # the frames of Python's import system are skipped by warnings' own filtering
-        _warn(module.__name__, new_path, self.removed_in, stacklevel=2)
-        new = _import(new_path, module.__name__)
-        names = list(getattr(new, "__all__", ()))
-        module.__all__ = names
-        module.__dict__.update({name: getattr(new, name) for name in names})
+        _warn(module.__name__, " and ".join(new_paths), self.removed_in, stacklevel=2)
+        module.__all__ = []
+        for new_path in new_paths:
+            new = _import(new_path, module.__name__)
+            names = list(getattr(new, "__all__", ()))
+            module.__all__ += names
+            module.__dict__.update({name: getattr(new, name) for name in names})
         module.__path__ = []  # a package: its submodules are found by this finder too
 
     def install(self) -> None:

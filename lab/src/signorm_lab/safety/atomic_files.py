@@ -22,7 +22,6 @@ from pathlib import Path
 from .files import current_umask
 
 __all__ = [
-    "remove_stale_partials",
     "replaced_atomically",
     "replaced_folder",
     "stale_partials",
@@ -111,17 +110,6 @@ def warn_stale_partials(directory: str | Path, before: float | None = None) -> l
             stacklevel=2,
         )
     return found
-
-
-def remove_stale_partials(directory: str | Path, before: float | None = None) -> list[Path]:
-    """Deprecated: removes nothing any more; :func:`warn_stale_partials` (which it calls) names
-    the files left by another process, which only their owner may remove."""
-    warnings.warn(
-        "remove_stale_partials is deprecated and removes nothing: use warn_stale_partials.",
-        FutureWarning,
-        stacklevel=2,
-    )
-    return warn_stale_partials(directory, before)
 
 
 @contextmanager
