@@ -77,7 +77,7 @@ class MovedModules(importlib.abc.MetaPathFinder, importlib.abc.Loader):
     def exec_module(self, module: ModuleType) -> None:
         new_paths = self.new_paths(module.__name__)
         # the frames of Python's import system are skipped by warnings' own filtering
-        _warn(module.__name__, " and ".join(new_paths), self.removed_in, stacklevel=2)
+        _warn(module.__name__, " and ".join(new_paths), self.removed_in, stacklevel=3)
         module.__all__ = []
         for new_path in new_paths:
             new = _import(new_path, module.__name__)
