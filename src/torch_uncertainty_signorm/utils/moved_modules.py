@@ -99,14 +99,18 @@ def moved_names(
     fallback: Callable[[str], Any],
 ) -> Callable[[str], Any]:
     """A module ``__getattr__`` (PEP 562) for ``package``: a name of ``moved`` (name →
-    ``module.name`` of its new place) is imported from there with a ``FutureWarning``; any
-    other name goes to ``fallback`` (the package's own lazy ``__getattr__``)."""
+    ``module.name`` of its new place) is imported from there with a ``FutureWarning``, the
+    first time it is used; any other name goes to ``fallback`` (the package's own lazy
+    ``__getattr__``)."""
 
     def __getattr__(name: str) -> Any:
         if name not in moved:
             return fallback(name)
         module, _, attribute = moved[name].rpartition(".")
         _warn(f"{package}.{name}", moved[name], removed_in, stacklevel=3)
-        return getattr(_import(module, f"{package}.{name}"), attribute)
+        value = getattr(_import(module, f"{package}.{name}"), attribute)
+        # kept: `from package import name` looks the name up twice, and warns once
+        setattr(sys.modules[package], name, value)
+        return value
 
     return __getattr__
