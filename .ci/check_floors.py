@@ -2,7 +2,8 @@
 
 Run after a lowest-version install (``.ci/lowest``): a floor that the resolver could not reach
 (another package requiring more) is a floor the package claims but never tests. The floors are
-read from the installed package's metadata (its ``pyproject.toml`` requirements, extras included).
+read from the installed packages' metadata (the method's and the lab's ``pyproject.toml``
+requirements, extras included).
 """
 
 import sys
@@ -12,7 +13,8 @@ from packaging.requirements import Requirement
 from packaging.version import Version
 
 floors = {}
-for requirement in map(Requirement, requires("torch-uncertainty-signorm") or []):
+declared = [*(requires("torch-uncertainty-signorm") or []), *(requires("signorm-lab") or [])]
+for requirement in map(Requirement, declared):
     for spec in requirement.specifier:
         if spec.operator in (">=", "==", "~="):
             floors[requirement.name] = Version(spec.version.replace(".*", ""))
