@@ -17,7 +17,7 @@ from safetensors.torch import load_file
 
 from torch_uncertainty_signorm import export
 from signorm_lab.cli.recipe_parsing import parse_recipe
-from torch_uncertainty_signorm.routines import SigmaNormClassificationRoutine
+from signorm_lab.safety.routine_checkpoints import load_routine
 from signorm_lab.safety.allowlist import (
     MOVED_CLASS_PATHS,
     current_class_paths,
@@ -87,14 +87,10 @@ def test_a_checkpoint_naming_a_moved_path_loads(tmp_path):
     assert checkpoint["hyper_parameters"]["model"]["class_path"] == (
         "torch_uncertainty_signorm.signorm_ensemble"
     )
-    today = SigmaNormClassificationRoutine.load_from_checkpoint(
-        DATA / "signorm_c10_command_d303e6e.ckpt", map_location="cpu"
-    )
+    today = load_routine(DATA / "signorm_c10_command_d303e6e.ckpt", map_location="cpu")
     checkpoint["hyper_parameters"]["model"]["class_path"] = OLD_ENSEMBLE
     torch.save(checkpoint, tmp_path / "old.ckpt")
-    old = SigmaNormClassificationRoutine.load_from_checkpoint(
-        tmp_path / "old.ckpt", map_location="cpu"
-    )
+    old = load_routine(tmp_path / "old.ckpt", map_location="cpu")
     assert type(old.model) is type(today.model)
     old_state = old.model.state_dict()
     assert old_state.keys() == today.model.state_dict().keys()
