@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pickle
 import re
 import warnings
 from pathlib import Path
@@ -30,7 +31,8 @@ class ResultsCSVCallback(Callback):
     writes into that row the logged ``test/div/*``, ``test/health/*`` and ``test/member_{m}/*``
     values (σN-Ens's routine logs them) and ``train/trained_steps``: the optimizer steps behind
     the tested weights, the larger of the trainer's ``global_step`` and the tested checkpoint's
-    (a process testing a checkpoint has taken none itself). A row that is not the one this test
+    (a process testing a checkpoint has taken none itself); left out when the checkpoint holds
+    no step torch reads with ``weights_only``. A row that is not the one this test
     added (another process wrote to the file meanwhile) is left as it is, with a warning.
 
     A ``results.csv`` that is a symbolic or hard link would take the row into the file it leads
@@ -47,7 +49,7 @@ class ResultsCSVCallback(Callback):
     def __init__(self) -> None:
         self._path: Path | None = None  # the results.csv the test adds a row to
         self._rows_before = 0
-        self._tested_steps = 0
+        self._tested_steps: int | None = 0  # the tested checkpoint's steps, None if unknown
         self._switched_off: LightningModule | None = None
 
     def on_test_start(self, trainer: Trainer, pl_module: LightningModule) -> None:
@@ -70,7 +72,10 @@ class ResultsCSVCallback(Callback):
             return
         self._path = path
         self._rows_before = results_rows(path)
-        self._tested_steps = checkpoint_step(trainer.ckpt_path, 0) or 0
+        try:
+            self._tested_steps = checkpoint_step(trainer.ckpt_path, 0)
+        except pickle.UnpicklingError:  # a checkpoint torch reads only with weights_only=False
+            self._tested_steps = None
 
     def on_test_end(self, trainer: Trainer, pl_module: LightningModule) -> None:
         self._switch_back_on()
@@ -81,7 +86,8 @@ class ResultsCSVCallback(Callback):
             for key, value in trainer.callback_metrics.items()
             if EXTRA_COLUMNS.match(key)
         }
-        values[TRAINED_STEPS_COLUMN] = float(max(trainer.global_step, self._tested_steps))
+        if self._tested_steps is not None:
+            values[TRAINED_STEPS_COLUMN] = float(max(trainer.global_step, self._tested_steps))
         append_to_last_row(
             self._path, values, run_dir=self._path.parent, rows=self._rows_before + 1
         )
