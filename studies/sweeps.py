@@ -145,6 +145,7 @@ def run_digits_point(
     from lightning.pytorch import seed_everything
     from lightning.pytorch.loggers import CSVLogger
     from safetensors.torch import save_file
+    from signorm_lab.callbacks import ResultsCSVCallback
     from signorm_lab.datamodules import DigitsDataModule
     from signorm_lab.safety.files import follow_umask
     from torch_uncertainty.utils import TUTrainer
@@ -162,6 +163,7 @@ def run_digits_point(
         max_epochs=epochs,
         limit_val_batches=0,
         logger=logger,
+        callbacks=[ResultsCSVCallback()],  # the test/div/* columns beside TorchUncertainty's
         enable_checkpointing=False,
         enable_progress_bar=False,
         enable_model_summary=False,

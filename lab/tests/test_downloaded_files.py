@@ -159,12 +159,12 @@ def test_a_checkpoint_never_chooses_where_results_are_written(digits_checkpoint,
 
 
 @pytest.mark.slow  # the trained checkpoint it reads takes seconds to make
-def test_load_from_checkpoint_refuses_a_file_name_leading_out(digits_checkpoint, tmp_path):
-    from torch_uncertainty_signorm.routines import SigmaNormClassificationRoutine
+def test_load_routine_refuses_a_file_name_leading_out(digits_checkpoint, tmp_path):
+    from signorm_lab.safety.routine_checkpoints import load_routine
 
     ckpt = _crafted(digits_checkpoint, tmp_path / "downloaded.ckpt", csv_filename="/etc/x.csv")
     with pytest.raises(ValueError, match=r"csv_filename='/etc/x.csv' is not a plain file name"):
-        SigmaNormClassificationRoutine.load_from_checkpoint(ckpt, weights_only=True)
+        load_routine(ckpt)
 
 
 def _link_to_profile(run: Path, outside: Path) -> Path:

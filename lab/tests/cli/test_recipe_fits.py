@@ -143,9 +143,9 @@ def test_checkpoints_reload_with_their_routine_block(tmp_path, monkeypatch):
 
 @pytest.mark.slow
 def test_signorm_checkpoint_reloads_and_tests_through_the_command(tmp_path, monkeypatch):
-    """load_from_checkpoint rebuilds the fitted routine exactly; ``test --ckpt_path`` accepts
-    the checkpoint with the recipe that wrote it."""
-    from torch_uncertainty_signorm.routines import SigmaNormClassificationRoutine
+    """load_routine rebuilds the fitted routine exactly; ``test --ckpt_path`` accepts the
+    checkpoint with the recipe that wrote it."""
+    from signorm_lab.safety.routine_checkpoints import load_routine
 
     monkeypatch.chdir(tmp_path)
     common = signorm_args(
@@ -155,7 +155,7 @@ def test_signorm_checkpoint_reloads_and_tests_through_the_command(tmp_path, monk
     )
     cli = cli_main(["fit", *common, "--trainer.max_epochs=1", "--trainer.limit_train_batches=1"])
     best = cli.trainer.checkpoint_callback.best_model_path
-    loaded = SigmaNormClassificationRoutine.load_from_checkpoint(best)
+    loaded = load_routine(best)
     inputs = torch.randn(2, 3, 32, 32)
     with torch.no_grad():
         assert torch.equal(loaded.eval()(inputs), cli.routine.eval()(inputs))

@@ -35,6 +35,8 @@ def test_a_run_prints_whole_tables_its_diversity_and_its_best_checkpoint(signorm
         "ens_Disagreement",
         "FLOPs (first test batch, 8 inputs)",
         "FLOPs per input",
+        "Members",
+        "Member health",
     ):
         assert name in tables, name
     # The model summary counts one input's FLOPs, those the test prints per input (not 0).

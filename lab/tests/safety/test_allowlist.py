@@ -20,7 +20,7 @@ SIGNORM_RECIPES = [
 
 @pytest.mark.parametrize("recipe", SIGNORM_RECIPES, ids=lambda p: p.stem)
 def test_signorm_recipes_name_only_allowed_classes(recipe):
-    """Their checkpoints' routine blocks can be rebuilt by load_from_checkpoint."""
+    """Their checkpoints' routine blocks can be rebuilt by load_routine."""
     routine = composed_recipe(recipe)["routine"]["init_args"]
     check_class_paths(routine, where="routine")
     assert routine["model"]["class_path"] in MODEL_CLASS_PATHS

@@ -99,21 +99,23 @@ def test_a_nested_class_path_outside_the_list_is_refused_before_import(
     assert_not_imported(name, marker)
 
 
-def test_checkpoints_and_exports_type_a_block_alike():
-    """The routine's model block (a checkpoint's hyper-parameter) and an export's model block go
-    through the one builder: the same coercion, and the same refusal naming key and type."""
+def test_checkpoints_and_exports_type_a_block_alike(tmp_path):
+    """The routine's model block (a checkpoint's hyper-parameter, read by load_routine) and an
+    export's model block go through the one builder: the same coercion, and the same refusal
+    naming key and type."""
     from signorm_lab.export import build_model
-
-    from torch_uncertainty_signorm.routines.arguments import built
+    from signorm_lab.safety.routine_checkpoints import load_routine
 
     coerced = json.loads(json.dumps(SPEC))
     _backbone(coerced)["in_channels"] = "3"
-    assert isinstance(built(coerced, SigmaNormEnsemble, "model"), SigmaNormEnsemble)
+    assert isinstance(build_class_block(coerced, SigmaNormEnsemble), SigmaNormEnsemble)
     assert isinstance(build_model(coerced), SigmaNormEnsemble)
     wrong = json.loads(json.dumps(SPEC))
     _backbone(wrong)["in_channels"] = "three"
+    checkpoint = tmp_path / "wrong.ckpt"
+    torch.save({"state_dict": {}, "hyper_parameters": {"model": wrong}}, checkpoint)
     messages = []
-    for build in (lambda: built(wrong, SigmaNormEnsemble, "model"), lambda: build_model(wrong)):
+    for build in (lambda: load_routine(checkpoint), lambda: build_model(wrong)):
         with pytest.raises(ValueError, match=r"in_channels='three' is refused: .*int") as error:
             build()
         messages.append(str(error.value).split("in_channels=", 1)[1])

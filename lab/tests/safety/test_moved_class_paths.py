@@ -20,9 +20,9 @@ from signorm_lab.safety.allowlist import (
     current_class_paths,
     import_object,
 )
+from signorm_lab.safety.routine_checkpoints import load_routine
 
 from torch_uncertainty_signorm import export
-from torch_uncertainty_signorm.routines import SigmaNormClassificationRoutine
 
 ROOT = Path(__file__).parents[3]
 DATA = ROOT / "lab" / "tests" / "fixtures" / "data"
@@ -92,14 +92,10 @@ def test_a_checkpoint_naming_a_moved_path_loads(tmp_path):
     assert checkpoint["hyper_parameters"]["model"]["class_path"] == (
         "torch_uncertainty_signorm.signorm_ensemble"
     )
-    today = SigmaNormClassificationRoutine.load_from_checkpoint(
-        DATA / "signorm_c10_command_d303e6e.ckpt", map_location="cpu"
-    )
+    today = load_routine(DATA / "signorm_c10_command_d303e6e.ckpt", map_location="cpu")
     checkpoint["hyper_parameters"]["model"]["class_path"] = OLD_ENSEMBLE
     torch.save(checkpoint, tmp_path / "old.ckpt")
-    old = SigmaNormClassificationRoutine.load_from_checkpoint(
-        tmp_path / "old.ckpt", map_location="cpu"
-    )
+    old = load_routine(tmp_path / "old.ckpt", map_location="cpu")
     assert type(old.model) is type(today.model)
     old_state = old.model.state_dict()
     assert old_state.keys() == today.model.state_dict().keys()

@@ -1,36 +1,38 @@
-"""The routine's arguments: built from ``class_path`` mappings, checked against the model, saved
-as hyper-parameters and read back by ``load_from_checkpoint``, only through allow-listed classes.
+"""The routine's arguments: objects checked against the model, and the hyper-parameters it saves
+(the arguments that are data), read back by ``load_from_checkpoint``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from pathlib import Path
+from collections.abc import Mapping
 from typing import Any
 
-from signorm_lab.safety.checkpoints import check_lightning_checkpoint, is_url, read_checkpoint
-from signorm_lab.safety.class_blocks import build_class_block
-from signorm_lab.safety.plain_data import is_data
 from torch import nn
 from torch_uncertainty.transforms import RepeatTarget
 
 from ..signorm.ensemble import SigmaNormEnsemble
 from ..utils import _compat
 
-__all__ = ["agree_with_model", "built", "load_checked", "saved_hyperparameters"]
+__all__ = ["agree_with_model", "check_objects", "saved_hyperparameters"]
 
 
-def built(value: Any, base: type, name: str) -> Any:
-    """``value``, built first when it is a ``class_path``/``init_args`` mapping; a value that is
-    neither a module nor such a mapping (a string) is refused."""
-    if isinstance(value, Mapping):
-        return build_class_block(value, base, where=name)
-    if value is not None and not isinstance(value, nn.Module):
-        raise TypeError(
-            f"{name} must be a {base.__name__} or its class_path/init_args mapping, "
-            f"got {type(value).__name__} {value!r:.200}."
-        )
-    return value
+def check_objects(**arguments: Any) -> None:
+    """Refuse a ``class_path``/``init_args`` mapping, or anything but a module, for each of
+    ``arguments`` (``model``, ``loss``, ``format_batch_fn``): the routine takes objects, as
+    TorchUncertainty's do. ``None`` passes (the routine's default)."""
+    for name, value in arguments.items():
+        if isinstance(value, Mapping):
+            raise TypeError(
+                f"{name}={value!r:.200} is a class_path/init_args block; the routine takes the "
+                f"object it describes. Build it and pass it ({name}=...); to reload a checkpoint "
+                f"that saved such a block (the torch-uncertainty command's), pass it to "
+                f"load_from_checkpoint(path, {name}=...), or use signorm_lab's "
+                f"load_routine(path), which builds it from the block through its allow-list."
+            )
+        if value is not None and not isinstance(value, nn.Module):
+            raise TypeError(
+                f"{name} must be an nn.Module, got {type(value).__name__} {value!r:.200}."
+            )
 
 
 def agree_with_model(model: SigmaNormEnsemble, num_classes: int | None, kwargs: dict) -> int:
@@ -68,34 +70,24 @@ def agree_with_model(model: SigmaNormEnsemble, num_classes: int | None, kwargs: 
     return num_classes
 
 
+def _is_data(value: Any) -> bool:
+    """Whether ``value`` is plain data: ``None``, booleans, numbers and strings, in lists, tuples
+    and mappings with string keys; what ``torch.load(weights_only=True)`` reads back."""
+    if isinstance(value, Mapping):
+        return all(isinstance(key, str) and _is_data(item) for key, item in value.items())
+    if isinstance(value, (list, tuple)):
+        return all(_is_data(item) for item in value)
+    return value is None or isinstance(value, (bool, int, float, str))
+
+
 def saved_hyperparameters(cls: type, arguments: dict[str, Any]) -> dict[str, Any]:
-    """What ``load_from_checkpoint`` and ``--ckpt_path`` read back: the command's ``routine:``
-    block (Lightning's CLI hands it over while building), else ``arguments`` that are data.
+    """What ``load_from_checkpoint`` and ``--ckpt_path`` read back: the ``routine:`` block
+    Lightning's CLI hands over while building the routine, else ``arguments``; of either, the
+    values that are data (objects are given again when loading).
 
     Lightning's ``_instantiator`` is dropped so that loading goes through ``__init__``.
     """
     given = _compat.given_hyperparameters()
     if given is None:
         given = {_compat.CLASS_PATH_KEY: f"{cls.__module__}.{cls.__qualname__}", **arguments}
-    return {k: v for k, v in given.items() if k != _compat.INSTANTIATOR_KEY and is_data(v)}
-
-
-def load_checked(load: Callable[..., Any], checkpoint_path: Any, *args: Any, **kwargs: Any) -> Any:
-    """``load(checkpoint_path, ...)`` (Lightning's ``load_from_checkpoint``) without the
-    checkpoint's ``_instantiator``, which would let jsonargparse import any class path it names.
-
-    A local checkpoint that fails to load (empty, truncated, ``hyper_parameters`` that are not a
-    mapping, a negative ``global_step``) is read again to say which file and what is wrong."""
-    try:
-        return load(checkpoint_path, *args, **{_compat.INSTANTIATOR_KEY: None}, **kwargs)
-    except Exception as error:
-        if isinstance(checkpoint_path, str | Path) and not is_url(checkpoint_path):
-            try:
-                check_lightning_checkpoint(
-                    read_checkpoint(checkpoint_path, "checkpoint_path"),
-                    checkpoint_path,
-                    "checkpoint_path",
-                )
-            except (ValueError, FileNotFoundError) as clear:
-                raise clear from error
-        raise
+    return {k: v for k, v in given.items() if k != _compat.INSTANTIATOR_KEY and _is_data(v)}

@@ -6,12 +6,8 @@ from typing import Any
 
 import torch
 from lightning.pytorch import Callback
-from signorm_lab.evaluation.printing import use_results_tables
-from signorm_lab.evaluation.results_csv import append_to_last_row
-from signorm_lab.safety.files import check_file_name
 from torch import Tensor, nn
 from torch_uncertainty.routines import ClassificationRoutine
-from torch_uncertainty.utils import get_logger_dir
 from torchmetrics import MeanMetric, MetricCollection
 
 from ..callbacks.identical_members import IdenticalMembersWarning
@@ -25,7 +21,7 @@ from ..signorm.ensemble import SigmaNormEnsemble
 from ..signorm.optim import signorm_param_groups
 from ..utils import _compat
 from ..utils.checks import check_fraction, check_positive_number
-from .arguments import agree_with_model, built, load_checked, saved_hyperparameters
+from .arguments import agree_with_model, check_objects, saved_hyperparameters
 from .grouping_loss import evaluate_grouping_loss
 from .health_warnings import HealthWarnings
 from .member_health import MemberHealth, diagnose, health_counts
@@ -75,8 +71,7 @@ class SigmaNormClassificationRoutine(ClassificationRoutine):
     - validation and test: ``{val,test}/div/signorm_cos`` (all layers),
       ``.../signorm_cos_regularized``, ``.../jensen_gap`` and ``.../geometric_ambiguity``
       on the in-distribution set (the mutual information, i.e. the modulation uncertainty,
-      is TorchUncertainty's ``test/ens_MI``); the test values are appended to
-      TorchUncertainty's ``results.csv`` row;
+      is TorchUncertainty's ``test/ens_MI``), logged as metrics;
     - member health (:mod:`~torch_uncertainty_signorm.routines.member_health`), from the same logits
       on the in-distribution set: ``{val,test}/health/{one_class,constant_output,
       chance_accuracy,non_finite}`` (0/1, the ensemble) and ``.../health/dead_members`` (members
@@ -85,7 +80,7 @@ class SigmaNormClassificationRoutine(ClassificationRoutine):
       a row or at the last one (the first epoch's transients stay silent), and after testing
       (:class:`~torch_uncertainty_signorm.routines.health_warnings.HealthWarnings`);
     - test: each member's ``test/member_{m}/Acc`` (a fraction) and ``test/member_{m}/NLL``,
-      printed in a *Members* table and appended to ``results.csv`` with the health counts;
+      logged with the health counts;
     - :meth:`optimizer_param_groups`: the σNorm scale logits in their own group at
       ``scale_lr_multiplier`` × the learning rate with no weight decay, and every per-member
       parameter at ``member_lr_multiplier`` × its rate, whatever builds the optimizer: the
@@ -96,19 +91,23 @@ class SigmaNormClassificationRoutine(ClassificationRoutine):
       built on them; a recipe whose own rates disagree with multipliers given here is refused
       (:func:`~torch_uncertainty_signorm.routines.optimizer_groups.routine_optimizer`).
 
-    ``SigmaNormClassificationRoutine.load_from_checkpoint(path)`` rebuilds the routine from the
-    hyper-parameters it saves: the command's ``routine:`` block, or, built in Python, the
-    arguments that are data. ``model``, ``loss`` and ``format_batch_fn`` given as
-    ``class_path``/``init_args`` mappings are saved (and built only from
-    :mod:`~signorm_lab.safety.allowlist` classes); objects are not, pass them to
-    ``load_from_checkpoint`` as keyword arguments
-    (:mod:`~torch_uncertainty_signorm.routines.arguments`).
+    The test values above are logged (``self.log``): ``trainer.test`` returns them and a
+    Lightning ``Trainer`` prints them (TorchUncertainty's ``TUTrainer`` prints its own
+    categories). The ``results.csv`` row (``save_to_csv``) is TorchUncertainty's, written by it
+    as for its own routines; the ``torch-uncertainty`` command (``signorm-lab``) prints these
+    values in tables of their own and adds them to that row.
+
+    The routine saves as hyper-parameters the arguments that are data: a routine built in
+    Python saves neither ``model`` nor ``loss``, so
+    ``load_from_checkpoint(path, model=..., loss=...)`` takes them again; the command saves its
+    ``routine:`` block, whose ``model:`` is a ``class_path`` block (``signorm_lab``'s
+    ``load_routine(path)`` builds it through the lab's allow-list). A checkpoint never makes
+    Lightning import a class it names (:meth:`load_from_checkpoint`).
 
     Args:
-        model: The :class:`~torch_uncertainty_signorm.SigmaNormEnsemble` to train, or its
-            ``class_path``/``init_args`` mapping (a recipe's ``model:`` block).
+        model: The :class:`~torch_uncertainty_signorm.SigmaNormEnsemble` to train.
         num_classes: Number of classes; defaults to the model's heads', must match them.
-        loss: The task loss, e.g. :class:`torch.nn.CrossEntropyLoss`, or its mapping.
+        loss: The task loss, e.g. :class:`torch.nn.CrossEntropyLoss`.
         scale_lr_multiplier: Learning-rate multiplier of the σNorm scale logits; ``None``
             (default): 100 (the paper's) under SGD-type optimisers, 3 under adaptive ones
             (Adam, AdamW, RMSprop, ...;
@@ -165,11 +164,7 @@ class SigmaNormClassificationRoutine(ClassificationRoutine):
             **kwargs,
         }
         eval_grouping_loss = kwargs.pop("eval_grouping_loss", False)
-        check_file_name(kwargs.get("csv_filename", "results.csv"), "csv_filename")
-        model = built(model, SigmaNormEnsemble, "model")
-        loss = built(loss, nn.Module, "loss")
-        batch_format = kwargs.get("format_batch_fn")
-        kwargs["format_batch_fn"] = built(batch_format, nn.Module, "format_batch_fn")
+        check_objects(model=model, loss=loss, format_batch_fn=kwargs.get("format_batch_fn"))
         if not isinstance(model, SigmaNormEnsemble):
             raise TypeError(
                 f"SigmaNormClassificationRoutine trains a SigmaNormEnsemble (build one with "
@@ -212,7 +207,6 @@ class SigmaNormClassificationRoutine(ClassificationRoutine):
         self.val_health = MemberHealth(model.num_estimators, classes)
         self.test_health = MemberHealth(model.num_estimators, classes)
         self.health_warnings = HealthWarnings()
-        self._checkpoint_steps = 0  # the optimizer steps of a loaded checkpoint
         self.logits_tap = LogitsTap(type(self).__name__)
         self.logits_tap.attach(self)
         if eval_grouping_loss:
@@ -220,18 +214,17 @@ class SigmaNormClassificationRoutine(ClassificationRoutine):
 
     @classmethod
     def load_from_checkpoint(cls, checkpoint_path, *args, weights_only: bool = True, **kwargs):
-        """As Lightning's, always through ``__init__`` (so the model is built only from
-        allow-listed classes): a checkpoint's ``_instantiator`` is ignored, since Lightning's
-        would let jsonargparse import any class path the checkpoint names.
-
-        A local checkpoint that fails to load (empty, truncated, ``hyper_parameters`` that are
-        not a mapping, a negative ``global_step``) is read again to say which file and what is
-        wrong with it (:func:`~torch_uncertainty_signorm.routines.arguments.load_checked`)."""
-        return load_checked(
-            super().load_from_checkpoint,
+        """As Lightning's (``weights_only`` by default), always through ``__init__``: a
+        checkpoint's ``_instantiator`` is ignored, since Lightning's would let jsonargparse
+        import the class paths the checkpoint names. A ``model`` (``loss``,
+        ``format_batch_fn``) saved as a ``class_path`` block must be given as an object,
+        ``load_from_checkpoint(path, model=...)``, or built by ``signorm_lab``'s
+        ``load_routine(path)``; the block alone is refused, naming it."""
+        return super().load_from_checkpoint(
             checkpoint_path,
             *args,
             weights_only=weights_only,
+            **{_compat.INSTANTIATOR_KEY: None},
             **kwargs,
         )
 
@@ -310,14 +303,12 @@ class SigmaNormClassificationRoutine(ClassificationRoutine):
         checkpoint[CHECKPOINT_TAU] = self.model.tau
 
     def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
-        """The checkpoint's τ back into the model (:func:`~signorm_lab.safety.
+        """The checkpoint's τ back into the model (:func:`~torch_uncertainty_signorm.signorm.
         checkpoint_tau.checkpoint_tau`): what ``fit --ckpt_path`` resumes from (the controller
         reads it there), ``test`` evaluates and ``load_from_checkpoint`` returns."""
         super().on_load_checkpoint(checkpoint)
         if self.target_callback is not None:  # here, for load_from_checkpoint too
             self.target_callback.load_state(checkpoint)
-        steps = checkpoint.get("global_step")  # a test of a checkpoint: the steps behind it
-        self._checkpoint_steps = steps if isinstance(steps, int) and steps >= 0 else 0
         # the τ the run had reached, checked against this run's configuration
         if (tau := checkpoint_tau(checkpoint, self.model.tau)) is not None:
             self.model.set_tau(tau)
@@ -407,60 +398,8 @@ class SigmaNormClassificationRoutine(ClassificationRoutine):
         results |= self._health_results(self.val_health, "val", warn=fitting)
         self.log_dict(results, sync_dist=True)
 
-    def _csv_is_the_runs(self) -> bool:
-        """Whether the results CSV may be written: absent, or a regular file with one name.
-
-        TorchUncertainty's writer appends to the file it finds, through a symbolic or hard
-        link (a ``results.csv`` linked to another run's, or to a file outside the run): the
-        test row would land in that file. Such a file is left as it is, with a warning; the
-        results are still printed and logged."""
-        import os
-        import stat
-        import warnings
-
-        log_dir = get_logger_dir(self.logger) if self.logger is not None else None
-        if log_dir is None:
-            return True
-        path = log_dir / self.csv_filename
-        try:
-            status = os.lstat(path)
-        except FileNotFoundError:
-            return True
-        if stat.S_ISREG(status.st_mode) and status.st_nlink == 1:
-            return True
-        what = (
-            "a hard link (another name shares its data)"
-            if stat.S_ISREG(status.st_mode)
-            else "a symbolic link"
-            if stat.S_ISLNK(status.st_mode)
-            else "not a regular file"
-        )
-        warnings.warn(
-            f"'{path}' is {what}: the test results were not written to it (the row "
-            f"would land outside this run); they are printed and logged.",
-            stacklevel=2,
-        )
-        return False
-
     def on_test_epoch_end(self) -> None:
-        use_results_tables(self.trainer)  # print the diversity measures too, names unabridged
         results = self._diversity_results(self.test_diversity, "test")
         results |= self._health_results(self.test_health, "test", warn=True)
-        save_to_csv = self.save_to_csv and self._csv_is_the_runs()
-        saved, self.save_to_csv = self.save_to_csv, save_to_csv
-        try:
-            super().on_test_epoch_end()
-        finally:
-            self.save_to_csv = saved
+        super().on_test_epoch_end()
         self.log_dict(results, sync_dist=True)
-        if save_to_csv and self.logger is not None and self.trainer.is_global_zero:
-            log_dir = get_logger_dir(self.logger)
-            if log_dir is not None:
-                from signorm_lab.reproduction.runs import TRAINED_STEPS_COLUMN
-
-                # the optimizer steps the run took: this process's (a fit) or, when testing a
-                # checkpoint (its loops are not restored), the checkpoint's; what the tables
-                # report as trained_steps, not a checkpoint name's step
-                taken = max(self.trainer.global_step, self._checkpoint_steps)
-                steps = {TRAINED_STEPS_COLUMN: float(taken)}
-                append_to_last_row(log_dir / self.csv_filename, results | steps, run_dir=log_dir)

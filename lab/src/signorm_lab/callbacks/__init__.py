@@ -1,5 +1,6 @@
 """Lightning callbacks of the lab's runs: exact resume, the run record a comparison reads,
-parameter counts, test predictions on disk, and near/far OOD and severity metrics.
+the ``results.csv`` columns beside TorchUncertainty's, parameter counts, test predictions on
+disk, and near/far OOD and severity metrics.
 
 Each callback (listed in ``__init__.pyi``) is imported on first use (PEP 562).
 """

@@ -2,4 +2,5 @@ from .exact_resume import ExactResumeCheckpoint as ExactResumeCheckpoint
 from .ood_shift_metrics import OODShiftEvaluation as OODShiftEvaluation
 from .parameter_logging import ParameterCountCallback as ParameterCountCallback
 from .prediction_writer import TestPredictionWriter as TestPredictionWriter
+from .results_csv import ResultsCSVCallback as ResultsCSVCallback
 from .run_record import RunRecordCallback as RunRecordCallback

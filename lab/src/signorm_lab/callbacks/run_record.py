@@ -129,7 +129,7 @@ def _fitted_record(log_dir: Path) -> dict[str, Any] | None:
     return record
 
 
-def _checkpoint_step(ckpt_path: str | Path | None, current: int) -> int | None:
+def checkpoint_step(ckpt_path: str | Path | None, current: int) -> int | None:
     """The training step of the weights a test evaluates: the ``global_step`` saved in the
     checkpoint file it loaded (memory-mapped: only the small records are read), or ``current``
     when it tests the weights in memory; ``None`` when the file holds none."""
@@ -215,7 +215,7 @@ class RunRecordCallback(Callback):
 
     def on_test_start(self, trainer: Trainer, pl_module: LightningModule) -> None:
         self.test_counts = Counter()
-        self.tested_step = _checkpoint_step(trainer.ckpt_path, trainer.global_step)
+        self.tested_step = checkpoint_step(trainer.ckpt_path, trainer.global_step)
         self._test_started = time.perf_counter()
 
     def on_test_batch_end(

@@ -234,12 +234,15 @@ class TUSigmaNormCLI(TULightningCLI):
         """As Lightning's; ``trainer.sync_batchnorm: true`` also synchronises σBN statistics
         (:class:`~torch_uncertainty_signorm.members.distributed.MemberSyncBatchNorm`), test
         results print through
-        :class:`~signorm_lab.evaluation.printing.SigmaNormEvaluationLoop`, and
+        :class:`~signorm_lab.evaluation.printing.SigmaNormEvaluationLoop`, the test's
+        ``results.csv`` row gets the diversity, health and member columns and the trained
+        steps (:class:`~signorm_lab.callbacks.results_csv.ResultsCSVCallback`), and
         checkpoints are written whole or not at all
         (:class:`~signorm_lab.safety.checkpoint_io.AtomicCheckpointIO`, unless the
         configuration names a ``CheckpointIO`` plugin)."""
         from torch_uncertainty_signorm.members.distributed import member_sync_batchnorm_plugins
 
+        from ..callbacks.results_csv import ResultsCSVCallback
         from ..evaluation.printing import use_results_tables
 
         config = {**self._config_value(self.config_init, "trainer", default={}), **kwargs}
@@ -249,6 +252,10 @@ class TUSigmaNormCLI(TULightningCLI):
         plugins = list(plugins) if isinstance(plugins, (list, tuple)) else [plugins]
         if not any(isinstance(plugin, CheckpointIO) for plugin in plugins):
             kwargs["plugins"] = [*plugins, AtomicCheckpointIO()]
+        callbacks = config.get("callbacks") or []
+        callbacks = list(callbacks) if isinstance(callbacks, (list, tuple)) else [callbacks]
+        if not any(isinstance(callback, ResultsCSVCallback) for callback in callbacks):
+            kwargs["callbacks"] = [*callbacks, ResultsCSVCallback()]
         trainer = super().instantiate_trainer(**kwargs)
         use_results_tables(trainer)  # whole metric names, diversity and FLOPs per input
         return trainer

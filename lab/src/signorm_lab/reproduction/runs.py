@@ -281,8 +281,9 @@ def _training_run(run_dir: Path, ckpt_path: Any) -> Path:
 
 
 def trained_steps(run_dir: str | Path) -> int | None:
-    """The optimizer steps a run took: its ``results.csv``'s ``train/trained_steps`` (the
-    routine records the trainer's ``global_step`` when testing), else ``None``.
+    """The optimizer steps a run took: its ``results.csv``'s ``train/trained_steps`` (written
+    when testing by :class:`~signorm_lab.callbacks.results_csv.ResultsCSVCallback`), else
+    ``None``.
 
     The checkpoints' ``step=N`` names tell only the step of the last checkpoint saved, not
     the steps taken after it (a run of 90 steps checkpointed every 72 steps names 72): they

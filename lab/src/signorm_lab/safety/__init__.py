@@ -12,7 +12,8 @@ libraries it depends on, not those files. Reading such a file must not
   (:func:`.allowlist.is_class_path`), and every file the export command's parser reads is read
   and checked as it reads it (:mod:`.parser_reads`). A checkpoint's and an export's class blocks
   are built by one function,
-  :func:`.class_blocks.build_class_block`, which also types every argument as a recipe's;
+  :func:`.class_blocks.build_class_block`, which also types every argument as a recipe's (a
+  routine's, by :func:`.routine_checkpoints.load_routine`);
 * fetch: an export is self-contained (no weights from the hub, a cache or a path);
 * escape its folder or read a special file (a FIFO, a device): inputs are opened as regular
   files, and file names given in a configuration stay in their folder (:mod:`.files`);

@@ -3,14 +3,15 @@ model's checkpoint into its backbone before σNorm conversion (FineTune)."""
 
 from __future__ import annotations
 
+import contextlib
 import math
 import re
 import stat
 import zipfile
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from numbers import Integral
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import torch
 from torch import Tensor, nn
@@ -22,6 +23,7 @@ __all__ = [
     "load_backbone_checkpoint",
     "load_torch_file",
     "local_file",
+    "opened_checkpoint",
     "read_backbone_checkpoint",
     "read_checkpoint",
     "read_state_file",
@@ -106,6 +108,12 @@ def _check_records(file: Any, where: str) -> None:
     file.seek(0)
 
 
+def _load_open_file(file: BinaryIO, where: str, map_location: Any, weights_only: bool) -> Any:
+    """``torch.load`` of the opened regular ``file``, its compressed records bounded."""
+    _check_records(file, where)
+    return torch.load(file, map_location=map_location, weights_only=weights_only)
+
+
 def load_torch_file(
     path: str | Path,
     argument: str = "checkpoint",
@@ -117,14 +125,49 @@ def load_torch_file(
     records bounded (:data:`MAX_INFLATION`)."""
     from .files import open_regular
 
-    where = f"{argument}='{path}'"
     with open_regular(path, argument, "a checkpoint file") as file:
-        _check_records(file, where)
-        return torch.load(file, map_location=map_location, weights_only=weights_only)
+        return _load_open_file(file, f"{argument}='{path}'", map_location, weights_only)
+
+
+#: What :func:`read_checkpoint` expects, in its errors.
+LIGHTNING_CHECKPOINT = "a Lightning checkpoint (.ckpt)"
+
+
+@contextlib.contextmanager
+def opened_checkpoint(
+    path: str | Path, argument: str = "checkpoint", expected: str = LIGHTNING_CHECKPOINT
+) -> Iterator[tuple[Any, BinaryIO]]:
+    """The content of the local checkpoint file ``path`` (as :func:`read_checkpoint`) and the
+    file it was read from, rewound: a second reader (Lightning's ``load_from_checkpoint``) reads
+    the very file that was checked, not one put in its place since.
+
+    Raises:
+        ValueError, FileNotFoundError: As :func:`read_checkpoint`.
+    """
+    from .files import open_regular
+
+    path = local_file(path, argument)
+    with open_regular(path, argument, "a checkpoint file") as file:
+        try:
+            content = _load_open_file(file, f"{argument}='{path}'", "cpu", True)
+        except ValueError as error:
+            if str(error).startswith(f"{argument}='"):
+                raise  # ours: names the file already
+            raise ValueError(
+                f"{argument}='{path}' could not be read ({type(error).__name__}: "
+                f"{_first_line(error)}); expected {expected}."
+            ) from error
+        except Exception as error:  # truncated file, not a checkpoint, unsafe pickle content
+            raise ValueError(
+                f"{argument}='{path}' could not be read ({type(error).__name__}: "
+                f"{_first_line(error)}); expected {expected}."
+            ) from error
+        file.seek(0)
+        yield content, file
 
 
 def read_checkpoint(
-    path: str | Path, argument: str = "checkpoint", expected: str = "a Lightning checkpoint (.ckpt)"
+    path: str | Path, argument: str = "checkpoint", expected: str = LIGHTNING_CHECKPOINT
 ) -> Any:
     """The content of the local checkpoint file ``path``, read with ``weights_only=True``.
 
@@ -132,21 +175,8 @@ def read_checkpoint(
         ValueError, FileNotFoundError: As :func:`local_file`, or if torch cannot read it
             (truncated, not a checkpoint, pickled code), naming ``argument`` and the file.
     """
-    path = local_file(path, argument)
-    try:
-        return load_torch_file(path, argument)
-    except ValueError as error:
-        if str(error).startswith(f"{argument}='"):
-            raise  # ours: names the file already
-        raise ValueError(
-            f"{argument}='{path}' could not be read ({type(error).__name__}: "
-            f"{_first_line(error)}); expected {expected}."
-        ) from error
-    except Exception as error:  # truncated file, not a checkpoint, unsafe pickle content
-        raise ValueError(
-            f"{argument}='{path}' could not be read ({type(error).__name__}: "
-            f"{_first_line(error)}); expected {expected}."
-        ) from error
+    with opened_checkpoint(path, argument, expected) as (content, _):
+        return content
 
 
 def check_lightning_checkpoint(
