@@ -1,4 +1,5 @@
-"""FineTune start: a single model's checkpoint loads, converts and is reproduced by every member."""
+"""FineTune: a single model's checkpoint is read safely, loaded, converted, and reproduced by
+every member (``signorm_lab.models.finetune``)."""
 
 import copy
 
@@ -8,12 +9,12 @@ from fixtures.backbones import randomize_norms, relative_error, tiny_resnet
 from fixtures.digits import cpu_trainer
 from lightning.pytorch.callbacks import ModelCheckpoint
 from safetensors.torch import save_file
+from signorm_lab.datamodules import DigitsDataModule
+from signorm_lab.models.finetune import finetune_ensemble
 from torch import nn
 from torch_uncertainty.models.classification import resnet
 from torch_uncertainty.routines import ClassificationRoutine
 
-from torch_uncertainty_signorm import signorm_ensemble
-from signorm_lab.datamodules import DigitsDataModule
 from torch_uncertainty_signorm.signorm.layers import SigmaNorm
 
 
@@ -41,9 +42,8 @@ def test_lightning_checkpoint_of_a_trained_single_model_is_reproduced_by_every_m
     x = torch.randn(6, 1, 8, 8)
     with torch.no_grad():
         expected = single.eval().feats_forward(x)
-    ensemble = signorm_ensemble(
-        digits_resnet(), 4, pretrained=True, checkpoint=str(tmp_path / "last.ckpt")
-    ).eval()
+    ensemble = finetune_ensemble(digits_resnet(), 4, str(tmp_path / "last.ckpt")).eval()
+    assert ensemble.config.pretrained
     with torch.no_grad():
         members = ensemble.forward_features(x).unflatten(0, (4, -1))
     for member in members:
@@ -56,9 +56,9 @@ def test_plain_state_dicts_load(tmp_path, suffix):
     path = tmp_path / f"weights{suffix}"
     state = {k: v.contiguous() for k, v in source.state_dict().items()}
     torch.save(state, path) if suffix == ".pt" else save_file(state, path)
-    target = tiny_resnet()
-    ensemble = signorm_ensemble(target, 2, pretrained=True, checkpoint=path)
+    ensemble = finetune_ensemble(tiny_resnet(), 2, path, tau=0.5)
     torch.testing.assert_close(ensemble.backbone.conv1.weight, source.conv1.weight)
+    assert ensemble.config.tau == 0.5
 
 
 @pytest.mark.parametrize(
@@ -78,24 +78,29 @@ def test_plain_state_dicts_load(tmp_path, suffix):
             "holds no state dict of tensors",
         ),
         (lambda p: None, FileNotFoundError, "does not exist or is not a file"),
+        (
+            lambda p: torch.save(tiny_resnet().state_dict(), p),
+            ValueError,
+            r"holds an untrained _ResNet: every normalization layer is at its initial state",
+        ),
     ],
-    ids=["other-architecture", "truncated", "not-a-state-dict", "missing-file"],
+    ids=["other-architecture", "truncated", "not-a-state-dict", "missing-file", "untrained"],
 )
 def test_bad_checkpoints_name_the_file_and_leave_the_model_untouched(
     tmp_path, write, error, message
 ):
     path = tmp_path / "bad.ckpt"
     write(path)
-    model = tiny_resnet()
+    model = randomize_norms(tiny_resnet())
     before = copy.deepcopy(model.state_dict())
     with pytest.raises(error, match=message) as raised:
-        signorm_ensemble(model, 4, pretrained=True, checkpoint=path)
+        finetune_ensemble(model, 4, path)
     assert str(path) in str(raised.value)
     assert not any(isinstance(m, SigmaNorm) for m in model.modules())
     for key, value in model.state_dict().items():
         assert torch.equal(value, before[key]), key
 
 
-def test_checkpoint_requires_the_output_preserving_conversion(tmp_path):
-    with pytest.raises(ValueError, match=r"checkpoint='single.ckpt' needs pretrained=True"):
-        signorm_ensemble(tiny_resnet(), 4, checkpoint="single.ckpt")
+def test_a_bad_setting_is_refused_before_the_checkpoint_is_read(tmp_path):
+    with pytest.raises(ValueError, match=r"head_norm must be 'auto', 'batch' or 'layer'"):
+        finetune_ensemble(tiny_resnet(), 2, tmp_path / "absent.ckpt", head_norm="group")
