@@ -1,5 +1,6 @@
 """FineTune: a single model's checkpoint is read safely, loaded, converted, and reproduced by
-every member (``signorm_lab.models.finetune``)."""
+every member (``signorm_lab.models.finetune``); the method's deprecated ``checkpoint=`` still
+gets there."""
 
 import copy
 
@@ -15,6 +16,7 @@ from torch import nn
 from torch_uncertainty.models.classification import resnet
 from torch_uncertainty.routines import ClassificationRoutine
 
+from torch_uncertainty_signorm import signorm_ensemble
 from torch_uncertainty_signorm.signorm.layers import SigmaNorm
 
 
@@ -104,3 +106,19 @@ def test_bad_checkpoints_name_the_file_and_leave_the_model_untouched(
 def test_a_bad_setting_is_refused_before_the_checkpoint_is_read(tmp_path):
     with pytest.raises(ValueError, match=r"head_norm must be 'auto', 'batch' or 'layer'"):
         finetune_ensemble(tiny_resnet(), 2, tmp_path / "absent.ckpt", head_norm="group")
+
+
+def test_the_deprecated_checkpoint_argument_warns_and_loads_as_finetune_does(tmp_path):
+    torch.save(randomize_norms(tiny_resnet()).state_dict(), tmp_path / "single.pt")
+    torch.manual_seed(0)
+    new = finetune_ensemble(tiny_resnet(), 2, tmp_path / "single.pt")
+    torch.manual_seed(0)
+    with pytest.warns(
+        FutureWarning,
+        match=r"checkpoint=\.\.\.\) is deprecated and will be removed in 0\.3\.0: the lab's "
+        r"signorm_lab\.models\.finetune\.finetune_ensemble",
+    ):
+        old = signorm_ensemble(tiny_resnet(), 2, pretrained=True, checkpoint=tmp_path / "single.pt")
+    assert old.config == new.config
+    for (key, a), b in zip(old.state_dict().items(), new.state_dict().values(), strict=True):
+        assert torch.equal(a, b), key
