@@ -2,22 +2,30 @@
 every member (``signorm_lab.models.finetune``); the method's deprecated ``checkpoint=`` still
 gets there."""
 
+import contextlib
 import copy
+from pathlib import Path
 
 import pytest
 import torch
+import yaml
 from fixtures.backbones import randomize_norms, relative_error, tiny_resnet
 from fixtures.digits import cpu_trainer
+from fixtures.synthetic_datamodule import SyntheticDataModule
 from lightning.pytorch.callbacks import ModelCheckpoint
 from safetensors.torch import save_file
+from signorm_lab.cli import cli_main
+from signorm_lab.cli.recipe_bases import composed_recipe
 from signorm_lab.datamodules import DigitsDataModule
-from signorm_lab.models.finetune import finetune_ensemble
+from signorm_lab.models.finetune import CHECKPOINT_OPTION, finetune_ensemble
 from torch import nn
 from torch_uncertainty.models.classification import resnet
 from torch_uncertainty.routines import ClassificationRoutine
 
 from torch_uncertainty_signorm import signorm_ensemble
 from torch_uncertainty_signorm.signorm.layers import SigmaNorm
+
+EXPERIMENTS = Path(__file__).parents[3] / "experiments"
 
 
 def digits_resnet():
@@ -122,3 +130,40 @@ def test_the_deprecated_checkpoint_argument_warns_and_loads_as_finetune_does(tmp
     assert old.config == new.config
     for (key, a), b in zip(old.state_dict().items(), new.state_dict().values(), strict=True):
         assert torch.equal(a, b), key
+
+
+@pytest.mark.parametrize("written", ["finetune_ensemble", "signorm_ensemble of 0.1.0"])
+def test_the_finetune_recipe_builds_from_the_checkpoint_its_option_names(
+    written, tmp_path, monkeypatch
+):
+    """Through the command, the option is the same whichever class the recipe names: today's
+    FineTune recipe, or one written for 0.1.0 (the deprecated checkpoint=, with its warning)."""
+    monkeypatch.chdir(tmp_path)
+    single = randomize_norms(resnet(3, 10, 18, style="cifar", width_multiplier=0.125))
+    torch.save(single.state_dict(), tmp_path / "single.pt")
+    recipe = composed_recipe(EXPERIMENTS / "resnet18_c10_signorm_finetune.yaml")
+    block = recipe["routine"]["init_args"]["model"]
+    assert block["class_path"] == "signorm_lab.models.finetune.finetune_ensemble"
+    warns = contextlib.nullcontext()
+    if written != "finetune_ensemble":
+        block["class_path"] = "torch_uncertainty_signorm.signorm_ensemble"
+        block["init_args"]["pretrained"] = True
+        warns = pytest.warns(FutureWarning, match=r"checkpoint=\.\.\.\) is deprecated")
+    (tmp_path / "recipe.yaml").write_text(yaml.safe_dump(recipe))
+    with warns:
+        cli = cli_main(
+            [
+                "--config",
+                "recipe.yaml",
+                f"{CHECKPOINT_OPTION}={tmp_path / 'single.pt'}",
+                "--routine.init_args.model.init_args.model.init_args.width_multiplier=0.125",
+                f"--data={SyntheticDataModule.__module__}.SyntheticDataModule",
+                "--data.init_args.batch_size=4",
+                "--trainer.accelerator=cpu",
+                "--trainer.precision=32",
+            ],
+            run=False,
+        )
+    ensemble = cli.routine.model
+    assert ensemble.config.pretrained and ensemble.num_estimators == 4
+    torch.testing.assert_close(ensemble.backbone.conv1.weight, single.conv1.weight)
