@@ -67,7 +67,8 @@ def test_a_recipe_building_its_own_groups_is_refused_naming_it():
     with pytest.raises(
         ValueError,
         match=r"optim_recipe '.*own_groups' builds its optimizer on 2 parameter group\(s\) of "
-        r"its own; σN-Ens builds the groups .*model.parameters\(\)",
+        r"its own, holding (\d+) of the model's \1 parameters; σN-Ens builds the groups .*"
+        r"model.parameters\(\)",
     ):
         _routine(optim_recipe=own_groups)
 

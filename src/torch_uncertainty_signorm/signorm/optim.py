@@ -192,11 +192,13 @@ def build_on_groups(
             recipe builds groups of its own), naming the recipe.
     """
     optimizer = recipe_optimizer(optim_recipe(model, *args, **kwargs), optim_recipe)
-    given = [[id(p) for p in group["params"]] for group in optimizer.param_groups]
-    if len(given) != 1 or sorted(given[0]) != sorted(id(p) for p in model.parameters()):
+    given = [{id(p) for p in group["params"]} for group in optimizer.param_groups]
+    expected = {id(p) for p in model.parameters()}
+    if len(given) != 1 or given[0] != expected:
         raise ValueError(
-            f"optim_recipe {_name(optim_recipe)!r} builds its optimizer on "
-            f"{len(given)} parameter group(s) of its own; σN-Ens builds the groups (the σNorm "
+            f"optim_recipe {_name(optim_recipe)!r} builds its optimizer on {len(given)} "
+            f"parameter group(s) of its own, holding {len(set().union(*given) & expected)} of "
+            f"the model's {len(expected)} parameters; σN-Ens builds the groups (the σNorm "
             f"scale logits apart, at the routine's scale_lr_multiplier and "
             f"member_lr_multiplier): build the optimizer on model.parameters(), e.g. "
             f"lambda model: torch.optim.SGD(model.parameters(), lr=0.05)."
