@@ -36,7 +36,6 @@ from torch_uncertainty.utils import TUTrainer
 
 from torch_uncertainty_signorm.routines import SigmaNormClassificationRoutine
 from torch_uncertainty_signorm.signorm.ensemble import signorm_ensemble
-from torch_uncertainty_signorm.signorm.optim import signorm_param_groups
 from torch_uncertainty_signorm.signorm.regularization import DEFAULT_DIVERSITY_STRENGTH, DEFAULT_TAU
 
 __all__ = [
@@ -140,7 +139,7 @@ def signorm_routine(
         NUM_CLASSES,
         nn.CrossEntropyLoss(),
         **{
-            "optim_recipe": lambda m: _sgd(signorm_param_groups(m, lr=LR)),
+            "optim_recipe": lambda m: _sgd(m.parameters()),  # on the routine's σN-Ens groups
             "eval_ood": True,
             **routine_kwargs,
         },

@@ -26,6 +26,7 @@ from signorm_lab.cli import cli_main
 from signorm_lab.cli.export import main
 from signorm_lab.datamodules import DigitsDataModule
 from signorm_lab.export import export_ensemble, load_ensemble, load_member
+from signorm_lab.models.finetune import finetune_ensemble
 from torch import nn
 
 from torch_uncertainty_signorm import (
@@ -81,6 +82,10 @@ def _recipe_with(files: Path, old: str, new: str) -> str:
 
 def _ensemble(**kwargs) -> nn.Module:
     return signorm_ensemble(tiny_resnet(), M, **kwargs)
+
+
+def _finetune(checkpoint: Path, backbone: nn.Module | None = None, **kwargs) -> nn.Module:
+    return finetune_ensemble(backbone or tiny_resnet(), M, str(checkpoint), **kwargs)
 
 
 def _spec(num_estimators: int) -> dict:
@@ -212,10 +217,10 @@ CASES = [
         r"pretrained must be True or False, got 'yes'",
     ),
     Case(
-        "checkpoint without pretrained",
-        lambda d: _ensemble(checkpoint=str(d / "resnet18.pt")),
+        "FineTune with pretrained=False",
+        lambda d: _finetune(d / "resnet18.pt", pretrained=False),
         ValueError,
-        r"checkpoint='.*resnet18.pt' needs pretrained=True",
+        r"finetune_ensemble converts a trained model: pretrained must be True .*got False",
     ),
     Case("num_classes=0", lambda d: _ensemble(num_classes=0), ValueError, r"num_classes .*got 0"),
     Case(
@@ -370,11 +375,11 @@ CASES = [
         lambda d: _ensemble(pretrained=True),
         ValueError,
         r"pretrained=True but every normalization layer of _?ResNet is at its "
-        r"initial state .*Pass checkpoint=",
+        r"initial state .*Load them into the backbone first .*finetune_ensemble",
     ),
     Case(
         "checkpoint of an untrained model",
-        lambda d: _ensemble(pretrained=True, checkpoint=str(d / "resnet18.pt")),
+        lambda d: _finetune(d / "resnet18.pt"),
         ValueError,
         r"checkpoint='.*resnet18.pt' holds an untrained _?ResNet",
     ),
@@ -388,7 +393,8 @@ CASES = [
             "--trainer.precision=32",
         ),
         ValueError,
-        r"no pretrained weights were loaded.* --routine.init_args.model.init_args.checkpoint=",
+        r"finetune_ensemble needs the trained single model's checkpoint .*"
+        r"--routine.init_args.model.init_args.checkpoint=path/to/single.ckpt",
     ),
     Case(
         "meta-device backbone with pretrained=True",
@@ -399,22 +405,20 @@ CASES = [
     # ---------------------------------------------------------------- checkpoints
     Case(
         "missing checkpoint file",
-        lambda d: _ensemble(pretrained=True, checkpoint=str(d / "absent.pt")),
+        lambda d: _finetune(d / "absent.pt"),
         FileNotFoundError,
         r"checkpoint='.*absent.pt' does not exist or is not a file",
     ),
     Case(
         "truncated checkpoint file",
-        lambda d: _ensemble(pretrained=True, checkpoint=str(d / "truncated.pt")),
+        lambda d: _finetune(d / "truncated.pt"),
         ValueError,
         r"checkpoint='.*truncated.pt' could not be read .*; expected a Lightning/"
         r"TorchUncertainty .ckpt, a torch state dict or a .safetensors file",
     ),
     Case(
         "checkpoint of another architecture",
-        lambda d: signorm_ensemble(
-            tiny_resnet(50), M, pretrained=True, checkpoint=str(d / "resnet18.pt")
-        ),
+        lambda d: _finetune(d / "resnet18.pt", tiny_resnet(50)),
         ValueError,
         r"checkpoint='.*resnet18.pt' does not fit _?ResNet: missing: .*It must come from the "
         r"same architecture",

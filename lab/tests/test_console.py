@@ -122,7 +122,6 @@ def test_identical_members_are_warned_about_once_for_one_validation():
 
     from torch_uncertainty_signorm import signorm_ensemble
     from torch_uncertainty_signorm.routines import SigmaNormClassificationRoutine
-    from torch_uncertainty_signorm.signorm.optim import signorm_param_groups
 
     torch.manual_seed(0)
     model = signorm_ensemble(
@@ -137,7 +136,7 @@ def test_identical_members_are_warned_about_once_for_one_validation():
         model,
         10,
         nn.CrossEntropyLoss(),
-        optim_recipe=lambda m: torch.optim.SGD(signorm_param_groups(m, lr=0.01), lr=0.01),
+        optim_recipe=lambda m: torch.optim.SGD(m.parameters(), lr=0.01),
     )
     generator = torch.Generator().manual_seed(0)
     data = TensorDataset(

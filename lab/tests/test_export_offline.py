@@ -16,6 +16,7 @@ from signorm_lab.export import (
     member_model,
 )
 from signorm_lab.models.backbones import bert_classifier, timm_vit
+from signorm_lab.models.finetune import finetune_ensemble
 
 from torch_uncertainty_signorm import signorm_ensemble
 
@@ -117,6 +118,7 @@ def test_timm_vit_export_reloads_without_its_weights_file(tmp_path, monkeypatch)
 
 
 def test_finetune_export_reloads_without_the_single_models_checkpoint(tmp_path, monkeypatch):
+    """A FineTune block is exported as the σN-Ens it built: signorm_ensemble, pretrained=True."""
     checkpoint = tmp_path / "single.pt"
     torch.save(randomize_norms(tiny_resnet()).state_dict(), checkpoint)
     backbone = {
@@ -130,18 +132,14 @@ def test_finetune_export_reloads_without_the_single_models_checkpoint(tmp_path, 
         },
     }
     spec = {
-        "class_path": ENSEMBLE,
-        "init_args": {
-            "model": backbone,
-            "num_estimators": M,
-            "pretrained": True,
-            "checkpoint": str(checkpoint),
-        },
+        "class_path": "signorm_lab.models.finetune.finetune_ensemble",
+        "init_args": {"model": backbone, "num_estimators": M, "checkpoint": str(checkpoint)},
     }
-    ensemble = signorm_ensemble(tiny_resnet(), M, pretrained=True, checkpoint=str(checkpoint))
-    _export_delete_reload(
-        ensemble, spec, checkpoint, tmp_path / "export", torch.randn(3, 3, 32, 32), monkeypatch
-    )
+    ensemble = finetune_ensemble(tiny_resnet(), M, str(checkpoint))
+    out = tmp_path / "export"
+    _export_delete_reload(ensemble, spec, checkpoint, out, torch.randn(3, 3, 32, 32), monkeypatch)
+    written = json.loads((out / "config.json").read_text())["model"]
+    assert written["class_path"] == ENSEMBLE and written["init_args"]["pretrained"] is True
 
 
 def test_bert_classifier_refuses_a_config_with_weights_or_remote_code(tmp_path):

@@ -6,14 +6,13 @@ and scheduler, the σNorm scale logits in their own group at 100× the learning 
 an adaptive optimiser) without weight decay
 (:func:`~torch_uncertainty_signorm.signorm.optim.signorm_optim_recipe`). Pass one as the
 routine's ``optim_recipe``, as with TorchUncertainty; the routine's ``scale_lr_multiplier`` and
-``member_lr_multiplier`` then set the groups' rates::
+``member_lr_multiplier`` then set the groups' rates (the routine alone owns them)::
 
     from torch_uncertainty_signorm.optim_recipes import optim_cifar10_resnet18
 
     routine = SigmaNormClassificationRoutine(model, optim_recipe=optim_cifar10_resnet18)
 
-:func:`get_procedure` is TorchUncertainty's lookup by architecture and data set; its
-``scale_lr_multiplier`` defaults to 100 whatever the recipe's optimiser.
+:func:`get_procedure` is TorchUncertainty's lookup by architecture and data set.
 """
 
 from __future__ import annotations
@@ -24,7 +23,7 @@ from torch.optim import Optimizer
 from torch.optim.lr_scheduler import CosineAnnealingLR, LinearLR, SequentialLR
 from torch_uncertainty import optim_recipes as _tu
 
-from .signorm.optim import signorm_optim_recipe
+from .signorm.optim import refuse_scale_lr_multiplier, signorm_optim_recipe
 from .utils.checks import check_integer
 
 __all__ = [
@@ -62,24 +61,21 @@ optim_tinyimagenet_resnet34 = signorm_optim_recipe(_tu.optim_tinyimagenet_resnet
 optim_tinyimagenet_resnet50 = signorm_optim_recipe(_tu.optim_tinyimagenet_resnet50)
 
 
-def get_procedure(
-    arch_name: str,
-    ds_name: str,
-    imagenet_recipe: str | None = None,
-    scale_lr_multiplier: float | None = None,
-) -> Callable:
+@refuse_scale_lr_multiplier
+def get_procedure(arch_name: str, ds_name: str, imagenet_recipe: str | None = None) -> Callable:
     """The σN-Ens version of TorchUncertainty's recipe for ``arch_name`` (``resnet18``,
     ``resnet50``, ``wideresnet28x10`` ...) on ``ds_name`` (``cifar10``, ``cifar100``,
-    ``tiny-imagenet``, ``imagenet``), as ``torch_uncertainty.optim_recipes.get_procedure``;
-    ``scale_lr_multiplier`` ``None`` (default) leaves the rate to the routine's multiplier, else
-    :func:`~torch_uncertainty_signorm.signorm.optim.scale_rate`.
+    ``tiny-imagenet``, ``imagenet``), as ``torch_uncertainty.optim_recipes.get_procedure``
+    (:func:`~torch_uncertainty_signorm.signorm.optim.signorm_optim_recipe`: the scale logits'
+    rate is the routine's ``scale_lr_multiplier``, else
+    :func:`~torch_uncertainty_signorm.signorm.optim.scale_rate`).
 
     Raises:
         NotImplementedError: If TorchUncertainty has no recipe for them (its message).
+        TypeError: If given a ``scale_lr_multiplier`` (the routine's since 0.2.0).
     """
     return signorm_optim_recipe(
-        _tu.get_procedure(arch_name, ds_name, imagenet_recipe=imagenet_recipe),
-        scale_lr_multiplier,
+        _tu.get_procedure(arch_name, ds_name, imagenet_recipe=imagenet_recipe)
     )
 
 

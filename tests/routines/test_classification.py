@@ -18,7 +18,6 @@ from torch_uncertainty.transforms import RepeatTarget
 
 from torch_uncertainty_signorm import signorm_ensemble
 from torch_uncertainty_signorm.routines import SigmaNormClassificationRoutine
-from torch_uncertainty_signorm.signorm.optim import signorm_param_groups
 from torch_uncertainty_signorm.signorm.regularization_guard import (
     MissingRegularizerError,
     require_diversity_loss,
@@ -285,6 +284,10 @@ def test_regularization_guard_passes_signorm_routine_and_manual_loops():
     assert trainer.global_step == 2
 
 
+def _sgd_momentum(model: nn.Module) -> torch.optim.SGD:
+    return torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+
+
 def _converted_routine(member_spread: float = 0.0, **routine_kwargs):
     """σN-Ens converted from a 'pretrained' tiny ResNet-18 (identical members unless spread),
     SGD with momentum and the σNorm groups."""
@@ -302,9 +305,7 @@ def _converted_routine(member_spread: float = 0.0, **routine_kwargs):
         model,
         10,
         nn.CrossEntropyLoss(),
-        optim_recipe=lambda m: torch.optim.SGD(
-            signorm_param_groups(m, lr=0.01), lr=0.01, momentum=0.9
-        ),
+        optim_recipe=_sgd_momentum,
         **routine_kwargs,
     )
 
@@ -450,7 +451,7 @@ def test_the_target_state_is_in_weights_only_checkpoints_and_load_from_checkpoin
         path,
         model=_converted_routine(member_spread=0.3).model,
         loss=nn.CrossEntropyLoss(),
-        optim_recipe=routine.optim_recipe,
+        optim_recipe=_sgd_momentum,
         weights_only=False,
     )
     cpu_trainer(max_epochs=1, limit_val_batches=0).fit(loaded, _loaders()[0])

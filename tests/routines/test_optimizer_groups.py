@@ -1,4 +1,4 @@
-"""The routine's multipliers reach the optimizer whatever built it, or a conflict is refused."""
+"""The routine alone owns the learning-rate multipliers: any recipe is built on its groups."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from torch_uncertainty import optim_recipes as tu_recipes
 
 from torch_uncertainty_signorm import optim_recipes, signorm_ensemble
 from torch_uncertainty_signorm.routines import SigmaNormClassificationRoutine
-from torch_uncertainty_signorm.signorm.optim import signorm_optim_recipe, signorm_param_groups
+from torch_uncertainty_signorm.signorm.optim import signorm_param_groups
 
 
 def _routine(**kwargs) -> SigmaNormClassificationRoutine:
@@ -24,76 +24,58 @@ def _rates(procedure) -> list[float]:
     return [group["lr"] for group in optimizer.param_groups]
 
 
-def _sgd(model, lr: float = 0.05):
-    return torch.optim.SGD(model.parameters(), lr=lr, momentum=0.9, weight_decay=5e-4)
+def _sgd(model):
+    return torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9, weight_decay=5e-4)
 
 
 @pytest.mark.parametrize(
     "recipe",
-    [optim_recipes.optim_cifar10_resnet18, tu_recipes.optim_cifar10_resnet18],
-    ids=["signorm_recipe", "torch_uncertainty_recipe"],
+    [optim_recipes.optim_cifar10_resnet18, tu_recipes.optim_cifar10_resnet18, _sgd],
+    ids=["signorm_recipe", "torch_uncertainty_recipe", "plain_sgd"],
 )
 def test_a_python_optim_recipe_trains_at_the_routines_multipliers(recipe):
-    """The issue's call: scale logits at 7 × 4 and heads at 4 × the recipe's lr 0.1, as the
-    routine's own optimizer_param_groups says, not 100× and 1×; the scheduler scales all."""
+    """Scale logits at 7 × 4 and heads at 4 × the recipe's lr 0.1, as the routine's own
+    optimizer_param_groups says, whichever recipe; the scheduler scales all."""
     routine = _routine(scale_lr_multiplier=7, member_lr_multiplier=4, optim_recipe=recipe)
     procedure = routine.configure_optimizers()
     assert _rates(procedure) == pytest.approx([0.1, 0.4, 2.8])
     assert _rates(procedure) == pytest.approx(
         [g.get("lr", 0.1) for g in routine.optimizer_param_groups(0.1)]
     )
-    assert procedure["lr_scheduler"].base_lrs == pytest.approx([0.1, 0.4, 2.8])
-    heads = procedure["optimizer"].param_groups[1]
-    assert heads["weight_decay"] == pytest.approx(5e-4 / 4)
+    optimizer = procedure["optimizer"] if isinstance(procedure, dict) else procedure
+    assert optimizer.param_groups[1]["weight_decay"] == pytest.approx(5e-4 / 4)
+    if isinstance(procedure, dict):
+        assert procedure["lr_scheduler"].base_lrs == pytest.approx([0.1, 0.4, 2.8])
 
 
-def test_signorm_optim_recipe_trains_at_the_routines_multipliers():
-    routine = _routine(
-        scale_lr_multiplier=7, member_lr_multiplier=4, optim_recipe=signorm_optim_recipe(_sgd)
-    )
-    assert _rates(routine.configure_optimizers()) == pytest.approx([0.05, 0.2, 1.4])
+def test_a_recipe_is_called_twice_to_read_its_rate_then_on_the_groups():
+    calls = []
+
+    def recipe(model):
+        calls.append(type(model).__name__)
+        return torch.optim.Adam(model.parameters(), lr=1e-3)
+
+    routine = _routine(optim_recipe=recipe)
+    assert calls == ["SigmaNormEnsemble", "_ParamGroups"]
+    assert _rates(routine.configure_optimizers()) == pytest.approx([1e-3, 3e-3])  # Adam: 3×
 
 
-def test_a_multiplier_given_to_signorm_optim_recipe_applies_when_the_routine_has_none():
-    routine = _routine(optim_recipe=signorm_optim_recipe(_sgd, scale_lr_multiplier=50))
-    assert _rates(routine.configure_optimizers()) == pytest.approx([0.05, 2.5])
-
-
-def test_two_different_scale_multipliers_are_refused_naming_both():
-    with pytest.raises(
-        ValueError,
-        match=r"scale_lr_multiplier is given twice: 7 to the routine "
-        r"and 50 to signorm_optim_recipe\(_sgd\)",
-    ):
-        _routine(scale_lr_multiplier=7, optim_recipe=signorm_optim_recipe(_sgd, 50))
-
-
-def test_a_recipe_building_its_own_groups_is_kept_or_refused_when_it_disagrees():
+def test_a_recipe_building_its_own_groups_is_refused_naming_it():
     def own_groups(model):
         return torch.optim.SGD(signorm_param_groups(model, lr=0.05), lr=0.05)
 
-    assert _rates(_routine(optim_recipe=own_groups).configure_optimizers()) == pytest.approx(
-        [0.05, 5.0]
-    )
-    assert _rates(
-        _routine(scale_lr_multiplier=100, optim_recipe=own_groups).configure_optimizers()
-    ) == pytest.approx([0.05, 5.0])
     with pytest.raises(
         ValueError,
-        match=r"scale_lr_multiplier=7.* \(scale logits at 7x the "
-        r"learning rate\) and optim_recipe .*own_groups \(scale logits at 100x\) "
-        r"disagree",
+        match=r"optim_recipe '.*own_groups' builds its optimizer on 2 parameter group\(s\) of "
+        r"its own, holding (\d+) of the model's \1 parameters; σN-Ens builds the groups .*"
+        r"model.parameters\(\)",
     ):
-        _routine(scale_lr_multiplier=7, optim_recipe=own_groups)
+        _routine(optim_recipe=own_groups)
 
 
-def test_a_built_optimizer_dropping_given_multipliers_is_refused():
+def test_a_built_optimizer_is_refused_naming_the_callable_to_give():
     model = signorm_ensemble(tiny_resnet(), 2)
     with pytest.raises(
-        ValueError,
-        match=r"member_lr_multiplier=4.0 would be dropped: the "
-        r"optim_recipe's optimizer trains the σNorm scale logits in one group",
+        TypeError, match=r"optim_recipe is a built SGD, which cannot take the routine's"
     ):
-        SigmaNormClassificationRoutine(
-            model, 10, nn.CrossEntropyLoss(), member_lr_multiplier=4, optim_recipe=_sgd(model)
-        )
+        SigmaNormClassificationRoutine(model, 10, nn.CrossEntropyLoss(), optim_recipe=_sgd(model))

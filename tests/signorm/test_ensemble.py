@@ -1,6 +1,7 @@
 """SigmaNormEnsemble: member-major contract, conversion, late expansion, bad inputs."""
 
 import copy
+import sys
 
 import pytest
 import torch
@@ -204,7 +205,11 @@ def test_inputs_of_the_wrong_type_are_rejected():
 
 
 def test_pretrained_is_refused_on_untrained_weights_but_taken_once_anything_was_learned():
-    with pytest.raises(ValueError, match=r"pretrained=True but .*_ResNet .*checkpoint="):
+    with pytest.raises(
+        ValueError,
+        match=r"pretrained=True but .*_ResNet .*Load them into the backbone first .*"
+        r"signorm_lab\.models\.finetune\.finetune_ensemble",
+    ):
         signorm_ensemble(tiny_resnet(), M, pretrained=True)
     seen_data = tiny_resnet().train()
     seen_data(torch.randn(4, 3, 32, 32))  # BatchNorm statistics move; scales are still 1
@@ -213,13 +218,19 @@ def test_pretrained_is_refused_on_untrained_weights_but_taken_once_anything_was_
         signorm_ensemble(tiny_bert(), M, pretrained=True)  # LayerNorm at 1 / 0: random BERT
 
 
-def test_an_untrained_checkpoint_is_refused_before_it_is_loaded(tmp_path):
-    torch.save(tiny_resnet().state_dict(), tmp_path / "untrained.pt")
+def test_the_deprecated_checkpoint_argument_warns_and_needs_the_lab(monkeypatch):
+    """The method reads no file: ``checkpoint=`` (0.1.0) is handed to the lab, imported only
+    then; without the lab it says what to install, leaving the model untouched."""
+    with pytest.raises(ValueError, match=r"checkpoint='single.ckpt' needs pretrained=True"):
+        signorm_ensemble(tiny_resnet(), M, checkpoint="single.ckpt")
+    monkeypatch.setitem(sys.modules, "signorm_lab.models.finetune", None)  # not installed
     model = randomize_norms(tiny_resnet())
-    before = copy.deepcopy(model.state_dict())
-    with pytest.raises(ValueError, match=r"checkpoint='.*untrained.pt' holds an untrained _ResNet"):
-        signorm_ensemble(model, M, pretrained=True, checkpoint=tmp_path / "untrained.pt")
-    assert all(torch.equal(value, before[key]) for key, value in model.state_dict().items())
+    with (
+        pytest.warns(FutureWarning, match=r"removed in 0\.3\.0: the lab's signorm_lab\.models"),
+        pytest.raises(ImportError, match=r"is read by the lab: pip install signorm-lab"),
+    ):
+        signorm_ensemble(model, M, pretrained=True, checkpoint="single.ckpt")
+    assert not any(isinstance(m, SigmaNorm) for m in model.modules())
 
 
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])

@@ -4,8 +4,8 @@ import pytest
 import torch
 from fixtures.backbones import tiny_resnet
 
-from torch_uncertainty_signorm import signorm_ensemble
-from torch_uncertainty_signorm.signorm.optim import signorm_param_groups
+from torch_uncertainty_signorm import optim_recipes, signorm_ensemble
+from torch_uncertainty_signorm.signorm.optim import signorm_optim_recipe, signorm_param_groups
 
 
 def test_scale_logits_get_their_own_faster_group_without_weight_decay():
@@ -39,8 +39,6 @@ def test_a_module_without_signorm_layers_is_refused():
 def test_signorm_recipes_are_torch_uncertaintys_with_the_scale_logits_apart():
     from torch_uncertainty import optim_recipes as tu
 
-    from torch_uncertainty_signorm import optim_recipes
-
     model = signorm_ensemble(tiny_resnet(), 2)
     theirs, ours = tu.optim_cifar10_resnet18(model), optim_recipes.optim_cifar10_resnet18(model)
     assert type(ours["optimizer"]) is type(theirs["optimizer"])
@@ -65,31 +63,30 @@ def test_signorm_recipes_are_torch_uncertaintys_with_the_scale_logits_apart():
     assert procedure["optimizer"].param_groups[1]["lr"] == pytest.approx(10.0)
 
 
-def test_a_routine_takes_the_recipe_as_torch_uncertaintys_routines_do():
-    from torch_uncertainty_signorm.routines import SigmaNormClassificationRoutine
-    from torch_uncertainty_signorm.signorm.optim import signorm_optim_recipe
-
-    model = signorm_ensemble(tiny_resnet(), 2)
-    routine = SigmaNormClassificationRoutine(
-        model,
-        optim_recipe=signorm_optim_recipe(
-            lambda m: torch.optim.SGD(m.parameters(), lr=0.05, momentum=0.9, weight_decay=5e-4)
-        ),
-    )
-    optimizer = routine.configure_optimizers()
-    assert [g["lr"] for g in optimizer.param_groups] == pytest.approx([0.05, 5.0])
-    assert [g["weight_decay"] for g in optimizer.param_groups] == [5e-4, 0.0]
-
-
 def test_bad_recipes_name_the_problem():
-    from torch_uncertainty_signorm.signorm.optim import signorm_optim_recipe
-
     with pytest.raises(TypeError, match=r"optim_recipe must be a callable.*got SGD"):
         signorm_optim_recipe(torch.optim.SGD(torch.nn.Linear(2, 2).parameters(), lr=0.1))
-    with pytest.raises(ValueError, match=r"scale_lr_multiplier must be .* > 0, got 0"):
-        signorm_optim_recipe(lambda m: None, scale_lr_multiplier=0)
     with pytest.raises(TypeError, match="returned NoneType; expected a torch optimizer"):
         signorm_optim_recipe(lambda m: None)(signorm_ensemble(tiny_resnet(), 2))
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda recipe: signorm_optim_recipe(recipe, scale_lr_multiplier=50),
+        lambda recipe: signorm_optim_recipe(recipe, 50),  # 0.1.0's positional form
+        lambda recipe: optim_recipes.get_procedure("resnet18", "cifar10", scale_lr_multiplier=50),
+        lambda recipe: optim_recipes.get_procedure("resnet18", "cifar10", None, 50),
+    ],
+    ids=["signorm_optim_recipe", "signorm_optim_recipe-positional", "get_procedure", "positional"],
+)
+def test_a_recipe_takes_no_multiplier_and_says_the_routine_owns_it(call):
+    with pytest.raises(
+        TypeError,
+        match=r"takes no scale_lr_multiplier: the routine owns it since 0\.2\.0: "
+        r"SigmaNormClassificationRoutine\(\.\.\., scale_lr_multiplier=\.\.\.\)",
+    ):
+        call(lambda m: torch.optim.SGD(m.parameters(), lr=0.1))
 
 
 def test_member_parameters_train_m_times_faster_with_weight_decay_divided_by_m():
@@ -130,7 +127,7 @@ def test_the_default_scale_rate_follows_the_optimisers_kind():
     from torch_uncertainty_signorm.signorm.optim import (
         ADAPTIVE_SCALE_LR_MULTIPLIER as ADAPTIVE,
     )
-    from torch_uncertainty_signorm.signorm.optim import is_adaptive, signorm_optim_recipe
+    from torch_uncertainty_signorm.signorm.optim import is_adaptive
 
     assert ADAPTIVE < 100.0
     model = signorm_ensemble(tiny_resnet(), 2)
@@ -143,5 +140,3 @@ def test_the_default_scale_rate_follows_the_optimisers_kind():
         optimizer = signorm_optim_recipe(lambda m, make=make: make(m.parameters()))(model)
         assert optimizer.param_groups[-1]["lr"] == pytest.approx(0.1 * rate)
         assert is_adaptive(optimizer) == (rate == ADAPTIVE)
-    explicit = signorm_optim_recipe(lambda m: torch.optim.Adam(m.parameters(), lr=0.1), 100.0)
-    assert explicit(model).param_groups[-1]["lr"] == pytest.approx(10.0)  # as asked: the paper's

@@ -23,15 +23,12 @@ from torch_uncertainty.models.classification import resnet
 
 from torch_uncertainty_signorm import signorm_ensemble
 from torch_uncertainty_signorm.routines import SigmaNormClassificationRoutine
-from torch_uncertainty_signorm.signorm.optim import signorm_param_groups
 
 M, EPOCHS, BATCHES_PER_EPOCH = 2, 2, 5
 
 
 def _optim(routine: nn.Module) -> dict:
-    optimizer = torch.optim.SGD(
-        signorm_param_groups(routine, lr=0.05), momentum=0.9, weight_decay=5e-4
-    )
+    optimizer = torch.optim.SGD(routine.parameters(), lr=0.05, momentum=0.9, weight_decay=5e-4)
     scheduler = torch.optim.lr_scheduler.StepLR(optimizer, step_size=3, gamma=0.5)
     return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}
 

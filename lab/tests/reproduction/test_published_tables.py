@@ -194,6 +194,8 @@ def _build(block):
     if "style" in args:
         args["style"] = ResNetStyle[args["style"]]
     args.pop("checkpoint", None)  # FineTune: the architecture, not the single model's weights
+    if name == "finetune_ensemble":  # FineTune builds a σN-Ens from its checkpoint
+        module, name = "torch_uncertainty_signorm", "signorm_ensemble"
     if name == "signorm_ensemble":
         args["pretrained"] = False
     return getattr(importlib.import_module(module), name)(**args)

@@ -284,6 +284,15 @@ UNTRUSTED_EXPORTS = {
         ValueError,
         r"init_args\.checkpoint='single\.ckpt'",
     ),
+    "FineTune factory": (
+        _edit_config(_set("model.class_path", "signorm_lab.models.finetune.finetune_ensemble")),
+        ValueError,
+        (
+            r"model\.class_path='signorm_lab\.models\.finetune\.finetune_ensemble' loads "
+            r"weights from elsewhere when built; an export names "
+            r"torch_uncertainty_signorm\.signorm_ensemble"
+        ),
+    ),
     "bert_classifier without config": (
         _edit_config(
             _set(

@@ -87,9 +87,10 @@ class SigmaNormClassificationRoutine(ClassificationRoutine):
       ``torch-uncertainty`` command builds the recipe's ``optimizer:`` from these groups, and
       an ``optim_recipe`` given in Python (TorchUncertainty's, one of
       :mod:`torch_uncertainty_signorm.optim_recipes`,
-      :func:`~torch_uncertainty_signorm.signorm.optim.signorm_optim_recipe`, a user's own) is
-      built on them; a recipe whose own rates disagree with multipliers given here is refused
-      (:func:`~torch_uncertainty_signorm.routines.optimizer_groups.routine_optimizer`).
+      :func:`~torch_uncertainty_signorm.signorm.optim.signorm_optim_recipe`, a user's own such
+      as ``lambda m: torch.optim.SGD(m.parameters(), lr=0.05)``) is built on them, called
+      twice (:func:`~torch_uncertainty_signorm.routines.optimizer_groups.routine_optimizer`).
+      The multipliers are set here and nowhere else.
 
     The test values above are logged (``self.log``): ``trainer.test`` returns them and a
     Lightning ``Trainer`` prints them (TorchUncertainty's ``TUTrainer`` prints its own
@@ -132,7 +133,9 @@ class SigmaNormClassificationRoutine(ClassificationRoutine):
             is an error.
         **kwargs: Every other argument of ``ClassificationRoutine``. ``format_batch_fn``
             defaults to ``RepeatTarget(M)``; another repeat count is an error. Recipes leave
-            both unset, so the model's ``num_estimators`` alone sets M.
+            both unset, so the model's ``num_estimators`` alone sets M. ``optim_recipe`` is a
+            callable building the optimizer on ``model.parameters()`` (a built optimizer
+            cannot take the routine's groups, and is refused).
     """
 
     def __init__(

@@ -11,7 +11,6 @@ Example:
 from __future__ import annotations
 
 import dataclasses
-from pathlib import Path
 from typing import Literal
 
 from ..members.config import (
@@ -32,8 +31,9 @@ class SigmaNormConfig(MethodConfig):
     """The settings of a σNorm-Ensemble
     (:class:`~torch_uncertainty_signorm.SigmaNormEnsemble`, whose arguments document each).
 
-    Every value is checked when the config is made; ``checkpoint`` is kept as a string and
-    ``regularized_layers`` as a string or a tuple of names.
+    Every value is checked when the config is made; ``regularized_layers`` is kept as a string
+    or a tuple of names. The settings are the method's only: which weights the backbone starts
+    from is not one of them (the lab's ``finetune_ensemble`` loads a single model's checkpoint).
 
     Raises:
         ValueError: Naming the field and its valid values.
@@ -41,7 +41,6 @@ class SigmaNormConfig(MethodConfig):
 
     num_classes: int | None = None
     pretrained: bool = False
-    checkpoint: str | None = None
     regularized_layers: str | tuple[str, ...] = "all"
     tau: float = DEFAULT_TAU
     diversity_strength: float = DEFAULT_DIVERSITY_STRENGTH
@@ -62,19 +61,11 @@ class SigmaNormConfig(MethodConfig):
         check_wrapper_settings(self.num_classes, self.head, self.expand_at)
         if not isinstance(self.pretrained, bool):
             raise ValueError(f"pretrained must be True or False, got {self.pretrained!r}.")
-        if self.checkpoint is not None and not isinstance(self.checkpoint, (str, Path)):
-            raise ValueError(f"checkpoint must be a path or None, got {self.checkpoint!r}.")
-        if self.checkpoint is not None and not self.pretrained:
-            raise ValueError(
-                f"checkpoint={str(self.checkpoint)!r} needs pretrained=True: from-scratch σNorm "
-                f"would discard the checkpoint's normalization layers."
-            )
         normalized = {
             "tau": tau,
             "diversity_strength": strength,
             "scale_init_std": check_positive_number("scale_init_std", self.scale_init_std, True),
             "member_spread": check_positive_number("member_spread", self.member_spread, True),
-            "checkpoint": None if self.checkpoint is None else str(self.checkpoint),
             "regularized_layers": self.regularized_layers
             if isinstance(self.regularized_layers, str)
             else tuple(self.regularized_layers),

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import importlib
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
 import torch
-from signorm_lab.safety.checkpoints import read_backbone_checkpoint
 from torch import Tensor, nn
 
 from ..members.heads import MemberHeads
@@ -50,33 +51,61 @@ def _split_batch(inputs: Tensor | Mapping[str, Any], size: int, batch_size: int)
     return parts
 
 
-def _check_pretrained_state(
-    model: nn.Module, state: Mapping[str, Tensor], norm_names: Sequence[str], checkpoint: Any
-) -> None:
+#: The release that removes ``checkpoint=`` (deprecated in 0.2.0).
+CHECKPOINT_REMOVED_IN = "0.3.0"
+#: Where a single model's checkpoint is read since 0.2.0: the lab's FineTune factory.
+FINETUNE_FACTORY = "signorm_lab.models.finetune.finetune_ensemble"
+
+
+def _check_pretrained_state(model: nn.Module, norm_names: Sequence[str]) -> None:
     """``pretrained=True`` needs trained weights: norm layers all at their initial values
     (scale 1, shift 0, no BatchNorm statistics) mean that none were loaded."""
     name = type(model).__name__
+    state = model.state_dict()
     if any(tensor.is_meta for tensor in state.values()):
         raise ValueError(
             f"pretrained=True needs the weights of {name}, which is on the meta device (no "
             f"values): materialise and load them first (model.to_empty(device=...), then "
             f"load_state_dict), or use pretrained=False to train from scratch."
         )
-    if not norms_at_initial_state(state, norm_names):
-        return
-    if checkpoint is not None:
+    if norms_at_initial_state(state, norm_names):
         raise ValueError(
-            f"checkpoint='{checkpoint}' holds an untrained {name}: every normalization layer is "
-            f"at its initial state (scale 1, shift 0, no BatchNorm statistics). Pass the "
-            f"checkpoint of the trained single model."
+            f"pretrained=True but every normalization layer of {name} is at its initial state "
+            f"(scale 1, shift 0, no BatchNorm statistics): no pretrained weights were loaded. "
+            f"Load them into the backbone first (model.load_state_dict(...)), build from a "
+            f"single model's checkpoint with the lab's {FINETUNE_FACTORY} (its recipes take "
+            f"--routine.init_args.model.init_args.checkpoint=path/to/single.ckpt), or use "
+            f"pretrained=False to train from scratch."
         )
-    raise ValueError(
-        f"pretrained=True but every normalization layer of {name} is at its initial state "
-        f"(scale 1, shift 0, no BatchNorm statistics): no pretrained weights were loaded. Pass "
-        f"checkpoint=<the single model's .ckpt, .pt or .safetensors> (in a recipe: "
-        f"--routine.init_args.model.init_args.checkpoint=path/to/single.ckpt), load weights "
-        f"into the backbone first, or use pretrained=False to train from scratch."
+
+
+def _load_deprecated_checkpoint(model: nn.Module, checkpoint: str | Path, pretrained: bool) -> None:
+    """``checkpoint=`` as in 0.1.0, with a ``FutureWarning``: loaded into ``model`` by the lab's
+    FineTune loader, imported only here (the method reads no file itself)."""
+    if not pretrained:
+        raise ValueError(
+            f"checkpoint={str(checkpoint)!r} needs pretrained=True: from-scratch σNorm would "
+            f"discard the checkpoint's normalization layers."
+        )
+    warnings.warn(
+        f"signorm_ensemble(..., checkpoint=...) is deprecated and will be removed in "
+        f"{CHECKPOINT_REMOVED_IN}: the lab's {FINETUNE_FACTORY}(model, num_estimators, "
+        f"checkpoint, ...) reads the single model's checkpoint (in a recipe: that class_path, "
+        f"the same init_args), or load the weights into the backbone first.",
+        FutureWarning,
+        stacklevel=3,  # the constructor's caller
     )
+    try:
+        finetune = importlib.import_module(FINETUNE_FACTORY.rpartition(".")[0])
+    except ModuleNotFoundError as error:
+        if error.name is None or not error.name.startswith("signorm_lab"):
+            raise
+        raise ImportError(
+            f"checkpoint={str(checkpoint)!r} is read by the lab: pip install signorm-lab (the "
+            f"lab, in the repository's lab/ folder), or load the weights into the backbone first "
+            f"and leave checkpoint unset."
+        ) from None
+    finetune.load_single_model(model, checkpoint)
 
 
 class SigmaNormEnsemble(MemberWrapper):
@@ -102,9 +131,10 @@ class SigmaNormEnsemble(MemberWrapper):
             norm layers are all at their initial values (nothing pretrained was loaded);
             ``False`` builds from-scratch σNorm with :math:`\gamma \sim \mathcal{N}(0, 1)`
             and no shift.
-        checkpoint: A single model's checkpoint (TorchUncertainty/Lightning ``.ckpt``, torch
-            state dict or ``.safetensors``) loaded into ``model`` before the conversion;
-            requires ``pretrained=True`` (the σN-Ens FineTune recipe).
+        checkpoint: Deprecated, removed in 0.3.0 (it warns): a single model's checkpoint,
+            loaded into ``model`` before the conversion by the lab (``pip install
+            signorm-lab``), whose ``signorm_lab.models.finetune.finetune_ensemble`` builds
+            FineTune now; this constructor reads no file. Requires ``pretrained=True``.
         regularized_layers: Layers the diversity regularizer acts on: a preset
             (``"all"``, ``"resnet18"``, ``"resnet50"``, ``"wideresnet28x10"``,
             ``"transformer"``), a regex matching whole layer names, or a list of names or
@@ -153,7 +183,7 @@ class SigmaNormEnsemble(MemberWrapper):
         *,
         num_classes: int | None = _DEFAULT.num_classes,
         pretrained: bool = _DEFAULT.pretrained,
-        checkpoint: str | Path | None = _DEFAULT.checkpoint,
+        checkpoint: str | Path | None = None,
         regularized_layers: str | Sequence[str] = _DEFAULT.regularized_layers,
         tau: float = _DEFAULT.tau,
         diversity_strength: float = _DEFAULT.diversity_strength,
@@ -170,7 +200,6 @@ class SigmaNormEnsemble(MemberWrapper):
             {
                 "num_classes": num_classes,
                 "pretrained": pretrained,
-                "checkpoint": checkpoint,
                 "regularized_layers": regularized_layers,
                 "tau": tau,
                 "diversity_strength": diversity_strength,
@@ -193,15 +222,13 @@ class SigmaNormEnsemble(MemberWrapper):
         self.regularized_layer_names = select_layers(norm_names, config.regularized_layers)
         classifier, in_features, replaced_classes = find_classifier(model, config.head)
         expand_at = self.expansion_point(model, config.expand_at, norm_names)
-        checkpoint, pretrained = config.checkpoint, config.pretrained
-        state = None if checkpoint is None else read_backbone_checkpoint(model, checkpoint)
+        pretrained = config.pretrained
+        if checkpoint is not None:
+            _load_deprecated_checkpoint(model, checkpoint, pretrained)
         if pretrained:
-            current = model.state_dict() if state is None else state
-            _check_pretrained_state(model, current, norm_names, checkpoint)
+            _check_pretrained_state(model, norm_names)
         placement = classifier_placement(model, classifier)
 
-        if state is not None:
-            model.load_state_dict(state)
         converted = convert_norm_layers(
             model,
             num_estimators,
@@ -318,7 +345,7 @@ def signorm_ensemble(
     *,
     num_classes: int | None = _DEFAULT.num_classes,
     pretrained: bool = _DEFAULT.pretrained,
-    checkpoint: str | Path | None = _DEFAULT.checkpoint,
+    checkpoint: str | Path | None = None,
     regularized_layers: str | Sequence[str] = _DEFAULT.regularized_layers,
     tau: float = _DEFAULT.tau,
     diversity_strength: float = _DEFAULT.diversity_strength,

@@ -2,13 +2,17 @@
 
 :func:`signorm_optim_recipe` turns any TorchUncertainty ``optim_recipe`` (a callable mapping a
 model to its optimizer, or to ``{"optimizer": ..., "lr_scheduler": ...}``) into its σN-Ens
-version; :mod:`torch_uncertainty_signorm.optim_recipes` holds those of TorchUncertainty's
-recipes.
+version, at the default rates (:func:`scale_rate`); :mod:`torch_uncertainty_signorm.optim_recipes`
+holds those of TorchUncertainty's recipes. Given to
+:class:`~torch_uncertainty_signorm.routines.SigmaNormClassificationRoutine`, any recipe is built
+on the routine's groups instead (:func:`build_on_groups`): the routine alone owns the
+learning-rate multipliers.
 """
 
 from __future__ import annotations
 
 import functools
+import inspect
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -23,18 +27,19 @@ from .layers import SigmaNorm
 __all__ = [
     "ADAPTIVE_SCALE_LR_MULTIPLIER",
     "DEFAULT_SCALE_LR_MULTIPLIER",
+    "MULTIPLIER_OWNER",
     "build_on_groups",
     "is_adaptive",
     "recipe_optimizer",
+    "refuse_scale_lr_multiplier",
     "scale_rate",
     "signorm_optim_recipe",
     "signorm_param_groups",
-    "unwrap_signorm_recipe",
+    "wrapped_recipe",
 ]
 
-#: The attribute of a :func:`signorm_optim_recipe` holding ``(recipe, scale_lr_multiplier)``,
-#: the recipe it wraps and the multiplier it was given, so that a routine can apply its own
-#: multipliers to the wrapped recipe (or refuse a conflict) instead of inheriting them.
+#: The attribute of a :func:`signorm_optim_recipe` holding the recipe it wraps, which a routine
+#: builds on its own groups (:func:`wrapped_recipe`).
 _WRAPPED = "signorm_wrapped_recipe"
 
 #: Learning-rate multiplier of the σNorm scales under SGD-type optimisers (paper Appendix
@@ -150,12 +155,16 @@ class _ParamGroups:
         return iter(self.groups)
 
 
+def _name(recipe: Callable) -> str:
+    return getattr(recipe, "__qualname__", type(recipe).__name__)
+
+
 def recipe_optimizer(procedure: Any, recipe: Callable) -> Optimizer:
     """The optimizer an ``optim_recipe`` returned (alone, or under ``"optimizer"``)."""
     optimizer = procedure.get("optimizer") if isinstance(procedure, dict) else procedure
     if not isinstance(optimizer, Optimizer):
         raise TypeError(
-            f"optim_recipe {getattr(recipe, '__name__', recipe)!r} returned "
+            f"optim_recipe {_name(recipe)!r} returned "
             f"{type(procedure).__name__}; expected a torch optimizer or a dict with one under "
             f"'optimizer', as TorchUncertainty's routines take."
         )
@@ -172,10 +181,28 @@ def build_on_groups(
     """What ``optim_recipe(model)`` returns, its optimizer built on ``groups_for(lr,
     weight_decay, adaptive)`` instead of ``model.parameters()``.
 
-    The recipe is called twice: on ``model`` to read its learning rate, weight decay and kind
-    (:func:`is_adaptive`), then on the groups, so that its scheduler scales every group.
+    The recipe is called twice: on ``model``, to read its optimizer's learning rate, weight
+    decay and kind (:func:`is_adaptive`), which the groups depend on; then on the groups, so
+    that its scheduler is built on them and scales every group. It must build its optimizer
+    from ``model.parameters()``, as TorchUncertainty's recipes do: the groups are built here.
+
+    Raises:
+        TypeError: If the recipe returns no optimizer.
+        ValueError: If its optimizer does not hold ``model.parameters()`` as one group (the
+            recipe builds groups of its own), naming the recipe.
     """
     optimizer = recipe_optimizer(optim_recipe(model, *args, **kwargs), optim_recipe)
+    given = [{id(p) for p in group["params"]} for group in optimizer.param_groups]
+    expected = {id(p) for p in model.parameters()}
+    if len(given) != 1 or given[0] != expected:
+        raise ValueError(
+            f"optim_recipe {_name(optim_recipe)!r} builds its optimizer on {len(given)} "
+            f"parameter group(s) of its own, holding {len(set().union(*given) & expected)} of "
+            f"the model's {len(expected)} parameters; σN-Ens builds the groups (the σNorm "
+            f"scale logits apart, at the routine's scale_lr_multiplier and "
+            f"member_lr_multiplier): build the optimizer on model.parameters(), e.g. "
+            f"lambda model: torch.optim.SGD(model.parameters(), lr=0.05)."
+        )
     groups = groups_for(
         optimizer.defaults["lr"], optimizer.defaults.get("weight_decay"), is_adaptive(optimizer)
     )
@@ -184,81 +211,93 @@ def build_on_groups(
     return procedure
 
 
-def unwrap_signorm_recipe(
-    optim_recipe: Callable[..., Any],
-) -> tuple[Callable[..., Any], float | None]:
-    """``(the recipe a signorm_optim_recipe wraps, the multiplier it was given)``; any other
-    recipe comes back as it is, with ``None``."""
-    return getattr(optim_recipe, _WRAPPED, (optim_recipe, None))
+def wrapped_recipe(optim_recipe: Callable[..., Any]) -> Callable[..., Any]:
+    """The recipe a :func:`signorm_optim_recipe` wraps; any other recipe as it is."""
+    return getattr(optim_recipe, _WRAPPED, optim_recipe)
 
 
-def signorm_optim_recipe(
-    optim_recipe: Callable[..., Any], scale_lr_multiplier: float | None = None
-) -> Callable[..., Any]:
+#: Where the scale logits' multiplier is set since 0.2.0 (``signorm_optim_recipe`` and
+#: ``get_procedure`` took it in 0.1.0).
+MULTIPLIER_OWNER = (
+    "the routine owns it since 0.2.0: SigmaNormClassificationRoutine(..., "
+    "scale_lr_multiplier=...) (recipe key routine.init_args.scale_lr_multiplier); in a "
+    "training loop of your own, torch.optim.SGD(signorm_param_groups(model, lr, "
+    "scale_lr_multiplier), lr=lr)"
+)
+
+
+def refuse_scale_lr_multiplier(function: Callable[..., Any]) -> Callable[..., Any]:
+    """``function``, refusing the ``scale_lr_multiplier`` it took in 0.1.0 (by keyword, or as
+    the positional argument after its own) with a ``TypeError`` saying where it is set now
+    (:data:`MULTIPLIER_OWNER`)."""
+    positional = sum(
+        p.kind is p.POSITIONAL_OR_KEYWORD for p in inspect.signature(function).parameters.values()
+    )
+
+    @functools.wraps(function)
+    def refusing(*args: Any, **kwargs: Any) -> Any:
+        if "scale_lr_multiplier" in kwargs or len(args) > positional:
+            raise TypeError(
+                f"{function.__name__}() takes no scale_lr_multiplier: {MULTIPLIER_OWNER}."
+            )
+        return function(*args, **kwargs)
+
+    return refusing
+
+
+@refuse_scale_lr_multiplier
+def signorm_optim_recipe(optim_recipe: Callable[..., Any]) -> Callable[..., Any]:
     """The σN-Ens version of a TorchUncertainty ``optim_recipe``.
 
     The returned callable takes the model (and the recipe's other arguments) and returns what
     ``optim_recipe`` returns, with the optimizer built on :func:`signorm_param_groups`: the
-    σNorm scale logits at ``scale_lr_multiplier`` × the recipe's learning rate without weight
-    decay, everything else as the recipe sets it. The recipe's scheduler is built on that
-    optimizer, so it scales both groups. The recipe is called twice (the first time to read its
-    learning rate); it must build its optimizer from ``model.parameters()``, as
-    TorchUncertainty's recipes do.
+    σNorm scale logits at :func:`scale_rate` × the recipe's learning rate (100× under SGD-type
+    optimisers, 3× under adaptive ones) without weight decay, everything else as the recipe
+    sets it. The recipe's scheduler is built on that optimizer, so it scales both groups. The
+    recipe is called twice (:func:`build_on_groups`); it must build its optimizer from
+    ``model.parameters()``, as TorchUncertainty's recipes do.
 
     Given to :class:`~torch_uncertainty_signorm.routines.SigmaNormClassificationRoutine`, the
-    wrapped recipe is built on the routine's groups, so the routine's ``scale_lr_multiplier``
-    and ``member_lr_multiplier`` act; a ``scale_lr_multiplier`` given here and a different one
-    given to the routine is refused.
+    recipe it wraps is built on the routine's groups instead: the routine alone sets the
+    rates (``scale_lr_multiplier``, ``member_lr_multiplier``).
 
     Args:
         optim_recipe: A callable ``(model, ...) -> optimizer or {"optimizer": ...,
             "lr_scheduler": ...}``, e.g. ``torch_uncertainty.optim_recipes.optim_cifar10_resnet18``
             or ``lambda model: torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)``.
-        scale_lr_multiplier: Learning-rate multiplier of the scale logits; ``None``:
-            :func:`scale_rate` for the recipe's optimiser (:func:`is_adaptive`).
 
     Raises:
-        ValueError: If ``scale_lr_multiplier`` is no finite number > 0 (at once), or the model
-            holds no σNorm layer (when called).
-        TypeError: If ``optim_recipe`` is not callable, or returns no optimizer.
+        TypeError: If ``optim_recipe`` is not callable, a ``scale_lr_multiplier`` is given (the
+            routine's since 0.2.0), or the recipe returns no optimizer (when called).
+        ValueError: If the model holds no σNorm layer, or the recipe builds parameter groups of
+            its own (when called).
 
     Example:
-        >>> routine = SigmaNormClassificationRoutine(
-        ...     model, optim_recipe=signorm_optim_recipe(optim_cifar10_resnet18))
+        >>> optimizer = signorm_optim_recipe(
+        ...     lambda m: torch.optim.SGD(m.parameters(), lr=0.05, momentum=0.9))(model)
     """
     if not callable(optim_recipe):
         raise TypeError(
             f"optim_recipe must be a callable taking the model (a TorchUncertainty optim "
             f"recipe), got {type(optim_recipe).__name__}."
         )
-    if scale_lr_multiplier is not None:
-        check_positive_number("scale_lr_multiplier", scale_lr_multiplier)
 
     @functools.wraps(optim_recipe)
     def recipe(model: nn.Module, *args: Any, **kwargs: Any) -> Any:
         return build_on_groups(
             optim_recipe,
             model,
-            lambda lr, _decay, adaptive: signorm_param_groups(
-                model, lr, scale_lr_multiplier, adaptive=adaptive
-            ),
+            lambda lr, _decay, adaptive: signorm_param_groups(model, lr, adaptive=adaptive),
             *args,
             **kwargs,
         )
 
-    setattr(recipe, _WRAPPED, (optim_recipe, scale_lr_multiplier))
-
-    rate = (
-        f"{DEFAULT_SCALE_LR_MULTIPLIER:g}x (SGD-type) or {ADAPTIVE_SCALE_LR_MULTIPLIER:g}x "
-        f"(adaptive optimisers)"
-        if scale_lr_multiplier is None
-        else f"{scale_lr_multiplier:g}x"
-    )
+    setattr(recipe, _WRAPPED, optim_recipe)
     recipe.__doc__ = (
         f"σN-Ens version of {getattr(optim_recipe, '__qualname__', 'a recipe')}"
-        f" (:func:`~torch_uncertainty_signorm.signorm.optim.signorm_optim_recipe`): "
-        f"the "
-        f"σNorm scale logits at {rate} its learning rate, "
-        f"without weight decay.\n\n" + (optim_recipe.__doc__ or "")
+        f" (:func:`~torch_uncertainty_signorm.signorm.optim.signorm_optim_recipe`): the σNorm "
+        f"scale logits at {DEFAULT_SCALE_LR_MULTIPLIER:g}x (SGD-type) or "
+        f"{ADAPTIVE_SCALE_LR_MULTIPLIER:g}x (adaptive optimisers) its learning rate, without "
+        f"weight decay.\n\n" + (optim_recipe.__doc__ or "")
     )
     return recipe

@@ -20,8 +20,9 @@ exportable models of :mod:`~signorm_lab.safety.model_registry`, plus the exact
 imported or built.
 
 **Exports are self-contained**: ``config.json`` describes the architecture alone, so loading
-needs neither the FineTune ``checkpoint``, nor ``pretrained_path``, nor a download; the
-weights come from the safetensors files (a ``bert_classifier`` stores its Hugging Face
+needs neither the FineTune ``checkpoint`` (a ``finetune_ensemble`` run is exported as the
+``signorm_ensemble`` with ``pretrained=True`` it built), nor ``pretrained_path``, nor a
+download; the weights come from the safetensors files (a ``bert_classifier`` stores its Hugging Face
 configuration, see :func:`~signorm_lab.models.backbones.bert_config`), and the
 regularized layers are stored by name. Loading refuses a model block asking for weights
 from elsewhere, and checks the architecture against the safetensors headers before

@@ -97,7 +97,10 @@ def portable(node: Any) -> Any:
     value building the architecture alone (``pretrained=False`` on the backbone factories; the
     σN-Ens ``pretrained`` conversion flag stays: it decides the parameter and buffer layout),
     and an argument the registry says an export stores (a ``bert_classifier``'s Hugging Face
-    configuration) is computed, without weights, from where the model was built.
+    configuration) is computed, without weights, from where the model was built. A factory
+    that loads weights and builds another class (the registry's ``exported_as``: FineTune's
+    ``finetune_ensemble``) is written as that class, with its arguments
+    (``signorm_ensemble``, ``pretrained=True``).
     """
     if isinstance(node, list):
         return [portable(value) for value in node]
@@ -118,6 +121,9 @@ def portable(node: Any) -> Any:
             init_args.pop(key, None)
         else:
             init_args[key] = value
+    exported_as = registry_value(class_path, "exported_as", None)
+    if exported_as is not None:
+        class_path, init_args = exported_as[0], {**init_args, **exported_as[1]}
     return {"class_path": class_path, "init_args": init_args}
 
 
@@ -144,6 +150,12 @@ def check_self_contained(node: Any, where: str = "model") -> None:
             check_self_contained(item, f"{where}.{key}")
         return
     init_args, class_path = node.get("init_args") or {}, node["class_path"]
+    exported_as = registry_value(class_path, "exported_as", None)
+    if exported_as is not None:
+        raise ValueError(
+            f"{where}.class_path={class_path!r} loads weights from elsewhere when built; an "
+            f"export names {exported_as[0]} instead (the export command writes it)."
+        )
     layout_flags = registry_value(class_path, "layout_flags", ())
     for key in model_registry.fetching_arguments():
         value = init_args.get(key)

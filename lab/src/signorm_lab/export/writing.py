@@ -48,7 +48,8 @@ def export_ensemble(
         model: The trained ensemble.
         spec: The ``class_path``/``init_args`` block that built it (a recipe's
             ``routine.init_args.model``); stored architecture-only (no ``checkpoint``,
-            ``pretrained_path`` or download, see :mod:`signorm_lab.export`),
+            ``pretrained_path`` or download, see :mod:`signorm_lab.export`; a FineTune
+            ``finetune_ensemble`` block as ``signorm_ensemble`` with ``pretrained=True``),
             with the names of the regularized layers instead of the pattern that selected them.
         directory: Output directory (created).
         members: Also write every member as a plain model (:func:`member_model`), each file

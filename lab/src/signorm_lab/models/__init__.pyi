@@ -5,6 +5,8 @@ from .backbones import bert_classifier as bert_classifier
 from .backbones import bert_config as bert_config
 from .backbones import timm_vit as timm_vit
 from .backbones import wideresnet28 as wideresnet28
+from .finetune import finetune_ensemble as finetune_ensemble
+from .finetune import load_single_model as load_single_model
 from .packaged import efficientnet_lite0_classifier as efficientnet_lite0_classifier
 from .packaged import efficientnet_lite0_weights as efficientnet_lite0_weights
 from .packaged import minilm_classifier as minilm_classifier

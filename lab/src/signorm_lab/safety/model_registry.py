@@ -23,7 +23,11 @@ other paths of the same object), and what the safety checks need to know about i
 * ``layout_flags``: arguments named like a weight source that only choose the parameter
   layout (σN-Ens's ``pretrained`` conversion flag);
 * ``stored_argument``: an argument an export must carry because the factory would otherwise
-  read it from a directory or the hub (a ``bert_classifier``'s Hugging Face ``config``).
+  read it from a directory or the hub (a ``bert_classifier``'s Hugging Face ``config``);
+* ``exported_as``: for a factory that loads weights and then builds another registered class
+  (FineTune's ``finetune_ensemble``: a single model's checkpoint, then ``signorm_ensemble`` with
+  ``pretrained=True``), that class's path and the arguments it is built with; an export writes
+  it (the architecture alone) and never names the factory.
 
 The trust rule these entries serve: the recipe given to ``torch-uncertainty`` and the command
 line are the user's (trusted, as code); a checkpoint, an export's files and a recipe given to
@@ -94,9 +98,13 @@ class ModelEntry:
     weight_sources: Mapping[str, Any] = field(default_factory=dict)
     layout_flags: tuple[str, ...] = ()
     stored_argument: StoredArgument | None = None
+    exported_as: tuple[str, Mapping[str, Any]] | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "weight_sources", MappingProxyType(dict(self.weight_sources)))
+        if self.exported_as is not None:
+            path, arguments = self.exported_as
+            object.__setattr__(self, "exported_as", (path, MappingProxyType(dict(arguments))))
 
     @property
     def class_paths(self) -> tuple[str, ...]:
@@ -122,7 +130,8 @@ _LAB = "signorm_lab"
 _TU_MODELS = "torch_uncertainty.models.classification"
 _BACKBONE_WEIGHTS = {"pretrained": False, "pretrained_path": None}
 
-# σNorm-Ensembles: the factory and the class, each also where it is defined.
+# σNorm-Ensembles: the factory and the class, each also where it is defined (``checkpoint``:
+# their deprecated FineTune argument, which 0.1.0's recipes set).
 for _name in ("signorm_ensemble", "SigmaNormEnsemble"):
     _register(
         ModelEntry(
@@ -136,7 +145,19 @@ for _name in ("signorm_ensemble", "SigmaNormEnsemble"):
         )
     )
 
-# Their settings, given as one object (``config:``); its ``checkpoint`` fetches weights too.
+# FineTune: a single model's checkpoint loaded, then converted; exported as the σN-Ens factory.
+_register(
+    ModelEntry(
+        "signorm_lab.models.finetune.finetune_ensemble",
+        "ensemble",
+        allow_listed=True,
+        exportable=True,
+        weight_sources={"checkpoint": None},
+        exported_as=(f"{_PACKAGE}.signorm_ensemble", {"pretrained": True}),
+    )
+)
+
+# Their settings, given as one object (``config:``).
 _register(
     ModelEntry(
         f"{_PACKAGE}.SigmaNormConfig",
@@ -144,7 +165,6 @@ _register(
         (f"{_PACKAGE}.signorm.config.SigmaNormConfig",),
         allow_listed=True,
         exportable=True,
-        weight_sources={"checkpoint": None},
         layout_flags=("pretrained",),
     )
 )
