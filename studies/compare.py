@@ -25,8 +25,6 @@ from collections.abc import Callable, Sequence
 
 import torch
 from lightning.pytorch import seed_everything
-from signorm_lab.datamodules import DigitsDataModule
-from signorm_lab.reproduction.tables import format_table
 from torch import nn
 from torch_uncertainty.methods import deep_ensembles
 from torch_uncertainty.models import classification as tu_models
@@ -34,6 +32,8 @@ from torch_uncertainty.routines import ClassificationRoutine
 from torch_uncertainty.transforms import RepeatTarget
 from torch_uncertainty.utils import TUTrainer
 
+from signorm_lab.datamodules import DigitsDataModule
+from signorm_lab.reproduction.tables import format_table
 from torch_uncertainty_signorm.routines import SigmaNormClassificationRoutine
 from torch_uncertainty_signorm.signorm.ensemble import signorm_ensemble
 from torch_uncertainty_signorm.signorm.regularization import DEFAULT_DIVERSITY_STRENGTH, DEFAULT_TAU

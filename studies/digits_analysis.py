@@ -23,11 +23,11 @@ import torch
 from matplotlib.figure import Figure
 from safetensors.torch import load_file
 from scipy import stats
+from sklearn.metrics import roc_auc_score
+
 from signorm_lab.reproduction.results_table import write_rows
 from signorm_lab.reproduction.runs import Run, find_runs
 from signorm_lab.reproduction.tables import markdown_table
-from sklearn.metrics import roc_auc_score
-
 from torch_uncertainty_signorm.evaluation.diversity import mutual_information
 
 from . import digits_design as study

@@ -36,6 +36,7 @@ from typing import Any
 
 from matplotlib.figure import Figure
 from scipy import stats
+
 from signorm_lab.evaluation.eval_sets import SEVERITIES
 from signorm_lab.reproduction.results_table import mean_std, write_rows
 from signorm_lab.reproduction.runs import Run, find_runs, iter_groups

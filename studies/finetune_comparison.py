@@ -36,6 +36,7 @@ import csv
 from pathlib import Path
 
 import yaml
+
 from signorm_lab.reproduction.paired import equivalence_test
 
 from .stats import holm, paired_difference

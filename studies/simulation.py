@@ -25,8 +25,8 @@ import time
 from collections.abc import Sequence
 
 import torch
-from signorm_lab.reproduction.tables import format_table
 
+from signorm_lab.reproduction.tables import format_table
 from torch_uncertainty_signorm.evaluation.diversity import pairwise_cosine
 from torch_uncertainty_signorm.signorm.regularization import sharing_penalty
 

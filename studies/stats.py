@@ -25,8 +25,9 @@ from collections.abc import Sequence
 
 import numpy as np
 from scipy import stats
-from signorm_lab.reproduction.paired import mean_interval
 from statsmodels.stats.multitest import multipletests
+
+from signorm_lab.reproduction.paired import mean_interval
 
 __all__ = [
     "EXACT_UP_TO",

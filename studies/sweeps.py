@@ -33,7 +33,6 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from signorm_lab.reproduction.runs import RESULTS_FILENAME, SETTINGS_FILENAME
-
 from torch_uncertainty_signorm.signorm.regularization import DEFAULT_DIVERSITY_STRENGTH, DEFAULT_TAU
 
 from . import compare
@@ -145,10 +144,11 @@ def run_digits_point(
     from lightning.pytorch import seed_everything
     from lightning.pytorch.loggers import CSVLogger
     from safetensors.torch import save_file
+    from torch_uncertainty.utils import TUTrainer
+
     from signorm_lab.callbacks import ResultsCSVCallback
     from signorm_lab.datamodules import DigitsDataModule
     from signorm_lab.safety.files import follow_umask
-    from torch_uncertainty.utils import TUTrainer
 
     log_dir = Path(log_dir)
     if (log_dir / RESULTS_FILENAME).is_file():

@@ -22,7 +22,6 @@ from pathlib import Path
 
 from signorm_lab.reproduction.runs import read_results
 from signorm_lab.reproduction.tables import format_table
-
 from torch_uncertainty_signorm.signorm.diversity_target import TARGET_TOLERANCE
 
 RECIPE = Path(__file__).resolve().parents[1] / "experiments" / "digits_signorm.yaml"

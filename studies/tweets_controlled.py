@@ -33,6 +33,8 @@ from pathlib import Path
 import numpy as np
 from safetensors.torch import load_file
 from scipy import stats
+from sklearn.metrics import roc_auc_score
+
 from signorm_lab.reproduction.results_table import write_rows
 from signorm_lab.reproduction.runs import (
     RESULTS_FILENAME,
@@ -41,8 +43,6 @@ from signorm_lab.reproduction.runs import (
     find_runs,
 )
 from signorm_lab.reproduction.tables import markdown_table
-from sklearn.metrics import roc_auc_score
-
 from torch_uncertainty_signorm.evaluation.diversity import mutual_information
 
 from ._command import study_command, train_runs

@@ -22,10 +22,10 @@ from pathlib import Path
 
 import torch
 from lightning.pytorch import seed_everything
-from signorm_lab.datamodules import TweetsDataModule
-from signorm_lab.models.packaged import minilm_classifier
 from torch import nn
 
+from signorm_lab.datamodules import TweetsDataModule
+from signorm_lab.models.packaged import minilm_classifier
 from torch_uncertainty_signorm import signorm_ensemble
 from torch_uncertainty_signorm.optim_recipes import WarmupCosineLR
 from torch_uncertainty_signorm.signorm.layers import SigmaNorm

@@ -32,9 +32,9 @@ from pathlib import Path
 
 import torch
 from safetensors.torch import load_file
+
 from signorm_lab.reproduction.results_table import write_rows
 from signorm_lab.reproduction.tables import markdown_table
-
 from torch_uncertainty_signorm.evaluation.diversity import mutual_information
 
 from ._command import train_runs

@@ -28,6 +28,8 @@ import numpy as np
 import torch
 from matplotlib.figure import Figure
 from safetensors.torch import load_file
+from sklearn.metrics import roc_auc_score
+
 from signorm_lab.reproduction.results_table import mean_std, paper_metrics, write_rows
 from signorm_lab.reproduction.runs import (
     RESULTS_FILENAME,
@@ -36,8 +38,6 @@ from signorm_lab.reproduction.runs import (
     find_runs,
 )
 from signorm_lab.reproduction.tables import markdown_table
-from sklearn.metrics import roc_auc_score
-
 from torch_uncertainty_signorm.evaluation.diversity import mutual_information
 
 from . import figures

@@ -2,10 +2,10 @@
 
 import pytest
 import torch
+
 from fixtures.backbones import tiny_resnet, tiny_vit
 from signorm_lab.baselines import film_ensemble, lora_ensemble
 from signorm_lab.evaluation.eval_sets import check_eval_flags
-
 from torch_uncertainty_signorm import signorm_ensemble
 from torch_uncertainty_signorm.evaluation.prediction import member_probabilities
 from torch_uncertainty_signorm.routines import SigmaNormClassificationRoutine

@@ -10,6 +10,7 @@ import json
 
 import pytest
 import torch
+
 from fixtures.backbones import randomize_norms, tiny_resnet, tiny_signorm_spec, tiny_vit
 from signorm_lab.baselines import (
     FiLMConfig,
@@ -20,7 +21,6 @@ from signorm_lab.baselines import (
     lora_ensemble,
 )
 from signorm_lab.export import build_model, export_ensemble, load_ensemble
-
 from torch_uncertainty_signorm import SigmaNormConfig, SigmaNormEnsemble, signorm_ensemble
 
 FIELDS = [field.name for field in dataclasses.fields(SigmaNormConfig)]

@@ -17,13 +17,13 @@ import pytest
 import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
-from fixtures.backbones import relative_error, tiny_resnet
-from fixtures.synthetic_datamodule import SyntheticDataModule
 from lightning.pytorch.plugins.layer_sync import TorchSyncBatchNorm
-from signorm_lab.baselines import film_ensemble
-from signorm_lab.cli import cli_main
 from torch import nn
 
+from fixtures.backbones import relative_error, tiny_resnet
+from fixtures.synthetic_datamodule import SyntheticDataModule
+from signorm_lab.baselines import film_ensemble
+from signorm_lab.cli import cli_main
 from torch_uncertainty_signorm import SigmaBatchNorm2d, signorm_ensemble
 from torch_uncertainty_signorm.members.distributed import (
     MemberSyncBatchNorm,

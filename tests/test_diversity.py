@@ -108,7 +108,6 @@ def test_the_weight_measures_take_the_model_or_its_importances_and_return_no_gra
     import warnings
 
     from fixtures.backbones import tiny_resnet
-
     from torch_uncertainty_signorm import signorm_ensemble
     from torch_uncertainty_signorm.evaluation.diversity import ownership_fractions
 

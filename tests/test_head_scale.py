@@ -11,10 +11,10 @@ import copy
 
 import pytest
 import torch
-from signorm_lab.datamodules import TweetsDataModule
-from signorm_lab.models.packaged import minilm_classifier
 from torch import nn
 
+from signorm_lab.datamodules import TweetsDataModule
+from signorm_lab.models.packaged import minilm_classifier
 from torch_uncertainty_signorm import signorm_ensemble
 from torch_uncertainty_signorm.members.head_norm import HeadBatchNorm, HeadLayerNorm
 

@@ -6,9 +6,9 @@ import math
 
 import pytest
 import torch
-from signorm_lab.cli import TUSigmaNormCLI
 from torch.optim.lr_scheduler import MultiStepLR
 
+from signorm_lab.cli import TUSigmaNormCLI
 from torch_uncertainty_signorm.optim_recipes import WarmupCosineLR
 
 

@@ -6,11 +6,11 @@ import copy
 
 import pytest
 import torch
-from fixtures.backbones import tiny_resnet
-from fixtures.synthetic_datamodule import SyntheticDataModule
 from lightning.pytorch import Trainer
 from torch import nn
 
+from fixtures.backbones import tiny_resnet
+from fixtures.synthetic_datamodule import SyntheticDataModule
 from torch_uncertainty_signorm import sharing_penalty, signorm_ensemble
 from torch_uncertainty_signorm.routines import SigmaNormClassificationRoutine
 from torch_uncertainty_signorm.routines.numerics import check_finite_losses

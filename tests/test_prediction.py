@@ -5,11 +5,11 @@ import math
 
 import pytest
 import torch
+from torch.utils.data import DataLoader, TensorDataset
+
 from fixtures.backbones import tiny_resnet
 from fixtures.cifar_files import accepted_cifar_root, cifar_manifest, cifar_root  # noqa: F401
 from fixtures.digits import cpu_trainer
-from torch.utils.data import DataLoader, TensorDataset
-
 from torch_uncertainty_signorm import (
     EnsemblePrediction,
     ensemble_prediction,

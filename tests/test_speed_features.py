@@ -5,9 +5,9 @@ import copy
 import pytest
 import torch
 import torch.nn.functional as F
-from fixtures.backbones import relative_error, tiny_resnet
 from torch.overrides import TorchFunctionMode
 
+from fixtures.backbones import relative_error, tiny_resnet
 from torch_uncertainty_signorm import signorm_cosine, signorm_ensemble
 from torch_uncertainty_signorm.signorm.layers import SigmaBatchNorm2d
 from torch_uncertainty_signorm.signorm.optim import signorm_param_groups

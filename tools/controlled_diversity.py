@@ -214,10 +214,10 @@ def _step0_rows(name: str, base, inputs) -> list[dict]:
 def step0(out: Path) -> None:
     """Relative step-0 changes (largest over members, and of the members' mean) per spread."""
     import torch
-    from signorm_lab.datamodules import DigitsDataModule, TweetsDataModule
-    from signorm_lab.models.packaged import minilm_classifier
     from torch_uncertainty.models.classification import resnet
 
+    from signorm_lab.datamodules import DigitsDataModule, TweetsDataModule
+    from signorm_lab.models.packaged import minilm_classifier
     from torch_uncertainty_signorm import signorm_ensemble
 
     torch.manual_seed(0)

@@ -16,6 +16,7 @@ import argparse
 from pathlib import Path
 
 import yaml
+
 from signorm_lab.cli.recipe_bases import composed_recipe
 from signorm_lab.cli.tu_format import to_tu_format
 

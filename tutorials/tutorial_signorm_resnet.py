@@ -42,9 +42,9 @@ from torch import nn
 from torch_uncertainty.models.classification import resnet
 from torch_uncertainty.utils import TUTrainer
 
-from torch_uncertainty_signorm import ownership_counts, signorm_ensemble
 from signorm_lab.cli.console import silence_library_noise
 from signorm_lab.datamodules import DigitsDataModule
+from torch_uncertainty_signorm import ownership_counts, signorm_ensemble
 from torch_uncertainty_signorm.routines import SigmaNormClassificationRoutine
 from torch_uncertainty_signorm.signorm.optim import signorm_optim_recipe
 

@@ -7,6 +7,7 @@ import time
 
 import pytest
 import torch
+
 from tiers import TIER_BUDGETS, in_second_tier, second_tier_recipe, whole_tier
 
 

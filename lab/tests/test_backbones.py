@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 import torch
-from fixtures.backbones import bert_inputs, randomize_norms, relative_error, tiny_bert
-from signorm_lab.models.backbones import SequenceClassifier, bert_classifier, timm_vit
 from torch_uncertainty.methods import deep_ensembles
 
+from fixtures.backbones import bert_inputs, randomize_norms, relative_error, tiny_bert
+from signorm_lab.models.backbones import SequenceClassifier, bert_classifier, timm_vit
 from torch_uncertainty_signorm import signorm_ensemble
 
 M = 3
@@ -175,10 +175,11 @@ def test_a_pretrained_bert_classifier_comes_in_training_mode(bert_directory):
 
 
 def test_wideresnet28_is_torch_uncertaintys_at_widen_10_and_narrows_for_a_laptop():
-    from signorm_lab.models.backbones import wideresnet28
-    from signorm_lab.safety.allowlist import MODEL_CLASS_PATHS
     from torch_uncertainty.models.classification import wideresnet28x10
     from torch_uncertainty.models.classification.resnet.utils import ResNetStyle
+
+    from signorm_lab.models.backbones import wideresnet28
+    from signorm_lab.safety.allowlist import MODEL_CLASS_PATHS
 
     wide = wideresnet28(3, 100, style="CIFAR", dropout_rate=0.0)
     theirs = wideresnet28x10(3, 100, style=ResNetStyle.CIFAR, dropout_rate=0.0)

@@ -20,6 +20,8 @@ from pathlib import Path
 import pytest
 import torch
 import yaml
+from torch import nn
+
 from fixtures.backbones import tiny_resnet
 from signorm_lab.callbacks import ExactResumeCheckpoint
 from signorm_lab.cli import cli_main
@@ -27,8 +29,6 @@ from signorm_lab.cli.export import main
 from signorm_lab.datamodules import DigitsDataModule
 from signorm_lab.export import export_ensemble, load_ensemble, load_member
 from signorm_lab.models.finetune import finetune_ensemble
-from torch import nn
-
 from torch_uncertainty_signorm import (
     MemberHeads,
     SigmaBatchNorm2d,

@@ -12,12 +12,12 @@ import time
 from pathlib import Path
 
 import pytest
+
 from signorm_lab.datamodules.stand_in_data import (
     HEALTH_CHECKS_OFF,
     SMOKE_TEST_OVERRIDES,
     write_stand_in,
 )
-
 from torch_uncertainty_signorm.routines.member_health import WARNING_PREFIX
 
 BIN = Path(sys.executable).parent

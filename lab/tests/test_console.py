@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 import yaml
-from signorm_lab.cli.console import summarise_parse_error
 
+from signorm_lab.cli.console import summarise_parse_error
 from torch_uncertainty_signorm.signorm.regularization import check_tau
 
 RECIPE = Path(__file__).parents[2] / "experiments" / "digits_signorm.yaml"
@@ -115,11 +115,11 @@ def test_identical_members_are_warned_about_once_for_one_validation():
     import warnings
 
     import torch
-    from fixtures.backbones import randomize_norms, tiny_resnet
-    from fixtures.digits import cpu_trainer
     from torch import nn
     from torch.utils.data import DataLoader, TensorDataset
 
+    from fixtures.backbones import randomize_norms, tiny_resnet
+    from fixtures.digits import cpu_trainer
     from torch_uncertainty_signorm import signorm_ensemble
     from torch_uncertainty_signorm.routines import SigmaNormClassificationRoutine
 

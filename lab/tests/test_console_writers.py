@@ -7,7 +7,6 @@ import ast
 from pathlib import Path
 
 import signorm_lab
-
 import torch_uncertainty_signorm
 
 #: The lab's and the method's source folders.

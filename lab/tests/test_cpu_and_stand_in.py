@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 
 import pytest
+
 from signorm_lab.datamodules.stand_in_data import (
     MANIFEST,
     accept_stand_in_files,

@@ -76,6 +76,7 @@ def _marker_module(folder: Path, name: str) -> Path:
 def digits_checkpoint(tmp_path_factory) -> Path:
     """A Lightning checkpoint of the digits recipe at a tiny size (M = 2), as a run saves it."""
     import lightning
+
     from signorm_lab.cli import cli_main
 
     root = tmp_path_factory.mktemp("checkpoint")
@@ -841,6 +842,7 @@ def test_an_interrupted_overwrite_leaves_the_previous_export_whole(
 def test_config_yaml_is_written_whole_or_not_at_all(tmp_path):
     """A run stopped while its config.yaml is written leaves no empty config.yaml."""
     from jsonargparse import ArgumentParser
+
     from signorm_lab.cli.run_folders import _save_whole
 
     parser = ArgumentParser()
@@ -974,7 +976,6 @@ def test_one_rule_for_a_setting_given_twice(tmp_path):
     from fixtures.backbones import tiny_resnet
     from signorm_lab.export.spec import ensemble_from_spec
     from signorm_lab.reproduction.runs import read_settings
-
     from torch_uncertainty_signorm import SigmaNormEnsemble
 
     model = SigmaNormEnsemble(tiny_resnet(), 2, {"tau": 0.5}, diversity_strength=0.05)

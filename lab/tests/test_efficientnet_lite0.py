@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+
 from signorm_lab.models import packaged
 from signorm_lab.models.packaged import (
     efficientnet_lite0_classifier,
@@ -45,7 +46,6 @@ def test_a_signorm_export_reloads_without_reading_the_imagenet_weights(tmp_path,
     import json
 
     from signorm_lab.export import export_ensemble, load_ensemble
-
     from torch_uncertainty_signorm import signorm_ensemble
 
     backbone = {

@@ -9,6 +9,9 @@ import math
 import pytest
 import torch
 import yaml
+from lightning.pytorch import Trainer
+from torch import nn
+
 from fixtures.backbones import (
     bert_inputs,
     randomize_norms,
@@ -18,7 +21,6 @@ from fixtures.backbones import (
     tiny_vit,
 )
 from fixtures.synthetic_datamodule import SyntheticDataModule
-from lightning.pytorch import Trainer
 from signorm_lab.cli.export import main
 from signorm_lab.export import (
     build_model,
@@ -27,8 +29,6 @@ from signorm_lab.export import (
     load_member,
     member_model,
 )
-from torch import nn
-
 from torch_uncertainty_signorm import SigmaGroupNorm, SigmaRMSNorm, signorm_ensemble
 from torch_uncertainty_signorm.members import MemberModel
 from torch_uncertainty_signorm.routines import SigmaNormClassificationRoutine

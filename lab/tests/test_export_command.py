@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 import torch
+
 from signorm_lab.cli import cli_main
 from signorm_lab.cli.export import main
 from signorm_lab.export import load_ensemble, load_member, member_model

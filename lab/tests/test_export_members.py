@@ -14,9 +14,10 @@ from pathlib import Path
 
 import pytest
 import torch
-from fixtures.backbones import tiny_signorm_spec
 from safetensors import safe_open
 from safetensors.torch import load_file, save_file
+
+from fixtures.backbones import tiny_signorm_spec
 from signorm_lab.export import build_model, export_ensemble, load_member
 from signorm_lab.export.format import member_record
 from signorm_lab.export.loading import SUPPORTED_VERSIONS, load_ensemble

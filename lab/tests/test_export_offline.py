@@ -8,6 +8,7 @@ import shutil
 
 import pytest
 import torch
+
 from fixtures.backbones import bert_inputs, randomize_norms, tiny_bert, tiny_resnet
 from signorm_lab.export import (
     export_ensemble,
@@ -17,7 +18,6 @@ from signorm_lab.export import (
 )
 from signorm_lab.models.backbones import bert_classifier, timm_vit
 from signorm_lab.models.finetune import finetune_ensemble
-
 from torch_uncertainty_signorm import signorm_ensemble
 
 M = 2

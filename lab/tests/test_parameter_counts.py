@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 import torch
+from torch import nn
+
 from fixtures.backbones import tiny_bert
 from signorm_lab.baselines import film_ensemble, lora_ensemble
 from signorm_lab.evaluation.parameter_counts import parameter_counts
-from torch import nn
-
 from torch_uncertainty_signorm import signorm_ensemble
 
 

@@ -5,9 +5,9 @@ import os
 from pathlib import Path
 
 import pytest
+
 from fixtures.cifar_files import run_command
 from signorm_lab.reproduction import regression
-
 from torch_uncertainty_signorm.routines.member_health import WARNING_PREFIX
 
 RECIPE = Path(__file__).parents[2] / "experiments" / "digits_signorm.yaml"

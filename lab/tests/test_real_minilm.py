@@ -8,9 +8,9 @@ import copy
 
 import pytest
 import torch
+
 from signorm_lab.datamodules import TweetsDataModule
 from signorm_lab.models.packaged import minilm_classifier
-
 from torch_uncertainty_signorm import signorm_ensemble
 from torch_uncertainty_signorm.signorm.layers import (
     MAX_CONVERTED_IMPORTANCE,

@@ -4,6 +4,7 @@ import csv
 from pathlib import Path
 
 import pytest
+
 from signorm_lab.cli import cli_main
 
 EXPERIMENTS = Path(__file__).parents[2] / "experiments"

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+
 from fixtures.marker_module import assert_not_imported, marker_module
 from signorm_lab.cli import cli_main
 from signorm_lab.cli.export import main as export_main

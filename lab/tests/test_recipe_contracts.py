@@ -9,6 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+
 from signorm_lab.cli.recipe_bases import composed_recipe
 
 EXPERIMENTS = Path(__file__).parents[2] / "experiments"

@@ -15,12 +15,12 @@ from pathlib import Path
 
 import pytest
 import torch
+from torch_uncertainty.models.classification.resnet.utils import ResNetStyle
+
 from fixtures.narrow_models import narrow_wideresnets  # noqa: F401 (a pytest fixture)
 from fixtures.synthetic_datamodule import SyntheticDataModule
 from signorm_lab.cli import cli_main
 from signorm_lab.cli.recipe_bases import composed_recipe
-from torch_uncertainty.models.classification.resnet.utils import ResNetStyle
-
 from torch_uncertainty_signorm.signorm.optim import (
     ADAPTIVE_SCALE_LR_MULTIPLIER,
     is_adaptive,

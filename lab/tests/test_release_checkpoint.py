@@ -35,12 +35,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import torch
-from fixtures.backbones import randomize_norms, tiny_bert, tiny_signorm_spec
 from safetensors.torch import load_file
-from signorm_lab.export.format import member_record
-from signorm_lab.export.spec import build_model
 from torch_uncertainty.models.classification import resnet
 
+from fixtures.backbones import randomize_norms, tiny_bert, tiny_signorm_spec
+from signorm_lab.export.format import member_record
+from signorm_lab.export.spec import build_model
 from torch_uncertainty_signorm import export, signorm_ensemble
 from torch_uncertainty_signorm.members.heads import upgrade_legacy_heads
 from torch_uncertainty_signorm.routines import SigmaNormClassificationRoutine

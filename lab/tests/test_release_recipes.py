@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+
 from signorm_lab.cli import main
 
 RELEASE = Path(__file__).parent / "fixtures" / "release_recipes"

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+
 from fixtures.results_files import tu_metrics, write_run
 from signorm_lab.cli.stand_in import main
 from signorm_lab.datamodules.stand_in_data import (

@@ -9,13 +9,13 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+
 from signorm_lab.cli.stand_in import stand_in_label
 from signorm_lab.datamodules.stand_in_data import (
     HEALTH_CHECKS_OFF,
     SMOKE_TEST_OVERRIDES,
     write_stand_in,
 )
-
 from torch_uncertainty_signorm.routines.health_warnings import HealthWarnings
 from torch_uncertainty_signorm.routines.member_health import WARNING_PREFIX, HealthCondition
 

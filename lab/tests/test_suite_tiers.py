@@ -8,6 +8,7 @@ import subprocess
 import sys
 
 import pytest
+
 from tiers import FAST_TIER_RECIPES, SECOND_TIER, TESTS, in_second_tier, second_tier_recipe
 
 ROOT = TESTS.parent

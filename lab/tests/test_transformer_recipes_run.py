@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 import torch
 import yaml
+
 from fixtures.backbones import tiny_bert
 from fixtures.synthetic_datamodule import SyntheticDataModule
 from fixtures.text import write_newsgroups, write_sst2, write_tokenizer

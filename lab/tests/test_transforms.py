@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 from PIL import Image
+
 from signorm_lab.datamodules.transforms import vit_transform
 
 

@@ -21,12 +21,12 @@ from pathlib import Path
 import pytest
 import torch
 import yaml
+from torch_uncertainty.routines import ClassificationRoutine
+
 from fixtures.narrow_models import narrow_wideresnets  # noqa: F401 (a pytest fixture)
 from fixtures.synthetic_datamodule import SyntheticDataModule
 from signorm_lab.cli import cli_main, main, tu_format_args
 from signorm_lab.cli.tu_format import check_datamodule_named
-from torch_uncertainty.routines import ClassificationRoutine
-
 from tools.write_tu_recipes import EXPORT_FOLDER, exported_recipes
 
 FIXTURES = Path(__file__).parent / "fixtures" / "tu_format"

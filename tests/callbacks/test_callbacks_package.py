@@ -1,9 +1,9 @@
 """The callbacks package imports a callback's module when the callback is first used."""
 
 import pytest
-from fixtures.imports import modules_imported_by
 
 import torch_uncertainty_signorm.callbacks as callbacks
+from fixtures.imports import modules_imported_by
 
 
 @pytest.mark.slow

@@ -9,13 +9,13 @@ from types import SimpleNamespace
 import matplotlib.pyplot as plt
 import pytest
 import torch
-from fixtures.digits import cpu_trainer, digits_signorm_routine
 from lightning.pytorch import LightningModule
 from lightning.pytorch.loggers import CSVLogger, TensorBoardLogger
 from matplotlib.figure import Figure
-from signorm_lab.datamodules import DigitsDataModule
 from torch import nn
 
+from fixtures.digits import cpu_trainer, digits_signorm_routine
+from signorm_lab.datamodules import DigitsDataModule
 from torch_uncertainty_signorm import ownership_counts, pairwise_cosine
 from torch_uncertainty_signorm.callbacks import MemberOwnershipCallback
 from torch_uncertainty_signorm.callbacks.member_ownership import importance_embedding_figure

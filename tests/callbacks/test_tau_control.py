@@ -4,8 +4,8 @@ from types import SimpleNamespace
 
 import pytest
 import torch
-from fixtures.digits import digits_signorm_routine
 
+from fixtures.digits import digits_signorm_routine
 from torch_uncertainty_signorm.signorm.diversity_target import DiversityTarget
 
 

@@ -11,10 +11,10 @@ from collections import Counter
 
 import pytest
 import torch
-from fixtures.backbones import tiny_resnet
-from signorm_lab.baselines import FiLMBatchNorm
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from fixtures.backbones import tiny_resnet
+from signorm_lab.baselines import FiLMBatchNorm
 from torch_uncertainty_signorm import signorm_ensemble
 from torch_uncertainty_signorm.signorm.layers import (
     SigmaBatchNorm1d,

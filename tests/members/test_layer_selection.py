@@ -1,8 +1,8 @@
 """Regularized-layer presets of the paper and peft-style name patterns."""
 
 import pytest
-from fixtures.backbones import tiny_bert, tiny_resnet, tiny_vit, tiny_wideresnet
 
+from fixtures.backbones import tiny_bert, tiny_resnet, tiny_vit, tiny_wideresnet
 from torch_uncertainty_signorm import find_norm_layers, select_layers
 
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 import torch
-from signorm_lab.baselines import FiLMBatchNorm
 from torch import nn
 
+from signorm_lab.baselines import FiLMBatchNorm
 from torch_uncertainty_signorm.members.norm import MemberBatchNorm, MemberNorm
 from torch_uncertainty_signorm.signorm.layers import SigmaBatchNorm2d, SigmaLayerNorm
 

@@ -6,6 +6,10 @@ from __future__ import annotations
 
 import pytest
 import torch
+from torch import nn
+from torch_uncertainty.routines import ClassificationRoutine
+from torch_uncertainty.transforms import RepeatTarget
+
 from fixtures.backbones import bert_inputs, randomize_norms, tiny_bert, tiny_resnet, tiny_vit
 from signorm_lab.baselines import (
     MemberLinear,
@@ -14,10 +18,6 @@ from signorm_lab.baselines import (
     lora_ensemble,
     multi_head_ensemble,
 )
-from torch import nn
-from torch_uncertainty.routines import ClassificationRoutine
-from torch_uncertainty.transforms import RepeatTarget
-
 from torch_uncertainty_signorm import signorm_ensemble
 from torch_uncertainty_signorm.callbacks.logits_tap import LogitsTap
 from torch_uncertainty_signorm.members.heads import MemberHeads

@@ -6,16 +6,16 @@ import warnings
 import lightning
 import pytest
 import torch
-from fixtures.backbones import randomize_norms, tiny_resnet
-from fixtures.digits import cpu_trainer, digits_signorm_routine
-from fixtures.marker_module import assert_not_imported, marker_module
 from lightning.pytorch.loggers import CSVLogger
-from signorm_lab.datamodules import DigitsDataModule
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 from torch_uncertainty.routines import ClassificationRoutine
 from torch_uncertainty.transforms import RepeatTarget
 
+from fixtures.backbones import randomize_norms, tiny_resnet
+from fixtures.digits import cpu_trainer, digits_signorm_routine
+from fixtures.marker_module import assert_not_imported, marker_module
+from signorm_lab.datamodules import DigitsDataModule
 from torch_uncertainty_signorm import signorm_ensemble
 from torch_uncertainty_signorm.routines import SigmaNormClassificationRoutine
 from torch_uncertainty_signorm.signorm.regularization_guard import (

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 import torch
-from fixtures.backbones import tiny_resnet
 from torch import nn
 from torch_uncertainty import optim_recipes as tu_recipes
 
+from fixtures.backbones import tiny_resnet
 from torch_uncertainty_signorm import optim_recipes, signorm_ensemble
 from torch_uncertainty_signorm.routines import SigmaNormClassificationRoutine
 from torch_uncertainty_signorm.signorm.optim import signorm_param_groups

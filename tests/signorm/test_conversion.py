@@ -2,9 +2,9 @@
 
 import pytest
 import torch
-from fixtures.backbones import randomize_norms, tiny_bert, tiny_resnet, tiny_vit
 from torch import nn
 
+from fixtures.backbones import randomize_norms, tiny_bert, tiny_resnet, tiny_vit
 from torch_uncertainty_signorm import find_norm_layers
 from torch_uncertainty_signorm.signorm.conversion import convert_norm_layers, norms_at_initial_state
 

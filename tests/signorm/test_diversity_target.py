@@ -6,9 +6,9 @@ from itertools import pairwise
 
 import pytest
 import torch
-from fixtures.backbones import randomize_norms, tiny_resnet
 from torch import nn
 
+from fixtures.backbones import randomize_norms, tiny_resnet
 from torch_uncertainty_signorm import signorm_ensemble
 from torch_uncertainty_signorm.evaluation.diversity import signorm_cosine
 from torch_uncertainty_signorm.signorm.diversity_target import (

@@ -5,6 +5,8 @@ import sys
 
 import pytest
 import torch
+from torch import nn
+
 from fixtures.backbones import (
     bert_inputs,
     randomize_norms,
@@ -14,8 +16,6 @@ from fixtures.backbones import (
     tiny_vit,
     tiny_wideresnet,
 )
-from torch import nn
-
 from torch_uncertainty_signorm import SigmaNormEnsemble, signorm_cosine, signorm_ensemble
 from torch_uncertainty_signorm.signorm.layers import SigmaNorm
 

@@ -2,8 +2,8 @@
 
 import pytest
 import torch
-from fixtures.backbones import tiny_resnet
 
+from fixtures.backbones import tiny_resnet
 from torch_uncertainty_signorm import optim_recipes, signorm_ensemble
 from torch_uncertainty_signorm.signorm.optim import signorm_optim_recipe, signorm_param_groups
 

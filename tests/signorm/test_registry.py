@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 import torch
-from fixtures.members import member_rows
 from timm.layers import norm as timm_norm
 from torch import nn
 
+from fixtures.members import member_rows
 from torch_uncertainty_signorm import signorm_ensemble
 from torch_uncertainty_signorm.members.norm import MemberBatchNorm
 from torch_uncertainty_signorm.signorm.conversion import find_norm_layers

@@ -4,10 +4,10 @@ import copy
 
 import pytest
 import torch
-from fixtures.members import batch_major, member_rows
-from signorm_lab.baselines import FiLMBatchNorm
 from torch import nn
 
+from fixtures.members import batch_major, member_rows
+from signorm_lab.baselines import FiLMBatchNorm
 from torch_uncertainty_signorm.signorm.conversion import signorm_class_for
 from torch_uncertainty_signorm.signorm.layers import (
     SigmaBatchNorm1d,

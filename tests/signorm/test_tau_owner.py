@@ -9,11 +9,11 @@ from types import SimpleNamespace
 
 import pytest
 import torch
-from fixtures.backbones import tiny_resnet, tiny_signorm_spec
-from fixtures.digits import cpu_trainer
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
+from fixtures.backbones import tiny_resnet, tiny_signorm_spec
+from fixtures.digits import cpu_trainer
 from torch_uncertainty_signorm import export, signorm_ensemble
 from torch_uncertainty_signorm.routines import SigmaNormClassificationRoutine
 from torch_uncertainty_signorm.signorm.checkpoint_tau import CHECKPOINT_TAU, checkpoint_tau

@@ -7,10 +7,11 @@ import math
 
 import pytest
 import torch
+from torch import nn
+
 from fixtures.backbones import randomize_norms, tiny_resnet, tiny_wideresnet
 from fixtures.members import member_rows
 from signorm_lab.baselines import FiLMBatchNorm, FiLMEnsemble, film_ensemble
-from torch import nn
 
 M = 4
 

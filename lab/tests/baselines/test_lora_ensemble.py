@@ -6,9 +6,10 @@ import copy
 
 import pytest
 import torch
+from torch import nn
+
 from fixtures.backbones import bert_inputs, tiny_bert, tiny_vit
 from signorm_lab.baselines import LoRAEnsemble, MemberLoRALinear, lora_ensemble
-from torch import nn
 
 M = 3
 

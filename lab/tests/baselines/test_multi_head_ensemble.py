@@ -8,6 +8,8 @@ import json
 
 import pytest
 import torch
+from torch import nn
+
 from fixtures.backbones import tiny_resnet
 from signorm_lab.baselines import (
     MultiHeadConfig,
@@ -15,7 +17,6 @@ from signorm_lab.baselines import (
     multi_head_ensemble,
 )
 from signorm_lab.evaluation.parameter_counts import parameter_counts
-from torch import nn
 
 M = 4
 

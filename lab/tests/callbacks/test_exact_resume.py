@@ -9,18 +9,18 @@ import signal
 import numpy as np
 import pytest
 import torch
-from fixtures.backbones import tiny_resnet
-from fixtures.synthetic_datamodule import SyntheticDataModule
 from lightning.pytorch import Callback, Trainer, seed_everything
 from lightning.pytorch.utilities.exceptions import SIGTERMException
-from signorm_lab.callbacks.exact_resume import (
-    ExactResumeCheckpoint,
-    _restore_rng_states,
-)
 from torch import nn
 from torch.utils.data import Dataset
 from torch_uncertainty.models.classification import resnet
 
+from fixtures.backbones import tiny_resnet
+from fixtures.synthetic_datamodule import SyntheticDataModule
+from signorm_lab.callbacks.exact_resume import (
+    ExactResumeCheckpoint,
+    _restore_rng_states,
+)
 from torch_uncertainty_signorm import signorm_ensemble
 from torch_uncertainty_signorm.routines import SigmaNormClassificationRoutine
 

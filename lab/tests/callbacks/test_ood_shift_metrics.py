@@ -8,6 +8,12 @@ from pathlib import Path
 import pytest
 import torch
 import yaml
+from lightning.pytorch.loggers import CSVLogger
+from sklearn.metrics import roc_auc_score
+from torch import nn
+from torch_uncertainty.routines import ClassificationRoutine
+from torchvision.transforms import v2
+
 from fixtures.backbones import tiny_resnet
 from fixtures.benchmark_files import (
     IntensityClassifier,
@@ -20,15 +26,9 @@ from fixtures.benchmark_files import (
     write_inaturalist,
 )
 from fixtures.digits import cpu_trainer
-from lightning.pytorch.loggers import CSVLogger
 from signorm_lab.callbacks import OODShiftEvaluation
 from signorm_lab.cli import cli_main
 from signorm_lab.datamodules import ImageNetOODShiftDataModule
-from sklearn.metrics import roc_auc_score
-from torch import nn
-from torch_uncertainty.routines import ClassificationRoutine
-from torchvision.transforms import v2
-
 from torch_uncertainty_signorm import signorm_ensemble
 from torch_uncertainty_signorm.routines import SigmaNormClassificationRoutine
 

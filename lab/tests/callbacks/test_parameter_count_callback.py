@@ -7,16 +7,17 @@ from pathlib import Path
 
 import pytest
 import torch
-from fixtures.backbones import tiny_vit
-from fixtures.digits import cpu_trainer
-from fixtures.synthetic_datamodule import SyntheticDataModule
 from lightning.pytorch.loggers import CSVLogger
-from signorm_lab.baselines import lora_ensemble
-from signorm_lab.callbacks import ParameterCountCallback
-from signorm_lab.evaluation.parameter_counts import parameter_counts
 from torch import nn
 from torch_uncertainty.routines import ClassificationRoutine
 from torch_uncertainty.transforms import RepeatTarget
+
+from fixtures.backbones import tiny_vit
+from fixtures.digits import cpu_trainer
+from fixtures.synthetic_datamodule import SyntheticDataModule
+from signorm_lab.baselines import lora_ensemble
+from signorm_lab.callbacks import ParameterCountCallback
+from signorm_lab.evaluation.parameter_counts import parameter_counts
 
 
 def test_counts_reach_the_logger_on_fit_and_test(tmp_path):

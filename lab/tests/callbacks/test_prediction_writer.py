@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import pytest
 import torch
-from fixtures.digits import cpu_trainer, digits_signorm_routine
 from lightning.pytorch.loggers import CSVLogger
 from safetensors.torch import load_file
+
+from fixtures.digits import cpu_trainer, digits_signorm_routine
 from signorm_lab.callbacks import TestPredictionWriter
 from signorm_lab.datamodules import DigitsDataModule
-
 from torch_uncertainty_signorm.evaluation.prediction import member_probabilities
 
 M = 4  # members of the digits fixture

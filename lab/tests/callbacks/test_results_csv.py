@@ -9,16 +9,16 @@ from types import SimpleNamespace
 
 import pytest
 import torch
+from lightning.pytorch.callbacks import ModelCheckpoint
+from lightning.pytorch.loggers import CSVLogger
+from torch import nn
+
 from fixtures.backbones import tiny_resnet
 from fixtures.digits import cpu_trainer
 from fixtures.synthetic_datamodule import SyntheticDataModule
-from lightning.pytorch.callbacks import ModelCheckpoint
-from lightning.pytorch.loggers import CSVLogger
 from signorm_lab.callbacks import ResultsCSVCallback
 from signorm_lab.evaluation.results_csv import append_to_last_row
 from signorm_lab.reproduction.runs import TRAINED_STEPS_COLUMN, trained_steps
-from torch import nn
-
 from torch_uncertainty_signorm import signorm_ensemble
 from torch_uncertainty_signorm.routines import SigmaNormClassificationRoutine
 

@@ -7,10 +7,11 @@ from collections import Counter
 import torch
 from lightning.pytorch import LightningModule, Trainer
 from lightning.pytorch.loggers import CSVLogger
-from signorm_lab.callbacks import RunRecordCallback
-from signorm_lab.callbacks.run_record import FIT_KEYS
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
+
+from signorm_lab.callbacks import RunRecordCallback
+from signorm_lab.callbacks.run_record import FIT_KEYS
 
 X = torch.randn(24, 4, generator=torch.Generator().manual_seed(0))
 Y = torch.tensor([0, 1, 2, 2, 2, 1] * 4)

@@ -5,10 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import torch
-from fixtures.synthetic_datamodule import SyntheticDataModule
 from lightning.pytorch import LightningModule
 from torch import nn
 from torch_uncertainty.routines import ClassificationRoutine
+
+from fixtures.synthetic_datamodule import SyntheticDataModule
 
 EXPERIMENTS = Path(__file__).parents[3] / "experiments"
 SYNTHETIC = f"{SyntheticDataModule.__module__}.SyntheticDataModule"

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 from command_args import ROUTINE, SIGNORM_ROUTINE, crafted_checkpoint, routine_args, signorm_args
+
 from signorm_lab.cli import TUSigmaNormCLI, cli_main
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 from command_args import EXPERIMENTS, signorm_args
+
 from signorm_lab.cli import cli_main, main
 
 

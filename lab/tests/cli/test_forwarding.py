@@ -7,8 +7,9 @@ import pytest
 from command_args import HParamsRoutine, PlainRoutine, class_path_of, routine_args, signorm_args
 from lightning.pytorch import LightningDataModule, LightningModule
 from lightning.pytorch.cli import SaveConfigCallback
-from signorm_lab.cli import cli_main
 from torch_uncertainty.utils.cli import TULightningCLI, TUSaveConfigCallback
+
+from signorm_lab.cli import cli_main
 
 
 @pytest.mark.parametrize(

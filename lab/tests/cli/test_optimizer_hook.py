@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 import torch
 from command_args import class_path_of, routine_args, signorm_args
-from signorm_lab.cli import cli_main
 from torch_uncertainty.routines import ClassificationRoutine
 
+from signorm_lab.cli import cli_main
 from torch_uncertainty_signorm import optim_recipes
 from torch_uncertainty_signorm.routines import SigmaNormClassificationRoutine
 

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 import yaml
 from command_args import EXPERIMENTS
+
 from signorm_lab.cli import main
 from signorm_lab.cli.recipe_bases import composed_recipe
 from tiers import FAST_TIER_RECIPES

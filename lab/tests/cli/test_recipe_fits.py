@@ -21,8 +21,9 @@ from command_args import (
     class_path_of,
     signorm_args,
 )
-from fixtures.synthetic_datamodule import SyntheticDataModule
 from lightning.pytorch.callbacks import ProgressBar
+
+from fixtures.synthetic_datamodule import SyntheticDataModule
 from signorm_lab.cli import TUSigmaNormCLI, cli_main
 
 

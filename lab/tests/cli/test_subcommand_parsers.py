@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 from lightning.pytorch.cli import LightningCLI
+
 from signorm_lab.cli import cli_main
 
 RECIPE = "experiments/digits_signorm.yaml"

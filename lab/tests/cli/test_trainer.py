@@ -4,6 +4,7 @@ a ``float`` a fraction of the epoch (``--trainer.limit_val_batches=1`` is one ba
 from __future__ import annotations
 
 from command_args import signorm_args
+
 from signorm_lab.cli import cli_main
 from signorm_lab.cli.trainer import TUSigmaNormTrainer
 

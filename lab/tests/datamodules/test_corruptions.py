@@ -4,6 +4,8 @@ raises a TypeError; bad input."""
 import numpy as np
 import pytest
 import torch
+from torch_uncertainty.datamodules.classification import ImageNetDataModule
+
 from fixtures.benchmark_files import (
     class_intensity,
     write_cifar_c,
@@ -16,7 +18,6 @@ from signorm_lab.datamodules.corruptions import (
     CIFAR100CSeverity,
     ImageNetCSeverity,
 )
-from torch_uncertainty.datamodules.classification import ImageNetDataModule
 
 LABELS = [0, 1, 2, 3]
 WRONG = {1: 0, 2: 1, 3: 2, 4: 3, 5: 4}  # severity s: the first s-1 images show the next class

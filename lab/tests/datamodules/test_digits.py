@@ -3,11 +3,12 @@
 import numpy as np
 import pytest
 import torch
-from signorm_lab.datamodules import DigitsDataModule
 from sklearn.datasets import load_digits
 from torch import nn
 from torch_uncertainty.routines import ClassificationRoutine
 from torch_uncertainty.utils import TUTrainer
+
+from signorm_lab.datamodules import DigitsDataModule
 
 NUM_IMAGES, NUM_CLASSES = 1797, 10
 

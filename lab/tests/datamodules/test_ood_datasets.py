@@ -2,6 +2,7 @@
 
 import pytest
 import torch
+
 from fixtures.benchmark_files import (
     write_dtd,
     write_image_folder,

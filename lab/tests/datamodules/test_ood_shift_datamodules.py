@@ -2,6 +2,8 @@
 
 import pytest
 import torch
+from torchvision.transforms import v2
+
 from fixtures.benchmark_files import (
     class_intensity,
     write_cifar_c,
@@ -19,7 +21,6 @@ from signorm_lab.datamodules import (
     ImageNetOODShiftDataModule,
 )
 from signorm_lab.evaluation import EvalSet
-from torchvision.transforms import v2
 
 LABELS = [0, 1, 2, 3]
 WRONG = {1: 0, 2: 1, 3: 2, 4: 3, 5: 4}
@@ -206,8 +207,9 @@ def test_failed_download_stops_and_reports_every_set_in_one_error(tmp_path, monk
     urllib traceback) gives the cause and lists every set still missing."""
     from urllib.error import URLError
 
-    from signorm_lab.datamodules.ood_shift import OODShiftMixin
     from torch_uncertainty.datamodules import CIFAR10DataModule
+
+    from signorm_lab.datamodules.ood_shift import OODShiftMixin
 
     attempts = []
 

@@ -6,6 +6,7 @@ import re
 
 import pytest
 import torch
+
 from fixtures.text import NEWSGROUPS, write_newsgroups, write_sst2, write_tokenizer
 from signorm_lab.datamodules import SST2DataModule
 

@@ -8,6 +8,7 @@ import socket
 import numpy as np
 import pytest
 import torch
+
 from signorm_lab.datamodules import TweetsDataModule
 from signorm_lab.datamodules.tweets import LABELS, wordnet_glosses
 from signorm_lab.models.packaged import minilm_dir, tweets_csv

@@ -2,6 +2,7 @@
 
 import pytest
 import torch
+
 from signorm_lab.evaluation import NearFarOODMetrics
 
 SETS = [("near", "CIFAR100"), ("near", "TinyImageNet"), ("far", "SVHN"), ("far", "MNIST")]

@@ -1,6 +1,7 @@
 """The near/far OOD and shift tables print percent (as TorchUncertainty's tables), NLL in nats."""
 
 from rich.console import Console
+
 from signorm_lab.evaluation.printing import ood_shift_tables, results_tables
 
 

@@ -2,8 +2,9 @@
 
 import pytest
 import torch
-from signorm_lab.evaluation import SeverityShiftMetrics
 from torch_uncertainty.metrics import CalibrationError
+
+from signorm_lab.evaluation import SeverityShiftMetrics
 
 
 def _batch(n: int, accuracy: float, confidence: float, num_classes: int = 4):

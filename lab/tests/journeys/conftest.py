@@ -4,6 +4,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from journey_commands import EXPERIMENTS, failure, tiny_args
+
 from fixtures.cifar_files import (  # noqa: F401 (pytest fixtures)
     accepted_cifar_root,
     cifar_manifest,
@@ -11,7 +13,6 @@ from fixtures.cifar_files import (  # noqa: F401 (pytest fixtures)
     command_env,
     run_command,
 )
-from journey_commands import EXPERIMENTS, failure, tiny_args
 
 
 @dataclass(frozen=True)

@@ -6,9 +6,10 @@ import sys
 
 import pytest
 import torch
+from torch_uncertainty.datamodules import CIFAR10DataModule, CIFAR100DataModule
+
 from fixtures.cifar_files import MANIFEST_ENV, accept_files, md5_manifest, write_cifar10
 from signorm_lab.datamodules import CIFAR100OODShiftDataModule
-from torch_uncertainty.datamodules import CIFAR10DataModule, CIFAR100DataModule
 
 
 def test_files_are_pickled_as_released(cifar_root):

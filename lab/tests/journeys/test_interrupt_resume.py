@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 import torch
+
 from fixtures.cifar_files import run_command
 
 RECIPE = Path(__file__).resolve().parents[3] / "experiments" / "resnet18_c10_signorm.yaml"

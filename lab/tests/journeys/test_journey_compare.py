@@ -16,6 +16,7 @@ import sys
 from pathlib import Path
 
 import pytest
+
 from signorm_lab.datamodules.stand_in_data import RUN_LABEL, SMOKE_TEST_OVERRIDES
 from test_tu_format_recipes import _tu_recipe
 

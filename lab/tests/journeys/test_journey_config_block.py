@@ -6,8 +6,9 @@ import shutil
 import pytest
 import torch
 import yaml
-from fixtures.cifar_files import run_command, run_module
 from journey_commands import EXPERIMENTS, best_checkpoint, failure, only, results_row, tiny_args
+
+from fixtures.cifar_files import run_command, run_module
 from signorm_lab.export import load_ensemble
 
 SETTINGS = ("pretrained", "regularized_layers", "tau", "diversity_strength")

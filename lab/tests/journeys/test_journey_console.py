@@ -11,8 +11,9 @@ import re
 from pathlib import Path
 
 import pytest
-from fixtures.cifar_files import run_command
 from journey_commands import EXPERIMENTS, failure, tiny_args
+
+from fixtures.cifar_files import run_command
 from signorm_lab.cli.entry_point import SUBCOMMANDS
 
 DIGITS = EXPERIMENTS / "digits_signorm.yaml"

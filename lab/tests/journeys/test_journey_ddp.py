@@ -7,9 +7,10 @@ from pathlib import Path
 
 import pytest
 import torch
-from fixtures.cifar_files import run_command
 from journey_commands import EXPERIMENTS, best_checkpoint, failure, tiny_args
 from safetensors.torch import load_file
+
+from fixtures.cifar_files import run_command
 
 PROBE = "journey_probes.SaveRunningStatistics"
 TAU_PROBE = "journey_probes.RecordTau"

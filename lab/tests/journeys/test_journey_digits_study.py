@@ -2,10 +2,10 @@
 and member probabilities feed the study's checks and its mutual-information OOD scores."""
 
 import pytest
-from fixtures.cifar_files import run_command
 from journey_commands import failure
-from signorm_lab.reproduction.runs import find_runs
 
+from fixtures.cifar_files import run_command
+from signorm_lab.reproduction.runs import find_runs
 from studies import digits_analysis as analysis
 from studies import digits_study as study
 

@@ -7,10 +7,11 @@ import stat
 import pytest
 import torch
 import yaml
-from fixtures.cifar_files import run_module
 from journey_commands import ENSEMBLE_WIDTH, EXPERIMENTS, best_checkpoint, failure, only
 from jsonargparse import ArgumentParser
 from lightning.pytorch import LightningModule
+
+from fixtures.cifar_files import run_module
 from signorm_lab.export import load_ensemble, load_member
 
 NUM_ESTIMATORS = 4

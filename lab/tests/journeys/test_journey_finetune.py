@@ -2,7 +2,6 @@
 
 import pytest
 import torch
-from fixtures.cifar_files import run_command
 from journey_commands import (
     EXPERIMENTS,
     PLAIN_WIDTH,
@@ -10,6 +9,8 @@ from journey_commands import (
     failure,
     tiny_args,
 )
+
+from fixtures.cifar_files import run_command
 
 CHECKPOINT = "--routine.init_args.model.init_args.checkpoint"
 ADAM_LR = 1e-3  # resnet18_c10_signorm_finetune.yaml

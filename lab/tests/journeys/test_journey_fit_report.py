@@ -3,8 +3,9 @@
 import csv
 
 import pytest
-from fixtures.cifar_files import run_module
 from journey_commands import failure, results_row
+
+from fixtures.cifar_files import run_module
 
 PUBLISHED_ROW = ["--published", "rn18", "--where", "dataset=CIFAR-10", "arch=ResNet-18"]
 PAPER_METRICS = ["Acc", "NLL", "ECE", "AUPR", "AUROC", "FPR95", "Params", "MAdds"]

@@ -4,8 +4,9 @@
 import math
 
 import pytest
-from fixtures.cifar_files import run_command
 from journey_commands import EXPERIMENTS, failure, results_row
+
+from fixtures.cifar_files import run_command
 
 
 @pytest.mark.slow

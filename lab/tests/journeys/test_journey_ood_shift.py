@@ -1,8 +1,9 @@
 """Journey 2: ``test --ckpt_path <checkpoint>`` with the near/far OOD + severity overlay."""
 
 import pytest
-from fixtures.cifar_files import run_command
 from journey_commands import EXPERIMENTS, best_checkpoint, failure, results_row, tiny_args
+
+from fixtures.cifar_files import run_command
 
 NEAR, FAR = ("CIFAR100", "TinyImageNet"), ("MNIST", "SVHN", "Textures", "Places365")
 

@@ -13,8 +13,9 @@ import shutil
 
 import pytest
 import yaml
-from fixtures.cifar_files import run_command, run_module
 from journey_commands import EXPERIMENTS, best_checkpoint, failure, only, tiny_args
+
+from fixtures.cifar_files import run_command, run_module
 from signorm_lab.reproduction.regression import ReproductionError, check_reproduction
 
 REGRESSION = "signorm_lab.reproduction.regression"

@@ -7,8 +7,9 @@ import json
 from pathlib import Path
 
 import pytest
-from fixtures.cifar_files import run_command
 from journey_commands import EXPERIMENTS, failure, results_row, tiny_args
+
+from fixtures.cifar_files import run_command
 
 DATA = Path(__file__).resolve().parents[1] / "fixtures" / "data"
 #: Metrics of the predictions (the complexity and σNorm-cos rows measure the model's definition,

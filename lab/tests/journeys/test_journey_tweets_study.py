@@ -2,12 +2,12 @@
 predictions feed the study's tables and its annotator-agreement analysis."""
 
 import pytest
-from fixtures.cifar_files import run_command
 from journey_commands import failure
 from safetensors.torch import load_file
+
+from fixtures.cifar_files import run_command
 from signorm_lab.reproduction.results_table import mean_std
 from signorm_lab.reproduction.runs import find_runs
-
 from studies import tweets_study as study
 
 #: Two steps of 4 tweets and 24 test tweets instead of the study's budget.

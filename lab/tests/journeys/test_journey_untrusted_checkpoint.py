@@ -18,8 +18,9 @@ from pathlib import Path
 
 import pytest
 import torch
-from fixtures.cifar_files import run_command
 from journey_commands import EXPERIMENTS
+
+from fixtures.cifar_files import run_command
 
 DIGITS = EXPERIMENTS / "digits_signorm.yaml"
 ROUTINE = "torch_uncertainty_signorm.routines.SigmaNormClassificationRoutine"

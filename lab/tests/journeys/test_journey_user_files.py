@@ -19,8 +19,9 @@ from pathlib import Path
 
 import pytest
 import torch
-from fixtures.cifar_files import run_command
 from journey_commands import EXPERIMENTS, best_checkpoint, failure, only, tiny_args
+
+from fixtures.cifar_files import run_command
 
 RECIPE = EXPERIMENTS / "resnet18_c10_signorm.yaml"
 

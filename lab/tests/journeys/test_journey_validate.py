@@ -4,8 +4,9 @@ the ``fit`` and ``test`` stages itself."""
 import re
 
 import pytest
-from fixtures.cifar_files import run_command
 from journey_commands import EXPERIMENTS, best_checkpoint, failure, tiny_args
+
+from fixtures.cifar_files import run_command
 
 
 @pytest.mark.slow

@@ -9,19 +9,19 @@ from pathlib import Path
 import pytest
 import torch
 import yaml
-from fixtures.backbones import randomize_norms, relative_error, tiny_resnet
-from fixtures.digits import cpu_trainer
-from fixtures.synthetic_datamodule import SyntheticDataModule
 from lightning.pytorch.callbacks import ModelCheckpoint
 from safetensors.torch import save_file
-from signorm_lab.cli import cli_main
-from signorm_lab.cli.recipe_bases import composed_recipe
-from signorm_lab.datamodules import DigitsDataModule
-from signorm_lab.models.finetune import CHECKPOINT_OPTION, finetune_ensemble
 from torch import nn
 from torch_uncertainty.models.classification import resnet
 from torch_uncertainty.routines import ClassificationRoutine
 
+from fixtures.backbones import randomize_norms, relative_error, tiny_resnet
+from fixtures.digits import cpu_trainer
+from fixtures.synthetic_datamodule import SyntheticDataModule
+from signorm_lab.cli import cli_main
+from signorm_lab.cli.recipe_bases import composed_recipe
+from signorm_lab.datamodules import DigitsDataModule
+from signorm_lab.models.finetune import CHECKPOINT_OPTION, finetune_ensemble
 from torch_uncertainty_signorm import signorm_ensemble
 from torch_uncertainty_signorm.signorm.layers import SigmaNorm
 

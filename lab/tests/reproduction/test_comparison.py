@@ -14,11 +14,12 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 from scipy import stats
+from statsmodels.stats.weightstats import ttost_paired
+
 from signorm_lab.callbacks.run_record import FIT_KEYS
 from signorm_lab.reproduction import comparison as cmp
 from signorm_lab.reproduction.paired import equivalence_test, mean_interval
 from signorm_lab.reproduction.runs import read_results
-from statsmodels.stats.weightstats import ttost_paired
 
 EXPERIMENTS = Path(__file__).parents[3] / "experiments"
 

@@ -7,6 +7,7 @@ import csv
 from pathlib import Path
 
 import pytest
+
 from fixtures.results_files import tu_metrics, write_run
 from signorm_lab.reproduction import regression, results_table
 from signorm_lab.reproduction.published import load_table

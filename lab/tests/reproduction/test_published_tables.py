@@ -4,6 +4,7 @@ import math
 from pathlib import Path
 
 import pytest
+
 from signorm_lab.cli.recipe_bases import composed_recipe
 from signorm_lab.reproduction.published import TABLES, load_table
 
@@ -215,6 +216,7 @@ def test_params_errata_hold_the_printed_and_the_recomputed_count(name, erratum):
     from pathlib import Path
 
     import torch
+
     from signorm_lab.evaluation.parameter_counts import parameter_counts
 
     table = load_table(name)

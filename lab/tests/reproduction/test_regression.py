@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import yaml
+
 from fixtures.results_files import tu_metrics, write_run
 from signorm_lab.reproduction import regression
 from signorm_lab.reproduction.published import load_table

@@ -3,6 +3,7 @@
 import math
 
 import pytest
+
 from fixtures.results_files import tu_metrics, write_run
 from signorm_lab.reproduction import results_table
 from signorm_lab.reproduction.results_table import (

@@ -5,6 +5,7 @@ the whole epoch (the ``float`` 1.0)."""
 from __future__ import annotations
 
 import pytest
+
 from fixtures.results_files import tu_metrics, write_run
 from signorm_lab.reproduction.results_table import aggregate
 from signorm_lab.reproduction.runs import find_runs

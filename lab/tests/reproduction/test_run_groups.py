@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
+
 from fixtures.results_files import tu_metrics, write_run
 from signorm_lab.datamodules.stand_in_data import RUN_LABEL
 from signorm_lab.reproduction.results_table import write_rows

@@ -3,6 +3,7 @@
 import os
 
 import pytest
+
 from fixtures.results_files import tu_metrics, write_run
 from signorm_lab.reproduction.results_table import aggregate
 from signorm_lab.reproduction.runs import find_runs, merge_evaluations, trained_steps

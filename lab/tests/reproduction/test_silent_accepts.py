@@ -10,6 +10,7 @@ import re
 from pathlib import Path
 
 import pytest
+
 from fixtures.results_files import tu_metrics, write_run
 from signorm_lab.reproduction import regression, results_table
 from signorm_lab.reproduction.regression import compare_rows

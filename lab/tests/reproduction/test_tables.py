@@ -1,6 +1,7 @@
 """The one table formatter of the paper's commands: aligned plain text and Markdown."""
 
 import pytest
+
 from signorm_lab.reproduction.tables import format_table, markdown_table
 
 HEADER = ["method", "Acc", "verdict"]

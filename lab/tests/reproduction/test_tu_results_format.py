@@ -4,6 +4,7 @@ the regression check, OOD columns included, with the published errata applied.""
 import csv
 
 import pytest
+
 from fixtures.tu_results import TU_HEADER
 from signorm_lab.reproduction import regression, results_table
 from signorm_lab.reproduction.regression import compare_rows

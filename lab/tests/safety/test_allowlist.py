@@ -3,11 +3,11 @@
 from pathlib import Path
 
 import pytest
+
 from fixtures.marker_module import assert_not_imported, marker_module
 from signorm_lab.cli.recipe_bases import composed_recipe
 from signorm_lab.safety.allowlist import MODEL_CLASS_PATHS, check_class_paths
 from signorm_lab.safety.class_blocks import build_class_block
-
 from torch_uncertainty_signorm import SigmaNormEnsemble
 
 EXPERIMENTS = Path(__file__).parents[3] / "experiments"

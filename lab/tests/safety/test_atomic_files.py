@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 import torch
+
 from signorm_lab.safety.atomic_files import replaced_atomically
 from signorm_lab.safety.checkpoint_io import AtomicCheckpointIO
 

@@ -3,8 +3,9 @@ backbone): the model's dtype kind, finite values, running variances >= 0."""
 
 import pytest
 import torch
-from signorm_lab.safety.checkpoints import backbone_state
 from torch import nn
+
+from signorm_lab.safety.checkpoints import backbone_state
 
 
 def _model() -> nn.Module:

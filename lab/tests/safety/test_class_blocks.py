@@ -10,12 +10,12 @@ from pathlib import Path
 
 import pytest
 import torch
+from torch import nn
+
 from fixtures.backbones import tiny_signorm_spec
 from fixtures.marker_module import assert_not_imported, marker_module
 from signorm_lab.export import build_model, export_ensemble, load_ensemble
 from signorm_lab.safety.class_blocks import build_class_block
-from torch import nn
-
 from torch_uncertainty_signorm import SigmaNormEnsemble
 
 SPEC = tiny_signorm_spec(2, style="cifar")

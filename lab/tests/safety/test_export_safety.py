@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 import torch
+
 from signorm_lab.export import (
     build_model,
     export_ensemble,

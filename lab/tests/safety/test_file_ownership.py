@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 import torch
+
 from fixtures.backbones import tiny_signorm_spec
 from signorm_lab.evaluation import append_to_last_row
 from signorm_lab.export import build_model, export_ensemble, load_ensemble

@@ -4,6 +4,7 @@ import enum
 from pathlib import Path
 
 import pytest
+
 from fixtures.imports import modules_imported_by
 from signorm_lab.export import EXPORTABLE_CLASS_PATHS
 from signorm_lab.safety import allowlist, model_registry

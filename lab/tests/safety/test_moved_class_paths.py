@@ -14,6 +14,7 @@ import pytest
 import torch
 import yaml
 from safetensors.torch import load_file
+
 from signorm_lab.cli.recipe_parsing import parse_recipe
 from signorm_lab.safety.allowlist import (
     MOVED_CLASS_PATHS,
@@ -21,7 +22,6 @@ from signorm_lab.safety.allowlist import (
     import_object,
 )
 from signorm_lab.safety.routine_checkpoints import load_routine
-
 from torch_uncertainty_signorm import export
 
 ROOT = Path(__file__).parents[3]

@@ -6,14 +6,14 @@ from __future__ import annotations
 import lightning
 import pytest
 import torch
+from torch import nn
+from torch.utils.data import DataLoader, TensorDataset
+
 from fixtures.backbones import tiny_signorm_spec
 from fixtures.digits import cpu_trainer
 from fixtures.marker_module import assert_not_imported, marker_module
 from signorm_lab.export import build_model
 from signorm_lab.safety.routine_checkpoints import load_routine
-from torch import nn
-from torch.utils.data import DataLoader, TensorDataset
-
 from torch_uncertainty_signorm.routines import SigmaNormClassificationRoutine
 
 #: The recipes' model block, narrowed: TU's CIFAR ResNet-18 at 1/8 width, M = 2.

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from signorm_lab.safety.checkpoint_args import (
     check_parsed_arguments,
     check_taken_arguments,

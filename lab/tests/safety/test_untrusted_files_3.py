@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 import torch
 import yaml
+
 from signorm_lab.safety import allowlist
 from signorm_lab.safety.export_spec import (
     MAX_STACKED_LAYERS,
@@ -22,7 +23,6 @@ from signorm_lab.safety.export_spec import (
 )
 from signorm_lab.safety.files import UnboundedYAML, load_yaml
 from signorm_lab.safety.patterns import check_pattern
-
 from tests.fixtures.marker_module import assert_not_imported, marker_module
 
 ROUTINE = "torch_uncertainty_signorm.routines.SigmaNormClassificationRoutine"
@@ -171,6 +171,7 @@ def test_every_file_the_parser_reads_is_checked_as_it_is_read(tmp_path):
     """The guard around the parser: the text it gets is the text checked, a pipe swapped in for
     a checked file is refused at open, and a URL is never fetched."""
     from jsonargparse import Path as ParserPath
+
     from signorm_lab.safety.parser_reads import checked_parser_reads
 
     allowed = allowlist.RECIPE_CLASS_PATHS

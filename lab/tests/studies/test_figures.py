@@ -6,10 +6,10 @@ import math
 
 import pytest
 import torch
-from fixtures.results_files import tu_metrics, write_run
 from safetensors.torch import save_file
-from signorm_lab.reproduction.runs import find_runs
 
+from fixtures.results_files import tu_metrics, write_run
+from signorm_lab.reproduction.runs import find_runs
 from studies import figures
 
 TAUS = [0.01, 0.1, 1.0, 10.0]

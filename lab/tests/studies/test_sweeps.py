@@ -5,9 +5,9 @@ from pathlib import Path
 
 import pytest
 from safetensors import safe_open
+
 from signorm_lab.cli import cli_main
 from signorm_lab.reproduction.runs import find_runs
-
 from studies import sweeps
 from studies.sweeps import SweepPoint, recipe_command, sweep_points
 

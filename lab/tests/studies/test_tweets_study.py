@@ -7,8 +7,8 @@ import math
 import pytest
 import torch
 from safetensors.torch import save_file
-from signorm_lab.cli.recipe_parsing import parse_recipe
 
+from signorm_lab.cli.recipe_parsing import parse_recipe
 from studies import tweets_study as study
 from studies.tweets_rerun import budget_verdict
 
