@@ -5,7 +5,7 @@ import warnings
 
 import pytest
 import torch
-from fixtures.digits import cpu_trainer
+from fixtures.training import cpu_trainer
 from lightning.pytorch.loggers import CSVLogger
 from torch import nn
 from torch.nn import functional as F
