@@ -74,8 +74,9 @@ class MovedModules(importlib.abc.MetaPathFinder, importlib.abc.Loader):
 
     def exec_module(self, module: ModuleType) -> None:
         new_path = self.new_path(module.__name__)
-        # the frames of Python's import system are skipped by warnings' own filtering
-        _warn(module.__name__, new_path, self.removed_in, stacklevel=2)
+        # _warn, then this method; the frames of Python's import system between it and the
+        # user's import are skipped by warnings' own filtering
+        _warn(module.__name__, new_path, self.removed_in, stacklevel=3)
         new = _import(new_path, module.__name__)
         names = list(getattr(new, "__all__", ()))
         module.__all__ = names
