@@ -37,29 +37,6 @@ __all__ = [
     "revert_sync_member_norms",
 ]
 
-#: The σN-Ens-named forms of this module's names (0.1.0), kept for one release behind a
-#: ``FutureWarning``: the module serves every per-member BatchNorm, σN-Ens's and FiLM's alike.
-_RENAMED = {
-    "SigmaNormSyncBatchNorm": "MemberSyncBatchNorm",
-    "convert_sync_signorm": "convert_sync_member_norms",
-    "revert_sync_signorm": "revert_sync_member_norms",
-    "signorm_sync_batchnorm_plugins": "member_sync_batchnorm_plugins",
-}
-
-
-def __getattr__(name: str) -> Any:
-    if name in _RENAMED:
-        import warnings
-
-        warnings.warn(
-            f"{__name__}.{name} is deprecated and will be removed in torch-uncertainty-signorm "
-            f"0.2.0: use {__name__}.{_RENAMED[name]}, the same object.",
-            FutureWarning,
-            stacklevel=2,
-        )
-        return globals()[_RENAMED[name]]
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
 
 def convert_sync_member_norms(module: nn.Module, process_group: Any = None) -> nn.Module:
     """Switch every σBN and FiLM BatchNorm layer of ``module`` to synchronised statistics.
