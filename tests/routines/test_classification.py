@@ -73,9 +73,7 @@ def test_test_metrics_hold_the_members_diversity_beside_torch_uncertainty_metric
     """``trainer.test`` gives the diversity, member and health metrics next to TorchUncertainty's
     own (the OOD set: noise images)."""
     torch.manual_seed(0)
-    routine = signorm_routine(eval_ood=True)
-    trainer = cpu_trainer(max_epochs=1, limit_train_batches=3)
-    trainer.fit(routine, separable_loader(96, batch_size=32, shuffle=True))
+    routine, trainer = signorm_routine(eval_ood=True), cpu_trainer()
     noise = DataLoader(TensorDataset(torch.randn(64, 1, 8, 8), torch.zeros(64).long()), 32)
     per_loader = trainer.test(routine, [separable_loader(64, seed=2), noise], verbose=False)
     results = {key: value for logged in per_loader for key, value in logged.items()}
