@@ -1,10 +1,9 @@
 """A subclass passes its base's arguments on by name once (``_arguments.arguments_for``)."""
 
 import pytest
-from torch_uncertainty.datamodules import TUDataModule
-
 from signorm_lab.datamodules import DigitsDataModule
 from signorm_lab.datamodules._arguments_for import arguments_for
+from torch_uncertainty.datamodules import TUDataModule
 
 
 def test_exactly_the_targets_named_parameters_are_taken_and_overrides_win():
