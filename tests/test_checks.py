@@ -3,9 +3,7 @@
 import pytest
 import torch
 
-from fixtures.backbones import tiny_resnet, tiny_vit
-from signorm_lab.baselines import film_ensemble, lora_ensemble
-from signorm_lab.evaluation.eval_sets import check_eval_flags
+from fixtures.backbones import tiny_resnet
 from torch_uncertainty_signorm import signorm_ensemble
 from torch_uncertainty_signorm.evaluation.prediction import member_probabilities
 from torch_uncertainty_signorm.routines import SigmaNormClassificationRoutine
@@ -41,11 +39,6 @@ def _resnet_ensemble(**kwargs):
             lambda: SigmaNormClassificationRoutine(_resnet_ensemble(), scale_lr_multiplier=True),
             "scale_lr_multiplier must be a finite number > 0, got True",
         ),
-        (
-            lambda: film_ensemble(tiny_resnet(), 2, gain=True),
-            "gain must be a finite number >= 0, got True",
-        ),
-        (lambda: lora_ensemble(tiny_vit(), 2, rank=True), "rank must be an integer >= 1, got True"),
         (
             lambda: member_probabilities(torch.zeros(4, 3), True),
             "num_estimators must be an integer >= 1, got True",
@@ -88,17 +81,6 @@ def test_check_choices_names_the_bad_values_and_the_valid_ones(values, named):
 def test_check_choices_returns_the_names_in_the_given_order():
     assert check_choices("corruptions", "snow", {"fog": 0.1, "snow": 0.2}) == ("snow",)
     assert check_choices("corruptions", iter(["snow", "fog"]), ["fog", "snow"]) == ("snow", "fog")
-
-
-def test_single_set_loaders_and_eval_sets_loaders_exclude_each_other():
-    check_eval_flags(False, False, eval_ood=True, eval_shift=True)
-    check_eval_flags(True, True, eval_ood=False, eval_shift=False)
-    message = (
-        r"eval_ood=False / eval_shift=True \(TorchUncertainty's single-set loaders.*"
-        r"cannot be combined with eval_near_far_ood=False / eval_shift_severities=True"
-    )
-    with pytest.raises(ValueError, match=message):
-        check_eval_flags(False, True, eval_ood=False, eval_shift=True)
 
 
 def test_setup_stages_are_fit_validate_test_or_all():

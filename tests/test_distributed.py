@@ -2,28 +2,27 @@
 
 The reference for ``P`` processes each holding ``B`` inputs is one process holding the ``P·B``
 inputs concatenated: with synchronised statistics both must give the same per-member running
-statistics, outputs and (averaged) gradients.
+statistics, outputs and (averaged) gradients (FiLM-Ensemble's, and DDP through the command: the
+lab's lab/tests/test_distributed.py).
 """
 
 from __future__ import annotations
 
-import os
-import socket
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import torch
-import torch.distributed as dist
-import torch.multiprocessing as mp
 from lightning.pytorch.plugins.layer_sync import TorchSyncBatchNorm
 from torch import nn
 
 from fixtures.backbones import relative_error, tiny_resnet
-from fixtures.synthetic_datamodule import SyntheticDataModule
-from signorm_lab.baselines import film_ensemble
-from signorm_lab.cli import cli_main
+from fixtures.distributed import (
+    LOCAL_BATCH,
+    global_batch,
+    member_norm_stats,
+    train_step,
+    two_process_step,
+)
 from torch_uncertainty_signorm import SigmaBatchNorm2d, signorm_ensemble
 from torch_uncertainty_signorm.members.distributed import (
     MemberSyncBatchNorm,
@@ -32,84 +31,22 @@ from torch_uncertainty_signorm.members.distributed import (
     member_sync_batchnorm_plugins,
     revert_sync_member_norms,
 )
-from torch_uncertainty_signorm.members.norm import MemberBatchNorm
 
-WORLD, LOCAL_BATCH, M = 2, 3, 2
-REPO = Path(__file__).parents[1]
+M = 2
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-_FACTORIES = {"signorm": signorm_ensemble, "film": film_ensemble}
-
-
-def _ensemble(kind: str = "signorm") -> nn.Module:
+def _ensemble() -> nn.Module:
     torch.manual_seed(0)
-    return _FACTORIES[kind](tiny_resnet(18), M)
+    return signorm_ensemble(tiny_resnet(18), M)
 
 
-def _global_batch() -> tuple[torch.Tensor, torch.Tensor]:
-    generator = torch.Generator().manual_seed(1)
-    inputs = torch.randn(WORLD * LOCAL_BATCH, 3, 32, 32, generator=generator) * 2 + 0.5
-    targets = torch.randint(0, 10, (WORLD * LOCAL_BATCH,), generator=generator)
-    return inputs, targets
+def test_two_processes_match_one_process_on_the_concatenated_batch(tmp_path):
+    ranks = two_process_step(_ensemble, tmp_path)
 
-
-def _step(model: nn.Module, inputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
-    """One training forward/backward; returns the logits."""
-    model.train()
-    logits = model(inputs)
-    loss = nn.functional.cross_entropy(logits, targets.repeat(M))
-    if hasattr(model, "diversity_loss"):
-        loss = loss + model.diversity_loss()
-    loss.backward()
-    return logits.detach()
-
-
-def _stats(model: nn.Module) -> dict[str, torch.Tensor]:
-    return {
-        name: torch.stack([layer.running_mean, layer.running_var])
-        for name, layer in model.named_modules()
-        if isinstance(layer, MemberBatchNorm)
-    }
-
-
-def _worker(rank: int, port: int, out_dir: str, kind: str) -> None:
-    torch.set_num_threads(1)
-    dist.init_process_group("gloo", f"tcp://127.0.0.1:{port}", rank=rank, world_size=WORLD)
-    try:
-        model = convert_sync_member_norms(_ensemble(kind))
-        inputs, targets = _global_batch()
-        rows = slice(rank * LOCAL_BATCH, (rank + 1) * LOCAL_BATCH)
-        logits = _step(model, inputs[rows], targets[rows])
-        grads = {}
-        for name, param in model.named_parameters():
-            dist.all_reduce(param.grad)  # what DDP does: average the processes' gradients
-            grads[name] = param.grad / WORLD
-        torch.save(
-            {"stats": _stats(model), "grads": grads, "logits": logits},
-            Path(out_dir) / f"rank{rank}.pt",
-        )
-    finally:
-        dist.destroy_process_group()
-
-
-@pytest.mark.parametrize("kind", ["signorm", "film"])
-def test_two_processes_match_one_process_on_the_concatenated_batch(tmp_path, kind):
-    # fork: the workers inherit the imported modules instead of importing them again
-    mp.start_processes(
-        _worker, args=(_free_port(), str(tmp_path), kind), nprocs=WORLD, start_method="fork"
-    )
-    ranks = [torch.load(tmp_path / f"rank{r}.pt", weights_only=True) for r in range(WORLD)]
-
-    reference = _ensemble(kind)
-    inputs, targets = _global_batch()
-    logits = _step(reference, inputs, targets).unflatten(0, (M, -1))
-    expected_stats = _stats(reference)
+    reference = _ensemble()
+    inputs, targets = global_batch()
+    logits = train_step(reference, inputs, targets).unflatten(0, (M, -1))
+    expected_stats = member_norm_stats(reference)
 
     assert expected_stats, "the ensemble has per-member BatchNorm layers"
     for rank, result in enumerate(ranks):
@@ -122,10 +59,10 @@ def test_two_processes_match_one_process_on_the_concatenated_batch(tmp_path, kin
     for name, param in reference.named_parameters():  # float32 round-off grows with depth
         assert relative_error(ranks[0]["grads"][name], param.grad) < 2e-3, name
     # Without synchronisation each process normalizes with its half only: the check has teeth.
-    alone = _ensemble(kind)
-    _step(alone, inputs[:LOCAL_BATCH], targets[:LOCAL_BATCH])
+    alone = _ensemble()
+    train_step(alone, inputs[:LOCAL_BATCH], targets[:LOCAL_BATCH])
     name = next(iter(expected_stats))
-    assert not torch.allclose(_stats(alone)[name], expected_stats[name], atol=1e-3)
+    assert not torch.allclose(member_norm_stats(alone)[name], expected_stats[name], atol=1e-3)
 
 
 def test_moments_of_one_process_are_returned_unchanged():
@@ -187,79 +124,6 @@ def test_torch_conversion_alone_would_leave_signorm_unsynchronised():
 def test_plugins_installed_only_for_sync_batchnorm(config, expected):
     plugins = member_sync_batchnorm_plugins(config)
     assert (None if plugins is None else [type(p) for p in plugins]) == expected
-
-
-class OrderedSyntheticDataModule(SyntheticDataModule):
-    """The synthetic images, unshuffled: rank r of P trains on samples r, r + P, ..."""
-
-    def train_dataloader(self):
-        return self._data_loader(self.get_train_set(), training=False)
-
-
-def _fit_args(root: Path, devices: int, batch_size: int) -> list[str]:
-    return [
-        "fit",
-        "--config",
-        str(REPO / "experiments" / "resnet18_c10_signorm.yaml"),
-        "--routine.init_args.model.init_args.model.init_args.width_multiplier=0.125",
-        f"--data.class_path={__name__}.OrderedSyntheticDataModule",
-        f"--data.init_args.batch_size={batch_size}",
-        "--data.init_args.num_samples=8",
-        "--data.init_args.eval_ood=false",
-        "--data.init_args.eval_shift=false",
-        "--trainer.accelerator=cpu",
-        f"--trainer.devices={devices}",
-        "--trainer.precision=32",
-        "--trainer.strategy=" + ("ddp" if devices > 1 else "auto"),
-        "--trainer.sync_batchnorm=true",
-        "--trainer.max_epochs=1",
-        "--trainer.logger=false",
-        "--trainer.limit_val_batches=0",
-        "--trainer.enable_progress_bar=false",
-        "--trainer.callbacks=[]",
-        f"--trainer.default_root_dir={root}",
-        "--eval_after_fit=false",
-        "--seed_everything=0",
-    ]
-
-
-def _final_state(root: Path) -> dict[str, torch.Tensor]:
-    (checkpoint,) = root.rglob("*.ckpt")
-    return torch.load(checkpoint, weights_only=True)["state_dict"]
-
-
-@pytest.mark.slow
-def test_ddp_through_the_command_matches_one_process(tmp_path, monkeypatch):
-    """``torch-uncertainty fit`` with ``strategy: ddp``, ``devices: 2`` and ``sync_batchnorm``:
-    after one step on 2 × 4 images, statistics and weights equal one process on the 8 images."""
-    env = {
-        **os.environ,
-        "PYTHONPATH": os.pathsep.join([str(REPO / "tests"), os.environ.get("PYTHONPATH", "")]),
-        "OMP_NUM_THREADS": "1",
-    }
-    command = [
-        sys.executable,
-        "-m",
-        "signorm_lab.cli",
-        *_fit_args(tmp_path / "ddp", devices=2, batch_size=4),
-    ]
-    result = subprocess.run(
-        command, env=env, check=False, capture_output=True, text=True, timeout=300, cwd=tmp_path
-    )
-    assert result.returncode == 0, result.stderr[-3000:]
-    monkeypatch.setattr(sys, "argv", ["torch-uncertainty"])
-    monkeypatch.chdir(tmp_path)
-    cli_main(_fit_args(tmp_path / "single", devices=1, batch_size=8))
-
-    ddp, single = _final_state(tmp_path / "ddp"), _final_state(tmp_path / "single")
-    assert ddp.keys() == single.keys()
-    stats = [k for k in single if k.endswith(("running_mean", "running_var"))]
-    assert len(stats) > 10
-    for key in stats:
-        torch.testing.assert_close(ddp[key], single[key], rtol=1e-4, atol=1e-5)
-    weights = [k for k in single if single[k].is_floating_point() and k not in stats]
-    for key in weights:  # the averaged gradients of the synchronised layers took the same step
-        assert relative_error(ddp[key], single[key]) < 1e-4, key
 
 
 def test_distributed_imports_the_layers_only():

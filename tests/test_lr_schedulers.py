@@ -1,4 +1,5 @@
-"""WarmupCosineLR follows its equation, scales every group, and the command steps it per step."""
+"""WarmupCosineLR follows its equation and scales every group (the command steps it per step: the
+lab's lab/tests/test_lr_schedulers.py)."""
 
 from __future__ import annotations
 
@@ -6,9 +7,7 @@ import math
 
 import pytest
 import torch
-from torch.optim.lr_scheduler import MultiStepLR
 
-from signorm_lab.cli import TUSigmaNormCLI
 from torch_uncertainty_signorm.optim_recipes import WarmupCosineLR
 
 
@@ -61,12 +60,3 @@ def test_linear_warmup_then_cosine_decay(warmup):
 def test_bad_arguments_name_the_value(kwargs, message):
     with pytest.raises(ValueError, match=message):
         WarmupCosineLR(_optimizer(), **kwargs)
-
-
-def test_the_command_steps_it_every_optimisation_step_and_others_every_epoch():
-    optimizer = _optimizer()
-    per_step = TUSigmaNormCLI.configure_optimizers(None, optimizer, WarmupCosineLR(optimizer, 10))
-    assert per_step["lr_scheduler"]["interval"] == "step"
-    optimizer = _optimizer()
-    per_epoch = TUSigmaNormCLI.configure_optimizers(None, optimizer, MultiStepLR(optimizer, [5]))
-    assert per_epoch[0] == [optimizer] and isinstance(per_epoch[1][0], MultiStepLR)

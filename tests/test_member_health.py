@@ -11,6 +11,7 @@ from torch.nn import functional as F
 from torch.utils.data import DataLoader, TensorDataset
 
 from fixtures.digits import cpu_trainer
+from fixtures.training import cpu_trainer
 from torch_uncertainty_signorm import predict, signorm_ensemble
 from torch_uncertainty_signorm.routines import SigmaNormClassificationRoutine
 from torch_uncertainty_signorm.routines.member_health import (

@@ -8,8 +8,8 @@ import torch
 from torch.utils.data import DataLoader, TensorDataset
 
 from fixtures.backbones import tiny_resnet
-from fixtures.cifar_files import accepted_cifar_root, cifar_manifest, cifar_root  # noqa: F401
-from fixtures.digits import cpu_trainer
+from fixtures.synthetic_datamodule import SyntheticDataModule
+from fixtures.training import cpu_trainer
 from torch_uncertainty_signorm import (
     EnsemblePrediction,
     ensemble_prediction,
@@ -67,20 +67,10 @@ def test_predict_over_a_loader_equals_one_batch_and_matches_trainer_predict(mode
     )
 
 
-def test_predict_accepts_what_a_torch_uncertainty_datamodule_returns(model, accepted_cifar_root):  # noqa: F811 (the imported fixture)
-    from torch_uncertainty.datamodules import CIFAR10DataModule
-
-    datamodule = CIFAR10DataModule(
-        root=accepted_cifar_root,
-        batch_size=8,
-        eval_ood=True,
-        num_workers=0,
-        persistent_workers=False,
-        pin_memory=False,
-    )
-    datamodule.prepare_data()
+def test_predict_accepts_what_a_torch_uncertainty_datamodule_returns(model):
+    datamodule = SyntheticDataModule(batch_size=8, num_samples=12, eval_ood=True, eval_shift=True)
     datamodule.setup("test")
-    loaders = datamodule.test_dataloader()  # [CIFAR-10 test, SVHN]: a list of loaders
+    loaders = datamodule.test_dataloader()  # [test, OOD, shifted]: a list of loaders
     predictions = predict(model, loaders)
     assert [p.probs.shape[0] for p in predictions] == [len(loader.dataset) for loader in loaders]
     test_set = predict(model, loaders[0])

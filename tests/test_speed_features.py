@@ -19,7 +19,6 @@ def _loss(model, x, y):
     return F.cross_entropy(model(x), y.repeat(M)) + model.diversity_loss()
 
 
-@pytest.mark.slow
 def test_compiled_training_step_matches_eager_in_one_graph():
     """fullgraph=True also proves the step has no graph break: no .item(), no branch on data."""
     eager = signorm_ensemble(tiny_resnet(), M)

@@ -7,7 +7,7 @@ other's libraries first.
 
 import lazy_loader
 
-from .utils.moved_modules import MovedModules, moved_names
+from .utils.moved_modules import MovedModules, moved_names, names_moved_from
 
 #: The release that removes the old paths of :data:`MOVED_MODULES` and :data:`MOVED_NAMES`.
 MOVED_REMOVED_IN = "0.3.0"
@@ -90,17 +90,10 @@ MOVED_MODULES |= {
 MovedModules(MOVED_MODULES, removed_in=MOVED_REMOVED_IN).install()
 
 
-def _moved_names_of(package: str) -> dict[str, str]:
-    """The :data:`MOVED_NAMES` of ``package``, by their name in it."""
-    return {
-        old[len(package) + 1 :]: new
-        for old, new in MOVED_NAMES.items()
-        if old.rpartition(".")[0] == package
-    }
-
-
 __getattr__, __dir__, __all__ = lazy_loader.attach_stub(__name__, __file__)
-__getattr__ = moved_names(__name__, _moved_names_of(__name__), MOVED_REMOVED_IN, __getattr__)
+__getattr__ = moved_names(
+    __name__, names_moved_from(__name__, MOVED_NAMES), MOVED_REMOVED_IN, __getattr__
+)
 
 #: The package's version, read by the build from this line (pyproject.toml's ``dynamic``).
 __version__ = "0.2.0"

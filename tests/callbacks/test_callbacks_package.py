@@ -1,20 +1,8 @@
-"""The callbacks package imports a callback's module when the callback is first used."""
-
-import pytest
+"""The callbacks package imports a callback's module when the callback is first used (the lab's run
+callbacks: lab/tests/callbacks/test_callbacks_package.py)."""
 
 import torch_uncertainty_signorm.callbacks as callbacks
 from fixtures.imports import modules_imported_by
-
-
-@pytest.mark.slow
-def test_importing_the_resume_callback_leaves_the_metrics_libraries_unimported():
-    """TorchUncertainty's metrics bring scikit-learn and seaborn; a run that only resumes needs
-    neither (Lightning itself still imports matplotlib)."""
-    imported = modules_imported_by(
-        "from torch_uncertainty_signorm.callbacks import ExactResumeCheckpoint",
-        ("sklearn", "seaborn", "torch_uncertainty.metrics"),
-    )
-    assert imported == []
 
 
 def test_every_listed_callback_is_a_lightning_callback_of_its_module():
@@ -26,7 +14,6 @@ def test_every_listed_callback_is_a_lightning_callback_of_its_module():
     assert set(callbacks.__all__) <= set(dir(callbacks))
 
 
-@pytest.mark.slow
 def test_the_routines_callbacks_import_first_without_a_cycle():
     """The routine imports its callbacks; they must not import the routines package back (in
     one new process: importing either one would bring the routines package in)."""

@@ -1,4 +1,4 @@
-"""MemberOwnershipCallback on real digits training: CSV, scalars and figures per epoch."""
+"""MemberOwnershipCallback during training: CSV, scalars and figures per epoch."""
 
 import csv
 import gc
@@ -14,15 +14,23 @@ from lightning.pytorch.loggers import CSVLogger, TensorBoardLogger
 from matplotlib.figure import Figure
 from torch import nn
 
-from fixtures.digits import cpu_trainer, digits_signorm_routine
-from signorm_lab.datamodules import DigitsDataModule
+from fixtures.digits import cpu_trainer
+from fixtures.training import NUM_ESTIMATORS, cpu_trainer, separable_loader, signorm_routine
 from torch_uncertainty_signorm import ownership_counts, pairwise_cosine
 from torch_uncertainty_signorm.callbacks import MemberOwnershipCallback
 from torch_uncertainty_signorm.callbacks.member_ownership import importance_embedding_figure
 
 FIGURES = ("importance_histogram", "importance_embedding", "ownership_counts")
-M = 4  # members of the digits fixture
+M = NUM_ESTIMATORS
 HAS_TENSORBOARD = importlib.util.find_spec("tensorboard") is not None
+
+
+def _train():
+    return separable_loader(96, batch_size=32, shuffle=True)
+
+
+def _validation():
+    return separable_loader(32, batch_size=32, seed=1)
 
 
 def read_blocks(path):
@@ -77,12 +85,11 @@ def live_figures():
     return sum(type(obj) is Figure for obj in gc.get_objects())
 
 
-@pytest.mark.slow
 def test_training_logs_one_block_figures_and_scalars_per_validation_epoch(tmp_path):
     """TensorBoard when installed (read back with EventAccumulator), else the CSV/PNG path."""
     torch.manual_seed(0)
     figures_before = live_figures()
-    routine = digits_signorm_routine()
+    routine = signorm_routine()
     logger = TensorBoardLogger(tmp_path) if HAS_TENSORBOARD else CSVLogger(tmp_path)
     trainer = cpu_trainer(
         max_epochs=2,
@@ -92,7 +99,7 @@ def test_training_logs_one_block_figures_and_scalars_per_validation_epoch(tmp_pa
         limit_val_batches=1,
         callbacks=[MemberOwnershipCallback()],
     )
-    trainer.fit(routine, DigitsDataModule(batch_size=32))  # the sanity check runs too
+    trainer.fit(routine, _train(), _validation())  # the sanity check runs too
     assert plt.get_fignums() == []  # no figure left open in pyplot
     assert live_figures() == figures_before  # 6 figures drawn, none kept alive
 
@@ -151,7 +158,7 @@ def expected_counts(model, regularized_only, shift):
 
 
 def test_hand_built_importances_give_exact_counts_and_a_repeated_epoch_replaces_its_rows(tmp_path):
-    routine = digits_signorm_routine()
+    routine = signorm_routine()
     set_known_ownership(routine.model)
     callbacks = [
         MemberOwnershipCallback(dirpath=tmp_path / "half", log_figures=False),
@@ -159,9 +166,8 @@ def test_hand_built_importances_give_exact_counts_and_a_repeated_epoch_replaces_
     ]
     logger = CSVLogger(tmp_path / "logs")  # dirpath wins over the logger's directory
     trainer = cpu_trainer(logger=logger, limit_val_batches=1, callbacks=callbacks)
-    datamodule = DigitsDataModule(batch_size=32)
-    trainer.validate(routine, datamodule, verbose=False)
-    trainer.validate(routine, datamodule, verbose=False)  # epoch 0 again, as after a resume
+    trainer.validate(routine, _validation(), verbose=False)
+    trainer.validate(routine, _validation(), verbose=False)  # epoch 0 again, as after a resume
 
     for folder, shift in (("half", 1), ("high", 0)):
         blocks, lines = read_blocks(tmp_path / folder / "ownership.csv")
@@ -175,14 +181,14 @@ def test_hand_built_importances_give_exact_counts_and_a_repeated_epoch_replaces_
 
 
 def test_csv_logger_falls_back_to_png_figures(tmp_path):
-    routine = digits_signorm_routine()
+    routine = signorm_routine()
     logger = CSVLogger(tmp_path)
     trainer = cpu_trainer(
         logger=logger,
         limit_val_batches=1,
         callbacks=[MemberOwnershipCallback(max_embedding_points=64)],
     )
-    trainer.validate(routine, DigitsDataModule(batch_size=32), verbose=False)
+    trainer.validate(routine, _validation(), verbose=False)
     assert plt.get_fignums() == []
     for name in FIGURES:
         png = tmp_path / "lightning_logs" / "version_0" / "ownership" / "epoch=0" / f"{name}.png"

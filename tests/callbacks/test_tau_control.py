@@ -5,7 +5,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from fixtures.digits import digits_signorm_routine
+from fixtures.training import signorm_routine
 from torch_uncertainty_signorm.signorm.diversity_target import DiversityTarget
 
 
@@ -26,7 +26,7 @@ def _validate(routine, callback, accuracy: float, step: int) -> None:
 
 
 def test_a_validation_accuracy_fall_twice_in_a_row_is_warned_about():
-    routine = digits_signorm_routine(target_diversity=0.5)
+    routine = signorm_routine(target_diversity=0.5)
     callback = routine.target_callback
     callback.controller = DiversityTarget(0.5, 0.1, 100)
     _validate(routine, callback, 1.0, step=10)
@@ -43,7 +43,7 @@ def test_a_validation_accuracy_fall_twice_in_a_row_is_warned_about():
 
 def test_tau_is_set_once_per_optimisation_step():
     """Under gradient accumulation, every batch of a step sees the same τ."""
-    routine = digits_signorm_routine(target_diversity=0.5)
+    routine = signorm_routine(target_diversity=0.5)
     callback = routine.target_callback
     callback.controller = DiversityTarget(0.5, routine.model, 100)  # τ's owner: the model
     for step in (0, 0, 1, 1):
@@ -61,7 +61,7 @@ def test_a_tested_checkpoint_away_from_the_target_is_warned_about_once():
     from torch_uncertainty_signorm.callbacks.identical_members import regularized_cosine
 
     torch.manual_seed(0)
-    routine = digits_signorm_routine(target_diversity=0.1)
+    routine = signorm_routine(target_diversity=0.1)
     callback = routine.target_callback
     cosine = regularized_cosine(routine.model)
     assert cosine > 0.2  # the fresh ensemble is away from 0.1

@@ -1,20 +1,14 @@
-"""One normalization kernel per σNorm layer, whatever the number of members M.
-
-Counted below autograd with a ``TorchDispatchMode``: the aten ops a forward (or backward)
-actually runs. torch's CPU ``rms_norm`` is a composite (``pow``, ``mean``, ``rsqrt``, ...),
-so an RMS normalization is counted by its single ``rsqrt``.
-"""
+"""One normalization kernel per σNorm layer, whatever the number of members M, counted below
+autograd (tests/fixtures/kernel_counts.py; FiLM-Ensemble's BatchNorm: the lab's
+lab/tests/members/test_kernel_counts.py)."""
 
 from __future__ import annotations
 
-from collections import Counter
-
 import pytest
 import torch
-from torch.utils._python_dispatch import TorchDispatchMode
 
 from fixtures.backbones import tiny_resnet
-from signorm_lab.baselines import FiLMBatchNorm
+from fixtures.kernel_counts import NormKernelCounter
 from torch_uncertainty_signorm import signorm_ensemble
 from torch_uncertainty_signorm.signorm.layers import (
     SigmaBatchNorm1d,
@@ -25,27 +19,9 @@ from torch_uncertainty_signorm.signorm.layers import (
     SigmaRMSNorm,
 )
 
-NORMS = ("batch_norm", "layer_norm", "group_norm", "rms_norm")
-
-
-class NormKernelCounter(TorchDispatchMode):
-    """Counts the normalization kernels (forward and backward) dispatched inside it."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.counts: Counter[str] = Counter()
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        name = func.overloadpacket.__name__
-        if any(norm in name for norm in NORMS) or name == "rsqrt":
-            self.counts["backward" if "backward" in name else "forward"] += 1
-        return func(*args, **(kwargs or {}))
-
-
 LAYERS = {
     "σBN1d": (lambda m: SigmaBatchNorm1d(6, m), (6,)),
     "σBN2d": (lambda m: SigmaBatchNorm2d(6, m), (6, 4, 4)),
-    "FiLM-BN": (lambda m: FiLMBatchNorm(6, m), (6, 4, 4)),
     "σGN": (lambda m: SigmaGroupNorm(2, 6, m), (6, 4, 4)),
     "σLN": (lambda m: SigmaLayerNorm(6, m), (5, 6)),
     "σLN2d": (lambda m: SigmaLayerNorm2d(6, m), (6, 3, 3)),
@@ -65,7 +41,7 @@ def test_one_norm_kernel_per_layer_forward_for_any_m(kind, num_estimators, train
     assert counter.counts["forward"] == 1, counter.counts
 
 
-@pytest.mark.parametrize("kind", ["σBN2d", "FiLM-BN", "σGN", "σLN"])
+@pytest.mark.parametrize("kind", ["σBN2d", "σGN", "σLN"])
 def test_one_norm_kernel_in_backward(kind):
     build, shape = LAYERS[kind]
     layer = build(4)

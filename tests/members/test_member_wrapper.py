@@ -1,23 +1,15 @@
-"""What σN-Ens, FiLM-Ensemble, LoRA-Ensemble and the multi-head ensemble share through
-``MemberWrapper``: each member alone as a plain model, and TorchUncertainty's feature protocol
-(``feats_forward``/``linear``)."""
+"""What a σN-Ens gets from ``MemberWrapper``: each member alone as a plain model, and
+TorchUncertainty's feature protocol (``feats_forward``/``linear``). FiLM-Ensemble, LoRA-Ensemble
+and the multi-head ensemble on the same base: the lab's lab/tests/members/test_member_wrapper.py.
+"""
 
 from __future__ import annotations
 
 import pytest
 import torch
 from torch import nn
-from torch_uncertainty.routines import ClassificationRoutine
-from torch_uncertainty.transforms import RepeatTarget
 
-from fixtures.backbones import bert_inputs, randomize_norms, tiny_bert, tiny_resnet, tiny_vit
-from signorm_lab.baselines import (
-    MemberLinear,
-    MemberLoRALinear,
-    film_ensemble,
-    lora_ensemble,
-    multi_head_ensemble,
-)
+from fixtures.backbones import bert_inputs, randomize_norms, tiny_bert, tiny_resnet
 from torch_uncertainty_signorm import signorm_ensemble
 from torch_uncertainty_signorm.callbacks.logits_tap import LogitsTap
 from torch_uncertainty_signorm.members.heads import MemberHeads
@@ -26,16 +18,12 @@ from torch_uncertainty_signorm.members.wrapper import MemberModel
 
 M = 3
 #: Layers holding M members, none of which a member model may keep.
-PER_MEMBER = (MemberNorm, MemberHeads, MemberLinear, MemberLoRALinear)
+PER_MEMBER = (MemberNorm, MemberHeads)
 
 
 def _trained_like(model: nn.Module) -> nn.Module:
-    """Members that differ: running statistics moved by two training passes, LoRA's ``B``
-    (zero at initialisation) drawn."""
+    """Members that differ: running statistics moved by two training passes."""
     with torch.no_grad():
-        for name, param in model.named_parameters():
-            if name.endswith("lora_B"):
-                param.normal_(0.0, 0.1)
         if any(
             isinstance(m, nn.BatchNorm2d) or "BatchNorm" in type(m).__name__
             for m in model.modules()
@@ -53,20 +41,12 @@ WRAPPERS = {
         ),
         lambda: torch.randn(4, 3, 32, 32),
     ),
-    "film-resnet": (
-        lambda: film_ensemble(tiny_resnet(), M, gain=1.0),
-        lambda: torch.randn(4, 3, 32, 32),
+    "signorm-bert": (
+        lambda: signorm_ensemble(
+            randomize_norms(tiny_bert()), M, pretrained=True, member_spread=0.5, num_classes=4
+        ),
+        bert_inputs,
     ),
-    "lora-vit": (
-        lambda: lora_ensemble(tiny_vit(), M, num_classes=5),
-        lambda: torch.randn(4, 3, 32, 32),
-    ),
-    "lora-bert": (lambda: lora_ensemble(tiny_bert(), M, num_classes=4), bert_inputs),
-    "multi_head-resnet": (
-        lambda: multi_head_ensemble(tiny_resnet(), M),
-        lambda: torch.randn(4, 3, 32, 32),
-    ),
-    "multi_head-bert": (lambda: multi_head_ensemble(tiny_bert(), M, num_classes=4), bert_inputs),
 }
 
 
@@ -88,11 +68,10 @@ def test_member_model_is_plain_and_equals_the_members_rows(case):
         ensemble.member_model(M)
 
 
-@pytest.mark.parametrize("case", [case for case in WRAPPERS if "multi_head" not in case])
-def test_member_layers_are_each_methods_per_member_layers_by_name(case):
+@pytest.mark.parametrize("case", WRAPPERS)
+def test_member_layers_are_the_signorm_layers_by_name(case):
     ensemble = WRAPPERS[case][0]()
-    method = {"signorm": "signorm_layers", "film": "film_layers", "lora": "adapters"}
-    own = getattr(ensemble, method[case.split("-")[0]])()
+    own = ensemble.signorm_layers()
     layers = ensemble.member_layers()
     assert list(layers) == list(own) == ensemble.member_layer_names
     assert all(layers[name] is own[name] for name in own)
@@ -150,30 +129,6 @@ class _Holder(nn.Module):
     def __init__(self, model: nn.Module) -> None:
         super().__init__()
         self.model = model
-
-
-@pytest.mark.parametrize("case", ["film-resnet", "lora-vit", "multi_head-resnet"])
-def test_torch_uncertainty_routine_takes_the_features_of_the_baselines(case):
-    """TorchUncertainty's routine (single-model metrics: it refuses grouping loss with
-    ``is_ensemble``) accepts the baselines with ``eval_grouping_loss`` and gets their logits
-    through ``feats_forward``/``linear``."""
-    build, make_inputs = WRAPPERS[case]
-    ensemble = _trained_like(build())
-    classes = 5 if case == "lora-vit" else 10
-    routine = ClassificationRoutine(
-        ensemble,
-        classes,
-        nn.CrossEntropyLoss(),
-        is_ensemble=False,
-        format_batch_fn=RepeatTarget(M),
-        eval_grouping_loss=True,
-    )
-    inputs = make_inputs()
-    with torch.no_grad():
-        expected = routine.forward(inputs)
-        logits = routine.forward(inputs, save_feats=True)
-    torch.testing.assert_close(logits, expected, rtol=0, atol=0)
-    assert routine.features.shape[0] == inputs.shape[0]
 
 
 def test_member_model_keeps_the_ensembles_dtype():

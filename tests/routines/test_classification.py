@@ -1,4 +1,4 @@
-"""SigmaNormClassificationRoutine on real digits: the regularizer, its logs, its groups."""
+"""SigmaNormClassificationRoutine: the regularizer, its logs, its groups, its checkpoints."""
 
 import csv
 import warnings
@@ -13,9 +13,8 @@ from torch_uncertainty.routines import ClassificationRoutine
 from torch_uncertainty.transforms import RepeatTarget
 
 from fixtures.backbones import randomize_norms, tiny_resnet
-from fixtures.digits import cpu_trainer, digits_signorm_routine
 from fixtures.marker_module import assert_not_imported, marker_module
-from signorm_lab.datamodules import DigitsDataModule
+from fixtures.training import cpu_trainer, separable_loader, signorm_routine
 from torch_uncertainty_signorm import signorm_ensemble
 from torch_uncertainty_signorm.routines import SigmaNormClassificationRoutine
 from torch_uncertainty_signorm.signorm.regularization_guard import (
@@ -25,7 +24,7 @@ from torch_uncertainty_signorm.signorm.regularization_guard import (
 
 
 def test_scale_logits_get_their_own_group_at_100x_without_weight_decay():
-    routine = digits_signorm_routine()  # base lr 0.05
+    routine = signorm_routine()  # base lr 0.05
     optimizer = routine.configure_optimizers()
     base, scales = optimizer.param_groups
     assert scales["lr"] == pytest.approx(5.0) and scales["weight_decay"] == 0.0
@@ -37,7 +36,7 @@ def test_scale_logits_get_their_own_group_at_100x_without_weight_decay():
 
 
 def test_training_loss_is_task_loss_plus_lambda_diversity_term():
-    routine = digits_signorm_routine(diversity_strength=0.3)
+    routine = signorm_routine(diversity_strength=0.3)
     routine.log = lambda *args, **kwargs: None  # logging needs a running loop
     inputs, targets = torch.randn(6, 1, 8, 8), torch.randint(0, 10, (6,))
     torch.manual_seed(0)
@@ -49,34 +48,58 @@ def test_training_loss_is_task_loss_plus_lambda_diversity_term():
     assert routine.model.diversity_loss() < 0  # sum of log-shares, scaled by λ > 0
 
 
-@pytest.mark.slow
-def test_low_temperature_lowers_signorm_cos_on_real_digits():
-    """τ is the control: 3 epochs at τ = 0.1 end with far more diverse members than τ = 10.
+def test_low_temperature_lowers_signorm_cos():
+    """τ is the control: 3 epochs at τ = 0.1 end with far more diverse members than τ = 10,
+    both accurate.
 
     Only the members' parameters are compared. Their outputs' diversity (the Jensen gap) follows
-    τ in some seeds and not in others at this budget (seeds 0 and 1 disagree, and seed 0 flips
-    between CPUs); the digits study leaves that link open too (claim C2,
-    studies/results/digits_study).
+    τ in some seeds and not in others at such budgets; the digits study leaves that link open
+    too (claim C2, studies/results/digits_study).
     """
     cosines = {}
     for tau in (0.1, 10.0):
         torch.manual_seed(0)
-        routine = digits_signorm_routine(tau=tau)
+        routine = signorm_routine(tau=tau)
         trainer = cpu_trainer(max_epochs=3)
-        datamodule = DigitsDataModule(batch_size=64)
-        trainer.fit(routine, datamodule)
-        results = trainer.validate(routine, datamodule, verbose=False)[0]
+        trainer.fit(routine, separable_loader(320, batch_size=32, shuffle=True))
+        results = trainer.validate(routine, separable_loader(256, seed=1), verbose=False)[0]
         assert results["val/cls/Acc"] > 0.85
         cosines[tau] = results["val/div/signorm_cos_regularized"]
     assert cosines[0.1] < cosines[10.0] - 0.3, cosines
 
 
+def test_test_metrics_hold_the_members_diversity_beside_torch_uncertainty_metrics():
+    """``trainer.test`` gives the diversity, member and health metrics next to TorchUncertainty's
+    own (the OOD set: noise images)."""
+    torch.manual_seed(0)
+    routine, trainer = signorm_routine(eval_ood=True), cpu_trainer()
+    noise = DataLoader(TensorDataset(torch.randn(64, 1, 8, 8), torch.zeros(64).long()), 32)
+    per_loader = trainer.test(routine, [separable_loader(64, seed=2), noise], verbose=False)
+    results = {key: value for logged in per_loader for key, value in logged.items()}
+    for key in (
+        "test/cls/Acc",
+        "ood/AUROC",
+        "test/ens_MI",
+        "test/div/signorm_cos",
+        "test/div/signorm_cos_regularized",
+        "test/div/jensen_gap",
+        "test/div/geometric_ambiguity",
+        "test/health/dead_members",
+        *(f"test/member_{m}/{name}" for m in range(4) for name in ("Acc", "NLL")),
+    ):
+        assert key in results, key
+    assert 0 < results["test/member_3/Acc"] <= 1  # a fraction, as test/cls/Acc
+    # the mutual information (modulation uncertainty) is TorchUncertainty's, logged once
+    assert "test/div/MI" not in results
+    assert 0 < results["test/div/signorm_cos"] <= 1
+
+
 def test_optimizer_without_groups_is_warned_about():
-    routine = digits_signorm_routine()
+    routine = signorm_routine()
     routine.optim_recipe = torch.optim.SGD(routine.parameters(), lr=0.01)
     trainer = cpu_trainer(max_epochs=1, limit_train_batches=1, limit_val_batches=0)
     with pytest.warns(UserWarning, match="share an optimizer group"):
-        trainer.fit(routine, DigitsDataModule(batch_size=32))
+        trainer.fit(routine, separable_loader(32, batch_size=32))
 
 
 def test_bad_routine_arguments_name_the_value():
@@ -401,7 +424,7 @@ def test_grouping_loss_is_evaluated_for_the_ensemble_beside_its_output_diversity
     """TorchUncertainty refuses ``eval_grouping_loss`` with ``is_ensemble``; the σN-Ens routine
     evaluates it on the members' features of each input, and its output diversity still reads
     the logits of the same step."""
-    routine = digits_signorm_routine(eval_grouping_loss=True).eval()
+    routine = signorm_routine(eval_grouping_loss=True).eval()
     inputs, targets = torch.randn(8, 1, 8, 8), torch.randint(0, 10, (8,))
     with torch.no_grad():
         routine.validation_step((inputs, targets))

@@ -164,14 +164,13 @@ def test_sync_batch_norm_converts_and_exports_to_sync_batch_norm():
         torch.testing.assert_close(folded(x_m), out[m], rtol=1e-5, atol=1e-5)
 
 
-def test_ensemble_with_sync_batch_norm_layers_exports_its_members():
+def test_ensemble_with_sync_batch_norm_layers_gives_its_members():
     from fixtures.backbones import tiny_resnet
-    from signorm_lab.export import member_model
 
     backbone = nn.SyncBatchNorm.convert_sync_batchnorm(tiny_resnet())
     ensemble = signorm_ensemble(backbone, M).eval()
     x = torch.randn(2, 3, 32, 32)
     logits = ensemble(x).unflatten(0, (M, -1))
-    member = member_model(ensemble, 1).eval()
+    member = ensemble.member_model(1).eval()
     assert any(type(module) is nn.SyncBatchNorm for module in member.modules())
     torch.testing.assert_close(member(x), logits[1], rtol=1e-4, atol=1e-5)

@@ -1,4 +1,5 @@
-"""σNorm layers against their definition: M separate norm layers, one per member slice."""
+"""σNorm layers against their definition: M separate norm layers, one per member slice (FiLM's
+BatchNorm under in-place ops: the lab's lab/tests/signorm/test_signorm.py)."""
 
 import copy
 
@@ -6,8 +7,6 @@ import pytest
 import torch
 from torch import nn
 
-from fixtures.members import batch_major, member_rows
-from signorm_lab.baselines import FiLMBatchNorm
 from torch_uncertainty_signorm.signorm.conversion import signorm_class_for
 from torch_uncertainty_signorm.signorm.layers import (
     SigmaBatchNorm1d,
@@ -229,12 +228,11 @@ def test_per_sample_norm_gradients_pass_gradcheck(template, pretrained):
     [
         lambda: SigmaBatchNorm2d(4, M),
         lambda: SigmaGroupNorm(2, 4, M),
-        lambda: FiLMBatchNorm(4, M),
         lambda: SigmaLayerNorm.from_module(nn.LayerNorm(5), M),
         lambda: SigmaRMSNorm(5, M),
         lambda: SigmaLayerNorm2d(4, M),
     ],
-    ids=["batchnorm", "groupnorm", "film", "layernorm", "rmsnorm", "layernorm2d"],
+    ids=["batchnorm", "groupnorm", "layernorm", "rmsnorm", "layernorm2d"],
 )
 def test_in_place_ops_on_a_norm_output_are_plain_and_exact(make):
     """A residual block's ``out += shortcut; out.relu_()`` on a norm output: allowed, with

@@ -1,9 +1,9 @@
 """τ lives in one place, the penalty, changed through ``set_tau``; the config holds where a run
-started, and an export and a checkpoint record where it ended."""
+started, and a checkpoint records where it ended (an export: the lab's
+lab/tests/signorm/test_tau_owner.py)."""
 
 from __future__ import annotations
 
-import json
 import math
 from types import SimpleNamespace
 
@@ -12,9 +12,9 @@ import torch
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
-from fixtures.backbones import tiny_resnet, tiny_signorm_spec
-from fixtures.digits import cpu_trainer
-from torch_uncertainty_signorm import export, signorm_ensemble
+from fixtures.backbones import tiny_resnet
+from fixtures.training import cpu_trainer
+from torch_uncertainty_signorm import signorm_ensemble
 from torch_uncertainty_signorm.routines import SigmaNormClassificationRoutine
 from torch_uncertainty_signorm.signorm.checkpoint_tau import CHECKPOINT_TAU, checkpoint_tau
 
@@ -28,15 +28,6 @@ def test_set_tau_moves_the_penalty_and_leaves_the_config_as_it_started():
         model.penalty.tau = 0.3  # only through set_tau
     with pytest.raises(ValueError, match="tau"):
         model.set_tau(0.0)
-
-
-def test_an_export_records_the_tau_the_run_ended_with(tmp_path):
-    spec = tiny_signorm_spec(2, style="cifar", tau=0.5)
-    model = export.build_model(spec)
-    model.set_tau(0.2)
-    folder = export.export_ensemble(model.eval(), spec, tmp_path / "out")
-    assert json.loads((folder / "config.json").read_text())["model"]["init_args"]["tau"] == 0.2
-    assert export.load_ensemble(folder).tau == 0.2
 
 
 def test_a_checkpoint_records_the_tau_the_run_ended_with():

@@ -21,7 +21,7 @@ from collections.abc import Callable, Mapping
 from types import ModuleType
 from typing import Any
 
-__all__ = ["MovedModules", "moved_names"]
+__all__ = ["MovedModules", "moved_names", "names_moved_from"]
 
 #: Where the moved modules' distribution comes from, for the ImportError's advice.
 _INSTALL = {"signorm_lab": "pip install signorm-lab (the lab, in the repository's lab/ folder)"}
@@ -114,3 +114,13 @@ def moved_names(
         return value
 
     return __getattr__
+
+
+def names_moved_from(package: str, moved: Mapping[str, str]) -> dict[str, str]:
+    """The names of ``moved`` (old dotted path → new) that were ``package``'s own, by their name
+    in it: what :func:`moved_names` takes."""
+    return {
+        old[len(package) + 1 :]: new
+        for old, new in moved.items()
+        if old.rpartition(".")[0] == package
+    }
