@@ -10,7 +10,6 @@ from torch import nn
 from torch.nn import functional as F
 from torch.utils.data import DataLoader, TensorDataset
 
-from fixtures.digits import cpu_trainer
 from fixtures.training import cpu_trainer
 from torch_uncertainty_signorm import predict, signorm_ensemble
 from torch_uncertainty_signorm.routines import SigmaNormClassificationRoutine

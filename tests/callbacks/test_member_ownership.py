@@ -14,7 +14,6 @@ from lightning.pytorch.loggers import CSVLogger, TensorBoardLogger
 from matplotlib.figure import Figure
 from torch import nn
 
-from fixtures.digits import cpu_trainer
 from fixtures.training import NUM_ESTIMATORS, cpu_trainer, separable_loader, signorm_routine
 from torch_uncertainty_signorm import ownership_counts, pairwise_cosine
 from torch_uncertainty_signorm.callbacks import MemberOwnershipCallback

@@ -7,6 +7,7 @@ import pytest
 import torch
 from torch import nn
 
+from fixtures.members import batch_major, member_rows
 from torch_uncertainty_signorm.signorm.conversion import signorm_class_for
 from torch_uncertainty_signorm.signorm.layers import (
     SigmaBatchNorm1d,
