@@ -40,9 +40,8 @@ _INITIAL_STATE = {
 
 def find_norm_layers(model: nn.Module) -> list[str]:
     """Qualified names of the normalization layers of ``model`` that σN-Ens makes per-member, in
-    module order: the supported plain norms, and σNorm layers built in (a TorchUncertainty
-    builder given :func:`~torch_uncertainty_signorm.signorm.normalization_layer.
-    signorm_normalization_layer`).
+    module order: the supported plain norms, and σNorm layers built in (by a TorchUncertainty
+    builder given :func:`~torch_uncertainty_signorm.signorm_normalization_layer`).
 
     Raises:
         ValueError: If ``model`` holds none, or is already an ensemble of members.

@@ -20,10 +20,10 @@ def signorm_normalization_layer(
     ``wideresnet28x10`` and the other builders that call ``normalization_layer(num_features)``.
 
     Each call builds a from-scratch ``layer(num_features, num_estimators, **options)``, so the
-    backbone comes out with σNorm layers of M members; :func:`~torch_uncertainty_signorm.
-    signorm_ensemble` with the same ``num_estimators`` keeps them (converting any plain norm
-    left) and adds the member heads, the ensemble ``signorm_ensemble`` makes of the plain
-    backbone.
+    backbone comes out with σNorm layers of M members;
+    :func:`~torch_uncertainty_signorm.signorm_ensemble` with the same ``num_estimators`` keeps
+    them (converting any plain norm left) and adds the member heads: the ensemble it makes of
+    the plain backbone.
 
     Args:
         num_estimators: Number of members M.
