@@ -359,15 +359,18 @@ CASES = [
         "σN-Ens wrapped again",
         lambda d: signorm_ensemble(_ensemble(), M),
         ValueError,
-        r"SigmaNormEnsemble is already converted to σNorm \(σNorm layers: 'backbone.bn1'",
+        r"SigmaNormEnsemble is already an ensemble \(SigmaNormEnsemble of \d+ members\): pass "
+        r"the original backbone",
     ),
     Case(
-        "backbone holding a σNorm layer",
+        "backbone holding a σNorm layer of another member count",
         lambda d: signorm_ensemble(
-            nn.Sequential(nn.Linear(4, 8), SigmaLayerNorm(8, M), nn.Linear(8, 2)), M
+            nn.Sequential(nn.Linear(4, 8), SigmaLayerNorm(8, M + 1), nn.Linear(8, 2)), M, head="2"
         ),
         ValueError,
-        r"Sequential is already converted to σNorm \(σNorm layers: '1'\)",
+        rf"Sequential holds σNorm layers of another number of members than "
+        rf"num_estimators={M}: '1' \(M = {M + 1}\)\. Build them with "
+        rf"signorm_normalization_layer\({M}\), or pass num_estimators={M + 1}\.",
     ),
     # ---------------------------------------------------------------- pretrained weights
     Case(

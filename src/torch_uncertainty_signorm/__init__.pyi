@@ -27,6 +27,9 @@ from .signorm.layers import SigmaLayerNorm as SigmaLayerNorm
 from .signorm.layers import SigmaLayerNorm2d as SigmaLayerNorm2d
 from .signorm.layers import SigmaRMSNorm as SigmaRMSNorm
 from .signorm.layers import SigmaSyncBatchNorm as SigmaSyncBatchNorm
+from .signorm.normalization_layer import (
+    signorm_normalization_layer as signorm_normalization_layer,
+)
 from .signorm.regularization import ImportanceSharingPenalty as ImportanceSharingPenalty
 from .signorm.regularization import sharing_penalty as sharing_penalty
 

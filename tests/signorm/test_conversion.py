@@ -5,7 +5,7 @@ import torch
 from torch import nn
 
 from fixtures.backbones import randomize_norms, tiny_bert, tiny_resnet, tiny_vit
-from torch_uncertainty_signorm import find_norm_layers
+from torch_uncertainty_signorm import SigmaBatchNorm2d, find_norm_layers, signorm_ensemble
 from torch_uncertainty_signorm.signorm.conversion import convert_norm_layers, norms_at_initial_state
 
 
@@ -34,12 +34,33 @@ def test_norm_layers_without_state_carry_no_evidence():
     assert not _at_initial_state(stateless)
 
 
-def test_converted_models_are_not_converted_twice():
-    model = tiny_resnet()
-    convert_norm_layers(model, 2)
+def test_signorm_layers_in_the_backbone_are_kept_when_they_hold_its_members():
+    """σNorm layers built into a backbone (``normalization_layer=``) stay as they are beside the
+    plain norms converted around them; no other member count, and no pretrained conversion."""
+    kept = SigmaBatchNorm2d(4, 2)
+    model = nn.Sequential(nn.Conv2d(3, 4, 1), kept, nn.Conv2d(4, 4, 1), nn.BatchNorm2d(4))
+    assert not norms_at_initial_state(model.state_dict(), ["1"])  # σNorm: no evidence
+    layers = convert_norm_layers(model, 2)
+    assert list(layers) == ["1", "3"] and layers["1"] is kept is model[1]
+    assert type(model[3]) is SigmaBatchNorm2d and layers["3"] is model[3]
+    assert convert_norm_layers(model, 2) == layers  # converting again changes nothing
     with pytest.raises(
         ValueError,
-        match=r"_ResNet is already converted to σNorm \(σNorm layers: "
-        r"'bn1', 'layer1.0.bn1', 'layer1.0.bn2', \.\.\.\)",
+        match=r"Sequential holds σNorm layers of another number of members than "
+        r"num_estimators=3: '1' \(M = 2\), '3' \(M = 2\)\. Build them with "
+        r"signorm_normalization_layer\(3\), or pass num_estimators=2\.",
     ):
-        convert_norm_layers(model, 2)
+        convert_norm_layers(model, 3)
+    with pytest.raises(
+        ValueError, match=r"pretrained=True .* already holds σNorm layers \(first: '1'\)"
+    ):
+        convert_norm_layers(model, 2, pretrained=True)
+
+
+def test_an_ensemble_is_not_wrapped_again():
+    with pytest.raises(
+        ValueError,
+        match=r"SigmaNormEnsemble is already an ensemble \(SigmaNormEnsemble of 2 members\): "
+        r"pass the original backbone",
+    ):
+        find_norm_layers(signorm_ensemble(tiny_resnet(), 2))

@@ -90,6 +90,47 @@ def test_every_member_folds_back_into_a_plain_layer_with_its_exact_output(kind, 
             torch.testing.assert_close(plain.running_var, layer.running_var[m])
 
 
+#: TorchUncertainty's ``from_<layer>`` converters (as ``BatchLinear.from_linear``), by the torch
+#: layer each takes.
+CONVERTERS = {
+    nn.BatchNorm1d: "from_batch_norm1d",
+    nn.BatchNorm2d: "from_batch_norm2d",
+    nn.BatchNorm3d: "from_batch_norm3d",
+    nn.SyncBatchNorm: "from_sync_batch_norm",
+    nn.LayerNorm: "from_layer_norm",
+    nn.GroupNorm: "from_group_norm",
+    nn.RMSNorm: "from_rms_norm",
+    timm_norm.LayerNorm2d: "from_layer_norm2d",
+}
+
+
+@pytest.mark.parametrize("kind", list(CONVERTERS), ids=lambda kind: kind.__name__)
+def test_from_layer_converters_are_the_registry_conversion(kind):
+    """``SigmaBatchNorm2d.from_batch_norm2d(bn, M, pretrained=True)`` builds what the conversion
+    walk builds for ``bn``: the same class and state."""
+    plain, signorm_class = _plain(kind), NORM_REGISTRY[kind]
+    layer = getattr(signorm_class, CONVERTERS[kind])(plain, M, pretrained=True)
+    expected = signorm_class.from_module(plain, M, pretrained=True)
+    assert type(layer) is signorm_class and layer.num_estimators == M
+    for key, value in expected.state_dict().items():
+        torch.testing.assert_close(layer.state_dict()[key], value)
+
+
+def test_converters_refuse_a_layer_of_another_kind_naming_the_right_class():
+    with pytest.raises(
+        TypeError,
+        match=r"SigmaSyncBatchNorm replaces SyncBatchNorm, got a LayerNorm: use SigmaLayerNorm\.",
+    ):
+        SigmaSyncBatchNorm.from_sync_batch_norm(nn.LayerNorm(C), M)
+    with pytest.raises(
+        TypeError,
+        match=r"SigmaRMSNorm replaces RMSNorm or RmsNorm, got a LayerNorm: use SigmaLayerNorm",
+    ):
+        SigmaRMSNorm.from_layer_norm(nn.LayerNorm(C), M)  # inherited name, checked type
+    with pytest.raises(TypeError, match=r"SigmaLayerNorm replaces LayerNorm, got a Linear\.$"):
+        SigmaLayerNorm.from_module(nn.Linear(C, C), M)
+
+
 def test_folding_checks_the_member_and_a_shift_the_plain_layer_cannot_hold():
     layer = SigmaRMSNorm(4, M)
     with pytest.raises(ValueError, match=r"member must be an integer in 0\.\.2, got 3"):

@@ -1,10 +1,9 @@
-"""The comparison command (Single, Deep Ensembles, Packed-Ensembles, σN-Ens) and the tutorial."""
+"""The comparison command (Single, Deep Ensembles, Packed-Ensembles, σN-Ens); the tutorial is the
+method's (tests/test_tutorials.py)."""
 
 import csv
 import math
 import re
-import runpy
-from pathlib import Path
 
 import pytest
 import torch
@@ -12,7 +11,6 @@ import torch
 from studies import compare as compare_module
 from studies.compare import compare, main
 
-TUTORIAL = Path(__file__).resolve().parents[3] / "tutorials" / "tutorial_signorm_resnet.py"
 METHODS = ("Single", "Deep Ensembles", "Packed Ensembles", "σN-Ens")
 
 
@@ -89,21 +87,3 @@ def test_baseline_routine_repeats_targets_for_the_packed_members():
     assert not compare_module.baseline_routine(compare_module.packed_resnet(1)).is_ensemble
     with pytest.raises(ValueError):  # M must divide the packed stem's channels
         compare_module.packed_resnet(3)
-
-
-@pytest.mark.slow
-def test_tutorial_runs_as_a_script_and_saves_its_figure(monkeypatch, tmp_path):
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    figure = tmp_path / "out" / "ownership.png"
-    monkeypatch.setenv("SIGNORM_TUTORIAL_FIGURE", str(figure))
-    try:
-        namespace = runpy.run_path(str(TUTORIAL), run_name="__main__")
-    finally:
-        plt.close("all")
-    assert figure.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    assert figure.stat().st_size > 10_000
-    assert namespace["results"]["test/cls/Acc"] > 0.5

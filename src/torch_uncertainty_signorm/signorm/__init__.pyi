@@ -14,5 +14,6 @@ from .layers import SigmaLayerNorm2d as SigmaLayerNorm2d
 from .layers import SigmaNorm as SigmaNorm
 from .layers import SigmaRMSNorm as SigmaRMSNorm
 from .layers import SigmaSyncBatchNorm as SigmaSyncBatchNorm
+from .normalization_layer import signorm_normalization_layer as signorm_normalization_layer
 from .regularization import ImportanceSharingPenalty as ImportanceSharingPenalty
 from .regularization import sharing_penalty as sharing_penalty

@@ -8,6 +8,7 @@ import torch
 from torch import Tensor, nn
 
 from ..members.replace import replace_modules
+from ..members.wrapper import MemberWrapper
 from ..utils.checks import check_positive_number
 from .layers import SigmaNorm
 from .registry import check_norm_type, signorm_class_for
@@ -38,25 +39,26 @@ _INITIAL_STATE = {
 
 
 def find_norm_layers(model: nn.Module) -> list[str]:
-    """Qualified names of the supported normalization layers of ``model``, in module order.
+    """Qualified names of the normalization layers of ``model`` that σN-Ens makes per-member, in
+    module order: the supported plain norms, and σNorm layers built in (by a TorchUncertainty
+    builder given :func:`~torch_uncertainty_signorm.signorm_normalization_layer`).
 
     Raises:
-        ValueError: If ``model`` holds none, or already holds σNorm layers.
+        ValueError: If ``model`` holds none, or is already an ensemble of members.
         TypeError: If it holds a subclass of a norm that the registry does not list (timm's
             ``BatchNormAct2d``: an activation σNorm would drop).
     """
-    converted = [name for name, m in model.named_modules() if isinstance(m, SigmaNorm)]
-    if converted:
-        listed = ", ".join(repr(name) for name in converted[:3])
+    wrapper = next((m for m in model.modules() if isinstance(m, MemberWrapper)), None)
+    if wrapper is not None:
         raise ValueError(
-            f"{type(model).__name__} is already converted to σNorm (σNorm layers: {listed}"
-            f"{', ...' if len(converted) > 3 else ''}): pass the original backbone, or use "
-            f"this model as it is."
+            f"{type(model).__name__} is already an ensemble ({type(wrapper).__name__} of "
+            f"{wrapper.num_estimators} members): pass the original backbone, or use this model "
+            f"as it is."
         )
     names = []
     for name, module in model.named_modules(remove_duplicate=False):
         check_norm_type(name, module)
-        if name and signorm_class_for(module) is not None:
+        if name and (isinstance(module, SigmaNorm) or signorm_class_for(module) is not None):
             names.append(name)
     if not names:
         raise ValueError(
@@ -70,12 +72,13 @@ def norms_at_initial_state(state: Mapping[str, Tensor], norm_names: Sequence[str
     """Whether every normalization layer in ``state`` still holds a fresh layer's values.
 
     Scale 1, shift 0 and untouched BatchNorm statistics everywhere mean that no trained
-    weights were loaded. Layers without affine or statistics carry no evidence: ``False``
-    when no layer carries any.
+    weights were loaded. Layers without affine or statistics, and σNorm layers (built in, they
+    hold no pretrained affine), carry no evidence: ``False`` when no layer carries any.
     """
     entries = [
         (state[f"{name}.{key}"], value)
         for name in norm_names
+        if f"{name}.scale_logits" not in state
         for key, value in _INITIAL_STATE.items()
         if isinstance(state.get(f"{name}.{key}"), Tensor)
     ]
@@ -96,6 +99,8 @@ def convert_norm_layers(
     The targets are collected first and each is replaced through its parent, so nested
     modules, ``nn.Sequential``/``nn.ModuleList`` children and a layer registered under
     several parents are all handled (the shared layer becomes one shared σNorm layer).
+    σNorm layers already in ``model`` (built in by ``normalization_layer=``) are kept as they
+    are when they hold ``num_estimators`` members.
 
     Args:
         model: The backbone, modified in place.
@@ -110,11 +115,13 @@ def convert_norm_layers(
             ``None``.
 
     Returns:
-        The new σNorm layers by their qualified name in ``model``.
+        Every σNorm layer of ``model`` (new and kept) by its qualified name, in module order.
 
     Raises:
         ValueError: If ``model`` holds no supported normalization layer, ``member_spread`` is
-            no finite number >= 0, or ``spread_layers`` names a layer that was not converted.
+            no finite number >= 0, ``spread_layers`` names a layer that was not converted, or
+            a σNorm layer already in ``model`` holds another number of members, or with
+            ``pretrained=True`` (it has no pretrained affine to reproduce).
     """
     names = find_norm_layers(model)
     unknown = sorted(set(spread_layers or ()) - set(names))
@@ -124,14 +131,44 @@ def convert_norm_layers(
             f"{type(model).__name__}; valid names: {names}."
         )
     check_positive_number("member_spread", member_spread, allow_zero=True)
-    converted = replace_modules(
+    built_in = {n: m for n in names if isinstance(m := model.get_submodule(n), SigmaNorm)}
+    _check_built_in(model, built_in, num_estimators, pretrained)
+    replaced = replace_modules(
         model,
-        names,
+        [name for name in names if name not in built_in],
         lambda module: signorm_class_for(module).from_module(
             module, num_estimators, pretrained=pretrained, scale_init_std=scale_init_std
         ),
     )
+    layers = {**replaced, **built_in}
+    converted = {name: layers[name] for name in names}  # module order
     targets = names if spread_layers is None else spread_layers
     for layer in {id(converted[n]): converted[n] for n in targets}.values():  # shared: once
         layer.spread_members(member_spread)
     return converted
+
+
+def _check_built_in(
+    model: nn.Module, built_in: Mapping[str, SigmaNorm], num_estimators: int, pretrained: bool
+) -> None:
+    """σNorm layers already in ``model`` are kept only as the conversion would build them: with
+    ``num_estimators`` members, from scratch."""
+    others = {
+        n: m.num_estimators for n, m in built_in.items() if m.num_estimators != num_estimators
+    }
+    if others:
+        listed = ", ".join(f"{name!r} (M = {count})" for name, count in list(others.items())[:3])
+        raise ValueError(
+            f"{type(model).__name__} holds σNorm layers of another number of members than "
+            f"num_estimators={num_estimators}: {listed}{', ...' if len(others) > 3 else ''}. "
+            f"Build them with signorm_normalization_layer({num_estimators}), or pass "
+            f"num_estimators={next(iter(others.values()))}."
+        )
+    if pretrained and built_in:
+        raise ValueError(
+            f"pretrained=True makes every member reproduce the backbone's trained normalization "
+            f"layers, but {type(model).__name__} already holds σNorm layers (first: "
+            f"{next(iter(built_in))!r}), which have no trained affine to reproduce: build the "
+            f"backbone with its plain normalization layers and load its weights, or pass "
+            f"pretrained=False."
+        )

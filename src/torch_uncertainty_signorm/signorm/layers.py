@@ -276,7 +276,22 @@ class SigmaNorm(MemberNorm):
                 magnitude, sign and shift, copied statistics); ``False`` draws the logits
                 from N(0, scale_init_std²), without shift, with fresh statistics.
             scale_init_std: Standard deviation of the from-scratch logits.
+
+        Raises:
+            TypeError: If ``module`` is not a layer this class replaces (the registry's
+                :data:`~torch_uncertainty_signorm.signorm.registry.NORM_REGISTRY` names
+                which σNorm class replaces which layer).
         """
+        from .registry import NORM_REGISTRY  # the registry imports this module
+
+        replacing = NORM_REGISTRY.get(type(module))
+        if replacing is not cls:
+            plain = sorted({kind.__name__ for kind, c in NORM_REGISTRY.items() if c is cls})
+            hint = f": use {replacing.__name__}" if replacing is not None else ""
+            raise TypeError(
+                f"{cls.__name__} replaces {' or '.join(plain) or 'no layer'}, got a "
+                f"{type(module).__name__}{hint}."
+            )
         layer = cls._empty_like(module, num_estimators, scale_init_std)
         if pretrained:
             layer.load_pretrained_affine(
@@ -288,6 +303,30 @@ class SigmaNorm(MemberNorm):
     @classmethod
     def _empty_like(cls, module: nn.Module, num_estimators: int, scale_init_std: float):
         raise NotImplementedError
+
+
+def _converter(plain: str) -> classmethod:
+    """TorchUncertainty's ``from_<layer>`` converter (as ``BatchLinear.from_linear``) for the
+    ``plain`` layer: :meth:`SigmaNorm.from_module`, under the name a TorchUncertainty user looks
+    for."""
+
+    def convert(
+        cls,
+        module: nn.Module,
+        num_estimators: int,
+        *,
+        pretrained: bool = False,
+        scale_init_std: float = 1.0,
+    ) -> SigmaNorm:
+        return cls.from_module(
+            module, num_estimators, pretrained=pretrained, scale_init_std=scale_init_std
+        )
+
+    convert.__doc__ = (
+        f"The σNorm layer of ``num_estimators`` members replacing the ``{plain}`` ``module``: "
+        f":meth:`from_module` (``pretrained=True`` reproduces its output in every member)."
+    )
+    return classmethod(convert)
 
 
 class SigmaBatchNorm(SigmaNorm, MemberBatchNorm):
@@ -332,6 +371,7 @@ class SigmaBatchNorm1d(SigmaBatchNorm):
 
     _input_dims = (2, 3)
     plain_type = nn.BatchNorm1d
+    from_batch_norm1d = _converter("BatchNorm1d")
 
 
 class SigmaBatchNorm2d(SigmaBatchNorm):
@@ -339,6 +379,7 @@ class SigmaBatchNorm2d(SigmaBatchNorm):
 
     _input_dims = (4,)
     plain_type = nn.BatchNorm2d
+    from_batch_norm2d = _converter("BatchNorm2d")
 
 
 class SigmaBatchNorm3d(SigmaBatchNorm):
@@ -346,6 +387,7 @@ class SigmaBatchNorm3d(SigmaBatchNorm):
 
     _input_dims = (5,)
     plain_type = nn.BatchNorm3d
+    from_batch_norm3d = _converter("BatchNorm3d")
 
 
 class SigmaSyncBatchNorm(SigmaBatchNorm):
@@ -357,6 +399,7 @@ class SigmaSyncBatchNorm(SigmaBatchNorm):
     """
 
     plain_type = nn.SyncBatchNorm
+    from_sync_batch_norm = _converter("SyncBatchNorm")
 
 
 class SigmaLayerNorm(SigmaNorm):
@@ -369,6 +412,7 @@ class SigmaLayerNorm(SigmaNorm):
     """
 
     plain_type: type[nn.Module] = nn.LayerNorm
+    from_layer_norm = _converter("LayerNorm")
 
     def __init__(
         self,
@@ -419,6 +463,7 @@ class SigmaRMSNorm(SigmaLayerNorm):
     :class:`torch.nn.RMSNorm` (which has no shift)."""
 
     plain_type = nn.RMSNorm
+    from_rms_norm = _converter("RMSNorm")
 
     def _normalize(self, x: Tensor) -> Tensor:
         return F.rms_norm(x, self.normalized_shape, None, self.eps)
@@ -429,6 +474,7 @@ class SigmaLayerNorm2d(SigmaLayerNorm):
     ``LayerNorm2d`` (which a member folds back into)."""
 
     plain_type = timm_norm.LayerNorm2d
+    from_layer_norm2d = _converter("LayerNorm2d")
 
     def forward(self, x: Tensor) -> Tensor:
         return super().forward(x.movedim(1, -1)).movedim(-1, 1)
@@ -462,6 +508,8 @@ class SigmaRMSNormFp32(_Float32Compute, SigmaRMSNorm):
 class SigmaGroupNorm(SigmaNorm):
     """σGN: GroupNorm (per-sample group statistics) with per-member channel scale logits; a
     member folds back into :class:`torch.nn.GroupNorm`."""
+
+    from_group_norm = _converter("GroupNorm")
 
     def __init__(
         self,
