@@ -57,7 +57,6 @@ def _ownership_rows(folder: Path) -> list[dict]:
         return list(csv.DictReader(file))
 
 
-@pytest.mark.slow  # a new Python importing the world, then 24 training steps
 def test_the_tutorial_runs_with_the_method_alone(site, tmp_path):
     script = TUTORIALS / "tutorial_signorm_resnet.py"
     code = f"import json, runpy, sys\nns = runpy.run_path({str(script)!r})\n{REPORT}\n{PRINT}"
@@ -75,7 +74,6 @@ def test_the_notebook_is_saved_without_outputs():
     assert sum(cell["cell_type"] == "markdown" for cell in cells) >= len(code)
 
 
-@pytest.mark.slow  # a new Python importing the world, then 24 training steps
 def test_the_notebook_cells_run_in_order_with_the_method_alone(site, tmp_path):
     code = f"""
 import json, sys

@@ -28,7 +28,6 @@ import csv
 import os
 from pathlib import Path
 
-import numpy as np
 import torch
 from lightning.pytorch import Callback, LightningModule, Trainer
 from lightning.pytorch.loggers import Logger, MLFlowLogger
@@ -165,14 +164,14 @@ def importance_embedding_figure(
     axes = figure.subplots(len(importances), 1, squeeze=False)
     colours = colormaps["viridis"].resampled(num_members + 1)
     for ax, (scope, imps) in zip(axes[:, 0], importances.items(), strict=True):
-        points = torch.cat(imps, dim=1).T.double().numpy()  # (F, M)
-        owners = torch.cat([member_ownership(i, threshold) for i in imps]).numpy()
+        points = torch.cat(imps, dim=1).T.double()  # (F, M)
+        owners = torch.cat([member_ownership(i, threshold) for i in imps])
         embedding = _pca_2d(points)
         keep = _even_subsample(len(points), max_points)
         for k in range(num_members + 1):
             chosen = keep[owners[keep] == k]
             if len(chosen):
-                ax.scatter(*embedding[chosen].T, s=6, color=colours(k), label=f"k={k}")
+                ax.scatter(*embedding[chosen].T.tolist(), s=6, color=colours(k), label=f"k={k}")
         shown = f"{len(keep)} of {len(points)}" if len(keep) < len(points) else len(points)
         ax.set(title=f"{scope} layers ({shown} features)", xlabel="PC 1", ylabel="PC 2")
         ax.legend(markerscale=2, fontsize="small")
@@ -180,23 +179,24 @@ def importance_embedding_figure(
     return figure
 
 
-def _pca_2d(points: np.ndarray) -> np.ndarray:
-    """``(N, 2)`` PCA coordinates; missing components (M = 1, a single point) are zero."""
-    embedding = np.zeros((len(points), 2))
+def _pca_2d(points: Tensor) -> Tensor:
+    """``(N, 2)`` PCA coordinates (scikit-learn's); missing components (M = 1, a single point)
+    are zero."""
+    embedding = torch.zeros(len(points), 2, dtype=torch.float64)
     components = min(2, *points.shape)
     if components > 0 and len(points) > 1:
         from sklearn.decomposition import PCA  # imported when a figure is drawn
 
         pca = PCA(n_components=components, svd_solver="full")
-        embedding[:, :components] = pca.fit_transform(points)
+        embedding[:, :components] = torch.as_tensor(pca.fit_transform(points.tolist()))
     return embedding
 
 
-def _even_subsample(total: int, cap: int) -> np.ndarray:
+def _even_subsample(total: int, cap: int) -> Tensor:
     """``min(total, cap)`` evenly spaced indices into ``range(total)``, deterministic."""
     if total <= cap:
-        return np.arange(total)
-    return np.unique(np.linspace(0, total - 1, cap).round().astype(int))
+        return torch.arange(total)
+    return torch.linspace(0, total - 1, cap, dtype=torch.float64).round().long().unique()
 
 
 def importance_histogram_figure(
@@ -206,8 +206,8 @@ def importance_histogram_figure(
     figure = Figure(figsize=(5 * len(importances), 3.5))
     axes = figure.subplots(1, len(importances), squeeze=False)
     for ax, (scope, imps) in zip(axes[0], importances.items(), strict=True):
-        values = torch.cat([i.flatten() for i in imps]).numpy()
-        ax.hist(values, bins=np.linspace(0, 1, 51), color="tab:blue")
+        values = torch.cat([i.flatten() for i in imps]).tolist()
+        ax.hist(values, bins=torch.linspace(0, 1, 51).tolist(), color="tab:blue")
         ax.axvline(threshold, color="black", linestyle="--", linewidth=1)
         ax.set(
             title=f"{scope} layers",
@@ -226,15 +226,15 @@ def _counts_figure(counts: dict[str, Tensor]) -> Figure:
     num_k = len(next(iter(counts.values())))
     width = 0.8 / len(counts)
     for i, (scope, count) in enumerate(counts.items()):
-        fractions = (count.double() / count.sum()).numpy()
+        fractions = (count.double() / count.sum()).tolist()
         ax.bar(
-            np.arange(num_k) + (i - (len(counts) - 1) / 2) * width,
+            [k + (i - (len(counts) - 1) / 2) * width for k in range(num_k)],
             fractions,
             width,
             label=f"{scope} layers",
         )
     ax.set(
-        xticks=np.arange(num_k),
+        xticks=list(range(num_k)),
         xlabel="ownership k (members with σ(γ) > threshold)",
         ylabel="fraction of features",
         ylim=(0, 1),

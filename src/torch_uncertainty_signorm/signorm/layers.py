@@ -30,7 +30,6 @@ import math
 
 import torch
 import torch.nn.functional as F
-from timm.layers import norm as timm_norm
 from torch import Tensor, nn
 
 from ..members.norm import MemberBatchNorm, MemberNorm
@@ -469,11 +468,24 @@ class SigmaRMSNorm(SigmaLayerNorm):
         return F.rms_norm(x, self.normalized_shape, None, self.eps)
 
 
+class _TimmNorm:
+    """A timm norm class as a σNorm layer's ``plain_type``, read when first used: timm is the
+    method's ``timm`` extra, and a backbone holding timm's norms has it installed."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __get__(self, instance: object, owner: type) -> type[nn.Module]:
+        from timm.layers import norm
+
+        return getattr(norm, self.name)
+
+
 class SigmaLayerNorm2d(SigmaLayerNorm):
     """σLN over channels-first inputs, batch-major ``(B·M, C, H, W)``, as timm's
     ``LayerNorm2d`` (which a member folds back into)."""
 
-    plain_type = timm_norm.LayerNorm2d
+    plain_type = _TimmNorm("LayerNorm2d")
     from_layer_norm2d = _converter("LayerNorm2d")
 
     def forward(self, x: Tensor) -> Tensor:
@@ -490,19 +502,19 @@ class _Float32Compute:
 class SigmaLayerNormFp32(_Float32Compute, SigmaLayerNorm):
     """σLN computing in float32 whatever the input's dtype, as timm's ``LayerNormFp32``."""
 
-    plain_type = timm_norm.LayerNormFp32
+    plain_type = _TimmNorm("LayerNormFp32")
 
 
 class SigmaLayerNorm2dFp32(_Float32Compute, SigmaLayerNorm2d):
     """Channels-first σLN computing in float32, as timm's ``LayerNorm2dFp32``."""
 
-    plain_type = timm_norm.LayerNorm2dFp32
+    plain_type = _TimmNorm("LayerNorm2dFp32")
 
 
 class SigmaRMSNormFp32(_Float32Compute, SigmaRMSNorm):
     """σRMSNorm computing in float32, as timm's ``RmsNormFp32``."""
 
-    plain_type = timm_norm.RmsNormFp32
+    plain_type = _TimmNorm("RmsNormFp32")
 
 
 class SigmaGroupNorm(SigmaNorm):

@@ -13,7 +13,6 @@ naming it.
 
 from __future__ import annotations
 
-from timm.layers import norm as timm_norm
 from torch import nn
 
 from ..utils import _compat
@@ -22,9 +21,30 @@ from .layers import SigmaNorm
 
 __all__ = ["NORM_REGISTRY", "check_norm_type", "signorm_class_for"]
 
-#: Exact plain type → the σNorm class replacing it. timm's ``LayerNorm``, ``RmsNorm``,
-#: ``GroupNorm`` and ``GroupNorm1`` compute what torch's classes compute (their members fold
-#: back into torch's); its ``*Fp32`` norms have float32 σNorm counterparts.
+
+def _timm_norms() -> dict[type, type[SigmaNorm]]:
+    """timm's norms and the σNorm classes replacing them; none without timm (the ``timm`` extra),
+    where no backbone holds them. Its ``LayerNorm``, ``RmsNorm``, ``GroupNorm`` and
+    ``GroupNorm1`` compute what torch's classes compute (their members fold back into torch's);
+    its ``*Fp32`` norms have float32 σNorm counterparts."""
+    try:
+        from timm.layers import norm as timm_norm
+    except ImportError:
+        return {}
+    return {
+        timm_norm.LayerNorm: signorm.SigmaLayerNorm,
+        timm_norm.LayerNormFp32: signorm.SigmaLayerNormFp32,
+        timm_norm.LayerNorm2d: signorm.SigmaLayerNorm2d,
+        timm_norm.LayerNorm2dFp32: signorm.SigmaLayerNorm2dFp32,
+        timm_norm.RmsNorm: signorm.SigmaRMSNorm,
+        timm_norm.RmsNormFp32: signorm.SigmaRMSNormFp32,
+        timm_norm.GroupNorm: signorm.SigmaGroupNorm,
+        timm_norm.GroupNorm1: signorm.SigmaGroupNorm,
+    }
+
+
+#: Exact plain type → the σNorm class replacing it: torch's norms, and timm's where timm is
+#: installed (:func:`_timm_norms`).
 NORM_REGISTRY: dict[type, type[SigmaNorm]] = {
     nn.BatchNorm1d: signorm.SigmaBatchNorm1d,
     nn.BatchNorm2d: signorm.SigmaBatchNorm2d,
@@ -33,14 +53,7 @@ NORM_REGISTRY: dict[type, type[SigmaNorm]] = {
     nn.LayerNorm: signorm.SigmaLayerNorm,
     nn.GroupNorm: signorm.SigmaGroupNorm,
     nn.RMSNorm: signorm.SigmaRMSNorm,
-    timm_norm.LayerNorm: signorm.SigmaLayerNorm,
-    timm_norm.LayerNormFp32: signorm.SigmaLayerNormFp32,
-    timm_norm.LayerNorm2d: signorm.SigmaLayerNorm2d,
-    timm_norm.LayerNorm2dFp32: signorm.SigmaLayerNorm2dFp32,
-    timm_norm.RmsNorm: signorm.SigmaRMSNorm,
-    timm_norm.RmsNormFp32: signorm.SigmaRMSNormFp32,
-    timm_norm.GroupNorm: signorm.SigmaGroupNorm,
-    timm_norm.GroupNorm1: signorm.SigmaGroupNorm,
+    **_timm_norms(),
 }
 #: Bases whose unregistered subclasses are refused rather than skipped.
 _NORM_BASES = (*_compat.BATCH_NORMS, nn.LayerNorm, nn.GroupNorm, nn.RMSNorm)
