@@ -207,7 +207,7 @@ def spread_tolerance(
     if not 0 < level < 1:
         raise ValueError(f"level must be in (0, 1), e.g. 0.99, got {level!r}.")
     scale = std * math.sqrt(1 / our_runs + 1 / reference_runs)  # the sd of ours - reference
-    low, high = stats.t.interval(1 - (1 - level) / metrics, reference_runs - 1, scale=scale)
+    _, high = stats.t.interval(1 - (1 - level) / metrics, reference_runs - 1, scale=scale)
     return float(high)
 
 
