@@ -19,7 +19,7 @@ from safetensors.torch import load_file, save_file
 
 from fixtures.backbones import tiny_signorm_spec
 from signorm_lab.export import build_model, export_ensemble, load_member
-from signorm_lab.export.format import member_record
+from signorm_lab.export.format import RECORD_KEY, member_record
 from signorm_lab.export.loading import SUPPORTED_VERSIONS, load_ensemble
 
 SPEC = tiny_signorm_spec(2, style="cifar")
@@ -105,24 +105,30 @@ VALID_DIGEST = "0" * 64
 
 
 @pytest.mark.parametrize(
-    "metadata",
+    "record",
     [
-        {"ensemble_sha256": "f" * 63 + "g", "member": "1"},
-        {"ensemble_sha256": VALID_DIGEST.upper().replace("0", "A"), "member": "1"},
-        {"ensemble_sha256": VALID_DIGEST, "member": "-1"},
-        {"ensemble_sha256": VALID_DIGEST, "member": "9" * 5000},
-        {"ensemble_sha256": VALID_DIGEST},
-        {"member": "1"},
+        f"1 sha256:{'f' * 63}g",
+        f"1 sha256:{VALID_DIGEST.upper().replace('0', 'A')}",
+        f"-1 sha256:{VALID_DIGEST}",
+        f"{'9' * 5000} sha256:{VALID_DIGEST}",
+        f"sha256:{VALID_DIGEST}",
+        "1",
     ],
 )
-def test_a_malformed_record_is_refused_on_one_line_naming_the_file(metadata, tmp_path):
+def test_a_malformed_record_is_refused_on_one_line_naming_the_file(record, tmp_path):
     out = _export(tmp_path / "out", 0)
-    _rewrite(out / "member_1.safetensors", metadata)
-    with pytest.raises(
-        ValueError, match=r"member_1.safetensors' records (ensemble_sha256|member)="
-    ) as e:
+    _rewrite(out / "member_1.safetensors", {RECORD_KEY: record})
+    with pytest.raises(ValueError, match=r"member_1.safetensors' records signorm_member=") as e:
         load_member(out, 1)
     assert "\n" not in str(e.value) and len(str(e.value)) < 600
+
+
+def test_an_export_writes_the_same_bytes_twice(tmp_path):
+    """One metadata entry per member file: a second export of the same model is byte for byte
+    the first (safetensors writes several entries in any order)."""
+    first, second = _export(tmp_path / "a", 0), _export(tmp_path / "b", 0)
+    for name in sorted(p.name for p in first.iterdir()):
+        assert (first / name).read_bytes() == (second / name).read_bytes(), name
 
 
 @pytest.mark.slow  # starts a Python process

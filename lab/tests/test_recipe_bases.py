@@ -186,7 +186,7 @@ def test_plus_appends_to_the_base_callbacks_in_the_command_too(digits_with_base,
     ]
     names = [callback["class_path"].rpartition(".")[2] for callback in callbacks]
     assert names == [
-        "TUClsCheckpoint",
+        "ModelCheckpoint",  # the digits recipes test the checkpoint of best validation NLL
         "ParameterCountCallback",
         "ExactResumeCheckpoint",
         "MemberOwnershipCallback",

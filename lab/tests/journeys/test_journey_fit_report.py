@@ -45,11 +45,12 @@ def test_fit_results_table_and_regression(signorm_run, command_env, tmp_path):
     )
     # Two steps at 1/8 width are far from the paper's 93.9 %: the check fails, metric by metric.
     assert done.returncode == 1, failure(done)
-    # What was compared, then the columns metric, ours, expected, delta, tolerance, verdict
+    # What was compared, then the columns metric, ours, expected, delta, tolerance, its origin
+    # (one word for a published row: default or --tol), verdict
     # (then notes such as errata); a rule line follows the header.
     lines = done.stdout.splitlines()
     start = next(i for i, line in enumerate(lines) if line.startswith("metric "))
-    verdicts = {line.split()[0]: line.split()[5] for line in lines[start + 2 : -1]}
+    verdicts = {line.split()[0]: line.split()[6] for line in lines[start + 2 : -1]}
     assert set(verdicts) == set(PAPER_METRICS), done.stdout
     assert verdicts["Acc"] == "FAIL" and verdicts["Params"] == "FAIL"
     assert done.stdout.splitlines()[-1].startswith(f"{list(verdicts.values()).count('FAIL')} of 8")

@@ -40,7 +40,8 @@ PAPER_METRICS = {
 
 def _verdicts(report: str) -> dict[str, str]:
     """metric -> verdict of a regression report (the table's rows)."""
-    rows = re.findall(r"^(\w+) +\S+ +\S+ +\S+ +\S+ +(ok|excluded|FAIL.*)$", report, re.M)
+    # metric, ours, expected, delta, tol, tol from (one or more words), verdict
+    rows = re.findall(r"^(\w+) +\S+ +\S+ +\S+ +\S+ +.+? +(ok|excluded|FAIL.*)$", report, re.M)
     return dict(rows)
 
 

@@ -24,8 +24,7 @@ __all__ = [
     "MAX_CONFIG_BYTES",
     "MAX_CONFIG_DEPTH",
     "MEMBER_FILE",
-    "RECORD_DIGEST",
-    "RECORD_MEMBER",
+    "RECORD_KEY",
     "WEIGHTS_NAME",
     "check_finite",
     "check_fits_header",
@@ -42,11 +41,11 @@ CONFIG_NAME, WEIGHTS_NAME = "config.json", "ensemble.safetensors"
 MEMBER_FILE = re.compile(r"member_(\d+)\.safetensors")
 #: The keys of a member file's record (its safetensors metadata) of the export it was cut from:
 #: the SHA-256 of that export's ``ensemble.safetensors`` (64 hex digits) and the member's index.
-RECORD_DIGEST, RECORD_MEMBER = "ensemble_sha256", "member"
-_RECORD_FORMS = {
-    RECORD_DIGEST: re.compile(r"[0-9a-f]{64}"),
-    RECORD_MEMBER: re.compile(r"0|[1-9][0-9]{0,8}"),
-}
+#: The member file's record of what it was cut from, one safetensors metadata entry (one key keeps
+#: the header's bytes the same at every export: safetensors writes several keys in any order):
+#: ``"<member index> sha256:<the ensemble file's SHA-256>"``.
+RECORD_KEY = "signorm_member"
+_RECORD = re.compile(r"(0|[1-9][0-9]{0,8}) sha256:([0-9a-f]{64})")
 #: ``config.json``'s ``format``.
 FORMAT = "torch-uncertainty-signorm/ensemble"
 #: Bounds on ``config.json``: a real one holds a few kB, nested a few levels deep.
@@ -200,7 +199,7 @@ def file_sha256(path: Path) -> str:
 def record_metadata(ensemble_sha256: str, member: int) -> dict[str, str]:
     """The safetensors metadata recording that a member file is member ``member`` of the
     ensemble file whose SHA-256 is ``ensemble_sha256`` (read back by :func:`member_record`)."""
-    return {RECORD_DIGEST: ensemble_sha256, RECORD_MEMBER: str(member)}
+    return {RECORD_KEY: f"{member} sha256:{ensemble_sha256}"}
 
 
 def member_record(path: Path) -> tuple[str, int] | None:
@@ -209,22 +208,21 @@ def member_record(path: Path) -> tuple[str, int] | None:
     before members recorded their ensemble (release 0.1.0).
 
     Raises:
-        ValueError: Naming the file, if the record lacks one of its two keys or a value is not
-            of its form (64 lowercase hex digits; a member index).
+        ValueError: Naming the file, if the record is not of its form (a member index, then
+            ``sha256:`` and 64 lowercase hex digits).
     """
     metadata = _read_header(path, lambda file: file.metadata()) or {}
-    if not any(key in metadata for key in _RECORD_FORMS):
+    if RECORD_KEY not in metadata:
         return None
-    for key, form in _RECORD_FORMS.items():
-        value = metadata.get(key)
-        if not isinstance(value, str) or not form.fullmatch(value):
-            raise ValueError(
-                f"'{path}' records {key}={value!r:.80} in its safetensors metadata; "
-                f"a member file written by export_ensemble records {RECORD_DIGEST} (64 "
-                f"hex digits) and {RECORD_MEMBER} (its index). Export the members "
-                f"again (--members)."
-            )
-    return metadata[RECORD_DIGEST], int(metadata[RECORD_MEMBER])
+    value = metadata[RECORD_KEY]
+    match = _RECORD.fullmatch(value) if isinstance(value, str) else None
+    if match is None:
+        raise ValueError(
+            f"'{path}' records {RECORD_KEY}={value!r:.80} in its safetensors metadata; a "
+            f"member file written by export_ensemble records its index and its ensemble file's "
+            f"SHA-256 ('2 sha256:' and 64 hex digits). Export the members again (--members)."
+        )
+    return match.group(2), int(match.group(1))
 
 
 def _first(items: list[str]) -> str:
