@@ -11,7 +11,8 @@ import pytest
 
 from tiers import FAST_TIER_RECIPES, SECOND_TIER, TESTS, in_second_tier, second_tier_recipe
 
-ROOT = TESTS.parent
+#: The repository's root (the lab is its lab/ folder): the recipes, and ruff's whole tree.
+ROOT = TESTS.parents[1]
 
 
 def test_every_second_tier_path_exists():

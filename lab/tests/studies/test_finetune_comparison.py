@@ -8,7 +8,7 @@ from pathlib import Path
 
 from studies import finetune_comparison as study
 
-RESULTS = Path(__file__).parents[2] / "studies" / "results" / "finetune_comparison"
+RESULTS = Path(__file__).parents[3] / "studies" / "results" / "finetune_comparison"
 COLUMNS = ["test/cls/NLL", "test/cls/Acc", "test/cal/ECE", "ood/AUROC"]
 
 
