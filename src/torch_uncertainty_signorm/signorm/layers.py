@@ -35,6 +35,7 @@ from torch import Tensor, nn
 from ..members.norm import MemberBatchNorm, MemberNorm
 from ..members.statistics import rows_result
 from ..utils.checks import check_positive_number
+from .registry import NORM_REGISTRY, register_norm
 
 __all__ = [
     "SigmaBatchNorm",
@@ -281,8 +282,6 @@ class SigmaNorm(MemberNorm):
                 :data:`~torch_uncertainty_signorm.signorm.registry.NORM_REGISTRY` names
                 which σNorm class replaces which layer).
         """
-        from .registry import NORM_REGISTRY  # the registry imports this module
-
         replacing = NORM_REGISTRY.get(type(module))
         if replacing is not cls:
             plain = sorted({kind.__name__ for kind, c in NORM_REGISTRY.items() if c is cls})
@@ -567,3 +566,40 @@ class SigmaGroupNorm(SigmaNorm):
         weight = self.member_scale().reshape(-1)
         out = F.group_norm(view, m * self.num_groups, weight, shift, self.eps)
         return rows_result(out, x.shape)
+
+
+def _register_norms() -> None:
+    """Which σNorm layer replaces which plain layer (:mod:`.registry`). timm's ``LayerNorm``,
+    ``RmsNorm``, ``GroupNorm`` and ``GroupNorm1`` compute what torch's classes compute (their
+    members fold back into torch's); its ``*Fp32`` norms have float32 σNorm counterparts. timm's
+    are registered only where timm (the ``timm`` extra) is installed: no backbone holds them
+    elsewhere."""
+    replaced = {
+        nn.BatchNorm1d: SigmaBatchNorm1d,
+        nn.BatchNorm2d: SigmaBatchNorm2d,
+        nn.BatchNorm3d: SigmaBatchNorm3d,
+        nn.SyncBatchNorm: SigmaSyncBatchNorm,
+        nn.LayerNorm: SigmaLayerNorm,
+        nn.GroupNorm: SigmaGroupNorm,
+        nn.RMSNorm: SigmaRMSNorm,
+    }
+    try:
+        from timm.layers import norm as timm_norm
+    except ImportError:
+        timm_norm = None
+    if timm_norm is not None:
+        replaced |= {
+            timm_norm.LayerNorm: SigmaLayerNorm,
+            timm_norm.LayerNormFp32: SigmaLayerNormFp32,
+            timm_norm.LayerNorm2d: SigmaLayerNorm2d,
+            timm_norm.LayerNorm2dFp32: SigmaLayerNorm2dFp32,
+            timm_norm.RmsNorm: SigmaRMSNorm,
+            timm_norm.RmsNormFp32: SigmaRMSNormFp32,
+            timm_norm.GroupNorm: SigmaGroupNorm,
+            timm_norm.GroupNorm1: SigmaGroupNorm,
+        }
+    for plain, replacement in replaced.items():
+        register_norm(plain, replacement)
+
+
+_register_norms()
