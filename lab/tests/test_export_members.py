@@ -135,11 +135,13 @@ def test_an_export_writes_the_same_bytes_twice(tmp_path):
 def test_a_member_file_exported_under_other_cpu_kernels_loads_here(tmp_path):
     """Exported with ATen's default (unvectorised) CPU kernels, loaded with this machine's (the
     fold's floats may differ by a unit in the last place)."""
-    tests = Path(__file__).parent
+    tests = Path(__file__).parent  # the lab's, and the method's fixtures beside the lab
     environment = {
         **os.environ,
         "ATEN_CPU_CAPABILITY": "default",
-        "PYTHONPATH": os.pathsep.join([str(tests), os.environ.get("PYTHONPATH", "")]),
+        "PYTHONPATH": os.pathsep.join(
+            [str(tests), str(tests.parents[1] / "tests"), os.environ.get("PYTHONPATH", "")]
+        ),
     }
     code = "import sys, test_export_members as t; t._export(sys.argv[1], 0)"
     done = subprocess.run(
