@@ -4,11 +4,12 @@ backbones and data live in tests/fixtures/."""
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
 import pytest
 import torch
 
-from tiers import TIER_BUDGETS, in_second_tier, second_tier_recipe, whole_tier
+from tiers import TESTS, TIER_BUDGETS, in_second_tier, second_tier_recipe, whole_tier
 
 
 def pytest_collection_modifyitems(config, items):
@@ -30,9 +31,11 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
     """A whole tier prints its time against its budget (tests/tiers.py) and fails over it."""
     if hasattr(config, "workerinput"):
         return
-    tier = whole_tier(
-        config.option.markexpr, config.args_source == pytest.Config.ArgsSource.TESTPATHS
-    )
+    # the whole suite: no paths (from lab/) or the suite's folder (from the repository's root)
+    whole = config.args_source == pytest.Config.ArgsSource.TESTPATHS or [
+        Path(arg).resolve() for arg in config.args
+    ] == [TESTS]
+    tier = whole_tier(config.option.markexpr, whole)
     if tier is None:
         return
     session, started = config.stash[_STARTED]

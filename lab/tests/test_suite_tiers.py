@@ -113,6 +113,11 @@ def test_a_whole_tier_prints_its_time_and_fails_over_its_budget(tmp_path):
     assert run.returncode == 1, run.stdout + run.stderr
     assert re.search(r"fast tier: \d+ s of its 0 s budget .*OVER BUDGET", run.stdout)
     assert "1 passed" in run.stdout
+    # The suite's folder given from above it (as the README's command does) is the whole tier.
+    folder = subprocess.run(
+        [*command, str(tmp_path)], cwd=tmp_path.parent, capture_output=True, text=True, check=False
+    )
+    assert folder.returncode == 1 and "OVER BUDGET" in folder.stdout, folder.stdout
     # A run of chosen files is no tier: no verdict on its time.
     files = subprocess.run(
         [*command, "test_one.py"], cwd=tmp_path, capture_output=True, text=True, check=False

@@ -57,9 +57,10 @@ TIER_BUDGETS = {"fast": 180, "second": 1500}
 TIER_MARKERS = {"not slow": "fast", "slow": "second"}
 
 
-def whole_tier(markexpr: str, args_from_testpaths: bool) -> str | None:
-    """The tier a pytest run is, when it runs one whole (no paths given), else ``None``."""
-    return TIER_MARKERS.get(markexpr.strip()) if args_from_testpaths else None
+def whole_tier(markexpr: str, whole_suite: bool) -> str | None:
+    """The tier a pytest run is, when it runs one whole (the suite's folder, or no paths given),
+    else ``None``."""
+    return TIER_MARKERS.get(markexpr.strip()) if whole_suite else None
 
 
 def in_second_tier(path: Path) -> bool:
