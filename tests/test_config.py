@@ -5,13 +5,18 @@ LoRAEnsembleConfig: the lab's lab/tests/test_config.py)."""
 from __future__ import annotations
 
 import dataclasses
-import inspect
 import json
 
 import pytest
 import torch
 
 from fixtures.backbones import tiny_resnet
+from fixtures.contracts import (
+    SHARED_SETTINGS,
+    check_config_fields,
+    check_config_round_trip,
+    check_shared_setting,
+)
 from torch_uncertainty_signorm import SigmaNormConfig, SigmaNormEnsemble, signorm_ensemble
 
 FIELDS = [field.name for field in dataclasses.fields(SigmaNormConfig)]
@@ -19,66 +24,21 @@ FIELDS = [field.name for field in dataclasses.fields(SigmaNormConfig)]
 
 #: Keyword arguments that are no setting: signorm_ensemble's deprecated ``checkpoint`` (a file to
 #: read, which the lab's finetune_ensemble reads now), until 0.3.0.
-DEPRECATED_KEYWORDS = {"checkpoint"}
+DEPRECATED_KEYWORDS = frozenset({"checkpoint"})
 
 
-def _keyword_defaults(function) -> dict:
-    parameters = inspect.signature(function).parameters.values()
-    return {
-        p.name: p.default
-        for p in parameters
-        if p.kind is inspect.Parameter.KEYWORD_ONLY and p.name not in DEPRECATED_KEYWORDS
-    }
+@pytest.mark.parametrize("function", [SigmaNormEnsemble, signorm_ensemble])
+def test_the_wrapper_and_the_factory_take_exactly_the_config_fields_with_its_defaults(function):
+    check_config_fields(SigmaNormConfig, function, skip=DEPRECATED_KEYWORDS)
 
 
-METHODS = {
-    "signorm": (SigmaNormConfig, SigmaNormEnsemble, signorm_ensemble, tiny_resnet),
-}
-WRAPPERS_AND_FACTORIES = [
-    pytest.param(config, function, id=f"{method}-{function.__name__}")
-    for method, (config, wrapper, factory, _) in METHODS.items()
-    for function in (wrapper, factory)
-]
+def test_the_ensemble_exposes_its_config_and_round_trips_it():
+    check_config_round_trip(SigmaNormConfig, SigmaNormEnsemble, signorm_ensemble, tiny_resnet)
 
 
-@pytest.mark.parametrize(("config_class", "function"), WRAPPERS_AND_FACTORIES)
-def test_the_wrapper_and_the_factory_take_exactly_the_config_fields_with_its_defaults(
-    config_class, function
-):
-    fields = [field.name for field in dataclasses.fields(config_class)]
-    assert _keyword_defaults(function) == config_class.defaults()
-    assert sorted(_keyword_defaults(function)) == sorted(fields)
-
-
-@pytest.mark.parametrize("method", METHODS)
-def test_every_method_exposes_its_config_and_round_trips_it(method):
-    config_class, wrapper, factory, backbone = METHODS[method]
-    assert wrapper(backbone(), 2).config == config_class()
-    config = config_class(num_classes=7, head="head", expand_at="input")
-    assert config_class.from_dict(json.loads(json.dumps(config.to_dict()))) == config
-    assert factory(backbone(), 2, num_classes=7, expand_at="input").config == dataclasses.replace(
-        config, head=None
-    )
-    assert wrapper(backbone(), 2, config_class(num_classes=7)).config.num_classes == 7
-    with pytest.raises(ValueError, match=r"Both config and keyword arguments set num_classes=3"):
-        wrapper(backbone(), 2, config_class(num_classes=7), num_classes=3)
-    with pytest.raises(ValueError, match=rf"{config_class.__name__} has no setting 'tau"):
-        config_class.from_dict({"tau_": 1.0})
-
-
-@pytest.mark.parametrize("method", METHODS)
-@pytest.mark.parametrize(
-    ("settings", "message"),
-    [
-        ({"num_classes": 0}, "num_classes must be an integer >= 1, got 0"),
-        ({"head": 3}, "head must be the name of the classifier or None, got 3"),
-        ({"expand_at": None}, "expand_at must be 'auto', 'input' or a module name, got None"),
-    ],
-)
-def test_every_config_checks_the_settings_all_wrappers_share_alike(method, settings, message):
-    with pytest.raises(ValueError) as error:
-        METHODS[method][0](**settings)
-    assert message in str(error.value)
+@pytest.mark.parametrize(("settings", "message"), SHARED_SETTINGS)
+def test_the_config_checks_the_settings_all_wrappers_share_alike(settings, message):
+    check_shared_setting(SigmaNormConfig, settings, message)
 
 
 def test_the_wrapper_exposes_its_config_and_defaults_are_the_configs():

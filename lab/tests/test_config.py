@@ -5,13 +5,18 @@ read back into it."""
 from __future__ import annotations
 
 import dataclasses
-import inspect
 import json
 
 import pytest
 import torch
 
 from fixtures.backbones import randomize_norms, tiny_resnet, tiny_signorm_spec, tiny_vit
+from fixtures.contracts import (
+    SHARED_SETTINGS,
+    check_config_fields,
+    check_config_round_trip,
+    check_shared_setting,
+)
 from signorm_lab.baselines import (
     FiLMConfig,
     FiLMEnsemble,
@@ -22,12 +27,6 @@ from signorm_lab.baselines import (
 )
 from signorm_lab.export import build_model, export_ensemble, load_ensemble
 from torch_uncertainty_signorm import signorm_ensemble
-
-
-def _keyword_defaults(function) -> dict:
-    parameters = inspect.signature(function).parameters.values()
-    return {p.name: p.default for p in parameters if p.kind is inspect.Parameter.KEYWORD_ONLY}
-
 
 BASELINES = {
     "film": (FiLMConfig, FiLMEnsemble, film_ensemble, tiny_resnet),
@@ -44,40 +43,18 @@ WRAPPERS_AND_FACTORIES = [
 def test_the_wrapper_and_the_factory_take_exactly_the_config_fields_with_its_defaults(
     config_class, function
 ):
-    fields = [field.name for field in dataclasses.fields(config_class)]
-    assert _keyword_defaults(function) == config_class.defaults()
-    assert sorted(_keyword_defaults(function)) == sorted(fields)
+    check_config_fields(config_class, function)
 
 
 @pytest.mark.parametrize("baseline", BASELINES)
 def test_every_baseline_exposes_its_config_and_round_trips_it(baseline):
-    config_class, wrapper, factory, backbone = BASELINES[baseline]
-    assert wrapper(backbone(), 2).config == config_class()
-    config = config_class(num_classes=7, head="head", expand_at="input")
-    assert config_class.from_dict(json.loads(json.dumps(config.to_dict()))) == config
-    assert factory(backbone(), 2, num_classes=7, expand_at="input").config == dataclasses.replace(
-        config, head=None
-    )
-    assert wrapper(backbone(), 2, config_class(num_classes=7)).config.num_classes == 7
-    with pytest.raises(ValueError, match=r"Both config and keyword arguments set num_classes=3"):
-        wrapper(backbone(), 2, config_class(num_classes=7), num_classes=3)
-    with pytest.raises(ValueError, match=rf"{config_class.__name__} has no setting 'tau"):
-        config_class.from_dict({"tau_": 1.0})
+    check_config_round_trip(*BASELINES[baseline])
 
 
 @pytest.mark.parametrize("baseline", BASELINES)
-@pytest.mark.parametrize(
-    ("settings", "message"),
-    [
-        ({"num_classes": 0}, "num_classes must be an integer >= 1, got 0"),
-        ({"head": 3}, "head must be the name of the classifier or None, got 3"),
-        ({"expand_at": None}, "expand_at must be 'auto', 'input' or a module name, got None"),
-    ],
-)
+@pytest.mark.parametrize(("settings", "message"), SHARED_SETTINGS)
 def test_every_config_checks_the_settings_all_wrappers_share_alike(baseline, settings, message):
-    with pytest.raises(ValueError) as error:
-        BASELINES[baseline][0](**settings)
-    assert message in str(error.value)
+    check_shared_setting(BASELINES[baseline][0], settings, message)
 
 
 @pytest.mark.parametrize(

@@ -14,13 +14,7 @@ import torch
 from torch import nn
 
 from fixtures.backbones import relative_error, tiny_resnet
-from fixtures.distributed import (
-    LOCAL_BATCH,
-    global_batch,
-    member_norm_stats,
-    train_step,
-    two_process_step,
-)
+from fixtures.contracts import check_two_processes_match_one
 from fixtures.synthetic_datamodule import SyntheticDataModule
 from signorm_lab.baselines import film_ensemble
 from signorm_lab.cli import cli_main
@@ -36,28 +30,7 @@ def _film() -> nn.Module:
 
 
 def test_two_processes_match_one_process_on_the_concatenated_batch(tmp_path):
-    ranks = two_process_step(_film, tmp_path)
-
-    reference = _film()
-    inputs, targets = global_batch()
-    logits = train_step(reference, inputs, targets).unflatten(0, (M, -1))
-    expected_stats = member_norm_stats(reference)
-
-    assert expected_stats, "the ensemble has per-member BatchNorm layers"
-    for rank, result in enumerate(ranks):
-        for name, stats in expected_stats.items():
-            torch.testing.assert_close(result["stats"][name], stats, rtol=1e-4, atol=1e-5)
-        rows = slice(rank * LOCAL_BATCH, (rank + 1) * LOCAL_BATCH)
-        torch.testing.assert_close(
-            result["logits"].unflatten(0, (M, -1)), logits[:, rows], rtol=1e-4, atol=1e-5
-        )
-    for name, param in reference.named_parameters():  # float32 round-off grows with depth
-        assert relative_error(ranks[0]["grads"][name], param.grad) < 2e-3, name
-    # Without synchronisation each process normalizes with its half only: the check has teeth.
-    alone = _film()
-    train_step(alone, inputs[:LOCAL_BATCH], targets[:LOCAL_BATCH])
-    name = next(iter(expected_stats))
-    assert not torch.allclose(member_norm_stats(alone)[name], expected_stats[name], atol=1e-3)
+    check_two_processes_match_one(_film, M, tmp_path)
 
 
 class OrderedSyntheticDataModule(SyntheticDataModule):

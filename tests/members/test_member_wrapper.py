@@ -10,11 +10,10 @@ import torch
 from torch import nn
 
 from fixtures.backbones import bert_inputs, randomize_norms, tiny_bert, tiny_resnet
+from fixtures.contracts import check_feature_protocol, check_member_models
 from torch_uncertainty_signorm import signorm_ensemble
-from torch_uncertainty_signorm.callbacks.logits_tap import LogitsTap
 from torch_uncertainty_signorm.members.heads import MemberHeads
 from torch_uncertainty_signorm.members.norm import MemberNorm
-from torch_uncertainty_signorm.members.wrapper import MemberModel
 
 M = 3
 #: Layers holding M members, none of which a member model may keep.
@@ -53,19 +52,7 @@ WRAPPERS = {
 @pytest.mark.parametrize("case", WRAPPERS)
 def test_member_model_is_plain_and_equals_the_members_rows(case):
     build, make_inputs = WRAPPERS[case]
-    ensemble = _trained_like(build())
-    inputs = make_inputs()
-    with torch.no_grad():
-        rows = ensemble(inputs).unflatten(0, (M, -1))
-        members = [ensemble.member_model(m).eval() for m in range(M)]
-        outputs = [member(inputs) for member in members]
-    for member, output, expected in zip(members, outputs, rows, strict=True):
-        assert isinstance(member, MemberModel) and not member.training
-        assert not any(isinstance(m, PER_MEMBER) for m in member.modules())
-        torch.testing.assert_close(output, expected, rtol=1e-5, atol=1e-5)
-    assert (outputs[0] - outputs[1]).abs().max() > 1e-4  # the members do differ
-    with pytest.raises(ValueError, match=rf"member must be an integer in 0\.\.{M - 1}, got {M}"):
-        ensemble.member_model(M)
+    check_member_models(_trained_like(build()), make_inputs(), M, PER_MEMBER)
 
 
 @pytest.mark.parametrize("case", WRAPPERS)
@@ -105,30 +92,8 @@ def test_a_norm_shared_under_two_names_folds_under_both():
 @pytest.mark.parametrize("case", WRAPPERS)
 def test_feature_protocol_gives_one_row_per_input_and_the_models_logits(case):
     build, make_inputs = WRAPPERS[case]
-    ensemble = _trained_like(build())
-    inputs = make_inputs()
     batch = 3 if case.endswith("bert") else 4
-    tap = LogitsTap("test")
-    tap.attach(_Holder(ensemble))
-    with torch.no_grad():
-        expected = ensemble(inputs)
-        tap.take(batch)
-        features = ensemble.feats_forward(inputs)
-        logits = ensemble.linear(features)
-    assert features.dim() == 2 and features.shape[0] == batch
-    assert features.shape[1] % M == 0
-    torch.testing.assert_close(logits, expected, rtol=0, atol=0)
-    # The whole forward ran: a logits reader hooked on the model saw them.
-    seen, members = tap.take(batch)
-    assert members == M and torch.equal(seen, expected)
-
-
-class _Holder(nn.Module):
-    """What ``LogitsTap.attach`` takes: a module with ``model``."""
-
-    def __init__(self, model: nn.Module) -> None:
-        super().__init__()
-        self.model = model
+    check_feature_protocol(_trained_like(build()), make_inputs(), batch, M)
 
 
 def test_member_model_keeps_the_ensembles_dtype():

@@ -11,6 +11,7 @@ from torch_uncertainty.routines import ClassificationRoutine
 from torch_uncertainty.transforms import RepeatTarget
 
 from fixtures.backbones import bert_inputs, tiny_bert, tiny_resnet, tiny_vit
+from fixtures.contracts import check_feature_protocol, check_member_models
 from signorm_lab.baselines import (
     MemberLinear,
     MemberLoRALinear,
@@ -18,10 +19,8 @@ from signorm_lab.baselines import (
     lora_ensemble,
     multi_head_ensemble,
 )
-from torch_uncertainty_signorm.callbacks.logits_tap import LogitsTap
 from torch_uncertainty_signorm.members.heads import MemberHeads
 from torch_uncertainty_signorm.members.norm import MemberNorm
-from torch_uncertainty_signorm.members.wrapper import MemberModel
 
 M = 3
 #: Layers holding M members, none of which a member model may keep.
@@ -66,19 +65,7 @@ WRAPPERS = {
 @pytest.mark.parametrize("case", WRAPPERS)
 def test_member_model_is_plain_and_equals_the_members_rows(case):
     build, make_inputs = WRAPPERS[case]
-    ensemble = _trained_like(build())
-    inputs = make_inputs()
-    with torch.no_grad():
-        rows = ensemble(inputs).unflatten(0, (M, -1))
-        members = [ensemble.member_model(m).eval() for m in range(M)]
-        outputs = [member(inputs) for member in members]
-    for member, output, expected in zip(members, outputs, rows, strict=True):
-        assert isinstance(member, MemberModel) and not member.training
-        assert not any(isinstance(m, PER_MEMBER) for m in member.modules())
-        torch.testing.assert_close(output, expected, rtol=1e-5, atol=1e-5)
-    assert (outputs[0] - outputs[1]).abs().max() > 1e-4  # the members do differ
-    with pytest.raises(ValueError, match=rf"member must be an integer in 0\.\.{M - 1}, got {M}"):
-        ensemble.member_model(M)
+    check_member_models(_trained_like(build()), make_inputs(), M, PER_MEMBER)
 
 
 @pytest.mark.parametrize("case", [case for case in WRAPPERS if "multi_head" not in case])
@@ -97,30 +84,8 @@ def test_member_layers_are_each_methods_per_member_layers_by_name(case):
 @pytest.mark.parametrize("case", WRAPPERS)
 def test_feature_protocol_gives_one_row_per_input_and_the_models_logits(case):
     build, make_inputs = WRAPPERS[case]
-    ensemble = _trained_like(build())
-    inputs = make_inputs()
     batch = 3 if case.endswith("bert") else 4
-    tap = LogitsTap("test")
-    tap.attach(_Holder(ensemble))
-    with torch.no_grad():
-        expected = ensemble(inputs)
-        tap.take(batch)
-        features = ensemble.feats_forward(inputs)
-        logits = ensemble.linear(features)
-    assert features.dim() == 2 and features.shape[0] == batch
-    assert features.shape[1] % M == 0
-    torch.testing.assert_close(logits, expected, rtol=0, atol=0)
-    # The whole forward ran: a logits reader hooked on the model saw them.
-    seen, members = tap.take(batch)
-    assert members == M and torch.equal(seen, expected)
-
-
-class _Holder(nn.Module):
-    """What ``LogitsTap.attach`` takes: a module with ``model``."""
-
-    def __init__(self, model: nn.Module) -> None:
-        super().__init__()
-        self.model = model
+    check_feature_protocol(_trained_like(build()), make_inputs(), batch, M)
 
 
 @pytest.mark.parametrize("case", ["film-resnet", "lora-vit", "multi_head-resnet"])
