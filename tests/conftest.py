@@ -4,10 +4,10 @@ tests/fixtures/ (the lab's suite, lab/tests, reads them too)."""
 
 from __future__ import annotations
 
-import time
-
 import pytest
 import torch
+
+from fixtures import budget
 
 #: The whole suite's budget on 2 cores (seconds): past it the run fails, so that it stays what
 #: to run on every change of the method.
@@ -15,7 +15,7 @@ BUDGET = 180
 
 
 def pytest_sessionstart(session):
-    session.config.stash[_STARTED] = (session, time.perf_counter())
+    budget.start(session)
 
 
 @pytest.hookimpl(trylast=True)
@@ -23,20 +23,7 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
     """The whole suite prints its time against :data:`BUDGET` and fails over it."""
     if hasattr(config, "workerinput") or config.args_source != pytest.Config.ArgsSource.TESTPATHS:
         return
-    session, started = config.stash[_STARTED]
-    seconds = time.perf_counter() - started
-    over = seconds > BUDGET
-    terminalreporter.write_line(
-        f"method suite: {seconds:.0f} s of its {BUDGET} s budget (tests/conftest.py)"
-        + (": OVER BUDGET, the run fails" if over else ""),
-        red=over,
-        bold=True,
-    )
-    if over:
-        session.exitstatus = pytest.ExitCode.TESTS_FAILED
-
-
-_STARTED = pytest.StashKey[tuple[pytest.Session, float]]()
+    budget.report(terminalreporter, config, "method suite", BUDGET, "tests/conftest.py")
 
 
 @pytest.fixture(autouse=True)

@@ -3,12 +3,12 @@ backbones and data live in tests/fixtures/."""
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 import pytest
 import torch
 
+from fixtures import budget
 from tiers import TESTS, TIER_BUDGETS, in_second_tier, second_tier_recipe, whole_tier
 
 
@@ -23,7 +23,7 @@ def pytest_collection_modifyitems(config, items):
 
 
 def pytest_sessionstart(session):
-    session.config.stash[_STARTED] = (session, time.perf_counter())
+    budget.start(session)
 
 
 @pytest.hookimpl(trylast=True)
@@ -36,22 +36,10 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
         Path(arg).resolve() for arg in config.args
     ] == [TESTS]
     tier = whole_tier(config.option.markexpr, whole)
-    if tier is None:
-        return
-    session, started = config.stash[_STARTED]
-    seconds, budget = time.perf_counter() - started, TIER_BUDGETS[tier]
-    over = seconds > budget
-    terminalreporter.write_line(
-        f"{tier} tier: {seconds:.0f} s of its {budget} s budget (tests/tiers.py)"
-        + (": OVER BUDGET, the run fails" if over else ""),
-        red=over,
-        bold=True,
-    )
-    if over:
-        session.exitstatus = pytest.ExitCode.TESTS_FAILED
-
-
-_STARTED = pytest.StashKey[tuple[pytest.Session, float]]()
+    if tier is not None:
+        budget.report(
+            terminalreporter, config, f"{tier} tier", TIER_BUDGETS[tier], "tests/tiers.py"
+        )
 
 
 @pytest.fixture(autouse=True)

@@ -95,6 +95,10 @@ def test_a_whole_tier_prints_its_time_and_fails_over_its_budget(tmp_path):
         if name == "tiers.py":
             text = text.replace('TIER_BUDGETS = {"fast": ', 'TIER_BUDGETS = {"fast": 0, "x": ')
         (tmp_path / name).write_text(text)
+    (tmp_path / "fixtures").mkdir()  # the report both suites print
+    (tmp_path / "fixtures" / "budget.py").write_text(
+        (TESTS.parents[1] / "tests" / "fixtures" / "budget.py").read_text()
+    )
     # The synthetic suite's one test passes on purpose: the run may fail on its time alone.
     (tmp_path / "test_one.py").write_text("def test_one():\n    assert True\n")
     (tmp_path / "pytest.ini").write_text("[pytest]\ntestpaths = .\n")

@@ -3,7 +3,6 @@
 import csv
 import warnings
 
-import lightning
 import pytest
 import torch
 from lightning.pytorch.loggers import CSVLogger
@@ -13,6 +12,7 @@ from torch_uncertainty.routines import ClassificationRoutine
 from torch_uncertainty.transforms import RepeatTarget
 
 from fixtures.backbones import randomize_norms, tiny_resnet
+from fixtures.crafted import crafted_checkpoint
 from fixtures.marker_module import assert_not_imported, marker_module
 from fixtures.training import cpu_trainer, separable_loader, signorm_routine
 from torch_uncertainty_signorm import signorm_ensemble
@@ -142,24 +142,12 @@ def test_routine_built_in_python_reloads_from_its_checkpoint(tmp_path):
     assert loaded.num_classes == 10 and loaded.format_batch_fn.num_repeats == 2
 
 
-def _crafted_checkpoint(path, **hyper_parameters):
-    torch.save(
-        {
-            "state_dict": {},
-            "pytorch-lightning_version": lightning.__version__,
-            "hyper_parameters": hyper_parameters,
-        },
-        path,
-    )
-    return path
-
-
 def test_load_from_checkpoint_never_imports_a_checkpoint_class(tmp_path, monkeypatch):
     """A crafted checkpoint asking for Lightning's jsonargparse instantiator and naming its own
     model class is refused, naming the block, before that class's module is imported: the
     routine takes objects, never a class path from a file."""
     name, marker = marker_module(tmp_path, monkeypatch, "routine_load_marker")
-    path = _crafted_checkpoint(
+    path = crafted_checkpoint(
         tmp_path / "crafted.ckpt",
         _class_path="torch_uncertainty_signorm.routines.SigmaNormClassificationRoutine",
         _instantiator="lightning.pytorch.cli.instantiate_module",
@@ -176,7 +164,7 @@ def test_load_from_checkpoint_never_imports_a_checkpoint_class(tmp_path, monkeyp
 
 
 def test_a_plain_string_batch_format_is_refused(tmp_path):
-    path = _crafted_checkpoint(
+    path = crafted_checkpoint(
         tmp_path / "crafted.ckpt", num_classes=10, format_batch_fn="RepeatTarget"
     )
     with pytest.raises(

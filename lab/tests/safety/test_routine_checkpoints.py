@@ -3,13 +3,13 @@ the allow-list, the file read as every untrusted checkpoint is."""
 
 from __future__ import annotations
 
-import lightning
 import pytest
 import torch
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
 from fixtures.backbones import tiny_signorm_spec
+from fixtures.crafted import crafted_checkpoint
 from fixtures.digits import cpu_trainer
 from fixtures.marker_module import assert_not_imported, marker_module
 from signorm_lab.export import build_model
@@ -46,21 +46,9 @@ def test_a_checkpoint_with_class_blocks_reloads_to_the_same_logits(tmp_path):
     assert loaded.format_batch_fn.num_repeats == 2
 
 
-def _crafted_checkpoint(path, **hyper_parameters):
-    torch.save(
-        {
-            "state_dict": {},
-            "pytorch-lightning_version": lightning.__version__,
-            "hyper_parameters": hyper_parameters,
-        },
-        path,
-    )
-    return path
-
-
 def test_a_class_outside_the_allow_list_is_never_imported(tmp_path, monkeypatch):
     name, marker = marker_module(tmp_path, monkeypatch, "load_routine_marker")
-    path = _crafted_checkpoint(
+    path = crafted_checkpoint(
         tmp_path / "crafted.ckpt",
         _instantiator="lightning.pytorch.cli.instantiate_module",
         model={"class_path": f"{name}.Evil"},
@@ -76,7 +64,7 @@ def test_a_class_in_a_yaml_string_is_never_imported(tmp_path, monkeypatch):
     before jsonargparse parses it: its module is never imported, its class never built."""
     name, marker = marker_module(tmp_path, monkeypatch, "load_routine_string_marker")
     spec = {**SPEC, "init_args": {**SPEC["init_args"], "model": f"{{class_path: {name}.Evil}}"}}
-    path = _crafted_checkpoint(tmp_path / "crafted.ckpt", model=spec, num_classes=10)
+    path = crafted_checkpoint(tmp_path / "crafted.ckpt", model=spec, num_classes=10)
     with pytest.raises(
         ValueError,
         match=rf"model\.init_args\.model='{{class_path: {name}\.Evil}}'"
@@ -110,7 +98,7 @@ def test_a_bad_checkpoint_is_named_with_what_is_wrong(tmp_path, content, message
     if content is None:
         path.write_bytes(b"")
     else:
-        _crafted_checkpoint(path)
+        crafted_checkpoint(path)
         torch.save({**torch.load(path, weights_only=True), "hyper_parameters": content}, path)
     with pytest.raises(ValueError, match=message):
         load_routine(path)
