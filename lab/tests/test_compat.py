@@ -27,6 +27,18 @@ from signorm_lab import _compat
 from signorm_lab.callbacks import exact_resume
 from torch_uncertainty_signorm.utils._compat import given_hyperparameters
 
+# ----------------------------------------------------------------------------- Python
+
+
+def test_the_regex_parser_gives_repeats_with_their_bodies():
+    """``re._parser.parse`` gives ``(opcode, value)`` items, a repeat's value being ``(low, high,
+    body)`` with ``MAXREPEAT`` for no upper bound: what the pattern bound walks."""
+    parser, constants = _compat.regex_parser()
+    ((op, (low, high, body)),) = list(parser.parse("(ab)+"))
+    assert op is constants.MAX_REPEAT and (low, high) == (1, constants.MAXREPEAT)
+    assert body[0][0] is constants.SUBPATTERN
+
+
 # ----------------------------------------------------------------------------- torch
 
 

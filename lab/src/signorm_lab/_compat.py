@@ -1,9 +1,9 @@
 """Every private internal of another library that the lab relies on, in one place.
 
-Lightning, TorchUncertainty, torch and transformers keep some of what the lab needs
-behind private names, which any release may change without notice. Each such name is
+Lightning, TorchUncertainty, torch, transformers and CPython's ``re`` keep some of what the lab
+needs behind private names, which any release may change without notice. Each such name is
 reached here, and only here, through a small named function or constant that says what it
-reaches and why no public route exists; ``tests/test_compat.py`` checks, for each, that the
+reaches and why no public route exists; ``lab/tests/test_compat.py`` checks, for each, that the
 internal still exists and behaves as relied upon, so that an upgrade that changes one fails
 there, by name, rather than somewhere in a training run.
 
@@ -59,10 +59,26 @@ __all__ = [
     "fit_data_fetcher",
     "lightning_instantiator",
     "model_base_class",
+    "regex_parser",
     "restart_validation",
     "tu_data_loader",
     "wide_resnet_class",
 ]
+
+# ----------------------------------------------------------------------------- Python
+
+
+def regex_parser() -> tuple[Any, Any]:
+    """CPython's regex parser and its opcodes (``re._parser``, ``re._constants``; ``sre_parse``
+    and ``sre_constants`` before 3.11): the parsed form of a pattern read from a file, whose
+    repeats :mod:`~signorm_lab.safety.patterns` bounds. The ``re`` module offers none publicly."""
+    try:  # Python >= 3.11
+        from re import _constants, _parser
+    except ImportError:  # pragma: no cover
+        import sre_constants as _constants
+        import sre_parse as _parser
+    return _parser, _constants
+
 
 # ----------------------------------------------------------------------------- torch
 

@@ -7,6 +7,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from .. import _compat
+
 __all__ = [
     "MAX_PATTERN_LENGTH",
     "MAX_PATTERN_REPEATS",
@@ -22,12 +24,7 @@ MAX_PATTERN_LENGTH, MAX_PATTERN_REPEATS = 500, 4
 #: The arguments of the method and the baselines that select layers by a regex.
 SELECTION_KEYS = ("regularized_layers", "target_modules")
 
-try:  # Python >= 3.11
-    from re import _constants as _sre_constants
-    from re import _parser as _sre_parser
-except ImportError:  # pragma: no cover
-    import sre_constants as _sre_constants
-    import sre_parse as _sre_parser
+_sre_parser, _sre_constants = _compat.regex_parser()
 
 _REPEATS = {
     _sre_constants.MAX_REPEAT,
