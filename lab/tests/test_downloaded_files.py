@@ -163,8 +163,9 @@ def test_a_checkpoint_never_chooses_where_results_are_written(digits_checkpoint,
 def test_load_routine_refuses_a_file_name_leading_out(digits_checkpoint, tmp_path):
     from signorm_lab.safety.routine_checkpoints import load_routine
 
-    ckpt = _crafted(digits_checkpoint, tmp_path / "downloaded.ckpt", csv_filename="/etc/x.csv")
-    with pytest.raises(ValueError, match=r"csv_filename='/etc/x.csv' is not a plain file name"):
+    elsewhere = str(tmp_path / "elsewhere" / "x.csv")  # an absolute path out of the run
+    ckpt = _crafted(digits_checkpoint, tmp_path / "downloaded.ckpt", csv_filename=elsewhere)
+    with pytest.raises(ValueError, match=rf"csv_filename='{elsewhere}' is not a plain file name"):
         load_routine(ckpt)
 
 
@@ -773,9 +774,12 @@ def test_a_results_file_name_leading_out_of_the_run_is_refused(name, command_ref
     assert f"csv_filename={name!r} is not a plain file name" in last and "results.csv" in last
 
 
-@pytest.mark.parametrize("name", ["/tmp/elsewhere.csv", "..", "", "a/b.csv", "x\0.csv"])
-def test_only_plain_file_names_are_output_names(name):
+@pytest.mark.parametrize("name", ["absolute", "..", "", "a/b.csv", "x\0.csv"])
+def test_only_plain_file_names_are_output_names(name, tmp_path):
     from signorm_lab.safety.files import check_file_name
+
+    if name == "absolute":
+        name = str(tmp_path / "elsewhere.csv")
 
     with pytest.raises(
         ValueError,
