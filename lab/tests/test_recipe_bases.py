@@ -113,9 +113,11 @@ def test_a_missing_base_file_is_an_error_naming_it(tmp_path):
         cli_main(["fit", "--config", str(recipe), "--print_config"])
 
 
-@pytest.mark.parametrize("name", ["../outside.yaml", "/etc/passwd", "base/notes.txt"])
+@pytest.mark.parametrize("name", ["../outside.yaml", "absolute", "base/notes.txt"])
 def test_a_base_outside_the_recipe_folder_is_refused(name, tmp_path):
     _write(tmp_path / "outside.yaml", {"trainer": {"max_epochs": 1}})
+    if name == "absolute":  # a YAML file by its absolute path, outside the recipe's folder
+        name = str(tmp_path / "outside.yaml")
     (tmp_path / "recipes" / "base").mkdir(parents=True)
     (tmp_path / "recipes" / "base" / "notes.txt").write_text("trainer: {}\n")
     recipe = _write(tmp_path / "recipes" / "recipe.yaml", {"base": name})
