@@ -18,8 +18,8 @@ chosen evenly spaced over the features in layer order (deterministic, proportion
 layer's width).
 
 Figures are bare :class:`matplotlib.figure.Figure` objects rendered by the Agg canvas
-(TensorBoard's ``add_figure``, ``savefig``): they never enter pyplot, so the callback
-neither switches the user's backend nor leaves figures open to leak.
+(TensorBoard's ``add_figure``, MLflow's ``log_figure``, ``savefig``): they never enter
+pyplot, so the callback neither switches the user's backend nor leaves figures open to leak.
 """
 
 from __future__ import annotations
@@ -30,12 +30,10 @@ from pathlib import Path
 
 import torch
 from lightning.pytorch import Callback, LightningModule, Trainer
-from lightning.pytorch.loggers import Logger, MLFlowLogger
 from matplotlib import colormaps
 from matplotlib.figure import Figure
 from torch import Tensor
 from torch_uncertainty.utils import get_logger_dir
-from torch_uncertainty.utils.logging import log_figure
 
 from ..evaluation.diversity import (
     member_ownership,
@@ -45,6 +43,7 @@ from ..evaluation.diversity import (
 )
 from ..signorm.ensemble import SigmaNormEnsemble
 from ..utils.checks import check_fraction, check_integer
+from .figure_logging import log_figure
 
 __all__ = ["MemberOwnershipCallback", "importance_embedding_figure", "importance_histogram_figure"]
 
@@ -61,16 +60,17 @@ class MemberOwnershipCallback(Callback):
       importances) and ``ownership/{all,regularized}/k=<k>`` (fraction of the scope's
       features owned by ``k`` members, ``k = 0..M``);
     - figures (``log_figures=True``) at step ``epoch``: ``ownership/importance_histogram``,
-      ``ownership/importance_embedding`` and ``ownership/ownership_counts``, through
-      ``add_figure`` for TensorBoard, as MLflow artifacts
-      ``ownership/epoch=<e>/<name>.png``, and for any other logger as PNG files
+      ``ownership/importance_embedding`` and ``ownership/ownership_counts``
+      (:func:`~.figure_logging.log_figure`): through ``add_figure`` for TensorBoard, as MLflow
+      artifacts ``ownership/epoch=<e>/<name>.png``, and for any other logger as PNG files
       ``<dir>/ownership/epoch=<e>/<name>.png``;
     - ``<dir>/ownership.csv`` with columns ``epoch, scope, k, count, fraction``, one row
       per (epoch, scope, k). Rows are appended and the header is written once; an epoch
       seen again (a resumed run, ``trainer.validate``) replaces that epoch's rows.
 
-    ``<dir>`` is ``dirpath``, else the first logger's directory, else the trainer's
-    ``default_root_dir``. Files and figures are written on global rank zero only.
+    ``<dir>`` is ``dirpath``, else the first logger's run directory (for ``MLFlowLogger`` on a
+    local store, the run's artifact folder), else the trainer's ``default_root_dir``. Files
+    and figures are written on global rank zero only.
 
     Args:
         dirpath: Where ``ownership.csv`` (and PNG figures) go; defaults to the logger's.
@@ -139,7 +139,8 @@ class MemberOwnershipCallback(Callback):
                 "ownership_counts": lambda: _counts_figure(counts),
             }
             for name, draw in figures.items():  # one figure alive at a time
-                _log_figure(trainer.loggers, out_dir, name, draw(), epoch)
+                artifact = f"ownership/epoch={epoch}/{name}.png"
+                log_figure(trainer.loggers, f"ownership/{name}", draw(), epoch, artifact, out_dir)
 
     def _output_dir(self, trainer: Trainer) -> Path:
         if self.dirpath is not None:
@@ -242,26 +243,6 @@ def _counts_figure(counts: dict[str, Tensor]) -> Figure:
     ax.legend()
     figure.tight_layout()
     return figure
-
-
-def _log_figure(
-    loggers: list[Logger], out_dir: Path, name: str, figure: Figure, epoch: int
-) -> None:
-    """TensorBoard ``add_figure`` at step ``epoch``; MLflow artifact; otherwise a PNG file."""
-    to_file = not loggers
-    for logger in loggers:
-        if isinstance(logger, MLFlowLogger):
-            log_figure(logger, f"ownership/epoch={epoch}/{name}", figure)  # TorchUncertainty's
-        elif hasattr(logger.experiment, "add_figure"):
-            logger.experiment.add_figure(
-                f"ownership/{name}", figure, global_step=epoch, close=False
-            )
-        else:
-            to_file = True
-    if to_file:
-        path = out_dir / "ownership" / f"epoch={epoch}" / f"{name}.png"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        figure.savefig(path, dpi=100)
 
 
 def _write_csv(path: Path, epoch: int, counts: dict[str, Tensor]) -> None:
