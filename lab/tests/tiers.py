@@ -22,6 +22,7 @@ SECOND_TIER = (
     "test_real_minilm_recipes.py",
     "test_quickstart.py",
     "test_tu_format_recipes.py",
+    "test_mlflow_recipe.py",
     "cli/test_recipe_fits.py",
     "test_distributed.py",  # DDP, in worker processes
     # tests that start other processes (the command, scripts, vermin)

@@ -7,13 +7,17 @@ epoch when they are a ``float``. ``TUTrainer`` annotates them ``float``, so the 
 (which follows the annotations) turned ``1`` into ``1.0``: 100% of the batches, the opposite of
 what was asked. :class:`TUSigmaNormTrainer` annotates them ``int | float``, as Lightning's
 ``Trainer`` does; every other argument is ``TUTrainer``'s.
+
+Its ``log_dir``, where the run's callbacks write (``config.yaml``, ``run_record.json``, ...), is
+a folder of this run for an ``MLFlowLogger`` too, where Lightning's is the store every run shares.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from torch_uncertainty.utils import TUTrainer
+from lightning.pytorch.loggers import MLFlowLogger
+from torch_uncertainty.utils import TUTrainer, get_logger_dir
 
 __all__ = ["TUSigmaNormTrainer"]
 
@@ -52,3 +56,14 @@ class TUSigmaNormTrainer(TUTrainer):
             val_check_interval=val_check_interval,
             **kwargs,
         )
+
+    @property
+    def log_dir(self) -> str | None:
+        """Lightning's, except for a first logger ``MLFlowLogger`` on a local store: its run's
+        artifact folder (TorchUncertainty's ``get_logger_dir``, beside ``results.csv``), not the
+        store's root."""
+        logger = self.loggers[0] if self.loggers else None
+        if not isinstance(logger, MLFlowLogger) or logger.save_dir is None:
+            return super().log_dir
+        folder = get_logger_dir(logger) if self.is_global_zero else None  # rank 0 has the run
+        return self.strategy.broadcast(None if folder is None else str(folder))
