@@ -33,7 +33,7 @@ def test_digits_recipe_under_mlflow_logs_the_ownership_figures_and_csvs_as_run_a
             "--trainer.limit_val_batches=1",
             "--trainer.limit_test_batches=1",
             "--trainer.logger=lightning.pytorch.loggers.MLFlowLogger",
-            f"--trainer.logger.init_args.tracking_uri={store}",
+            f"--trainer.logger.init_args.save_dir={tmp_path / 'mlruns'}",  # the store
             "--trainer.logger.init_args.experiment_name=digits",
         ],
         cwd=tmp_path,

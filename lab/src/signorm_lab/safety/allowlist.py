@@ -216,7 +216,9 @@ RECIPE_CLASS_PATHS = frozenset(
         "ConstantLR ExponentialLR OneCycleLR ReduceLROnPlateau",
     )
     | _each("torch_uncertainty_signorm.optim_recipes", "WarmupCosineLR")
-    | _each("lightning.pytorch.loggers", "CSVLogger TensorBoardLogger")
+    # MLflow's logger, as TorchUncertainty's recipes log: it writes to the store it is given,
+    # and, like the others, reads no file into the model.
+    | _each("lightning.pytorch.loggers", "CSVLogger MLFlowLogger TensorBoardLogger")
     | _each(
         "lightning.pytorch.callbacks",
         "EarlyStopping LearningRateMonitor ModelCheckpoint ModelSummary RichProgressBar "
