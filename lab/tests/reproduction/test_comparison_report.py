@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 import torch
 from safetensors.torch import save_file
+from torch_uncertainty.metrics import CalibrationError
 
 from signorm_lab.reproduction import comparison as cmp
 from signorm_lab.reproduction import comparison_figure as figure
@@ -64,7 +65,7 @@ def test_the_table_gives_each_difference_its_interval_verdict_and_cost_multiple(
         line.split() for line in text.splitlines() if line.startswith("better") and "×" in line
     ]
     # params, trained, steps, fit and test seconds, then the reference's multiples of them
-    assert cost == ["better", "1.000", "1.000", "90", "5", "2", "4.00×", "2.00×", "1.00×"]
+    assert cost == ["better", "1.000", "1.000", "90", "5.0", "2.0", "4.00×", "2.00×", "1.00×"]
     assert "NOT LEARNED" not in text and "STAND-IN" not in text
 
 
@@ -142,15 +143,17 @@ def test_the_figure_draws_each_runs_reliability_diagram_from_its_test_prediction
     folder = runs["ref"].folders[0]
     folder.mkdir(parents=True)
     probs = torch.softmax(torch.randn(4, 50, 3, generator=torch.Generator().manual_seed(0)), -1)
+    targets = torch.randint(0, 3, (50,), generator=torch.Generator().manual_seed(1))
     save_file(
-        {"probs/0": probs, "targets/0": torch.randint(0, 3, (50,))},
+        {"probs/0": probs, "targets/0": targets},
         folder / figure.PREDICTIONS_FILENAME,
     )
     comparison = cmp.Comparison(tmp_path / "c.yaml", {}, "ref", (0, 1))
     written = figure.write_figure(comparison, runs, (0, 1), tmp_path)
     assert (tmp_path / "comparison.png").stat().st_size > 0 and "comparison.svg" in written
-    svg = (tmp_path / "comparison.svg").read_text()
-    assert "ECE=" in svg  # TorchUncertainty's diagram writes its ECE into the panel
+    # TorchUncertainty's diagram writes its ECE into the panel: the routine's (15 bins)
+    ece = CalibrationError(task="multiclass", num_classes=3, num_bins=15)(probs.mean(0), targets)
+    assert f"ECE={float(ece):.02%}" in (tmp_path / "comparison.svg").read_text()
     drawn = figure.draw(
         _rows(runs, (0, 1)), "ref", {}, {"ref": folder / figure.PREDICTIONS_FILENAME}
     )

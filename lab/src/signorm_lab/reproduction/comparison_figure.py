@@ -21,6 +21,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..safety.atomic_files import replaced_atomically
 from .comparison_report import METRICS, cost_multiples, runs_csv
 from .paired import mean_interval
 
@@ -170,7 +171,8 @@ def _reliability(ax: Axes, path: Path, label: str) -> None:
 
     tensors = load_file(path)
     probs, targets = tensors["probs/0"].mean(dim=0), tensors["targets/0"]
-    metric = CalibrationError(task="multiclass", num_classes=probs.shape[-1], num_bins=10)
+    # 15 bins: the ECE of TorchUncertainty's classification routine, the tables' ECE.
+    metric = CalibrationError(task="multiclass", num_classes=probs.shape[-1], num_bins=15)
     metric.update(probs, targets)
     confidences, accuracies = dim_zero_cat(metric.confidences), dim_zero_cat(metric.accuracies)
     bounds = torch.linspace(0, 1, metric.n_bins + 1)
@@ -186,10 +188,15 @@ def _reliability(ax: Axes, path: Path, label: str) -> None:
 
 
 def _save(figure: Figure, out: Path) -> str:
-    """``comparison.png`` and ``comparison.svg`` in ``out``; their names as text."""
+    """``comparison.png`` and ``comparison.svg`` in ``out``, each replaced whole; their names."""
+    from matplotlib import rc_context
+
     png, svg = out / "comparison.png", out / "comparison.svg"
-    figure.savefig(png, dpi=72)
-    figure.savefig(svg, metadata={"Date": None})  # no date: redrawing writes the same file
+    with replaced_atomically(png) as partial:
+        figure.savefig(partial, format="png", dpi=72)
+    # No date and fixed ids: redrawing the same runs writes the same file.
+    with rc_context({"svg.hashsalt": "signorm-compare"}), replaced_atomically(svg) as partial:
+        figure.savefig(partial, format="svg", metadata={"Date": None})
     return f"{png}, {svg}"
 
 

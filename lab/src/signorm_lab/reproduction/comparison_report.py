@@ -157,12 +157,13 @@ def _one_model_note(comparison: Comparison, ref: MethodRuns, seeds: Sequence[int
         if comparison.see
         else " A longer budget separates them."
     )
+    low, high = min(values), max(values)
+    span = f"{low:.3f}" if f"{low:.3f}" == f"{high:.3f}" else f"{low:.3f}-{high:.3f}"
     state = (
-        f"{ref.label}'s members are still one model at every seed (σNorm-cos "
-        f"{min(values):.3f}-{max(values):.3f}, >= {ONE_MODEL_COS}): here {ref.label} is close to "
-        "a single model, not an ensemble."
+        f"{ref.label}'s members are still one model at every seed (σNorm-cos {span}, >= "
+        f"{ONE_MODEL_COS}): here {ref.label} is close to a single model, not an ensemble."
     )
-    return [state, f"Why: the budget let the runs learn, not the members separate.{where}"]
+    return [state, f"Why: the budget is too short for its members to separate.{where}"]
 
 
 def tables(comparison: Comparison, runs: Mapping[str, MethodRuns], seeds: Sequence[int]) -> str:
@@ -222,8 +223,8 @@ def tables(comparison: Comparison, runs: Mapping[str, MethodRuns], seeds: Sequen
         )
     )
     lines.append(
-        f"\nCost: {ref.label}'s as a multiple of each method's (median over seeds; times "
-        "measured in this comparison, seconds median over seeds):"
+        f"\nCost, and {ref.label}'s as a multiple of each method's (medians over seeds; times "
+        "measured in this comparison):"
     )
     lines.append(format_table(*_cost(comparison, runs, seeds)))
     body, failed = [], []
@@ -303,7 +304,7 @@ def _cost(
                 f"{record['params_total'] / 1e6:.3f}",
                 f"{record['params_trainable'] / 1e6:.3f}",
                 f"{record['optimizer_steps']}",
-                *(f"{s:.0f}" for s in seconds),
+                *(f"{s:.1f}" for s in seconds),
                 *(
                     "-" if name == comparison.reference or math.isnan(v) else f"{v:.2f}×"
                     for v in multiple.values()
