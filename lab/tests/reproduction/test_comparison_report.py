@@ -136,6 +136,10 @@ def test_the_figure_has_a_panel_per_metric_and_one_of_cost_and_says_one_seed():
     one = figure.draw(_rows(_runs({"ref": [(0.9, 0.3)], "b": [(0.95, 0.4)]}), (0,)), "ref", {})
     assert "one seed, points without interval" in one._suptitle.get_text()
     assert "No reliability diagram for ref, b" in one._suptitle.get_text()
+    assert "STAND-IN" not in one._suptitle.get_text()
+    rows = _rows(_runs({"ref": [(0.9, 0.3)], "b": [(0.95, 0.4)]}), (0,))
+    rows[1]["stand_in"] = "True"
+    assert figure.draw(rows, "ref", {})._suptitle.get_text().startswith("STAND-IN DATA")
 
 
 def test_the_figure_draws_each_runs_reliability_diagram_from_its_test_predictions(tmp_path):

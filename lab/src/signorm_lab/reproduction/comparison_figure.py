@@ -90,9 +90,11 @@ def draw(
         else f"\nNo reliability diagram for {', '.join(missing)}: its run holds no test "
         f"predictions ({PREDICTIONS_FILENAME})"
     )
+    stand_in = any(row.get("stand_in") == "True" for row in rows)
+    warning = "STAND-IN DATA (random pixels): these runs say nothing about the methods\n"
     figure.suptitle(
-        f"{ref_label} against each method, paired by seed ({seed_text}); filled where the "
-        f"interval excludes 0{note}",
+        f"{warning if stand_in else ''}{ref_label} against each method, paired by seed "
+        f"({seed_text}); filled where the interval excludes 0{note}",
         fontsize=10,
     )
     figure.tight_layout()

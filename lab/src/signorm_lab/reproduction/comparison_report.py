@@ -58,8 +58,9 @@ LEARNED_MARGINS = {"accuracy_points": 5.0, "nll_nats": 0.05}
 #: The members' diversity that the summary prints (results.csv key).
 SIGNORM_COS = "test/div/signorm_cos"
 #: σNorm-cos (all layers) at or above which σN-Ens's members count as one model: halfway between
-#: the highest of a stored run whose members separated (0.948, the digits fine-tune) and the
-#: lowest of the 120-step tweets runs, whose members did not (0.993).
+#: the highest of a stored run whose members passed the registered fine-tune comparison's
+#: members-apart check (0.948, digits) and the lowest of the second main job's 120-step runs,
+#: whose members stayed one model (0.993, seeds 0-4).
 ONE_MODEL_COS = 0.97
 _MEMBER_ACC = re.compile(r"test/member_(\d+)/Acc")
 
