@@ -5,8 +5,9 @@ the method the others are compared with (σN-Ens). Every run goes through the
 ``torch-uncertainty`` command as a user would run its recipe (each recipe's own datamodule,
 budget and optimizer; the comparison's recipes are written alike), with its seed, its logs under
 ``--out/<method>/seed_<s>/`` and :class:`~signorm_lab.callbacks.RunRecordCallback`
-added. Runs are interleaved, every method for one seed before the next seed, so that time
-ratios compare runs made under the same load.
+added (and :class:`~signorm_lab.callbacks.TestPredictionWriter`, for the figure). Runs are
+interleaved, every method for one seed before the next seed, so that time ratios compare runs
+made under the same load.
 
 The tables (:mod:`.comparison_report`) hold, per method, each metric, its paired difference
 σN-Ens − method with a t interval over seeds, the cost as σN-Ens's multiple and whether each run
