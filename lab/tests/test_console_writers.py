@@ -18,6 +18,7 @@ SOURCES = (
 CONSOLE_WRITERS = (
     "cli/",
     "reproduction/comparison.py",  # signorm-compare
+    "reproduction/comparison_figure.py",  # a stored comparison's figure, redrawn
     "reproduction/regression.py",  # signorm-regression
     "reproduction/results_table.py",  # signorm-results-table
     "evaluation/printing.py",  # the results tables after a test

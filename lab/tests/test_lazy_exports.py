@@ -52,13 +52,15 @@ def test_every_stubbed_name_is_given_by_its_package(name):
 
 
 def test_the_results_commands_start_without_torch(tmp_path):
-    """``signorm-results-table`` and ``signorm-regression`` read and write CSV and YAML files:
-    the modules they import (the run label of the stand-in data, the atomic file writes) import
-    neither torch nor Lightning, which cost seconds of every start."""
+    """``signorm-results-table``, ``signorm-regression`` and ``signorm-compare`` (up to its first
+    line) read and write CSV and YAML files: the modules they import (the run label of the
+    stand-in data, the atomic file writes) import neither torch nor Lightning, which cost
+    seconds of every start."""
     probe = (
         "import sys; import signorm_lab.reproduction.results_table as t, "
         "signorm_lab.reproduction.regression, "
         "signorm_lab.reproduction.run_groups, "
+        "signorm_lab.reproduction.comparison, "
         "signorm_lab.datamodules.stand_in_data; "
         "print(sorted({'torch', 'lightning'} & set(sys.modules)))"
     )

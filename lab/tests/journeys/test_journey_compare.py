@@ -86,8 +86,12 @@ def test_the_digits_main_job_at_two_seeds_prints_one_table_with_intervals_and_co
     # The paired differences carry a t interval over the two seeds, each with its verdict.
     rows = [line for line in out.splitlines() if line.startswith("Single  ") and "[" in line]
     assert {row.split()[1] for row in rows} >= {"Acc", "NLL", "ECE", "Brier", "OOD"}
-    assert all(any(v in row for v in ("better", "WORSE", "no difference shown")) for row in rows)
-    assert "1.00×" in out  # σN-Ens against itself; Single's ratio is measured
+    assert all(any(v in row for v in ("BETTER", "WORSE", "no difference shown")) for row in rows)
+    (cost,) = [
+        line.split() for line in out.splitlines() if line.startswith("Single ") and "×" in line
+    ]
+    assert all(cell.endswith("×") for cell in cost[-3:])  # σN-Ens's multiples of Single's
+    assert out.startswith("signorm-compare: 2 methods (σN-Ens, Single) × 2 seeds = 4 runs")
     assert "Did every run learn?" in out
     with (tmp_path / "runs" / "comparison_runs.csv").open() as file:
         runs = list(csv.DictReader(file))
@@ -104,6 +108,9 @@ def test_the_digits_main_job_at_two_seeds_prints_one_table_with_intervals_and_co
         for seed in (0, 1):
             run = tmp_path / "runs" / method / f"seed_{seed}" / "version_0"
             assert (run / "results.csv").is_file() and (run / "config.yaml").is_file()
+            assert (run / "test_predictions.safetensors").is_file()  # the reliability diagrams'
+    svg = (tmp_path / "runs" / "comparison.svg").read_text()
+    assert svg.count("ECE=") == 2 and (tmp_path / "runs" / "comparison.png").is_file()
     # Run again: nothing is trained, the same table comes back.
     again = _compare(args, tmp_path)
     assert again.returncode == 0, again.stderr[-3000:]
@@ -131,6 +138,9 @@ def test_the_tweets_main_job_prints_signorm_beside_the_minilm_it_wraps(tmp_path)
     rows = [line.split() for line in done.stdout.splitlines()]
     assert ["Single", "NLL"] in [row[:2] for row in rows]  # the paired difference, with its sign
     assert any(row[:2] == ["Single", "0"] and row[2] in ("yes", "NO") for row in rows)
+    # Three steps leave the members one model: the summary says so, and where they separated.
+    assert "members are still one model at every seed" in done.stdout
+    assert "480 steps with clipping" in done.stdout
     for method in ("signorm", "single"):
         assert list((tmp_path / "runs" / method / "seed_0").glob("version_0/results.csv"))
 

@@ -29,12 +29,12 @@ import torch
 from lightning.pytorch import Callback, LightningModule, Trainer
 
 from ..evaluation.parameter_counts import parameter_counts
+from ..reproduction.runs import RUN_RECORD_FILENAME
 from ..safety.atomic_files import replaced_atomically
 from ..safety.files import read_regular
 
 __all__ = ["RUN_RECORD_FILENAME", "RunRecordCallback"]
 
-RUN_RECORD_FILENAME = "run_record.json"
 #: What a record takes from the one its folder holds when its process tested the run's own
 #: checkpoint without fitting: the fit's cost, counts and best checkpoint.
 FIT_KEYS = (

@@ -5,14 +5,14 @@ the method the others are compared with (σN-Ens). Every run goes through the
 ``torch-uncertainty`` command as a user would run its recipe (each recipe's own datamodule,
 budget and optimizer; the comparison's recipes are written alike), with its seed, its logs under
 ``--out/<method>/seed_<s>/`` and :class:`~signorm_lab.callbacks.RunRecordCallback`
-added. Runs are interleaved, every method for one seed before the next seed, so that time
-ratios compare runs made under the same load.
+added (and :class:`~signorm_lab.callbacks.TestPredictionWriter`, for the figure). Runs are
+interleaved, every method for one seed before the next seed, so that time ratios compare runs
+made under the same load.
 
-The table holds, per method: each metric (mean over seeds); its paired difference σN-Ens −
-method with a t interval over seeds (the seed is the unit) and what it shows; the cost
-(parameters; fit and test time as ratios to σN-Ens, median over seeds); and whether each run
-learned: accuracy above the majority class and NLL below the class frequencies' NLL, for the
-ensemble and for every member it reports, by :data:`LEARNED_MARGINS`.
+The tables (:mod:`.comparison_report`) hold, per method, each metric, its paired difference
+σN-Ens − method with a t interval over seeds, the cost as σN-Ens's multiple and whether each run
+learned; ``comparison.png`` and ``.svg`` (:mod:`.comparison_figure`) draw them. Both are written
+from the finished runs, so ``--tables-only`` redraws a stored comparison.
 
 A finished run (``results.csv`` and ``run_record.json`` in its folder) is reused when the
 comparison runs again; one interrupted while training resumes from its ``interrupted.ckpt``;
@@ -23,58 +23,56 @@ test has ended) is tested from that checkpoint into its own folder, not trained 
 from __future__ import annotations
 
 import argparse
-import csv
-import io
 import json
-import math
 import re
 import signal
 import subprocess
 import sys
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..callbacks.run_record import RUN_RECORD_FILENAME
 from ..safety.atomic_files import replaced_atomically
 from ..safety.files import read_regular, read_yaml
 from ..safety.run_lock import run_folder_lock
-from .paired import mean_interval
-from .runs import RESULTS_FILENAME, read_results
-from .tables import format_table
+from .comparison_figure import write_figure
+from .comparison_report import (
+    LEARNED_MARGINS,
+    METRICS,
+    SIGNORM_COS,
+    MethodRuns,
+    class_frequency_baseline,
+    learned,
+    plan,
+    runs_csv,
+    tables,
+)
+from .runs import RESULTS_FILENAME, RUN_RECORD_FILENAME, read_results
 
 __all__ = [
     "LEARNED_MARGINS",
     "METRICS",
+    "SIGNORM_COS",
     "Comparison",
     "MethodRuns",
+    "class_frequency_baseline",
     "command",
+    "learned",
     "main",
     "read_comparison",
     "run_folder",
+    "runs_csv",
+    "tables",
 ]
 
-#: (results.csv key, column title, scale, digits, higher is better).
-METRICS = (
-    ("test/cls/Acc", "Acc (%)", 100, 1, True),
-    ("test/cls/NLL", "NLL", 1, 3, False),
-    ("test/cal/ECE", "ECE (%)", 100, 2, False),
-    ("test/cls/Brier", "Brier", 1, 3, False),
-    ("ood/AUROC", "OOD AUROC (%)", 100, 1, True),
-)
-#: A run has learned when its accuracy is this many points above the majority class's and its
-#: NLL this many nats below the class frequencies' (for the ensemble and each member): closer
-#: than that, its metrics describe an untrained model and say nothing about the method.
-LEARNED_MARGINS = {"accuracy_points": 5.0, "nll_nats": 0.05}
 STAND_IN_MARKER = "STAND_IN_DATA.txt"
 CALLBACK = "signorm_lab.callbacks.RunRecordCallback"
+#: Each run's test predictions, from which the figure draws its reliability diagram.
+PREDICTIONS = "signorm_lab.callbacks.TestPredictionWriter"
 #: Options the comparison sets on every run itself: given again, one of them would be dropped.
 RESERVED_OPTIONS = ("--seed_everything", "--trainer.logger", "--ckpt_path")
 _METHOD_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
-#: The members' diversity that the summary prints (results.csv key).
-SIGNORM_COS = "test/div/signorm_cos"
-_MEMBER_ACC = re.compile(r"test/member_(\d+)/Acc")
 
 
 @dataclass(frozen=True)
@@ -86,6 +84,7 @@ class Comparison:
     reference: str
     seeds: tuple[int, ...]
     args: tuple[str, ...] = ()
+    see: str = ""  # where a difference was found, said when the members stay one model
 
 
 def _fail(where: str, message: str) -> ValueError:
@@ -130,11 +129,11 @@ def read_comparison(path: str | Path) -> Comparison:
             f"expected a mapping with 'methods', 'reference' and 'seeds', "
             f"got {type(tree).__name__}.",
         )
-    if unknown := set(tree) - {"methods", "reference", "seeds", "args", "description"}:
+    if unknown := set(tree) - {"methods", "reference", "seeds", "args", "description", "see"}:
         raise _fail(
             str(path),
             f"unknown key(s) {sorted(unknown)}; valid: methods, reference, "
-            "seeds, args, description.",
+            "seeds, args, description, see.",
         )
     methods = tree.get("methods")
     if not isinstance(methods, Mapping) or len(methods) < 2:
@@ -177,18 +176,8 @@ def read_comparison(path: str | Path) -> Comparison:
         reference,
         _seeds(tree.get("seeds"), f"{path}: seeds"),
         _strings(tree.get("args", []), f"{path}: args"),
+        str(tree.get("see", "")),
     )
-
-
-@dataclass
-class MethodRuns:
-    """One method's finished runs: per seed, its metrics and run record."""
-
-    label: str
-    metrics: dict[int, dict[str, float]] = field(default_factory=dict)
-    records: dict[int, dict[str, Any]] = field(default_factory=dict)
-    folders: dict[int, Path] = field(default_factory=dict)
-    stand_in: bool = False
 
 
 def run_folder(out: Path, method: str, seed: int) -> Path:
@@ -317,6 +306,7 @@ def _train_one(
         f"--trainer.logger.init_args.save_dir={out / method}",
         f"--trainer.logger.init_args.name={folder.name}",
         f"--trainer.callbacks+={CALLBACK}",
+        f"--trainer.callbacks+={PREDICTIONS}",
         *resume,
         *extra,
     ]
@@ -357,264 +347,6 @@ def collect(
             )
             runs.stand_in |= (version / STAND_IN_MARKER).exists()
     return found
-
-
-def class_frequency_baseline(record: Mapping[str, Any]) -> tuple[float, float]:
-    """Accuracy of always predicting the training batches' majority class, and the NLL of
-    predicting their class frequencies, on the in-distribution test set of ``record``."""
-    train = {int(k): v for k, v in record["train_class_counts"].items()}
-    test = {int(k): v for k, v in record["test_class_counts"].items()}
-    n_train, n_test = sum(train.values()), sum(test.values())
-    if not n_train or not n_test:
-        return math.nan, math.nan
-    majority = max(train, key=lambda k: (train[k], -k))
-    # A test class the training batches never showed gets half a count (no infinite NLL).
-    nll = -sum(c * math.log(max(train.get(k, 0), 0.5) / n_train) for k, c in test.items())
-    return test.get(majority, 0) / n_test, nll / n_test
-
-
-def learned(metrics: Mapping[str, float], record: Mapping[str, Any]) -> tuple[bool, str]:
-    """Whether a run (and each member it reports) learned, by :data:`LEARNED_MARGINS`, and
-    the margins as text."""
-    majority, prior_nll = class_frequency_baseline(record)
-    accuracy, nll = metrics.get("test/cls/Acc", math.nan), metrics.get("test/cls/NLL", math.nan)
-    members = [v for k, v in metrics.items() if _MEMBER_ACC.fullmatch(k)]
-    worst = min(members) if members else math.nan
-    above = 100 * (accuracy - majority)
-    below = prior_nll - nll
-    ok = above >= LEARNED_MARGINS["accuracy_points"] and below >= LEARNED_MARGINS["nll_nats"]
-    text = f"acc {above:+.1f} points, NLL {-below:+.3f}"
-    if members:
-        worst_above = 100 * (worst - majority)
-        ok = ok and worst_above >= LEARNED_MARGINS["accuracy_points"]
-        text += f", worst member's acc {worst_above:+.1f} points"
-    return bool(ok), text
-
-
-def _present(runs: Mapping[str, MethodRuns]) -> list[tuple[str, str, int, int, bool]]:
-    """The metrics every run of every method holds (OOD only where all runs have it)."""
-    return [
-        m for m in METRICS if all(m[0] in row for r in runs.values() for row in r.metrics.values())
-    ]
-
-
-def _cell(value: float, scale: float, digits: int, sign: bool = False) -> str:
-    if math.isnan(value):
-        return "-"
-    return f"{value * scale:{'+' if sign else ''}.{digits}f}"
-
-
-def _verdict(stats: Mapping[str, float], higher_better: bool) -> str:
-    mean, low, high = stats["mean"], stats["low"], stats["high"]
-    if stats["n"] < 2:
-        if mean == 0:
-            return "equal (1 seed)"
-        better = (mean > 0) == higher_better
-        return "σN-Ens better on this seed" if better else "σN-Ens WORSE on this seed"
-    if low > 0 or high < 0:
-        better = (low > 0) == higher_better
-        return "σN-Ens better" if better else "σN-Ens WORSE"
-    return "no difference shown"
-
-
-def tables(comparison: Comparison, runs: Mapping[str, MethodRuns], seeds: Sequence[int]) -> str:
-    """The comparison's tables as aligned text (see the module docstring)."""
-    metrics = _present(runs)
-    ref = runs[comparison.reference]
-    lines = []
-    stand_in = [r.label for r in runs.values() if r.stand_in]
-    if stand_in:
-        lines.append(
-            f"STAND-IN DATA (random pixels) in the runs of {', '.join(stand_in)}: these "
-            "rows test the tooling and say nothing about the methods.\n"
-        )
-    body = []
-    for r in runs.values():
-        cells = []
-        for key, _, scale, digits, _ in metrics:
-            stats = mean_interval([r.metrics[s][key] for s in seeds])
-            spread = "" if stats["n"] < 2 else f" ± {_cell(_sd(r, key, seeds), scale, digits)}"
-            cells.append(_cell(stats["mean"], scale, digits) + spread)
-        body.append([r.label, *cells])
-    lines.append(f"Test metrics, mean ± sd over seeds {list(seeds)}:")
-    lines.append(format_table(["Method", *(m[1] for m in metrics)], body))
-    lines.extend(_member_diversity(runs, seeds))
-    body = []
-    for name, r in runs.items():
-        if name == comparison.reference:
-            continue
-        for key, title, scale, digits, higher in metrics:
-            stats = mean_interval([ref.metrics[s][key] - r.metrics[s][key] for s in seeds])
-            interval = (
-                "(1 seed)"
-                if stats["n"] < 2
-                else f"[{_cell(stats['low'], scale, digits, True)}, "
-                f"{_cell(stats['high'], scale, digits, True)}]"
-            )
-            body.append(
-                [
-                    r.label,
-                    title,
-                    _cell(stats["mean"], scale, digits, True),
-                    interval,
-                    _verdict(stats, higher),
-                ]
-            )
-    lines.append(
-        f"\nPaired by seed, {ref.label} − method, with its 95 % t interval over seeds "
-        "('no difference shown' is not 'level'):"
-    )
-    lines.append(
-        format_table(
-            ["Method", "Metric", f"{ref.label} − method", "Interval", "Shows"], body, align="llrrl"
-        )
-    )
-    body = []
-    for r in runs.values():
-        ratio = {
-            key: _median(
-                [r.records[s][key] / ref.records[s][key] for s in seeds if ref.records[s][key]]
-            )
-            for key in ("fit_seconds", "test_seconds")
-        }
-        record = r.records[seeds[0]]
-        body.append(
-            [
-                r.label,
-                f"{record['params_total'] / 1e6:.3f}",
-                f"{record['params_trainable'] / 1e6:.3f}",
-                f"{record['optimizer_steps']}",
-                f"{ratio['fit_seconds']:.2f}×",
-                f"{ratio['test_seconds']:.2f}×",
-            ]
-        )
-    lines.append(
-        f"\nCost (times as ratios to {ref.label}, median over seeds, measured in this comparison):"
-    )
-    lines.append(
-        format_table(
-            ["Method", "Params (M)", "Trained (M)", "Steps", "Fit time", "Test time"], body
-        )
-    )
-    body, failed = [], []
-    for r in runs.values():
-        for s in seeds:
-            ok, text = learned(r.metrics[s], r.records[s])
-            majority, prior = class_frequency_baseline(r.records[s])
-            tested = r.records[s].get("tested_step")
-            body.append(
-                [
-                    r.label,
-                    str(s),
-                    "yes" if ok else "NO",
-                    text,
-                    f"{100 * majority:.1f}",
-                    f"{prior:.3f}",
-                    "-" if tested is None else f"{tested} of {r.records[s]['optimizer_steps']}",
-                ]
-            )
-            if not ok:
-                failed.append(f"{r.label} seed {s}")
-    lines.append(
-        f"\nDid every run learn? (accuracy >= {LEARNED_MARGINS['accuracy_points']:g} "
-        f"points above the majority class and NLL >= {LEARNED_MARGINS['nll_nats']:g} "
-        "nats below the class frequencies', ensemble and every member):"
-    )
-    lines.append(
-        format_table(
-            [
-                "Method",
-                "Seed",
-                "Learned",
-                "Run − class frequencies",
-                "Majority acc (%)",
-                "Prior NLL",
-                "Tested step",
-            ],
-            body,
-            align="lrllrrr",
-        )
-    )
-    if failed:
-        lines.append(
-            f"NOT LEARNED: {', '.join(failed)}. Their metrics describe an untrained "
-            "model; raise the budget before reading the tables above."
-        )
-    return "\n".join(lines) + "\n"
-
-
-def _member_diversity(runs: Mapping[str, MethodRuns], seeds: Sequence[int]) -> list[str]:
-    """A line per method whose runs report σNorm-cos: the members' mean pairwise cosine of
-    feature importances, per seed (1: the members are one model)."""
-    lines = []
-    for r in runs.values():
-        values = [r.metrics[s].get(SIGNORM_COS) for s in seeds]
-        if any(v is None for v in values):
-            continue
-        per_seed = ", ".join(f"{v:.3f}" for v in values)
-        lines.append(
-            f"{r.label}'s members, σNorm-cos (1 = one model; lower = further apart), per seed: "
-            f"{per_seed}"
-        )
-    return lines
-
-
-def _sd(r: MethodRuns, key: str, seeds: Sequence[int]) -> float:
-    values = [r.metrics[s][key] for s in seeds]
-    mean = sum(values) / len(values)
-    return math.sqrt(sum((v - mean) ** 2 for v in values) / (len(values) - 1))
-
-
-def _median(values: Sequence[float]) -> float:
-    ordered = sorted(values)
-    if not ordered:
-        return math.nan
-    middle = len(ordered) // 2
-    return ordered[middle] if len(ordered) % 2 else (ordered[middle - 1] + ordered[middle]) / 2
-
-
-def runs_csv(runs: Mapping[str, MethodRuns], seeds: Sequence[int], out: Path) -> str:
-    """One row per run: method, seed, folder (relative to ``out``), metrics, cost and the
-    learned check."""
-    keys = [m[0] for m in METRICS]
-    buffer = io.StringIO()
-    writer = csv.writer(buffer, lineterminator="\n")
-    writer.writerow(
-        [
-            "method",
-            "seed",
-            "folder",
-            *keys,
-            "params_total",
-            "params_trainable",
-            "optimizer_steps",
-            "fit_seconds",
-            "test_seconds",
-            "learned",
-            "stand_in",
-        ]
-    )
-    for name, r in runs.items():
-        for s in seeds:
-            record = r.records[s]
-            folder = r.folders[s]
-            folder = folder.relative_to(out) if folder.is_relative_to(out) else folder
-            writer.writerow(
-                [
-                    name,
-                    s,
-                    folder,
-                    *(r.metrics[s].get(k, "") for k in keys),
-                    record["params_total"],
-                    record["params_trainable"],
-                    record["optimizer_steps"],
-                    record["fit_seconds"],
-                    record["test_seconds"],
-                    learned(r.metrics[s], record)[0],
-                    r.stand_in,
-                ]
-            )
-    return buffer.getvalue()
 
 
 def _write(path: Path, text: str) -> None:
@@ -663,6 +395,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (ValueError, FileNotFoundError) as error:
         parser.exit(2, f"signorm-compare: error: {error}\n")
     out = Path(args.out or Path("logs/compare") / Path(args.config).stem)
+    print(plan(comparison, methods, seeds, out), flush=True)
     if not args.tables_only:
         try:
             train(comparison, out, methods, seeds, extra)
@@ -687,7 +420,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     _write(out / "comparison.txt", text)
     _write(out / "comparison_runs.csv", runs_csv(runs, seeds, out))
-    print(f"\nWritten: {out / 'comparison.txt'}, {out / 'comparison_runs.csv'}")
+    figures = write_figure(comparison, runs, seeds, out)
+    print(f"\nWritten: {out / 'comparison.txt'}, {out / 'comparison_runs.csv'}, {figures}")
     return 0
 
 

@@ -29,6 +29,7 @@ from ..safety.files import read_regular, read_yaml
 __all__ = [
     "BUDGET_KEYS",
     "RESULTS_FILENAME",
+    "RUN_RECORD_FILENAME",
     "SETTINGS_FILENAME",
     "TRAINED_STEPS_COLUMN",
     "Run",
@@ -43,6 +44,8 @@ __all__ = [
 ]
 
 RESULTS_FILENAME = "results.csv"
+#: The cost and class counts a run's :class:`~signorm_lab.callbacks.RunRecordCallback` writes.
+RUN_RECORD_FILENAME = "run_record.json"
 #: The ``results.csv`` column holding the optimizer steps a run took (``trainer.global_step``).
 TRAINED_STEPS_COLUMN = "train/trained_steps"
 #: A run's results.csv, config.yaml or settings.json holds kilobytes; larger is no such file.
