@@ -121,3 +121,52 @@ def test_a_full_disk_leaves_no_table_file_and_the_next_run_writes_them(
         "table.md",
         "table.tex",
     ]
+
+
+def _byte_in_header(run: Path) -> Path:
+    path = run / "results.csv"
+    path.write_bytes(path.read_bytes().replace(b"Acc", b"Acc\xff", 1))
+    return path
+
+
+def _linked(name: str):
+    def link(run: Path) -> Path:
+        other = _tested_run(run.parent.parent / "other" / "version_0")
+        (run / name).unlink()
+        (run / name).symlink_to(other / name)
+        return run / name
+
+    return link
+
+
+def _cut(run: Path) -> Path:
+    path = run / "results.csv"
+    path.write_bytes(path.read_bytes()[:-20])  # a copy cut off inside the last row
+    return path
+
+
+def _folder(run: Path) -> Path:
+    (run / "config.yaml").unlink()
+    (run / "config.yaml").mkdir()
+    return run / "config.yaml"
+
+
+@pytest.mark.parametrize(
+    "spoil",
+    [_byte_in_header, _linked("results.csv"), _linked("config.yaml"), _cut, _folder],
+    ids=["byte 0xff in a name", "results.csv linked", "config.yaml linked", "cut", "folder"],
+)
+def test_a_spoilt_run_file_is_one_line_naming_it(spoil, tmp_path, capsys):
+    path = spoil(_tested_run(tmp_path / "runs" / "version_0"))
+    assert str(path) in _refused(capsys, _check(tmp_path))
+    with pytest.raises(SystemExit):
+        results_table.main(["--run", f"ours={tmp_path / 'runs'}", "--out", str(tmp_path / "o")])
+    (err,) = capsys.readouterr().err.splitlines()
+    assert err.startswith("signorm-results-table: error: ") and str(path) in err
+
+
+def test_a_reference_with_a_byte_that_is_no_utf_8_is_refused(tmp_path, capsys):
+    _tested_run(tmp_path / "runs" / "version_0")
+    argv = _check(tmp_path)
+    Path(argv[2]).write_bytes(b"method,Acc\nr\xffef,97.0\n")
+    assert "ref.csv is not UTF-8 text (byte 0xff at offset 12)" in _refused(capsys, argv)

@@ -96,7 +96,8 @@ def _stamp(header: list[str], row: list[str], number: int) -> None:
 
 
 def check_test_rows(path: str | Path) -> None:
-    """Refuse a run's ``results.csv`` holding a row no test wrote: with
+    """Refuse a run's ``results.csv`` that is a symbolic link (another run's results would
+    pass for this one's), or that holds a row no test wrote: with
     :data:`ROW_CHECK_COLUMN`, a row whose check is missing or does not match its values (added
     or edited by hand); without it (a file of TorchUncertainty alone, or written before the
     check), more than one row (the rows cannot be told apart from rows appended by hand).
@@ -105,6 +106,11 @@ def check_test_rows(path: str | Path) -> None:
         ValueError: Naming the file and the row, and what to do.
     """
     path = Path(path)
+    if path.is_symlink():
+        raise ValueError(
+            f"{path} is a symbolic link: a run's results.csv is the one its tests wrote in its "
+            f"folder; copy the file there if it is this run's."
+        )
     table = _rows(path)
     header, body = (table[0], table[1:]) if table else ([], [])
     if ROW_CHECK_COLUMN not in header:

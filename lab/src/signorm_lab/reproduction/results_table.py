@@ -374,18 +374,21 @@ def read_rows(path: str | Path) -> list[dict[str, Any]]:
     cell is a value the row does not hold, left out of it. ``seeds`` stays text.
 
     Raises:
-        ValueError: If the header names a column twice, a metric's cell is not a number (a
-            word, a spreadsheet formula such as ``=1+1``), a field is over the CSV reader's
-            limit, or a row has more cells than the header; the message names the cell.
+        ValueError: If the file is not UTF-8, the header names a column twice, a metric's
+            cell is not a number (a word, a spreadsheet formula such as ``=1+1``), a field is
+            over the CSV reader's limit, or a row has more cells than the header; the message
+            names the cell.
     """
     from ..safety.files import read_regular
 
     path = Path(path)
-    text = (
-        read_regular(path, "rows", 16 << 20, "a rows CSV")
-        .decode("utf-8", errors="replace")
-        .removeprefix("\ufeff")
-    )  # a BOM is no part of a name
+    try:  # a BOM is no part of a name
+        text = read_regular(path, "rows", 16 << 20, "a rows CSV").decode().removeprefix("\ufeff")
+    except UnicodeDecodeError as error:  # a label or a name would read as another
+        raise ValueError(
+            f"{path} is not UTF-8 text (byte {error.object[error.start]:#04x} at offset "
+            f"{error.start}); a rows CSV is the text signorm-results-table writes."
+        ) from None
     rows = []
     try:
         reader = csv.reader(io.StringIO(text, newline=""))

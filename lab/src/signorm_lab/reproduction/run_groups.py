@@ -96,17 +96,25 @@ def run_settings(run_dir: str | Path) -> dict[str, Any]:
     """A run's settings as ``{dotted path: value}``: its ``config.yaml``'s routine, data,
     optimiser and scheduler blocks and the trainer's budget and precision, then its
     ``settings.json`` (which takes precedence), without the seed and the keys that do not change
-    the result. A run on stand-in data has ``stand_in_data: True``: its folder holds
+    the result; a ``config.yaml`` that is a symbolic link is refused (:class:`ValueError`). A
+    run on stand-in data has ``stand_in_data: True``: its folder holds
     :data:`~signorm_lab.datamodules.stand_in_data.RUN_LABEL`, or the data root its
     ``config.yaml`` names holds stand-ins
-    (:func:`~signorm_lab.datamodules.stand_in_data.is_stand_in_root`: the data
-    themselves tell, whatever marker was removed)."""
+    (:func:`~signorm_lab.datamodules.stand_in_data.is_stand_in_root`: the data themselves
+    tell, whatever marker was removed); its ``results.csv`` rows say it too (see
+    :func:`group_runs`)."""
     from ..datamodules.stand_in_data import RUN_LABEL, is_stand_in_root
     from ..safety.files import read_regular, read_yaml
 
     run_dir = Path(run_dir)
     flat: dict[str, Any] = {}
     budget = [100_000]
+    if (run_dir / "config.yaml").is_symlink():
+        raise ValueError(
+            f"{run_dir / 'config.yaml'} is a symbolic link: a run's settings are the "
+            f"config.yaml the command saved in its folder; copy the file there if it is this "
+            f"run's."
+        )
     if (run_dir / "config.yaml").exists():
         config = read_yaml(run_dir / "config.yaml", "config", 16 << 20)
         if not isinstance(config, Mapping):
