@@ -25,7 +25,6 @@ __all__ = [
     "append_to_last_row",
     "check_test_rows",
     "linked",
-    "results_rows",
     "row_check",
 ]
 
@@ -125,18 +124,10 @@ def check_test_rows(path: str | Path) -> None:
         if len(row) != len(header) or not _checked(header, row, number):
             raise ValueError(
                 f"{path}: row {number} was not written by a test (its {ROW_CHECK_COLUMN} is "
-                f"missing or does not match its values: a row added or edited by hand); "
-                f"remove it, or test the run again into a new folder."
+                f"missing or does not match its values and its place: a row added, edited or "
+                f"removed by hand); restore the rows as the tests wrote them, or test the run "
+                f"again into a new folder and check that one."
             )
-
-
-def results_rows(path: Path) -> int:
-    """The rows below the header of the results CSV at ``path``: 0 when there is none, or it
-    cannot be read as one (what follows then refuses it, naming why)."""
-    try:
-        return max(len(_rows(path)) - 1, 0)
-    except (ValueError, OSError, csv.Error):
-        return 0
 
 
 def append_to_last_row(
