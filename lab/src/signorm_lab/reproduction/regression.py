@@ -655,8 +655,8 @@ def _parser() -> argparse.ArgumentParser:
         "--allow-unknown-settings",
         action="store_true",
         help="average results.csv files whose settings cannot be read (no "
-        "config.yaml or settings.json beside them; refused otherwise), saying "
-        "so in the report",
+        "config.yaml or settings.json beside them, or ones holding no setting but "
+        "the seed; refused otherwise), saying so in the report",
     )
     parser.add_argument(
         "--level",
