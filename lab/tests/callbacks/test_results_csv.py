@@ -242,3 +242,17 @@ def test_rows_of_tests_with_other_columns_are_whole_and_accepted(tmp_path):
     check_test_rows(path)
     append_to_last_row(path, {"test/div/jensen_gap": 0.1})  # a later callback's values
     check_test_rows(path)
+
+
+@pytest.mark.parametrize(("rows", "accepted"), [(1, True), (2, False)])
+def test_a_run_tested_before_the_check_keeps_what_the_check_accepted(rows, accepted, tmp_path):
+    """Its one row passed the check, and still does beside a new test's; two such rows did not
+    (one may be a row appended by hand), and still do not."""
+    path = tmp_path / "results.csv"
+    path.write_text("test/cls/Acc\n" + "0.5000\n" * rows)
+    _checked_run(tmp_path, {"test/cls/Acc": 0.6})
+    if accepted:
+        check_test_rows(path)
+    else:
+        with pytest.raises(ValueError, match="row 1 was not written by a test"):
+            check_test_rows(path)

@@ -195,7 +195,9 @@ def add_test_row(path: Path, written: Path, values: Mapping[str, Tensor | float]
     header and one row), completed with ``values`` and :data:`ROW_CHECK_COLUMN`, to the results
     CSV at ``path``: the whole file is written anew (the header the union of both, every row
     as long as it, empty cells where a row has no value) and renamed over ``path``, so that a
-    reader never sees a row shorter than the header. ``written`` is removed after.
+    reader never sees a row shorter than the header. ``written`` is removed after. The one row
+    of a file written before the check gets its check too (:func:`check_test_rows` accepts such
+    a file); several such rows do not, and stay refused.
 
     A ``path`` that is not a results table (see :func:`append_to_last_row`) is left as it is,
     with a warning naming it, and ``written`` is removed: the test's results are in its logs.
@@ -222,6 +224,8 @@ def add_test_row(path: Path, written: Path, values: Mapping[str, Tensor | float]
     if ROW_CHECK_COLUMN not in header:
         header.append(ROW_CHECK_COLUMN)
     body = [old + [""] * (len(header) - len(old)) for old in table[1:]]
+    if ROW_CHECK_COLUMN not in old_header and len(body) == 1:
+        _stamp(header, body[0], 1)  # a file of one row, written before the check: as accepted
     body.append([row.get(key, "") for key in header])
     _stamp(header, body[-1], len(body))
     _write(path, [header, *body])
