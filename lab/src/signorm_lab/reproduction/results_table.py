@@ -70,12 +70,10 @@ __all__ = [
     "missing_columns",
     "paper_metrics",
     "read_rows",
-    "rows_text",
     "run_summary",
     "table_cells",
     "to_latex",
     "write_rows",
-    "write_together",
 ]
 
 
@@ -321,7 +319,7 @@ def aggregate(
     return row | mean_std(runs, test_batch_size=test_batch_size, skip_nonfinite=False)
 
 
-def rows_text(rows: Sequence[Mapping[str, Any]]) -> str:
+def _rows_text(rows: Sequence[Mapping[str, Any]]) -> str:
     """Aggregated rows as CSV text (columns: union of the rows', first row's order first)."""
     columns = list(dict.fromkeys(key for row in rows for key in row))
     buffer = io.StringIO(newline="")
@@ -334,13 +332,13 @@ def rows_text(rows: Sequence[Mapping[str, Any]]) -> str:
 
 
 def write_rows(rows: Sequence[Mapping[str, Any]], path: str | Path) -> None:
-    """Write aggregated rows as CSV (:func:`rows_text`), whole
+    """Write aggregated rows as CSV (:func:`_rows_text`), whole
     (:func:`~signorm_lab.safety.atomic_files.replaced_atomically`: a link at ``path`` is
     replaced, never written through)."""
-    write_together({Path(path): rows_text(rows)})
+    _write_together({Path(path): _rows_text(rows)})
 
 
-def write_together(texts: Mapping[Path, str]) -> None:
+def _write_together(texts: Mapping[Path, str]) -> None:
     """Write every file of ``texts`` whole, all or none: each into a temporary file beside it
     (:func:`~signorm_lab.safety.atomic_files.replaced_atomically`), and only once all are
     written, each renamed over its name. A write that fails (a full disk) leaves none of them,
@@ -661,9 +659,9 @@ def main(argv: Sequence[str] | None = None) -> tuple[list[str], list[list[str]]]
     markdown = format_table(header, body, markdown=True)
     try:  # all three or none: a full disk leaves nothing that would block the next run
         out.mkdir(parents=True, exist_ok=True)
-        write_together(
+        _write_together(
             {
-                out / "rows.csv": rows_text(rows),
+                out / "rows.csv": _rows_text(rows),
                 out / "table.md": markdown,
                 out / "table.tex": to_latex(header, body, caption, label, num_keys),
             }
