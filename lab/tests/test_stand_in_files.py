@@ -7,6 +7,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 from pathlib import Path
 
 import pytest
@@ -142,3 +143,47 @@ def test_the_run_label_records_the_data_and_never_writes_through_a_link(tmp_path
     manifest = json.loads((root / MANIFEST).read_text())
     label = (run / RUN_LABEL).read_text()
     assert all(f"{md5}  {name}" in label for name, md5 in manifest["files"].items())
+
+
+def _leftover(root: Path, relative: str, data: bytes, pid: int = 2**22 + 1) -> Path:
+    """The temporary file a write of ``relative`` cut off by SIGKILL leaves (pid: none alive;
+    Linux's pid_max is at most 2**22)."""
+    path = root / relative
+    partial = path.with_name(f".{path.name}.{pid}-0123456789abcdef.partial")
+    partial.write_bytes(data)
+    return partial
+
+
+@pytest.mark.parametrize(
+    "relative", ["cifar-10-batches-py/data_batch_2", "test_32x32.mat", MANIFEST]
+)
+def test_a_rerun_after_a_sigkill_replaces_its_own_temporary_files(relative, tmp_path):
+    root = tmp_path / "standin"
+    write_stand_in(root)
+    whole = _digest(root)
+    data = (root / relative).read_bytes()
+    (root / relative).unlink()  # killed before the rename
+    partial = _leftover(root, relative, data[: len(data) // 2])
+    assert main([str(root)]) == 0
+    assert _digest(root) == whole and not partial.exists()
+
+
+@pytest.mark.parametrize(
+    ("pid", "data", "message"),
+    [
+        (2**22 + 1, PROFILE, "does not hold the start of cifar-10-batches-py/test_batch"),
+        (os.getppid(), b"", r"is being written by process \d+"),
+    ],
+    ids=["not a stand-in's start", "a running process's"],
+)
+def test_a_temporary_file_it_cannot_tell_as_its_own_is_left_and_named(
+    pid, data, message, tmp_path, capsys
+):
+    root = tmp_path / "standin"
+    write_stand_in(root)
+    partial = _leftover(root, "cifar-10-batches-py/test_batch", data, pid)
+    before = _digest(tmp_path)
+    assert main([str(root)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and re.search(rf"{re.escape(str(partial))} .*{message}", err)
+    assert _digest(tmp_path) == before

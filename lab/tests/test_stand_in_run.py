@@ -1,6 +1,7 @@
 """A run on stand-in data does what the stand-in route says: one batch of validation and of each
 test set where the overrides say one, and no member health advice (meant for data a model can
-learn, not random pixels), one line saying the health warnings are off instead."""
+learn, not random pixels), one line saying the health warnings are off instead; its results say
+it was on stand-ins, whatever marker is removed or data root renamed."""
 
 from __future__ import annotations
 
@@ -13,9 +14,13 @@ import pytest
 from signorm_lab.cli.stand_in import stand_in_label
 from signorm_lab.datamodules.stand_in_data import (
     HEALTH_CHECKS_OFF,
+    RUN_LABEL,
     SMOKE_TEST_OVERRIDES,
+    STAND_IN_COLUMN,
     write_stand_in,
 )
+from signorm_lab.reproduction import regression
+from signorm_lab.reproduction.runs import read_results
 from torch_uncertainty_signorm.routines.health_warnings import HealthWarnings
 from torch_uncertainty_signorm.routines.member_health import WARNING_PREFIX, HealthCondition
 
@@ -83,3 +88,11 @@ def test_a_stand_in_fit_runs_one_batch_and_gives_no_health_advice(
     assert _health_advice(recwarn) == []
     console = capsys.readouterr()
     assert (console.out + console.err).count(HEALTH_CHECKS_OFF) == 1
+    (results,) = (tmp_path / "logs").rglob("results.csv")
+    assert read_results(results)[STAND_IN_COLUMN] == 1
+    (results.parent / RUN_LABEL).unlink()
+    (tmp_path / "standin").rename(tmp_path / "renamed")
+    (tmp_path / "ref.csv").write_text("method,Acc\nref,10.0\n")
+    with pytest.raises(SystemExit):
+        regression.main([str(results.parent), "--reference", "ref.csv", "--tol", "Acc=100"])
+    assert "used stand-in data" in capsys.readouterr().err

@@ -4,7 +4,7 @@ A trained CIFAR-10 σN-Ens run (the shared ``signorm_run``), re-tested by ``torc
 test --ckpt_path`` of its best checkpoint without OOD evaluation, then checked by
 ``reproduction.results_table`` and ``reproduction.regression`` as commands: the re-test is the
 same training run (one seed, MAdds kept), the OOD metrics it lacks fail by name, a NaN in a copy
-fails by name.
+(its row's check as a test writes it) fails by name.
 """
 
 import csv
@@ -16,6 +16,7 @@ import yaml
 from journey_commands import EXPERIMENTS, best_checkpoint, failure, only, tiny_args
 
 from fixtures.cifar_files import run_command, run_module
+from signorm_lab.evaluation.results_csv import ROW_CHECK_COLUMN, row_check
 from signorm_lab.reproduction.regression import ReproductionError, check_reproduction
 
 REGRESSION = "signorm_lab.reproduction.regression"
@@ -127,6 +128,7 @@ def test_regression_check_names_missing_and_nan_metrics_and_counts_training_runs
     with results.open() as file:
         rows = list(csv.DictReader(file))
     rows[-1] |= {"test/cls/Acc": "nan", "test/cls/NLL": "nan"}
+    rows[-1][ROW_CHECK_COLUMN] = row_check(len(rows), list(rows[0]), list(rows[-1].values()))
     with results.open("w", newline="") as file:
         writer = csv.DictWriter(file, fieldnames=list(rows[0]))
         writer.writeheader()

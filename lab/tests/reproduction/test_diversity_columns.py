@@ -40,7 +40,7 @@ def _ensemble_runs(folder: Path, drop_from_seed_1: tuple[str, ...] = ()) -> Path
         write_run(
             folder / f"version_{seed}",
             tu_metrics(0.9, 0.3, 0.02, **diversity),
-            settings={"seed": seed},
+            settings={"seed": seed, "method": "SigmaNormClassificationRoutine"},
         )
     return folder
 
@@ -48,7 +48,11 @@ def _ensemble_runs(folder: Path, drop_from_seed_1: tuple[str, ...] = ()) -> Path
 def _single_runs(folder: Path) -> Path:
     """A single model's runs: the routine logs no diversity for them."""
     for seed in (0, 1):
-        write_run(folder / f"version_{seed}", tu_metrics(0.88, 0.4, 0.03), settings={"seed": seed})
+        write_run(
+            folder / f"version_{seed}",
+            tu_metrics(0.88, 0.4, 0.03),
+            settings={"seed": seed, "method": "ClassificationRoutine"},
+        )
     return folder
 
 

@@ -32,6 +32,8 @@ REFERENCE_RUN = REFERENCE_RUNS / "seed_0"
 #: Runs the check must pass (the recipe on AVX2 kernels, seeds 0-4, the reference's on AVX-512)
 #: and fail (members collapsed by tau 1000 and a symmetric start; tau 1.0; 3 epochs, not 5).
 CHECKS = Path(__file__).parents[1] / "fixtures" / "data" / "reference_checks"
+#: The routine a run's config.yaml names: a config of the seed alone holds no settings.
+ROUTINE = {"model": {"class_path": "x.SigmaNormClassificationRoutine"}}
 
 
 def _perturbed_copy(tmp_path, **deltas):
@@ -153,7 +155,7 @@ def test_min_seeds_counts_distinct_training_runs(tmp_path, capsys):
         write_run(
             tmp_path / f"seed{seed}",
             tu_metrics(acc, 0.701, 0.016, auroc=0.807),
-            config={"seed_everything": seed},
+            config={"seed_everything": seed, **ROUTINE},
         )
     where = [
         "--published",
@@ -220,7 +222,7 @@ def test_published_row_check_from_results_files(tmp_path, capsys):
         write_run(
             tmp_path / f"seed{seed}",
             tu_metrics(acc, 0.701, 0.016, auroc=0.807),
-            config={"seed_everything": seed},
+            config={"seed_everything": seed, **ROUTINE},
         )
     where = [
         "--published",
@@ -239,7 +241,7 @@ def test_published_row_check_from_results_files(tmp_path, capsys):
     write_run(
         tmp_path / "seed2",
         tu_metrics(0.78, 0.80, 0.016, auroc=0.807),
-        config={"seed_everything": 2},
+        config={"seed_everything": 2, **ROUTINE},
     )
     assert regression.main([str(tmp_path), *where]) == 1
     failed = capsys.readouterr().out.splitlines()[-1]

@@ -248,13 +248,15 @@ def test_rows_digest_unchanged_by_a_refused_run(tmp_path, capsys):
     } == before
 
 
-def test_a_row_appended_to_results_csv_is_named_in_the_report(tmp_path, capsys):
+def test_a_row_appended_to_results_csv_is_refused(tmp_path, capsys):
+    """A file without the tests' row check cannot tell a second row from one appended by hand."""
     run = _run(tmp_path / "runs" / "version_0", acc=0.10)
     with (run / "results.csv").open("a") as file:
         file.write(",".join(["0.9700"] * len(tu_metrics(0.97, 0.1, 0.04))) + "\n")
-    regression.main([str(tmp_path / "runs"), "--reference", str(_reference(tmp_path))])
-    out = capsys.readouterr().out
-    assert re.search(r"warning: .*results.csv holds 2 result rows .*its last row counts", out)
+    with pytest.raises(SystemExit):
+        regression.main([str(tmp_path / "runs"), "--reference", str(_reference(tmp_path))])
+    (err,) = capsys.readouterr().err.splitlines()
+    assert re.search(r"results.csv: holds 2 result rows and no test/row_crc32 column", err)
 
 
 @pytest.mark.parametrize(("value", "problem"), [(float("nan"), "NaN"), (float("inf"), "infinite")])

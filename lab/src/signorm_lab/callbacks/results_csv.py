@@ -10,30 +10,43 @@ from pathlib import Path
 from lightning.pytorch import Callback, LightningModule, Trainer
 from torch_uncertainty.utils import get_logger_dir
 
-from ..evaluation.results_csv import append_to_last_row, linked, results_rows
+from ..evaluation.results_csv import add_test_row, linked
 from ..reproduction.runs import TRAINED_STEPS_COLUMN
+from ..safety.atomic_files import temporary_name
 from ..safety.files import check_file_name
 from .run_record import checkpoint_step
 
 __all__ = ["ResultsCSVCallback"]
 
 #: The logged test values TorchUncertainty's row leaves out: σN-Ens's diversity measures,
-#: member health counts and each member's accuracy and NLL.
-EXTRA_COLUMNS = re.compile(r"^test/(div|health)/.+|^test/member_\d+/.+")
+#: member health counts, each member's accuracy and NLL, and whether the data were stand-ins
+#: (:data:`~signorm_lab.datamodules.stand_in_data.STAND_IN_COLUMN`).
+EXTRA_COLUMNS = re.compile(r"^test/(div|health)/.+|^test/member_\d+/.+|^test/stand_in_data$")
 
 
 class ResultsCSVCallback(Callback):
-    """Add the test values TorchUncertainty's ``results.csv`` row leaves out, and keep that row
-    inside the run's folder.
+    """Add each test's row to the run's ``results.csv`` whole, with the test values
+    TorchUncertainty's row leaves out, and keep that row inside the run's folder.
 
     TorchUncertainty's routine (``save_to_csv``) appends one row of its own metrics to
-    ``<log dir>/<csv_filename>`` when a test epoch ends. When the test ends, this callback
-    writes into that row the logged ``test/div/*``, ``test/health/*`` and ``test/member_{m}/*``
-    values (σN-Ens's routine logs them) and ``train/trained_steps``: the optimizer steps behind
-    the tested weights, the larger of the trainer's ``global_step`` and the tested checkpoint's
-    (a process testing a checkpoint has taken none itself); left out when the checkpoint holds
-    no step torch reads with ``weights_only``. A row that is not the one this test
-    added (another process wrote to the file meanwhile) is left as it is, with a warning.
+    ``<log dir>/<csv_filename>`` when a test epoch ends: under the header of a file a first
+    test completed with more columns, a second test into the same folder (``test --ckpt_path
+    <run>/checkpoints/<file> --trainer.logger.init_args.version=<n>``, the comparison's
+    resumed test) would append a row shorter than the header, which no reader takes. The
+    routine therefore writes into a temporary file of this process beside it
+    (``.<csv_filename>.<pid>-<hex>.partial``), and when the test ends this callback adds that
+    row to ``results.csv`` (:func:`~signorm_lab.evaluation.results_csv.add_test_row`): the
+    file is written anew, its header the union of the tests' columns, every row complete, and
+    renamed over the old one. The row stays in the run's folder rather than going to a new
+    version: the run's record, checkpoints and logs are there, and the last row is the run's
+    result. A test cut off before its end leaves ``results.csv`` as it was.
+
+    The row gets the logged ``test/div/*``, ``test/health/*``, ``test/member_{m}/*`` and
+    ``test/stand_in_data`` values (σN-Ens's routine and the stand-in label log them),
+    ``train/trained_steps`` (the optimizer steps behind the tested weights, the larger of the
+    trainer's ``global_step`` and the tested checkpoint's; left out when the checkpoint holds no
+    step torch reads with ``weights_only``) and ``test/row_crc32``, which tells a row a test
+    wrote from one added or edited by hand.
 
     A ``results.csv`` that is a symbolic or hard link would take the row into the file it leads
     to, outside the run: the routine's ``save_to_csv`` is then off for the test, with a warning
@@ -48,7 +61,8 @@ class ResultsCSVCallback(Callback):
 
     def __init__(self) -> None:
         self._path: Path | None = None  # the results.csv the test adds a row to
-        self._rows_before = 0
+        self._written: Path | None = None  # where the routine writes this test's row
+        self._csv_filename: str | None = None  # the routine's, while it writes there
         self._tested_steps: int | None = 0  # the tested checkpoint's steps, None if unknown
         self._switched_off: LightningModule | None = None
 
@@ -70,8 +84,8 @@ class ResultsCSVCallback(Callback):
             pl_module.save_to_csv = False
             self._switched_off = pl_module
             return
-        self._path = path
-        self._rows_before = results_rows(path)
+        self._path, self._written = path, temporary_name(path, "partial")
+        self._csv_filename, pl_module.csv_filename = pl_module.csv_filename, self._written.name
         try:
             self._tested_steps = checkpoint_step(trainer.ckpt_path, 0)
         except pickle.UnpicklingError:  # a checkpoint torch reads only with weights_only=False
@@ -79,7 +93,11 @@ class ResultsCSVCallback(Callback):
 
     def on_test_end(self, trainer: Trainer, pl_module: LightningModule) -> None:
         self._switch_back_on()
-        if self._path is None or not trainer.is_global_zero:
+        written = self._restore(pl_module)
+        if self._path is None or written is None:
+            return
+        if not trainer.is_global_zero or not written.is_file():  # another rank's, or no row
+            written.unlink(missing_ok=True)
             return
         values = {
             key.split("/dataloader_idx_")[0]: value
@@ -88,14 +106,21 @@ class ResultsCSVCallback(Callback):
         }
         if self._tested_steps is not None:
             values[TRAINED_STEPS_COLUMN] = float(max(trainer.global_step, self._tested_steps))
-        append_to_last_row(
-            self._path, values, run_dir=self._path.parent, rows=self._rows_before + 1
-        )
+        add_test_row(self._path, written, values)
 
     def on_exception(
         self, trainer: Trainer, pl_module: LightningModule, exception: BaseException
     ) -> None:
         self._switch_back_on()
+        if (written := self._restore(pl_module)) is not None:
+            written.unlink(missing_ok=True)
+
+    def _restore(self, pl_module: LightningModule) -> Path | None:
+        """Give the routine its ``csv_filename`` back; the file it wrote this test's row to."""
+        written, self._written = self._written, None
+        if self._csv_filename is not None:
+            pl_module.csv_filename, self._csv_filename = self._csv_filename, None
+        return written
 
     def _switch_back_on(self) -> None:
         if self._switched_off is not None:

@@ -15,6 +15,7 @@ from ..datamodules.stand_in_data import (
     MANIFEST,
     RUN_LABEL,
     SMOKE_TEST_OVERRIDES,
+    STAND_IN_COLUMN,
     STAND_IN_LABEL,
     accept_stand_in_files,
     read_manifest,
@@ -26,7 +27,8 @@ __all__ = ["main", "stand_in_label", "use_stand_in_data"]
 
 def stand_in_label(root: str | Path) -> Any:
     """A Lightning callback labelling a run on the stand-ins under ``root``: :data:`RUN_LABEL`
-    in its run folder (when the run has one: not under ``fast_dev_run``, which logs nothing) and
+    in its run folder (when the run has one: not under ``fast_dev_run``, which logs nothing),
+    :data:`STAND_IN_COLUMN` logged as 1 by each test (its ``results.csv`` row then says it) and
     a console line after the test results. It also turns the routine's member health warnings
     off (its ``health_warnings``, when it has them), saying so in one line
     (:data:`HEALTH_CHECKS_OFF`)."""
@@ -39,6 +41,9 @@ def stand_in_label(root: str | Path) -> Any:
                 health.turn_off(HEALTH_CHECKS_OFF)
                 if trainer.is_global_zero:
                     print(f"STAND-IN DATA: {HEALTH_CHECKS_OFF}.", file=sys.stderr)
+
+        def on_test_epoch_end(self, trainer, pl_module) -> None:
+            pl_module.log(STAND_IN_COLUMN, 1.0, sync_dist=True)
 
         def _write(self, trainer) -> None:
             folder = trainer.log_dir if trainer.logger is not None else None

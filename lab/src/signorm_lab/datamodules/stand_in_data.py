@@ -16,8 +16,9 @@ torchvision checks every file against the md5 of the released data set. When the
 files the manifest lists, each only while its content still has the md5 recorded when it was
 written (any other file, real CIFAR included, is checked as usual), and labels the run
 (:mod:`signorm_lab.cli.stand_in`, which holds the command and what it says on the
-console): a console line when it starts and ends, and :data:`RUN_LABEL` in its run folder, which
-``signorm-regression`` refuses to compare with a published or reference row. The routine's
+console): a console line when it starts and ends, :data:`RUN_LABEL` in its run folder and
+:data:`STAND_IN_COLUMN` in its ``results.csv`` row, which ``signorm-regression`` and
+``signorm-results-table`` refuse to compare with a published or reference row. The routine's
 member health warnings are off on them (every member is at chance on random pixels, and the
 advice does not apply), which one line says (:data:`HEALTH_CHECKS_OFF`). The real data path is
 untouched: a root without the manifest is downloaded and checked as always.
@@ -30,6 +31,7 @@ import io
 import json
 import os
 import pickle
+import re
 import stat
 import struct
 import sys
@@ -43,6 +45,7 @@ __all__ = [
     "MANIFEST",
     "RUN_LABEL",
     "SMOKE_TEST_OVERRIDES",
+    "STAND_IN_COLUMN",
     "STAND_IN_LABEL",
     "accept_stand_in_files",
     "is_stand_in_root",
@@ -58,6 +61,9 @@ __all__ = [
 MANIFEST = "STAND_IN_DATA.json"
 #: The file labelling a run folder whose data were stand-ins.
 RUN_LABEL = "STAND_IN_DATA.txt"
+#: The value a test on stand-ins logs (1), which lands in its ``results.csv`` row: the run's
+#: results say it, whatever marker file is removed or data root renamed.
+STAND_IN_COLUMN = "test/stand_in_data"
 #: The options of a smoke test on the stand-ins: CPU, float32, 2 training steps, one batch of
 #: validation and of test.
 SMOKE_TEST_OVERRIDES = (
@@ -298,12 +304,13 @@ def write_stand_in(root: str | Path, seed: int = 0) -> Path:
     The manifest is written first (with the md5 of every file about to be written), then each
     file whole (a new file renamed into place, never written through a link). A rerun, after
     a run that was cut off, replaces only files the manifest lists with their recorded md5, or
-    that already hold the stand-ins' bytes.
+    that already hold the stand-ins' bytes, and removes the temporary files of the cut-off
+    write (:func:`_own_leftovers`: its own names, holding the start of the same bytes).
 
     Raises:
         FileExistsError: If ``root`` holds a file of those data sets that no earlier call wrote
-            (real data is never overwritten), a symbolic or hard link, or a folder in the way;
-            nothing is written then.
+            (real data is never overwritten), a symbolic or hard link, a folder in the way, or
+            a temporary file it cannot tell as its own; nothing is written then.
         ValueError: If ``root`` holds a :data:`MANIFEST` that is not one.
     """
     root = Path(root)
@@ -311,6 +318,20 @@ def write_stand_in(root: str | Path, seed: int = 0) -> Path:
         raise FileExistsError(f"{root} exists and is not a folder: nothing was written.")
     previous = read_manifest(root) or {"files": {}}
     planned = _planned(seed)
+    text = (
+        json.dumps(
+            {
+                "label": STAND_IN_LABEL,
+                "files": {
+                    relative: hashlib.md5(data).hexdigest() for relative, data in planned.items()
+                },
+            },
+            indent=1,
+        )
+        + "\n"
+    )
+    for leftover in _own_leftovers(root, planned | {MANIFEST: text.encode()}):
+        leftover.unlink()
     for name in _DATA_SETS:
         existing = (
             [root / name]
@@ -336,18 +357,6 @@ def write_stand_in(root: str | Path, seed: int = 0) -> Path:
     manifest = root / MANIFEST
     if os.path.lexists(manifest):
         _check_ours(manifest, {_read_bytes(manifest)})  # a manifest: replaced
-    text = (
-        json.dumps(
-            {
-                "label": STAND_IN_LABEL,
-                "files": {
-                    relative: hashlib.md5(data).hexdigest() for relative, data in planned.items()
-                },
-            },
-            indent=1,
-        )
-        + "\n"
-    )
     root.mkdir(parents=True, exist_ok=True)
     _write_new(
         manifest, text.encode(), _read_bytes(manifest) if os.path.lexists(manifest) else None
@@ -356,6 +365,56 @@ def write_stand_in(root: str | Path, seed: int = 0) -> Path:
         path = root / relative
         _write_new(path, data, _read_bytes(path) if os.path.lexists(path) else None)
     return manifest
+
+
+def _own_leftovers(root: Path, planned: dict[str, bytes]) -> list[Path]:
+    """The temporary files a write of these stand-ins cut off (SIGKILL, a power cut) left under
+    ``root``: ``.<name>.<pid>-<hex>.partial`` beside a file of ``planned``, of a process no
+    longer running, a regular file with one name holding the start of that file's bytes (what
+    this call would write). Nothing else is ever counted as one.
+
+    Raises:
+        FileExistsError: For a temporary file of a running process, or one whose content is
+            not the start of this call's file (another seed's, or not a stand-in).
+    """
+    found = []
+    for relative, data in planned.items():
+        path = root / relative
+        pattern = re.compile(rf"\.{re.escape(path.name)}\.(\d+)-[0-9a-f]{{16}}\.partial")
+        try:
+            entries = [e for e in path.parent.iterdir() if pattern.fullmatch(e.name)]
+        except OSError:  # no folder yet, or not one: the checks below name it
+            continue
+        for entry in entries:
+            pid = int(pattern.fullmatch(entry.name).group(1))
+            if pid != os.getpid() and _running(pid):
+                raise FileExistsError(
+                    f"{entry} is being written by process {pid}: nothing was written; let "
+                    f"it finish (or stop it), then run signorm-standin-data again."
+                )
+            status = os.lstat(entry)
+            if (
+                not stat.S_ISREG(status.st_mode)
+                or status.st_nlink > 1
+                or not data.startswith(_read_bytes(entry))
+            ):
+                raise FileExistsError(
+                    f"{entry} is named like a write of signorm-standin-data cut off, but does "
+                    f"not hold the start of {relative} of this --seed: nothing was written; "
+                    f"delete it if it is no file of yours, or choose an empty folder."
+                )
+            found.append(entry)
+    return found
+
+
+def _running(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process
+        return True
+    return True
 
 
 def _read_bytes(path: Path) -> bytes:

@@ -39,6 +39,7 @@ import argparse
 import csv
 import io
 import math
+import os
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -427,14 +428,15 @@ def _load_ours(
             {},
         )
     found = find_runs([path])
-    unknown = sorted({str(run.path.parent) for run in found if not _has_settings(run)})
+    why = {str(run.path.parent): reason for run in found if (reason := _no_settings(run))}
+    unknown = sorted(why)
     if unknown and not allow_unknown:
+        first = unknown[0]
         raise ValueError(
-            f"the settings of {len(unknown)} run(s) under {path} cannot be read (no config.yaml "
-            f"or settings.json beside results.csv: {', '.join(unknown[:3])}"
-            f"{', ...' if len(unknown) > 3 else ''}): runs of another τ, M or budget could be "
-            f"averaged as seeds of one method. Point at the runs' folders as the command wrote "
-            f"them, or pass --allow-unknown-settings to compare them anyway."
+            f"the settings of {len(unknown)} run(s) under {path} cannot be read ({first}: "
+            f"{why[first]}{'; and others' if len(unknown) > 1 else ''}): runs of another τ, M "
+            f"or budget could be averaged as seeds of one method. Point at the runs' folders "
+            f"as the command wrote them, or pass --allow-unknown-settings to compare them anyway."
         )
     runs = select_runs(found, select, path)
     merged = merge_evaluations(runs)
@@ -443,31 +445,39 @@ def _load_ours(
         for column, lacking in missing_columns(merged).items()
     }
     context = [f"ours: {path}: {line}" for line in run_summary(runs)]
-    for run in merged:  # a row appended by hand reads as the run's result: say it is there
+    for run in merged:  # rows a test did not write were refused (select_runs)
         if (count := result_rows(run.path)) > 1:
             context.append(
-                f"warning: {run.path} holds {count} result rows (one per test call "
-                f"logged there, or rows appended to it); its last row counts"
+                f"note: {run.path} holds {count} result rows (one per test logged "
+                f"there); its last row counts"
             )
     if unknown:
         context.append(
             f"warning: the settings of {len(unknown)} run(s) could not be read (no "
-            f"config.yaml or settings.json), so they were not compared: averaged as "
-            f"seeds of one method on --allow-unknown-settings"
+            f"config.yaml or settings.json, or one holding no settings), so they were not "
+            f"compared: averaged as seeds of one method on --allow-unknown-settings"
         )
     return _Ours(aggregate(runs, row_label or "ours"), context, problems)
 
 
-def _has_settings(run: Run) -> bool:
-    """Whether the folder of ``run`` (or of its training run) holds its settings."""
+def _no_settings(run: Run) -> str:
+    """Why the settings of ``run`` cannot be read, or ``""``: its folder (or its training run's)
+    holds neither ``config.yaml`` nor ``settings.json``, or they hold no setting but the seed
+    (``{}``, an empty file: no τ, M or budget to tell runs apart)."""
+    from .run_groups import run_settings
     from .runs import SETTINGS_FILENAME
 
     folders = {run.path.parent, *([run.training_run] if run.training_run else [])}
-    return any(
-        (folder / name).is_file()
+    saved = [
+        folder
         for folder in folders
-        for name in ("config.yaml", SETTINGS_FILENAME)
-    )
+        if any(os.path.lexists(folder / name) for name in ("config.yaml", SETTINGS_FILENAME))
+    ]
+    if not saved:
+        return "no config.yaml or settings.json beside results.csv"
+    if any(run_settings(folder) for folder in saved):
+        return ""
+    return "its config.yaml or settings.json holds no setting but the seed"
 
 
 def _load_expected(
@@ -645,8 +655,8 @@ def _parser() -> argparse.ArgumentParser:
         "--allow-unknown-settings",
         action="store_true",
         help="average results.csv files whose settings cannot be read (no "
-        "config.yaml or settings.json beside them; refused otherwise), saying "
-        "so in the report",
+        "config.yaml or settings.json beside them, or ones holding no setting but "
+        "the seed; refused otherwise), saying so in the report",
     )
     parser.add_argument(
         "--level",

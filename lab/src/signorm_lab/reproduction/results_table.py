@@ -319,12 +319,8 @@ def aggregate(
     return row | mean_std(runs, test_batch_size=test_batch_size, skip_nonfinite=False)
 
 
-def write_rows(rows: Sequence[Mapping[str, Any]], path: str | Path) -> None:
-    """Write aggregated rows as CSV (columns: union of the rows', first row's order first),
-    whole (:func:`~signorm_lab.safety.atomic_files.replaced_atomically`: a link
-    at ``path`` is replaced, never written through)."""
-    from ..safety.atomic_files import replaced_atomically
-
+def _rows_text(rows: Sequence[Mapping[str, Any]]) -> str:
+    """Aggregated rows as CSV text (columns: union of the rows', first row's order first)."""
     columns = list(dict.fromkeys(key for row in rows for key in row))
     buffer = io.StringIO(newline="")
     writer = csv.DictWriter(buffer, fieldnames=columns, restval="")
@@ -332,8 +328,30 @@ def write_rows(rows: Sequence[Mapping[str, Any]], path: str | Path) -> None:
     writer.writerows(
         {k: f"{v:.10g}" if isinstance(v, float) else v for k, v in row.items()} for row in rows
     )  # no float noise such as 4.390000000000001
-    with replaced_atomically(path) as partial:
-        partial.write_text(buffer.getvalue(), newline="")
+    return buffer.getvalue()
+
+
+def write_rows(rows: Sequence[Mapping[str, Any]], path: str | Path) -> None:
+    """Write aggregated rows as CSV (:func:`_rows_text`), whole
+    (:func:`~signorm_lab.safety.atomic_files.replaced_atomically`: a link at ``path`` is
+    replaced, never written through)."""
+    _write_together({Path(path): _rows_text(rows)})
+
+
+def _write_together(texts: Mapping[Path, str]) -> None:
+    """Write every file of ``texts`` whole, all or none: each into a temporary file beside it
+    (:func:`~signorm_lab.safety.atomic_files.replaced_atomically`), and only once all are
+    written, each renamed over its name. A write that fails (a full disk) leaves none of them,
+    and the temporary files are removed, so that the command runs again as it did the first
+    time."""
+    from contextlib import ExitStack
+
+    from ..safety.atomic_files import replaced_atomically
+
+    with ExitStack() as stack:
+        for path, text in texts.items():
+            partial = stack.enter_context(replaced_atomically(path))
+            partial.write_text(text, newline="")
 
 
 #: Columns of a rows CSV that hold numbers (the metrics, their stds, the runs' budget).
@@ -354,18 +372,21 @@ def read_rows(path: str | Path) -> list[dict[str, Any]]:
     cell is a value the row does not hold, left out of it. ``seeds`` stays text.
 
     Raises:
-        ValueError: If the header names a column twice, a metric's cell is not a number (a
-            word, a spreadsheet formula such as ``=1+1``), a field is over the CSV reader's
-            limit, or a row has more cells than the header; the message names the cell.
+        ValueError: If the file is not UTF-8, the header names a column twice, a metric's
+            cell is not a number (a word, a spreadsheet formula such as ``=1+1``), a field is
+            over the CSV reader's limit, or a row has more cells than the header; the message
+            names the cell.
     """
     from ..safety.files import read_regular
 
     path = Path(path)
-    text = (
-        read_regular(path, "rows", 16 << 20, "a rows CSV")
-        .decode("utf-8", errors="replace")
-        .removeprefix("\ufeff")
-    )  # a BOM is no part of a name
+    try:  # a BOM is no part of a name
+        text = read_regular(path, "rows", 16 << 20, "a rows CSV").decode().removeprefix("\ufeff")
+    except UnicodeDecodeError as error:  # a label or a name would read as another
+        raise ValueError(
+            f"{path} is not UTF-8 text (byte {error.object[error.start]:#04x} at offset "
+            f"{error.start}); a rows CSV is the text signorm-results-table writes."
+        ) from None
     rows = []
     try:
         reader = csv.reader(io.StringIO(text, newline=""))
@@ -604,7 +625,6 @@ def _check_out(out: Path, overwrite: bool) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> tuple[list[str], list[list[str]]]:
-    from ..safety.atomic_files import replaced_atomically
     from .run_groups import select_runs
 
     parser = _parser()
@@ -632,19 +652,27 @@ def main(argv: Sequence[str] | None = None) -> tuple[list[str], list[list[str]]]
         for line in run_summary(runs, args.test_batch_size):
             print(f"{label}: {line}", file=sys.stderr)
         rows.append(aggregate(runs, label, args.test_batch_size))
-    out.mkdir(parents=True, exist_ok=True)
-    write_rows(rows, out / "rows.csv")
     header, body = table_cells(table, rows, where)
     num_keys = len(header) - len(_metric_columns(table, rows))
     caption = f"{table.meta['caption']} Our rows appended." if table else ""
     label = f"{table.label}-ours" if table else ""
     markdown = format_table(header, body, markdown=True)
-    for name, text in (
-        ("table.md", markdown),
-        ("table.tex", to_latex(header, body, caption, label, num_keys)),
-    ):
-        with replaced_atomically(out / name) as partial:  # a link there is replaced, not followed
-            partial.write_text(text)
+    try:  # all three or none: a full disk leaves nothing that would block the next run
+        out.mkdir(parents=True, exist_ok=True)
+        _write_together(
+            {
+                out / "rows.csv": _rows_text(rows),
+                out / "table.md": markdown,
+                out / "table.tex": to_latex(header, body, caption, label, num_keys),
+            }
+        )
+    except OSError as error:
+        print(
+            f"{parser.prog}: error: --out {out}: {error.strerror or error}; nothing was "
+            f"written (free space or choose another folder, then run again).",
+            file=sys.stderr,
+        )
+        raise SystemExit(2) from None
     print(markdown)
     return header, body
 

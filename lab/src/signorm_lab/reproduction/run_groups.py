@@ -6,8 +6,10 @@ another M): averaging them as seeds of one method would check a mixture that no 
 (and the ``settings.json`` of the sweeps) records but the seed and what does not change the
 result (the logger, callbacks, devices, data root and loader workers, the evaluated checkpoint);
 :func:`select_runs` keeps one group, refusing a mixture with the groups listed and the settings
-that differ between them, and refusing runs on stand-in data
-(:mod:`signorm_lab.datamodules.stand_in_data`), which measure nothing.
+that differ between them, refusing runs on stand-in data
+(:mod:`signorm_lab.datamodules.stand_in_data`), which measure nothing, and runs whose
+``results.csv`` holds a row no test wrote
+(:func:`~signorm_lab.evaluation.results_csv.check_test_rows`).
 """
 
 from __future__ import annotations
@@ -18,6 +20,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from ..datamodules.stand_in_data import STAND_IN_COLUMN
+from ..evaluation.results_csv import check_test_rows
 from .runs import SETTINGS_FILENAME, Run, merge_evaluations
 
 __all__ = ["group_runs", "run_settings", "select_runs"]
@@ -92,17 +96,25 @@ def run_settings(run_dir: str | Path) -> dict[str, Any]:
     """A run's settings as ``{dotted path: value}``: its ``config.yaml``'s routine, data,
     optimiser and scheduler blocks and the trainer's budget and precision, then its
     ``settings.json`` (which takes precedence), without the seed and the keys that do not change
-    the result. A run on stand-in data has ``stand_in_data: True``: its folder holds
+    the result; a ``config.yaml`` that is a symbolic link is refused (:class:`ValueError`). A
+    run on stand-in data has ``stand_in_data: True``: its folder holds
     :data:`~signorm_lab.datamodules.stand_in_data.RUN_LABEL`, or the data root its
     ``config.yaml`` names holds stand-ins
-    (:func:`~signorm_lab.datamodules.stand_in_data.is_stand_in_root`: the data
-    themselves tell, whatever marker was removed)."""
+    (:func:`~signorm_lab.datamodules.stand_in_data.is_stand_in_root`: the data themselves
+    tell, whatever marker was removed); its ``results.csv`` rows say it too (see
+    :func:`group_runs`)."""
     from ..datamodules.stand_in_data import RUN_LABEL, is_stand_in_root
     from ..safety.files import read_regular, read_yaml
 
     run_dir = Path(run_dir)
     flat: dict[str, Any] = {}
     budget = [100_000]
+    if (run_dir / "config.yaml").is_symlink():
+        raise ValueError(
+            f"{run_dir / 'config.yaml'} is a symbolic link: a run's settings are the "
+            f"config.yaml the command saved in its folder; copy the file there if it is this "
+            f"run's."
+        )
     if (run_dir / "config.yaml").exists():
         config = read_yaml(run_dir / "config.yaml", "config", 16 << 20)
         if not isinstance(config, Mapping):
@@ -158,7 +170,14 @@ def _key(settings: Mapping[str, Any]) -> str:
 def group_runs(runs: Sequence[Run]) -> list[tuple[dict[str, Any], list[Run]]]:
     """The training runs of ``runs`` (:func:`~signorm_lab.reproduction.runs.
     merge_evaluations`) grouped by :func:`run_settings` of their training run's folder (the
-    evaluated one when that folder is not at hand), largest group first."""
+    evaluated one when that folder is not at hand), largest group first. A training run one of
+    whose evaluations logged :data:`~signorm_lab.datamodules.stand_in_data.STAND_IN_COLUMN`
+    has ``stand_in_data: True``."""
+    stand_in = {
+        run.training_run or run.path.parent.resolve()
+        for run in runs
+        if run.metrics.get(STAND_IN_COLUMN) == 1
+    }
     groups: dict[str, tuple[dict[str, Any], list[Run]]] = {}
     for run in merge_evaluations(runs):
         folder = (
@@ -167,7 +186,9 @@ def group_runs(runs: Sequence[Run]) -> list[tuple[dict[str, Any], list[Run]]]:
             else (run.path.parent)
         )
         settings = run_settings(folder)
-        if folder != run.path.parent and run_settings(run.path.parent).get("stand_in_data"):
+        if run.training_run in stand_in or (
+            folder != run.path.parent and run_settings(run.path.parent).get("stand_in_data")
+        ):
             settings["stand_in_data"] = True
         groups.setdefault(_key(settings), (settings, []))[1].append(run)
     return sorted(groups.values(), key=lambda group: (-len(group[1]), str(group[1][0].path)))
@@ -230,8 +251,11 @@ def select_runs(runs: Sequence[Run], select: Sequence[str] = (), where: str = ""
     Raises:
         ValueError: If the runs left hold more than one group (the message lists the groups and
             the settings that differ, and how to select one), if none is left, if a ``KEY``
-            names no setting, or if the runs are on stand-in data.
+            names no setting, if the runs are on stand-in data, or if a ``results.csv`` holds
+            a row no test wrote.
     """
+    for run in runs:
+        check_test_rows(run.path)
     groups = group_runs(runs)
     every_path = sorted({path for settings, _ in groups for path in settings})
     for pair in select:
@@ -271,9 +295,9 @@ def select_runs(runs: Sequence[Run], select: Sequence[str] = (), where: str = ""
     if settings.get("stand_in_data"):
         raise ValueError(
             f"the runs under {where} used stand-in data (their folders hold "
-            "STAND_IN_DATA.txt, or their data root holds the files "
-            "signorm-standin-data writes): random pixels, a smoke test of the "
-            "recipe; they are not compared with any row."
+            f"STAND_IN_DATA.txt, their results.csv logged {STAND_IN_COLUMN}, or their "
+            "data root holds the files signorm-standin-data writes): random pixels, a "
+            "smoke test of the recipe; they are not compared with any row."
         )
     training_runs = {run.training_run for run in chosen}
     return [
