@@ -36,6 +36,8 @@ import torch_uncertainty_signorm
 
 from .. import _compat
 from ..safety.checkpoint_io import AtomicCheckpointIO
+from ..safety.files import read_once
+from ..safety.parser_reads import parser_reads_once
 from .ckpt_path_args import reconcile_checkpoint_args
 from .console import debugging, one_line_parser_class, silence_library_noise
 from .datamodule_setup import wrap_setup
@@ -278,15 +280,16 @@ class TUSigmaNormCLI(TULightningCLI):
         """As Lightning's, reading TorchUncertainty's recipe format too (:func:`tu_format_args`);
         keeps ``args`` to tell given values from defaults (``--ckpt_path``)."""
         from_command_line = args is None
-        if args is None or isinstance(args, list | tuple):
-            # Bases first: a recipe naming bases reaches the format's reading as one YAML string
-            # per file, each read as a recipe (its moved class paths updated).
-            args = tu_format_args(expand_recipe_bases(sys.argv[1:] if args is None else args))
-        self._args = args
-        with warnings.catch_warnings():
-            if from_command_line:  # the args are sys.argv's, not given besides them
-                warnings.filterwarnings("ignore", "LightningCLI's args parameter")
-            super().parse_arguments(parser, args)
+        with read_once(), parser_reads_once():  # each recipe file parsed as it was read first
+            if args is None or isinstance(args, list | tuple):
+                # Bases first: a recipe naming bases reaches the format's reading as one YAML
+                # string per file, each read as a recipe (its moved class paths updated).
+                args = tu_format_args(expand_recipe_bases(sys.argv[1:] if args is None else args))
+            self._args = args
+            with warnings.catch_warnings():
+                if from_command_line:  # the args are sys.argv's, not given besides them
+                    warnings.filterwarnings("ignore", "LightningCLI's args parameter")
+                super().parse_arguments(parser, args)
 
     def _parse_ckpt_path(self) -> None:
         """Check a checkpoint's saved routine arguments against the recipe, never importing them

@@ -16,6 +16,7 @@ import signal
 import sys
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -26,6 +27,7 @@ from ..export.writing import export_ensemble, output_directory
 from ..safety import allowlist
 from ..safety.checkpoints import backbone_state, local_file, read_state_file
 from ..safety.export_spec import check_ensemble_spec
+from ..safety.files import read_once
 from ..safety.parser_reads import checked_parser_reads
 from .console import debugging
 from .recipe_bases import recipe_chain
@@ -36,11 +38,23 @@ __all__ = ["main"]
 _DESCRIPTION = "Export a trained σNorm-Ensemble as safetensors, and each member as a plain model."
 
 
-def _recipe_model_block(recipe: Path, overrides: Sequence[str], allowed: Sequence[str]) -> dict:
+def _recipe_routine(
+    recipe: Path, overrides: Sequence[str], allowed: Sequence[str]
+) -> tuple[dict, Any]:
     """The recipe's model block as the command parses it, allow-listed before and after: the
     whole recipe (every file of its chain, every block, in either format) before the parser
     imports anything (:func:`~signorm_lab.safety.allowlist.check_recipe`), the model
-    block again after."""
+    block again after; and the routine's ``target_diversity``.
+
+    Each file is read once (:func:`~signorm_lab.safety.files.read_once`): the parser gets the
+    bytes that were checked, even if a file is replaced in between."""
+    with read_once():
+        return _checked_routine(recipe, overrides, allowed)
+
+
+def _checked_routine(
+    recipe: Path, overrides: Sequence[str], allowed: Sequence[str]
+) -> tuple[dict, Any]:
     if not recipe.is_file():
         if recipe.exists():
             raise ValueError(
@@ -84,7 +98,7 @@ def _recipe_model_block(recipe: Path, overrides: Sequence[str], allowed: Sequenc
         )
     block = block.as_dict()
     check_ensemble_spec(block, allowed)
-    return block
+    return block, routine.get("init_args", {}).get("target_diversity")
 
 
 def main(argv: Sequence[str] | None = None) -> Path:
@@ -161,7 +175,7 @@ def _export(args: argparse.Namespace, overrides: Sequence[str]) -> Path:
     # A run's saved config.yaml spells out defaults such as
     # `activation_fn: torch.nn.functional.relu`; they are accepted here and dropped from the
     # export when they are the default (as_data).
-    block = _recipe_model_block(
+    block, target_diversity = _recipe_routine(
         args.config, overrides, [*args.allow, *sorted(allowlist.ARGUMENT_CLASS_PATHS)]
     )
     spec = portable(as_data(block))
@@ -181,7 +195,8 @@ def _export(args: argparse.Namespace, overrides: Sequence[str]) -> Path:
     del planned
     model = ensemble_from_spec(spec, args.allow)
     model.load_state_dict(state)
-    if (tau := checkpoint_tau(saved, model.tau, f"--ckpt_path {args.ckpt_path}")) is not None:
+    where, controlled = f"--ckpt_path {args.ckpt_path}", target_diversity is not None
+    if (tau := checkpoint_tau(saved, model.tau, where, controlled)) is not None:
         model.set_tau(tau)  # the export records the τ the run ended with
     directory = export_ensemble(
         model.eval(),
