@@ -38,7 +38,7 @@ from .. import _compat
 from ..safety.checkpoint_io import AtomicCheckpointIO
 from ..safety.files import read_once
 from ..safety.parser_reads import parser_reads_once
-from .ckpt_path_args import reconcile_checkpoint_args
+from .ckpt_path_args import check_checkpoint_fits, reconcile_checkpoint_args
 from .console import debugging, one_line_parser_class, silence_library_noise
 from .datamodule_setup import wrap_setup
 from .forwarding import forward_datamodule_args
@@ -131,6 +131,7 @@ class TUSigmaNormCLI(TULightningCLI):
         self.forwarded_data_args: dict[str, Any] = {}
         self._started = time.time()
         self._resumes_interruption = False  # --ckpt_path is an interruption checkpoint
+        self._checked_checkpoint: tuple[str, dict] | None = None  # --ckpt_path, read once
         self._tested_after_fit: Path | None = None  # the checkpoint --eval_after_fit tests
         self._named_subcommand = _named_subcommand(kwargs.get("args"))
         register_types()  # before the parser is built: TorchUncertainty's `style: cifar`
@@ -253,7 +254,7 @@ class TUSigmaNormCLI(TULightningCLI):
         plugins = config.get("plugins") or []
         plugins = list(plugins) if isinstance(plugins, (list, tuple)) else [plugins]
         if not any(isinstance(plugin, CheckpointIO) for plugin in plugins):
-            kwargs["plugins"] = [*plugins, AtomicCheckpointIO()]
+            kwargs["plugins"] = [*plugins, AtomicCheckpointIO(self._checked_checkpoint)]
         callbacks = config.get("callbacks") or []
         callbacks = list(callbacks) if isinstance(callbacks, (list, tuple)) else [callbacks]
         if not any(isinstance(callback, ResultsCSVCallback) for callback in callbacks):
@@ -296,8 +297,8 @@ class TUSigmaNormCLI(TULightningCLI):
         (:func:`~signorm_lab.cli.ckpt_path_args.reconcile_checkpoint_args`):
         Lightning's version imports the checkpoint's ``_class_path`` and lets its values
         override the command line."""
-        self.config, self._resumes_interruption = reconcile_checkpoint_args(
-            self.parser, self.config, self._args
+        self.config, self._resumes_interruption, self._checked_checkpoint = (
+            reconcile_checkpoint_args(self.parser, self.config, self._args)
         )
 
     def add_arguments_to_parser(self, parser: LightningArgumentParser) -> None:
@@ -377,6 +378,7 @@ class TUSigmaNormCLI(TULightningCLI):
         if self.subcommand == "fit":
             self._continue_logged_run(self.config["fit"])
         super().instantiate_classes()
+        check_checkpoint_fits(self.routine, self._checked_checkpoint)
         self.configure_routine_optimizer()
         if self.datamodule is not None:  # offline: name the data set, root and files, not a URL
             from ..datamodules.downloads import explain_download_failures
