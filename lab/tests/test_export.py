@@ -430,3 +430,30 @@ def test_an_edited_tau_is_refused_whatever_else_the_checkpoint_holds(tmp_path, b
     with pytest.raises(ValueError, match=r"run\.ckpt (holds signorm_tau=5|was saved by a run)"):
         main([*argv, str(tmp_path / "run.ckpt"), "--output", str(tmp_path / "export")])
     assert not (tmp_path / "export").exists()
+
+
+def test_print_config_prints_what_would_be_exported_and_exports_nothing(tmp_path, capsys):
+    """As on a Lightning CLI: the resolved configuration, exit status 0, nothing read or written
+    beyond the recipe (here the checkpoint does not even exist)."""
+    from signorm_lab.cli.export import command
+
+    recipe = _write_recipe(tmp_path / "recipe.yaml")
+    out = tmp_path / "export"
+    argv = ["--config", recipe, "--ckpt_path", str(tmp_path / "none.ckpt"), "--output", str(out)]
+    assert command([*argv, "--routine.init_args.model.init_args.tau=0.3", "--print_config"]) == 0
+    printed = yaml.safe_load(capsys.readouterr().out)
+    assert printed["output"] == str(out) and printed["target_diversity"] is None
+    assert printed["model"]["init_args"]["tau"] == 0.3  # the override, applied
+    assert printed["model"]["init_args"]["model"]["init_args"]["style"] == "cifar"
+    assert not out.exists()
+    assert "--print_config" in _help(command)
+
+
+def _help(command) -> str:
+    import contextlib
+    import io
+
+    text = io.StringIO()
+    with contextlib.redirect_stdout(text), pytest.raises(SystemExit):
+        command(["--help"])
+    return text.getvalue()

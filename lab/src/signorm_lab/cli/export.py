@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
+import yaml
 
 from torch_uncertainty_signorm.signorm.checkpoint_tau import checkpoint_tau
 
@@ -101,9 +102,9 @@ def _checked_routine(
     return block, routine.get("init_args", {}).get("target_diversity")
 
 
-def main(argv: Sequence[str] | None = None) -> Path:
+def main(argv: Sequence[str] | None = None) -> Path | None:
     """``signorm-export`` (or ``python -m signorm_lab.cli.export``): checkpoint +
-    recipe → export directory."""
+    recipe → export directory (``None`` with ``--print_config``, which exports nothing)."""
     parser = _OneLineParser(
         prog="signorm-export",
         description=_DESCRIPTION,
@@ -139,9 +140,38 @@ def main(argv: Sequence[str] | None = None) -> Path:
         metavar="CLASS_PATH",
         help="Trust this exact class path too (loading needs it as well).",
     )
+    parser.add_argument(
+        "--print_config",
+        action="store_true",
+        help="Print the resolved configuration (these arguments, and the recipe's model block "
+        "with the overrides applied, as the export will hold it) and exit without reading the "
+        "checkpoint or writing anything, as --print_config does on the torch-uncertainty "
+        "command.",
+    )
     args, overrides = parser.parse_known_args(argv)
+    if args.print_config:
+        _print_config(args, overrides)
+        return None
     with _sigterm_as_exit():  # SIGTERM unwinds: a partial export folder is removed
         return _export(args, overrides)
+
+
+def _print_config(args: argparse.Namespace, overrides: Sequence[str]) -> None:
+    """``--print_config``: the export's arguments and the model block it would write, as YAML."""
+    block, target_diversity = _recipe_routine(
+        args.config, overrides, [*args.allow, *sorted(allowlist.ARGUMENT_CLASS_PATHS)]
+    )
+    resolved = {
+        "config": str(args.config),
+        "ckpt_path": str(args.ckpt_path),
+        "output": str(args.output),
+        "members": args.members,
+        "overwrite": args.overwrite,
+        "allow": list(args.allow),
+        "target_diversity": target_diversity,
+        "model": portable(as_data(block)),
+    }
+    print(yaml.safe_dump(resolved, sort_keys=False, allow_unicode=True), end="")
 
 
 class _OneLineParser(argparse.ArgumentParser):
