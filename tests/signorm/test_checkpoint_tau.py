@@ -72,3 +72,10 @@ def test_a_controller_start_no_run_saves_is_refused():
     state = target.state_dict() | {"start": -1e308}
     with pytest.raises(ValueError, match=r"start=-1e\+308, which no run saves"):
         DiversityTarget(0.5, tau=1.0, total_steps=100).load_state_dict(state)
+
+
+def test_a_tau_edited_in_the_saved_hyper_parameters_instead_is_refused():
+    """A routine rebuilt from hyper-parameters whose τ was edited to 5 (load_from_checkpoint)
+    reads the checkpoint's own τ against it, whatever else the file holds."""
+    with pytest.raises(ValueError, match=r"signorm_tau=0.1, but .* tau=5 and no target_div"):
+        checkpoint_tau({"signorm_tau": 0.1, "signorm_diversity_target": {}}, 5.0)
