@@ -46,6 +46,7 @@ def test_a_controlled_run_restores_the_tau_it_reached():
         {"signorm_diversity_target": 0},
         {"tau_controller": {"target": 0.5}},
     ],
+    ids=["empty state", "a target", "legacy log_tau", "not a mapping", "unknown key"],
 )
 def test_a_fixed_tau_run_reads_tau_one_way_whatever_else_the_checkpoint_holds(beside):
     """A fixed-τ checkpoint whose τ was edited to 5 is refused beside any other entry: whether
