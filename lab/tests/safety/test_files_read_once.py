@@ -118,3 +118,27 @@ def test_yaml_that_is_not_utf8_or_repeats_a_key_is_refused_in_one_line(data, sai
 
 def test_a_merge_still_overrides_what_it_brings():
     assert load_yaml("b: &b {x: 1, y: 2}\nd:\n  <<: *b\n  x: 5\n", "c")["d"] == {"x": 5, "y": 2}
+
+
+@pytest.mark.parametrize(
+    "extra",
+    [["-c", "other.yaml"], ["-cother.yaml"], ["-c=other.yaml"], ["--config", "other.yaml"]],
+)
+def test_a_second_recipe_is_refused_unread(extra, tmp_path, monkeypatch, capsys):
+    """A recipe naming bases reaches the parser as a YAML string, which only the export's own
+    check of --config sees: a second one among the overrides (``-c``) or a second --config
+    (argparse would keep the last) is refused before anything is read."""
+    (tmp_path / "site").mkdir()
+    name, marker = marker_module(tmp_path / "site", monkeypatch, "secondmark")
+    monkeypatch.chdir(tmp_path)
+    Path("recipe.yaml").write_text(yaml.safe_dump(_recipe()))
+    Path("benign.yaml").write_text(yaml.safe_dump({"trainer": {"max_epochs": 1}}))
+    evil = {"base": "benign.yaml", "routine": _recipe(f"{name}.Evil")["routine"]}
+    Path("other.yaml").write_text(yaml.safe_dump(evil))
+    argv = ["--config", "recipe.yaml", "--ckpt_path", "none.ckpt", "--output", "out", *extra]
+    with pytest.raises(SystemExit) as stopped:
+        export_command.main(argv)
+    error = capsys.readouterr().err
+    assert stopped.value.code == 2 and error.count("\n") == 1
+    assert "reads one recipe" in error
+    assert_not_imported(name, marker)

@@ -116,7 +116,8 @@ def main(argv: Sequence[str] | None = None) -> Path | None:
         "--config",
         type=Path,
         required=True,
-        help="The recipe (or the run's saved config.yaml) that built the model.",
+        action=_GivenOnce,
+        help="The recipe (or the run's saved config.yaml) that built the model; one only.",
     )
     parser.add_argument(
         "--ckpt_path",
@@ -149,6 +150,12 @@ def main(argv: Sequence[str] | None = None) -> Path | None:
         "command.",
     )
     args, overrides = parser.parse_known_args(argv)
+    if more := [arg for arg in overrides if arg.startswith("-c") and arg != "--"]:
+        parser.error(
+            f"{more[0]!r}: signorm-export reads one recipe, given by --config (each of its "
+            f"files checked before parsing); merge the others into it, or give their values "
+            f"as --key=value overrides"
+        )
     if args.print_config:
         _print_config(args, overrides)
         return None
@@ -172,6 +179,18 @@ def _print_config(args: argparse.Namespace, overrides: Sequence[str]) -> None:
         "model": portable(as_data(block)),
     }
     print(yaml.safe_dump(resolved, sort_keys=False, allow_unicode=True), end="")
+
+
+class _GivenOnce(argparse.Action):
+    """An option given at most once (argparse would keep the last silently)."""
+
+    def __call__(self, parser, namespace, values, option_string=None) -> None:
+        if getattr(namespace, self.dest, None) is not None:
+            parser.error(
+                f"{option_string} is given twice ({getattr(namespace, self.dest)}, {values}); "
+                f"signorm-export reads one recipe: merge them into one"
+            )
+        setattr(namespace, self.dest, values)
 
 
 class _OneLineParser(argparse.ArgumentParser):
