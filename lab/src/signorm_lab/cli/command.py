@@ -379,6 +379,7 @@ class TUSigmaNormCLI(TULightningCLI):
             self._continue_logged_run(self.config["fit"])
         super().instantiate_classes()
         check_checkpoint_fits(self.routine, self._checked_checkpoint)
+        self._checked_checkpoint = None  # the trainer's checkpoint IO holds it until it loads
         self.configure_routine_optimizer()
         if self.datamodule is not None:  # offline: name the data set, root and files, not a URL
             from ..datamodules.downloads import explain_download_failures
