@@ -248,6 +248,22 @@ def test_command_exports_a_lightning_checkpoint(tmp_path, settings):
     assert reloaded.regularized_layer_names == routine.model.regularized_layer_names
 
 
+def _write_recipe(path, **routine_args) -> str:
+    """A recipe of :data:`SPEC` (the command's ``CIFAR`` spelling) at ``path``."""
+    recipe_spec = copy.deepcopy(SPEC)
+    recipe_spec["init_args"]["model"]["init_args"]["style"] = "CIFAR"
+    init_args = {
+        "num_classes": 10,
+        "model": recipe_spec,
+        "loss": {"class_path": "torch.nn.CrossEntropyLoss"},
+        **routine_args,
+    }
+    routine = {"class_path": SIGNORM_ROUTINE, "init_args": init_args}
+    data = {"class_path": "signorm_lab.datamodules.DigitsDataModule"}
+    path.write_text(yaml.safe_dump({"routine": routine, "data": data}))
+    return str(path)
+
+
 def test_the_command_reads_the_checkpoint_once(tmp_path, monkeypatch):
     """One ``torch.load`` (``weights_only=True``) gives both the weights and the τ the run
     ended with; the checks run on what it read."""
@@ -262,23 +278,7 @@ def test_the_command_reads_the_checkpoint_once(tmp_path, monkeypatch):
         },
         tmp_path / "run.ckpt",
     )
-    recipe_spec = copy.deepcopy(SPEC)
-    recipe_spec["init_args"]["model"]["init_args"]["style"] = "CIFAR"
-    (tmp_path / "recipe.yaml").write_text(
-        yaml.safe_dump(
-            {
-                "routine": {
-                    "class_path": SIGNORM_ROUTINE,
-                    "init_args": {
-                        "num_classes": 10,
-                        "model": recipe_spec,
-                        "loss": {"class_path": "torch.nn.CrossEntropyLoss"},
-                    },
-                },
-                "data": {"class_path": "signorm_lab.datamodules.DigitsDataModule"},
-            }
-        )
-    )
+    _write_recipe(tmp_path / "recipe.yaml", target_diversity=0.5)
     loads, load = [], torch.load
 
     def counted(*args, **kwargs):
@@ -393,23 +393,7 @@ def test_the_command_exports_the_tau_of_an_earlier_releases_target_checkpoint(tm
         },
         tmp_path / "run.ckpt",
     )
-    recipe_spec = copy.deepcopy(SPEC)
-    recipe_spec["init_args"]["model"]["init_args"]["style"] = "CIFAR"
-    (tmp_path / "recipe.yaml").write_text(
-        yaml.safe_dump(
-            {
-                "routine": {
-                    "class_path": SIGNORM_ROUTINE,
-                    "init_args": {
-                        "num_classes": 10,
-                        "model": recipe_spec,
-                        "loss": {"class_path": "torch.nn.CrossEntropyLoss"},
-                    },
-                },
-                "data": {"class_path": "signorm_lab.datamodules.DigitsDataModule"},
-            }
-        )
-    )
+    _write_recipe(tmp_path / "recipe.yaml", target_diversity=0.5)
     out = main(
         [
             "--config",
@@ -421,3 +405,55 @@ def test_the_command_exports_the_tau_of_an_earlier_releases_target_checkpoint(tm
         ]
     )
     assert load_ensemble(out).tau == pytest.approx(0.25)
+
+
+#: Entries beside an edited ``signorm_tau`` that once switched the fixed-τ check off.
+_BESIDE_TAU = {
+    "an empty controller state": {"signorm_diversity_target": {}},
+    "an earlier release's log_tau": {"signorm_diversity_target": {"log_tau": math.log(0.5)}},
+    "a controller state that is no mapping": {"signorm_diversity_target": 1},
+    "an unknown key": {"tau_controller": {"target": 0.5}},
+    "a target in the saved hyper-parameters": {"hyper_parameters": {"target_diversity": 0.5}},
+}
+
+
+@pytest.mark.parametrize("beside", list(_BESIDE_TAU))
+def test_an_edited_tau_is_refused_whatever_else_the_checkpoint_holds(tmp_path, beside):
+    """A fixed-τ run's checkpoint with ``signorm_tau`` edited to 5 is refused in one line, with
+    any other entry beside it: τ is read one way, against the recipe's routine."""
+    routine = SigmaNormClassificationRoutine(
+        _trained_like(build_model(SPEC)), 10, nn.CrossEntropyLoss()
+    )
+    checkpoint = {"state_dict": routine.state_dict(), "signorm_tau": 5.0, **_BESIDE_TAU[beside]}
+    torch.save(checkpoint, tmp_path / "run.ckpt")
+    argv = ["--config", _write_recipe(tmp_path / "recipe.yaml"), "--ckpt_path"]
+    with pytest.raises(ValueError, match=r"run\.ckpt (holds signorm_tau=5|was saved by a run)"):
+        main([*argv, str(tmp_path / "run.ckpt"), "--output", str(tmp_path / "export")])
+    assert not (tmp_path / "export").exists()
+
+
+def test_print_config_prints_what_would_be_exported_and_exports_nothing(tmp_path, capsys):
+    """As on a Lightning CLI: the resolved configuration, exit status 0, nothing read or written
+    beyond the recipe (here the checkpoint does not even exist)."""
+    from signorm_lab.cli.export import command
+
+    recipe = _write_recipe(tmp_path / "recipe.yaml")
+    out = tmp_path / "export"
+    argv = ["--config", recipe, "--ckpt_path", str(tmp_path / "none.ckpt"), "--output", str(out)]
+    assert command([*argv, "--routine.init_args.model.init_args.tau=0.3", "--print_config"]) == 0
+    printed = yaml.safe_load(capsys.readouterr().out)
+    assert printed["output"] == str(out) and printed["target_diversity"] is None
+    assert printed["model"]["init_args"]["tau"] == 0.3  # the override, applied
+    assert printed["model"]["init_args"]["model"]["init_args"]["style"] == "cifar"
+    assert not out.exists()
+    assert "--print_config" in _help(command)
+
+
+def _help(command) -> str:
+    import contextlib
+    import io
+
+    text = io.StringIO()
+    with contextlib.redirect_stdout(text), pytest.raises(SystemExit):
+        command(["--help"])
+    return text.getvalue()

@@ -38,19 +38,22 @@ def test_a_checkpoint_records_the_tau_the_run_ended_with():
     checkpoint = {"signorm_diversity_target": {"target": 0.5}}  # the controller's state
     routine.on_save_checkpoint(checkpoint)
     reloaded = SigmaNormClassificationRoutine(
-        signorm_ensemble(tiny_resnet(), num_estimators=2, tau=0.5), 10, nn.CrossEntropyLoss()
+        signorm_ensemble(tiny_resnet(), num_estimators=2, tau=0.5),
+        10,
+        nn.CrossEntropyLoss(),
+        target_diversity=0.6,
     )
     reloaded.on_load_checkpoint(checkpoint)
     assert reloaded.model.tau == 0.2
-    # without a controller's state, a run kept its configured τ: another one is refused
-    del checkpoint["signorm_diversity_target"]
+    # a run without a controller kept its configured τ: another one is refused, whatever else
+    # the checkpoint holds (here the controller's state)
     fixed = SigmaNormClassificationRoutine(
         signorm_ensemble(tiny_resnet(), num_estimators=2, tau=0.5), 10, nn.CrossEntropyLoss()
     )
     with pytest.raises(
         ValueError,
         match=r"signorm_tau=0.2, but the run's configuration gives "
-        r"tau=0.5 .* no τ controller state",
+        r"tau=0.5 and no target_diversity",
     ):
         fixed.on_load_checkpoint(checkpoint)
     assert fixed.model.tau == 0.5

@@ -313,7 +313,8 @@ class SigmaNormClassificationRoutine(ClassificationRoutine):
         if self.target_callback is not None:  # here, for load_from_checkpoint too
             self.target_callback.load_state(checkpoint)
         # the τ the run had reached, checked against this run's configuration
-        if (tau := checkpoint_tau(checkpoint, self.model.tau)) is not None:
+        controlled = self.target_callback is not None
+        if (tau := checkpoint_tau(checkpoint, self.model.tau, controlled=controlled)) is not None:
             self.model.set_tau(tau)
 
     def on_train_end(self) -> None:

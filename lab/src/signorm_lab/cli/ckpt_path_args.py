@@ -18,10 +18,20 @@ from .. import _compat
 from ..callbacks.exact_resume import saved_on_interruption
 from ..safety.allowlist import current_class_paths, import_object
 from ..safety.checkpoint_args import check_parsed_arguments, check_taken_arguments
-from ..safety.checkpoints import check_lightning_checkpoint, is_url, read_checkpoint
+from ..safety.checkpoints import (
+    check_dtype_kinds,
+    check_lightning_checkpoint,
+    is_url,
+    read_checkpoint,
+)
 from .forwarding import FORWARDED_DATA_ARGS
 
-__all__ = ["EVALUATION_ONLY_ARGS", "OUTPUT_ARGS", "reconcile_checkpoint_args"]
+__all__ = [
+    "EVALUATION_ONLY_ARGS",
+    "OUTPUT_ARGS",
+    "check_checkpoint_fits",
+    "reconcile_checkpoint_args",
+]
 
 #: Routine arguments that only change how a trained model is evaluated: ``--ckpt_path`` takes
 #: a value given for them over the checkpoint's (``test --routine.init_args.ood_criterion=energy``).
@@ -87,9 +97,19 @@ def _routine_init_args(
     ]["routine"]["init_args"]
 
 
+def check_checkpoint_fits(routine: Any, checked: tuple[str, dict] | None) -> None:
+    """Refuse the checked ``--ckpt_path`` (``(path, content)`` from
+    :func:`reconcile_checkpoint_args`) whose weights are of another kind of dtype than the built
+    ``routine``'s (:func:`~signorm_lab.safety.checkpoints.check_dtype_kinds`)."""
+    if checked is None or not isinstance(checked[1].get("state_dict"), dict):
+        return
+    path, content = checked
+    check_dtype_kinds(content["state_dict"], routine.state_dict(), f"ckpt_path='{path}'")
+
+
 def reconcile_checkpoint_args(
     parser: LightningArgumentParser, config: Namespace, args: ArgsType
-) -> tuple[Namespace, bool]:
+) -> tuple[Namespace, bool, tuple[str, dict] | None]:
     """Check a checkpoint's saved routine arguments against the recipe, never importing them.
 
     Lightning's version imports the checkpoint's ``_class_path`` and lets its values override
@@ -111,8 +131,9 @@ def reconcile_checkpoint_args(
         args: The arguments it parsed (to tell given values from defaults).
 
     Returns:
-        The configuration, with the values taken from the checkpoint, and whether the checkpoint
-        was saved when a run was interrupted.
+        The configuration, with the values taken from the checkpoint, whether the checkpoint
+        was saved when a run was interrupted, and ``(path, content)`` of the checkpoint read and
+        checked here (``None`` if none was): what Lightning loads, not the file read again.
     """
     subcommand = config.get("subcommand")
     ckpt_path = config[subcommand].get("ckpt_path") if subcommand else None
@@ -125,8 +146,9 @@ def reconcile_checkpoint_args(
         config[subcommand].weights_only = True  # every load by Lightning, too
     if not ckpt_path or (not is_url(ckpt_path) and not Path(ckpt_path).exists()):
         # "best", "last": this run's, found by Lightning; a missing file: Lightning says so
-        return config, False
+        return config, False, None
     checkpoint = check_lightning_checkpoint(read_checkpoint(ckpt_path, "ckpt_path"), ckpt_path)
+    checked = (str(ckpt_path), checkpoint)
     resumes_interruption = saved_on_interruption(checkpoint)
     hparams = current_class_paths(dict(checkpoint.get("hyper_parameters") or {}))
     hparams.pop(_compat.INSTANTIATOR_KEY, None)
@@ -140,7 +162,7 @@ def reconcile_checkpoint_args(
             f"trained with (its classes are never imported from the checkpoint)."
         )
     if not hparams or recipe_class is None:
-        return config, resumes_interruption
+        return config, resumes_interruption, checked
     current_args = _routine_init_args(parser, config, subcommand)
     given = _given_routine_keys(parser, args, subcommand)
     taken = {}
@@ -171,10 +193,10 @@ def reconcile_checkpoint_args(
             )
         taken[key] = saved
     if not taken:
-        return config, resumes_interruption
+        return config, resumes_interruption, checked
     # before parsing: jsonargparse imports what it reads
     init_args = check_taken_arguments(ckpt_path, taken, recipe_class, current_args)
     update = {"class_path": recipe_class, "init_args": init_args}
     config = parser.parse_object({subcommand: {"routine": update}}, config)
     check_parsed_arguments(ckpt_path, taken, _routine_init_args(parser, config, subcommand))
-    return config, resumes_interruption
+    return config, resumes_interruption, checked

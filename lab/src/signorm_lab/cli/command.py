@@ -36,7 +36,9 @@ import torch_uncertainty_signorm
 
 from .. import _compat
 from ..safety.checkpoint_io import AtomicCheckpointIO
-from .ckpt_path_args import reconcile_checkpoint_args
+from ..safety.files import read_once
+from ..safety.parser_reads import parser_reads_once
+from .ckpt_path_args import check_checkpoint_fits, reconcile_checkpoint_args
 from .console import debugging, one_line_parser_class, silence_library_noise
 from .datamodule_setup import wrap_setup
 from .forwarding import forward_datamodule_args
@@ -129,6 +131,7 @@ class TUSigmaNormCLI(TULightningCLI):
         self.forwarded_data_args: dict[str, Any] = {}
         self._started = time.time()
         self._resumes_interruption = False  # --ckpt_path is an interruption checkpoint
+        self._checked_checkpoint: tuple[str, dict] | None = None  # --ckpt_path, read once
         self._tested_after_fit: Path | None = None  # the checkpoint --eval_after_fit tests
         self._named_subcommand = _named_subcommand(kwargs.get("args"))
         register_types()  # before the parser is built: TorchUncertainty's `style: cifar`
@@ -251,7 +254,7 @@ class TUSigmaNormCLI(TULightningCLI):
         plugins = config.get("plugins") or []
         plugins = list(plugins) if isinstance(plugins, (list, tuple)) else [plugins]
         if not any(isinstance(plugin, CheckpointIO) for plugin in plugins):
-            kwargs["plugins"] = [*plugins, AtomicCheckpointIO()]
+            kwargs["plugins"] = [*plugins, AtomicCheckpointIO(self._checked_checkpoint)]
         callbacks = config.get("callbacks") or []
         callbacks = list(callbacks) if isinstance(callbacks, (list, tuple)) else [callbacks]
         if not any(isinstance(callback, ResultsCSVCallback) for callback in callbacks):
@@ -278,23 +281,24 @@ class TUSigmaNormCLI(TULightningCLI):
         """As Lightning's, reading TorchUncertainty's recipe format too (:func:`tu_format_args`);
         keeps ``args`` to tell given values from defaults (``--ckpt_path``)."""
         from_command_line = args is None
-        if args is None or isinstance(args, list | tuple):
-            # Bases first: a recipe naming bases reaches the format's reading as one YAML string
-            # per file, each read as a recipe (its moved class paths updated).
-            args = tu_format_args(expand_recipe_bases(sys.argv[1:] if args is None else args))
-        self._args = args
-        with warnings.catch_warnings():
-            if from_command_line:  # the args are sys.argv's, not given besides them
-                warnings.filterwarnings("ignore", "LightningCLI's args parameter")
-            super().parse_arguments(parser, args)
+        with read_once(), parser_reads_once():  # each recipe file parsed as it was read first
+            if args is None or isinstance(args, list | tuple):
+                # Bases first: a recipe naming bases reaches the format's reading as one YAML
+                # string per file, each read as a recipe (its moved class paths updated).
+                args = tu_format_args(expand_recipe_bases(sys.argv[1:] if args is None else args))
+            self._args = args
+            with warnings.catch_warnings():
+                if from_command_line:  # the args are sys.argv's, not given besides them
+                    warnings.filterwarnings("ignore", "LightningCLI's args parameter")
+                super().parse_arguments(parser, args)
 
     def _parse_ckpt_path(self) -> None:
         """Check a checkpoint's saved routine arguments against the recipe, never importing them
         (:func:`~signorm_lab.cli.ckpt_path_args.reconcile_checkpoint_args`):
         Lightning's version imports the checkpoint's ``_class_path`` and lets its values
         override the command line."""
-        self.config, self._resumes_interruption = reconcile_checkpoint_args(
-            self.parser, self.config, self._args
+        self.config, self._resumes_interruption, self._checked_checkpoint = (
+            reconcile_checkpoint_args(self.parser, self.config, self._args)
         )
 
     def add_arguments_to_parser(self, parser: LightningArgumentParser) -> None:
@@ -374,6 +378,8 @@ class TUSigmaNormCLI(TULightningCLI):
         if self.subcommand == "fit":
             self._continue_logged_run(self.config["fit"])
         super().instantiate_classes()
+        check_checkpoint_fits(self.routine, self._checked_checkpoint)
+        self._checked_checkpoint = None  # the trainer's checkpoint IO holds it until it loads
         self.configure_routine_optimizer()
         if self.datamodule is not None:  # offline: name the data set, root and files, not a URL
             from ..datamodules.downloads import explain_download_failures

@@ -16,8 +16,10 @@ import signal
 import sys
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 import torch
+import yaml
 
 from torch_uncertainty_signorm.signorm.checkpoint_tau import checkpoint_tau
 
@@ -26,6 +28,7 @@ from ..export.writing import export_ensemble, output_directory
 from ..safety import allowlist
 from ..safety.checkpoints import backbone_state, local_file, read_state_file
 from ..safety.export_spec import check_ensemble_spec
+from ..safety.files import read_once
 from ..safety.parser_reads import checked_parser_reads
 from .console import debugging
 from .recipe_bases import recipe_chain
@@ -36,11 +39,23 @@ __all__ = ["main"]
 _DESCRIPTION = "Export a trained σNorm-Ensemble as safetensors, and each member as a plain model."
 
 
-def _recipe_model_block(recipe: Path, overrides: Sequence[str], allowed: Sequence[str]) -> dict:
+def _recipe_routine(
+    recipe: Path, overrides: Sequence[str], allowed: Sequence[str]
+) -> tuple[dict, Any]:
     """The recipe's model block as the command parses it, allow-listed before and after: the
     whole recipe (every file of its chain, every block, in either format) before the parser
     imports anything (:func:`~signorm_lab.safety.allowlist.check_recipe`), the model
-    block again after."""
+    block again after; and the routine's ``target_diversity``.
+
+    Each file is read once (:func:`~signorm_lab.safety.files.read_once`): the parser gets the
+    bytes that were checked, even if a file is replaced in between."""
+    with read_once():
+        return _checked_routine(recipe, overrides, allowed)
+
+
+def _checked_routine(
+    recipe: Path, overrides: Sequence[str], allowed: Sequence[str]
+) -> tuple[dict, Any]:
     if not recipe.is_file():
         if recipe.exists():
             raise ValueError(
@@ -84,12 +99,12 @@ def _recipe_model_block(recipe: Path, overrides: Sequence[str], allowed: Sequenc
         )
     block = block.as_dict()
     check_ensemble_spec(block, allowed)
-    return block
+    return block, routine.get("init_args", {}).get("target_diversity")
 
 
-def main(argv: Sequence[str] | None = None) -> Path:
+def main(argv: Sequence[str] | None = None) -> Path | None:
     """``signorm-export`` (or ``python -m signorm_lab.cli.export``): checkpoint +
-    recipe → export directory."""
+    recipe → export directory (``None`` with ``--print_config``, which exports nothing)."""
     parser = _OneLineParser(
         prog="signorm-export",
         description=_DESCRIPTION,
@@ -101,7 +116,8 @@ def main(argv: Sequence[str] | None = None) -> Path:
         "--config",
         type=Path,
         required=True,
-        help="The recipe (or the run's saved config.yaml) that built the model.",
+        action=_GivenOnce,
+        help="The recipe (or the run's saved config.yaml) that built the model; one only.",
     )
     parser.add_argument(
         "--ckpt_path",
@@ -125,9 +141,56 @@ def main(argv: Sequence[str] | None = None) -> Path:
         metavar="CLASS_PATH",
         help="Trust this exact class path too (loading needs it as well).",
     )
+    parser.add_argument(
+        "--print_config",
+        action="store_true",
+        help="Print the resolved configuration (these arguments, and the recipe's model block "
+        "with the overrides applied, as the export will hold it) and exit without reading the "
+        "checkpoint or writing anything, as --print_config does on the torch-uncertainty "
+        "command.",
+    )
     args, overrides = parser.parse_known_args(argv)
+    if more := [arg for arg in overrides if arg.startswith("-c") and arg != "--"]:
+        parser.error(
+            f"{more[0]!r}: signorm-export reads one recipe, given by --config (each of its "
+            f"files checked before parsing); merge the others into it, or give their values "
+            f"as --key=value overrides"
+        )
+    if args.print_config:
+        _print_config(args, overrides)
+        return None
     with _sigterm_as_exit():  # SIGTERM unwinds: a partial export folder is removed
         return _export(args, overrides)
+
+
+def _print_config(args: argparse.Namespace, overrides: Sequence[str]) -> None:
+    """``--print_config``: the export's arguments and the model block it would write, as YAML."""
+    block, target_diversity = _recipe_routine(
+        args.config, overrides, [*args.allow, *sorted(allowlist.ARGUMENT_CLASS_PATHS)]
+    )
+    resolved = {
+        "config": str(args.config),
+        "ckpt_path": str(args.ckpt_path),
+        "output": str(args.output),
+        "members": args.members,
+        "overwrite": args.overwrite,
+        "allow": list(args.allow),
+        "target_diversity": target_diversity,
+        "model": portable(as_data(block)),
+    }
+    print(yaml.safe_dump(resolved, sort_keys=False, allow_unicode=True), end="")
+
+
+class _GivenOnce(argparse.Action):
+    """An option given at most once (argparse would keep the last silently)."""
+
+    def __call__(self, parser, namespace, values, option_string=None) -> None:
+        if getattr(namespace, self.dest, None) is not None:
+            parser.error(
+                f"{option_string} is given twice ({getattr(namespace, self.dest)}, {values}); "
+                f"signorm-export reads one recipe: merge them into one"
+            )
+        setattr(namespace, self.dest, values)
 
 
 class _OneLineParser(argparse.ArgumentParser):
@@ -161,7 +224,7 @@ def _export(args: argparse.Namespace, overrides: Sequence[str]) -> Path:
     # A run's saved config.yaml spells out defaults such as
     # `activation_fn: torch.nn.functional.relu`; they are accepted here and dropped from the
     # export when they are the default (as_data).
-    block = _recipe_model_block(
+    block, target_diversity = _recipe_routine(
         args.config, overrides, [*args.allow, *sorted(allowlist.ARGUMENT_CLASS_PATHS)]
     )
     spec = portable(as_data(block))
@@ -181,7 +244,8 @@ def _export(args: argparse.Namespace, overrides: Sequence[str]) -> Path:
     del planned
     model = ensemble_from_spec(spec, args.allow)
     model.load_state_dict(state)
-    if (tau := checkpoint_tau(saved, model.tau, f"--ckpt_path {args.ckpt_path}")) is not None:
+    where, controlled = f"--ckpt_path {args.ckpt_path}", target_diversity is not None
+    if (tau := checkpoint_tau(saved, model.tau, where, controlled)) is not None:
         model.set_tau(tau)  # the export records the τ the run ended with
     directory = export_ensemble(
         model.eval(),

@@ -38,7 +38,8 @@ __all__ = [
 
 #: An export's files: its architecture, its weights, and the pattern of its members' weights.
 CONFIG_NAME, WEIGHTS_NAME = "config.json", "ensemble.safetensors"
-MEMBER_FILE = re.compile(r"member_(\d+)\.safetensors")
+#: (ASCII digits only: ``\d`` would take a user's ``member_٣.safetensors`` for one.)
+MEMBER_FILE = re.compile(r"member_([0-9]+)\.safetensors")
 #: The keys of a member file's record (its safetensors metadata) of the export it was cut from:
 #: the SHA-256 of that export's ``ensemble.safetensors`` (64 hex digits) and the member's index.
 #: The member file's record of what it was cut from, one safetensors metadata entry (one key keeps

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import errno
 import json
 import os
+import re
 import shutil
 import stat
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
+from safetensors import SafetensorError
 from safetensors.torch import save_model
 from torch import nn
 
@@ -65,6 +68,10 @@ def export_ensemble(
 
     Returns:
         The directory.
+
+    Raises:
+        OSError: The export could not be written (a full disk, a folder not writable), on one
+            line naming ``directory``; nothing was written there.
     """
     if not isinstance(model, SigmaNormEnsemble):
         raise TypeError(f"export_ensemble exports a SigmaNormEnsemble, got {type(model).__name__}.")
@@ -80,15 +87,51 @@ def export_ensemble(
         "model": spec,
         "members": [f"member_{m}.safetensors" for m in range(len(plain))],
     }
-    with replaced_folder(directory) as staging:  # the whole export replaced in one swap
-        output_directory(directory, overwrite)  # still nothing special in it
-        _keep_other_files(directory, staging)
-        _save(model, staging / WEIGHTS_NAME)
-        digest = file_sha256(staging / WEIGHTS_NAME)  # the members record what they come from
-        for m, (name, module) in enumerate(zip(config["members"], plain, strict=True)):
-            _save(module, staging / name, record_metadata(digest, m))
-        (staging / CONFIG_NAME).write_text(json.dumps(config, indent=2))
+    try:
+        with replaced_folder(directory) as staging:  # the whole export replaced in one swap
+            output_directory(directory, overwrite)  # still nothing special in it
+            _keep_other_files(directory, staging)
+            _save(model, staging / WEIGHTS_NAME)
+            digest = file_sha256(staging / WEIGHTS_NAME)  # the members record their source
+            for m, (name, module) in enumerate(zip(config["members"], plain, strict=True)):
+                _save(module, staging / name, record_metadata(digest, m))
+            (staging / CONFIG_NAME).write_text(json.dumps(config, indent=2))
+    except FileExistsError:
+        raise  # output_directory's: something was put there meanwhile
+    except (OSError, SafetensorError) as error:
+        raise _write_error(directory, error) from error
     return directory
+
+
+#: What to do when writing failed, by the error's number (the disk full, or not writable).
+_FULL = (errno.ENOSPC, errno.EFBIG, errno.EDQUOT)
+_NOT_WRITABLE = (errno.EACCES, errno.EPERM, errno.EROFS)
+
+
+def _write_error(directory: Path, error: BaseException) -> OSError:
+    """A write of the export that failed, as one line naming the folder the user gave (not the
+    temporary one beside it), what failed and what to do; its ``errno`` kept."""
+    if isinstance(error, OSError):
+        number, reason = error.errno, error.strerror or str(error)
+    else:  # safetensors' own error wraps the OS error: "IoError(Os { code: 28, ... })"
+        found = re.search(r"code: (\d+)", str(error))
+        number = int(found.group(1)) if found else None
+        reason = os.strerror(number) if number else " ".join(str(error).split())
+    if number in _FULL:
+        advice = "free space on its disk (or raise the file size limit), or give another folder"
+    elif number in _NOT_WRITABLE:
+        advice = (
+            f"give a folder you may write to (the export is written beside it, in "
+            f"'{directory.parent}', then takes its place)"
+        )
+    else:
+        advice = "give another folder"
+    failed = OSError(
+        f"'{directory}': the export could not be written ({reason}); nothing was written "
+        f"there and an earlier export in it is left as it was: {advice}."
+    )
+    failed.errno = number
+    return failed
 
 
 def _save(module: nn.Module, path: Path, metadata: dict[str, str] | None = None) -> None:

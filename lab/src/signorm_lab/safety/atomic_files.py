@@ -120,7 +120,8 @@ def replaced_folder(path: str | Path) -> Iterator[Path]:
     (SIGTERM included, where the command turns it into an exception) the new folder is removed
     and ``path`` is left as it was.
 
-    The new folder takes the previous folder's mode (a ``0700`` folder stays private). Both
+    The new folder takes the previous folder's mode (a ``0700`` folder stays private; a
+    setgid one stays setgid), and its owner and group where this process may set them. Both
     temporary names carry this process's token (:func:`temporary_name`) and only they are ever
     removed: folders other processes left beside ``path`` (a write cut off between the two
     renames leaves the previous export aside as ``.<name>.<pid>-<hex>.old``) are named in a
@@ -143,19 +144,20 @@ def replaced_folder(path: str | Path) -> Iterator[Path]:
             stacklevel=3,
         )
     partial, old = temporary_name(path, "partial"), temporary_name(path, "old")
-    mode = path.lstat().st_mode if path.is_dir() and not path.is_symlink() else None
+    previous = path.lstat() if path.is_dir() and not path.is_symlink() else None
     partial.mkdir(mode=0o700)
     try:
-        if mode is not None:
-            os.chmod(partial, stat.S_IMODE(mode))
-        else:
-            os.chmod(partial, 0o777 & ~current_umask())
+        if previous is not None:  # its owner and group, and its setgid bit: files written
+            _take_owner(partial, previous)  # into it take its group, as they did there
+            os.chmod(partial, 0o700 | (stat.S_IMODE(previous.st_mode) & stat.S_ISGID))
         yield partial
         for entry in partial.iterdir():
             if entry.is_file() and not entry.is_symlink():
                 with entry.open("rb") as file:
                     os.fsync(file.fileno())
         _sync_directory(partial)
+        # the mode last, once filled: a read-only folder's too
+        os.chmod(partial, stat.S_IMODE(previous.st_mode) if previous else 0o777 & ~current_umask())
         if path.is_dir() and not path.is_symlink():
             os.rename(path, old)
         try:
@@ -169,6 +171,17 @@ def replaced_folder(path: str | Path) -> Iterator[Path]:
         raise
     _sync_directory(path.parent)
     shutil.rmtree(old, ignore_errors=True)
+
+
+def _take_owner(folder: Path, previous: os.stat_result) -> None:
+    """Give ``folder`` the owner and group of ``previous`` where this process may (the owner
+    as root only; a group the user belongs to), as ``cp -p`` does."""
+    for owner in (previous.st_uid, -1):
+        try:
+            os.chown(folder, owner, previous.st_gid)
+            return
+        except PermissionError:
+            continue
 
 
 def _sync_directory(directory: Path) -> None:

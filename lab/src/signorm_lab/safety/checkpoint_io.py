@@ -27,9 +27,12 @@ class AtomicCheckpointIO(TorchCheckpointIO):
     (:func:`~.atomic_files.warn_stale_partials`).
     """
 
-    def __init__(self) -> None:
+    def __init__(self, checked: tuple[str | Path, dict[str, Any]] | None = None) -> None:
         super().__init__()
         self._checked_directories: set[Path] = set()
+        #: A checkpoint the command read and checked already: its first load returns it, so
+        #: that the weights tested are the weights checked (the file is read once).
+        self._checked = checked
 
     def save_checkpoint(
         self, checkpoint: dict[str, Any], path: Any, storage_options: Any | None = None
@@ -54,9 +57,13 @@ class AtomicCheckpointIO(TorchCheckpointIO):
     ) -> dict[str, Any]:
         """As Lightning's for a local file, opened once as a regular file (a pipe swapped in
         after the command's checks is refused, never read) with its compressed records bounded
-        (:func:`~signorm_lab.safety.checkpoints.load_torch_file`)."""
+        (:func:`~signorm_lab.safety.checkpoints.load_torch_file`); the checkpoint given as
+        ``checked`` is not read again: its checked content is returned."""
         from .checkpoints import is_url, load_torch_file
 
+        if self._checked is not None and os.path.abspath(self._checked[0]) == os.path.abspath(path):
+            content, self._checked = self._checked[1], None
+            return content
         if is_url(path):
             return super().load_checkpoint(path, map_location, weights_only)
         if not os.path.lexists(path):

@@ -18,6 +18,7 @@ from torch import Tensor, nn
 
 __all__ = [
     "backbone_state",
+    "check_dtype_kinds",
     "check_lightning_checkpoint",
     "is_url",
     "load_backbone_checkpoint",
@@ -355,18 +356,33 @@ def _kind(tensor: Tensor) -> str:
     )
 
 
+def check_dtype_kinds(state: Mapping[str, Any], expected: Mapping[str, Tensor], where: str) -> None:
+    """Refuse the first tensor of ``state`` whose kind of dtype (floating, integer, bool,
+    complex) is not that of the model's tensor of the same name (its parameters and buffers,
+    ``expected``): loading would convert it silently (an int64 checkpoint tested as floats).
+    Precisions of one kind pass (a ``bf16-true`` run's weights load into float32).
+
+    Raises:
+        ValueError: Naming ``where``, the first such entry, its dtype and the model's.
+    """
+    for key, tensor in state.items():
+        if not isinstance(tensor, Tensor) or key not in expected:
+            continue
+        if _kind(tensor) != _kind(expected[key]):
+            raise ValueError(
+                f"{where} holds state_dict['{key}'] as {tensor.dtype}, where the model holds "
+                f"{expected[key].dtype}: refused (a {_kind(expected[key])} tensor is valid; "
+                f"the file was altered, or belongs to another model)."
+            )
+
+
 def _check_values(
     state: Mapping[str, Tensor], expected: Mapping[str, Tensor], path: str | Path
 ) -> None:
     """Refuse weights no trained model holds: another kind of dtype than the model's (integer or
     bool weights), NaN or infinity, a negative running variance."""
+    check_dtype_kinds(state, expected, f"checkpoint='{path}'")
     for key, tensor in state.items():
-        if _kind(tensor) != _kind(expected[key]):
-            raise ValueError(
-                f"checkpoint='{path}' holds state_dict['{key}'] as {tensor.dtype}, where the "
-                f"model holds {expected[key].dtype}: refused (a {_kind(expected[key])} tensor "
-                f"is valid)."
-            )
         if tensor.is_floating_point() and not bool(torch.isfinite(tensor).all()):
             raise ValueError(
                 f"checkpoint='{path}' holds non-finite values (NaN or inf) in "

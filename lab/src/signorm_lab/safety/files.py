@@ -1,11 +1,16 @@
 """Files the package writes and reads: the user's umask on files written through libraries
 (:func:`follow_umask`), file names that stay in their folder (:func:`check_file_name`), and
-inputs opened as regular files only (:func:`open_regular`, :func:`read_regular`)."""
+inputs opened as regular files only (:func:`open_regular`, :func:`read_regular`), each read once
+within :func:`read_once` (the bytes checked are the bytes parsed), and YAML read bounded, UTF-8
+and without duplicate keys (:func:`load_yaml`, :func:`read_yaml`)."""
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import os
 import stat
+from collections.abc import Iterator
 from pathlib import Path
 from typing import BinaryIO
 
@@ -18,6 +23,7 @@ __all__ = [
     "follow_umask",
     "load_yaml",
     "open_regular",
+    "read_once",
     "read_regular",
     "read_yaml",
 ]
@@ -105,21 +111,46 @@ def open_regular(path: str | Path, where: str, expected: str = "a regular file")
         raise
 
 
+#: The bytes of each file read within :func:`read_once`, by absolute path (``None``: outside).
+_READ_ONCE: contextvars.ContextVar[dict[str, bytes] | None] = contextvars.ContextVar(
+    "read_once", default=None
+)
+
+
+@contextlib.contextmanager
+def read_once() -> Iterator[None]:
+    """Within the block, each file :func:`read_regular` reads is read from disk once: a later read
+    of the same path gets the bytes of the first, so a file replaced between a check and the
+    parse that follows it is parsed as it was checked."""
+    token = _READ_ONCE.set({} if _READ_ONCE.get() is None else _READ_ONCE.get())
+    try:
+        yield
+    finally:
+        _READ_ONCE.reset(token)
+
+
 def read_regular(
     path: str | Path, where: str, limit: int | None = None, expected: str = "a regular file"
 ) -> bytes:
-    """The bytes of the regular file ``path`` (:func:`open_regular`), at most ``limit``.
+    """The bytes of the regular file ``path`` (:func:`open_regular`), at most ``limit``; within
+    :func:`read_once`, the bytes of its first read.
 
     Raises:
         ValueError: As :func:`open_regular`, or if the file holds more than ``limit`` bytes.
     """
-    with open_regular(path, where, expected) as file:
-        data = file.read() if limit is None else file.read(limit + 1)
+    cache, key = _READ_ONCE.get(), os.path.abspath(path)
+    if cache is not None and key in cache:
+        data = cache[key]
+    else:
+        with open_regular(path, where, expected) as file:
+            data = file.read() if limit is None else file.read(limit + 1)
     if limit is not None and len(data) > limit:
         raise ValueError(
             f"{where}='{path}' holds more than {limit} bytes; expected {expected} "
             f"(at most {limit} bytes)."
         )
+    if cache is not None:
+        cache[key] = data
     return data
 
 
@@ -169,19 +200,58 @@ def _expanded_size(node: object, limit: int) -> int | None:
     return sizes[id(node)]
 
 
+def _unique_keys_loader(text: str) -> object:
+    """A ``yaml.SafeLoader`` of ``text`` refusing a key given twice in one mapping (PyYAML keeps
+    the last, silently); a merge (``<<: *base``) may still override what it brings."""
+    import yaml
+
+    class UniqueKeysLoader(yaml.SafeLoader):
+        def construct_mapping(self, node, deep=False):
+            if isinstance(node, yaml.MappingNode):
+                seen: dict[object, int] = {}
+                for key_node, _ in node.value:
+                    if not isinstance(key_node, yaml.ScalarNode) or key_node.tag.endswith(":merge"):
+                        continue
+                    key = self.construct_object(key_node)
+                    line = key_node.start_mark.line + 1
+                    if key in seen:
+                        raise DuplicateKey(key, seen[key], line)
+                    seen[key] = line
+            return super().construct_mapping(node, deep)
+
+    return UniqueKeysLoader(text)
+
+
+class DuplicateKey(ValueError):
+    """A YAML mapping giving one key twice."""
+
+    def __init__(self, key: object, first: int, again: int) -> None:
+        super().__init__(key, first, again)
+        self.key, self.first, self.again = key, first, again
+
+
 def load_yaml(text: str | bytes, where: str, limit: int = MAX_YAML_NODES) -> object:
-    """``yaml.safe_load(text)``, refused when the document expands to more than ``limit``
-    nodes (nested aliases, a "billion laughs": each use of an alias counts its nodes again, as
-    every walk of the loaded data meets them).
+    """``yaml.safe_load(text)`` of UTF-8 text, refused when a mapping gives a key twice (YAML
+    would keep the last one silently) or the document expands to more than ``limit`` nodes
+    (nested aliases, a "billion laughs": each use of an alias counts its nodes again, as every
+    walk of the loaded data meets them).
 
     Raises:
         UnboundedYAML: Naming ``where``, the size and the limit, or the cyclic alias (a
             ``ValueError``).
-        ValueError: YAML's error, on one line.
+        ValueError: YAML's error, a byte that is not UTF-8 or a duplicate key, on one line.
     """
     import yaml
 
-    loader = yaml.SafeLoader(text)
+    if isinstance(text, bytes):
+        try:
+            text = text.decode("utf-8-sig")
+        except UnicodeDecodeError as error:
+            raise ValueError(
+                f"{where} is not UTF-8 text (byte 0x{text[error.start]:02x} at offset "
+                f"{error.start}); save it as UTF-8."
+            ) from None
+    loader = _unique_keys_loader(text)
     try:
         node = loader.get_single_node()
         if node is None:
@@ -201,6 +271,11 @@ def load_yaml(text: str | bytes, where: str, limit: int = MAX_YAML_NODES) -> obj
         return loader.construct_document(node)
     except yaml.YAMLError as error:
         raise ValueError(f"{where} is not valid YAML ({' '.join(str(error).split())}).") from None
+    except DuplicateKey as error:
+        raise ValueError(
+            f"{where} gives the key {error.key!r:.80} twice (lines {error.first} and "
+            f"{error.again}), and YAML would keep the last silently; keep one of them."
+        ) from None
     except RecursionError:
         raise UnboundedYAML(f"{where} is nested too deeply to be read as YAML.") from None
     finally:
