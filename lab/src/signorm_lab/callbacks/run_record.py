@@ -15,7 +15,9 @@ fit's fields.
 
 from __future__ import annotations
 
+import hashlib
 import json
+import os
 import platform
 import subprocess
 import time
@@ -32,11 +34,23 @@ from ..evaluation.parameter_counts import parameter_counts
 from ..safety.atomic_files import replaced_atomically
 from ..safety.files import read_regular
 
-__all__ = ["RUN_RECORD_FILENAME", "RunRecordCallback"]
+__all__ = [
+    "FINISHED_KEYS",
+    "REQUEST_ENV",
+    "RUN_RECORD_FILENAME",
+    "RunRecordCallback",
+    "file_sha256",
+    "package_versions",
+    "read_run_record",
+]
 
 RUN_RECORD_FILENAME = "run_record.json"
+#: A run record holds a few kilobytes; larger is no such file.
+MAX_RECORD_BYTES = 1 << 20
+#: The environment variable holding the request (JSON) of the process signorm-compare starts.
+REQUEST_ENV = "SIGNORM_RUN_REQUEST"
 #: What a record takes from the one its folder holds when its process tested the run's own
-#: checkpoint without fitting: the fit's cost, counts and best checkpoint.
+#: checkpoint without fitting: the fit's cost, counts, best checkpoint and what decided it.
 FIT_KEYS = (
     "params_total",
     "params_trainable",
@@ -44,7 +58,21 @@ FIT_KEYS = (
     "fit_seconds",
     "train_class_counts",
     "best_checkpoint",
+    "best_checkpoint_sha256",
+    "request",
+    "seed",
 )
+#: The keys, and their types, of the record of a run whose test ended.
+FINISHED_KEYS = {
+    "params_total": int,
+    "params_trainable": int,
+    "optimizer_steps": int,
+    "fit_seconds": (int, float),
+    "test_seconds": (int, float),
+    "train_class_counts": dict,
+    "test_class_counts": dict,
+    "provenance": dict,
+}
 #: The distributions whose versions a run records.
 PACKAGES = (
     "torch-uncertainty-signorm",
@@ -57,6 +85,72 @@ PACKAGES = (
     "numpy",
     "scikit-learn",
 )
+
+
+def read_run_record(path: str | Path, finished: bool = False) -> dict[str, Any]:
+    """The ``run_record.json`` at ``path`` as a dictionary; with ``finished``, one holding every
+    key of :data:`FINISHED_KEYS` with its type.
+
+    Raises:
+        FileNotFoundError: If nothing is there.
+        ValueError: In one line naming the file, what is wrong and what to do.
+    """
+    redo = "move its run folder away and run again to train the run anew"
+    try:
+        data = read_regular(path, RUN_RECORD_FILENAME, MAX_RECORD_BYTES, "a JSON file")
+        record = json.loads(data)
+    except (ValueError, RecursionError) as error:  # not JSON or UTF-8, too large, too deep
+        reason = " ".join(str(error).split())
+        raise ValueError(f"{path}: not a run record ({reason}); {redo}.") from None
+    if not isinstance(record, dict):
+        raise ValueError(
+            f"{path}: holds a JSON {type(record).__name__}, not the object a run writes; {redo}."
+        )
+    if finished:
+        for key, kind in FINISHED_KEYS.items():
+            value = record.get(key)
+            if not isinstance(value, kind) or isinstance(value, bool):
+                raise ValueError(
+                    f"{path}: {key!r} is {'missing' if key not in record else repr(value)[:60]}, "
+                    f"not the {getattr(kind, '__name__', 'number')} a finished run records; "
+                    f"{redo}."
+                )
+    return record
+
+
+def file_sha256(path: str | Path) -> str:
+    """The sha256 of the file at ``path``, read in blocks."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as file:
+        for block in iter(lambda: file.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def package_versions() -> dict[str, str | None]:
+    """The versions of :data:`PACKAGES` installed (``None`` for one that is not)."""
+    versions = {}
+    for name in PACKAGES:
+        try:
+            versions[name] = version(name)
+        except PackageNotFoundError:
+            versions[name] = None
+    return versions
+
+
+def _request() -> dict[str, Any] | None:
+    """The request signorm-compare handed this process (:data:`REQUEST_ENV`), else ``None``."""
+    try:
+        request = json.loads(os.environ.get(REQUEST_ENV, "null"))
+    except ValueError:
+        return None
+    return request if isinstance(request, dict) else None
+
+
+def _seed() -> int | None:
+    """The seed Lightning's ``seed_everything`` seeded this process with, else ``None``."""
+    seed = os.environ.get("PL_GLOBAL_SEED", "")
+    return int(seed) if seed.isascii() and seed.lstrip("-").isdigit() else None
 
 
 def provenance(device: str) -> dict[str, Any]:
@@ -75,16 +169,10 @@ def provenance(device: str) -> dict[str, Any]:
 
     commit = git("rev-parse", "HEAD")
     modified = git("status", "--porcelain", ".") if commit else None
-    versions = {}
-    for name in PACKAGES:
-        try:
-            versions[name] = version(name)
-        except PackageNotFoundError:
-            versions[name] = None
     return {
         "commit": commit,
         "source_modified": None if modified is None else bool(modified),
-        "versions": versions,
+        "versions": package_versions(),
         "python": platform.python_version(),
         "device": device,
     }
@@ -116,15 +204,14 @@ def _fitted_record(log_dir: Path) -> dict[str, Any] | None:
     if not path.is_file():
         return None
     try:
-        record = json.loads(read_regular(path, RUN_RECORD_FILENAME, 1 << 20, "a JSON file"))
-    except (OSError, ValueError, RecursionError) as error:
+        record = read_run_record(path)
+    except (OSError, ValueError) as error:
         warnings.warn(
-            f"{path} cannot be read ({' '.join(str(error).split())}): the record of this test "
-            "does not keep the fit's cost and counts.",
+            f"{error} The record of this test does not keep the fit's cost and counts.",
             stacklevel=3,
         )
         return None
-    if not isinstance(record, dict) or not isinstance(record.get("fit_seconds"), int | float):
+    if not isinstance(record.get("fit_seconds"), int | float):
         return None
     return record
 
@@ -175,6 +262,7 @@ class RunRecordCallback(Callback):
         self.test_counts: Counter[int] = Counter()
         self.test_seconds: float | None = None
         self.best_checkpoint: str | None = None
+        self.best_checkpoint_sha256: str | None = None
         self.tested_step: int | None = None
         self._started: float | None = None
         self._fitted = False  # whether this process ran a fit to its end
@@ -195,6 +283,14 @@ class RunRecordCallback(Callback):
         running = time.perf_counter() - self._started if self._started is not None else 0.0
         return self.fit_seconds + running
 
+    def on_fit_start(self, trainer: Trainer, pl_module: LightningModule) -> None:
+        """Record what decides the run before it trains: an interrupted run says what it was."""
+        if trainer.is_global_zero and trainer.log_dir is not None:
+            started = {"request": _request(), "seed": _seed(), "fit_seconds": None}
+            started |= {"test_seconds": None, "best_checkpoint": None}
+            with replaced_atomically(Path(trainer.log_dir) / RUN_RECORD_FILENAME) as partial:
+                partial.write_text(json.dumps(started, indent=1) + "\n")
+
     def on_train_start(self, trainer: Trainer, pl_module: LightningModule) -> None:
         self._started = time.perf_counter()
 
@@ -211,6 +307,8 @@ class RunRecordCallback(Callback):
         checkpoint = trainer.checkpoint_callback
         best = getattr(checkpoint, "best_model_path", None) if checkpoint is not None else None
         self.best_checkpoint = None if trainer.log_dir is None else _inside(best, trainer.log_dir)
+        if self.best_checkpoint is not None:
+            self.best_checkpoint_sha256 = file_sha256(Path(trainer.log_dir, self.best_checkpoint))
         self._write(trainer, pl_module)
 
     def on_test_start(self, trainer: Trainer, pl_module: LightningModule) -> None:
@@ -246,7 +344,10 @@ class RunRecordCallback(Callback):
             "train_class_counts": {str(k): v for k, v in sorted(self.train_counts.items())},
             "test_class_counts": {str(k): v for k, v in sorted(self.test_counts.items())},
             "best_checkpoint": self.best_checkpoint,
+            "best_checkpoint_sha256": self.best_checkpoint_sha256,
             "tested_step": self.tested_step,
+            "request": _request(),
+            "seed": _seed(),
             "provenance": provenance(_device(pl_module)),
         }
         if (fitted := self._fit_of_this_folder(trainer)) is not None:

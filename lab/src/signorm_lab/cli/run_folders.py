@@ -136,7 +136,7 @@ def remove_unused_log_dirs(trainer: Trainer | None, started: float) -> None:
             and entry.stat().st_mtime >= started - 1
             and (
                 entry.name.startswith("events.out.tfevents.")
-                or entry.name in ("hparams.yaml", "config.yaml", "metrics.csv")
+                or entry.name in ("hparams.yaml", "config.yaml", "metrics.csv", "run_record.json")
             )
             for entry in entries
         ):

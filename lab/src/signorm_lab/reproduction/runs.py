@@ -28,6 +28,7 @@ from ..safety.files import read_regular, read_yaml
 
 __all__ = [
     "BUDGET_KEYS",
+    "METRIC_RANGES",
     "RESULTS_FILENAME",
     "SETTINGS_FILENAME",
     "TRAINED_STEPS_COLUMN",
@@ -50,6 +51,14 @@ MAX_RESULTS_BYTES = 16 << 20
 SETTINGS_FILENAME = "settings.json"
 #: The trainer's arguments that bound a training run, read from its ``config.yaml``.
 BUDGET_KEYS = ("max_epochs", "max_steps", "limit_train_batches", "fast_dev_run")
+#: The values a metric can take, by the last part of its results.csv key (TorchUncertainty logs
+#: rates as fractions): a value outside is no such metric.
+METRIC_RANGES = {
+    **dict.fromkeys(("Acc", "ECE", "aECE", "AUROC", "AUPR", "FPR95", "AURC"), (0.0, 1.0)),
+    "NLL": (0.0, math.inf),
+    "Brier": (0.0, 2.0),
+    "signorm_cos": (-1.0, 1.0),
+}
 
 
 @dataclass(frozen=True)
@@ -75,15 +84,34 @@ class Run:
         return self.settings.get(name)
 
 
-def read_results(path: str | Path) -> dict[str, float]:
+def read_results(path: str | Path, checked: Iterable[str] = ()) -> dict[str, float]:
     """The last row of a TorchUncertainty ``results.csv`` as floats (empty cells are NaN).
 
+    Each ``checked`` column the row holds must be finite and, when its name is in
+    :data:`METRIC_RANGES`, within its range: a caller that averages metrics passes them (a NaN
+    in a table of several runs is a failed run, not a number to average).
+
     Raises:
-        ValueError: If the file has a header but no row.
+        ValueError: If the file has a header but no row, or a checked value is out of range.
     """
     path = Path(path)
     rows = _result_rows(path)
-    return {key: _cell(value, key, path) for key, value in rows[-1].items() if key is not None}
+    metrics = {key: _cell(value, key, path) for key, value in rows[-1].items() if key is not None}
+    for key in checked:
+        if key not in metrics:
+            continue
+        low, high = METRIC_RANGES.get(key.rpartition("/")[2], (-math.inf, math.inf))
+        if not (math.isfinite(metrics[key]) and low <= metrics[key] <= high):
+            valid = (
+                "a finite number"
+                if math.isinf(high) and math.isinf(low)
+                else (f"a number in [{low:g}, {high:g}]")
+            )
+            raise ValueError(
+                f"{path}: {key} is {rows[-1][key]!r:.40}, not {valid}; the run failed or the file "
+                f"was edited: move its run folder away and run again to train it anew."
+            )
+    return metrics
 
 
 def result_rows(path: str | Path) -> int:
