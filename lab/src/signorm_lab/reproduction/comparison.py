@@ -548,6 +548,8 @@ def _train_one(
     difference = None
     if last is not None and records[last] is not None:
         difference = _difference(records[last], asked)
+    if last is not None and records[last] is None and (last / "checkpoints").is_dir():
+        difference = "it holds no run_record.json, so what it was asked is unknown"
     if last is not None and difference is not None:
         print(
             f"\n{run}: {last} was run with other settings ({difference}); training it anew "
