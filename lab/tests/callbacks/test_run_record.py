@@ -111,8 +111,9 @@ def test_a_later_test_of_the_runs_own_checkpoint_keeps_the_fit_of_its_folder(tmp
 def test_a_run_records_what_decided_it_from_its_start_and_its_best_checkpoints_sha256(
     tmp_path, monkeypatch
 ):
-    """The request its comparison handed it and the seed it was seeded with, written when the
-    fit starts (an interrupted run says what it was), and the sha256 of its best checkpoint."""
+    """The request its comparison handed it, the seed it was seeded with and its saved
+    configuration's sha256, written when the fit starts (an interrupted run says what it was),
+    and the sha256 of its best checkpoint."""
     monkeypatch.setenv(REQUEST_ENV, json.dumps({"seed": 3, "options": ["--x=1"], "recipes": []}))
     seen = {}
 
@@ -121,8 +122,10 @@ def test_a_run_records_what_decided_it_from_its_start_and_its_best_checkpoints_s
             seen.update(read_run_record(Path(trainer.log_dir) / RUN_RECORD_FILENAME))
 
     seed_everything(3)
+    (tmp_path / "run" / "version_0").mkdir(parents=True)
+    (tmp_path / "run" / "version_0" / "config.yaml").write_text("seed_everything: 3\n")
     Trainer(
-        logger=CSVLogger(tmp_path, name="run"),
+        logger=CSVLogger(tmp_path, name="run", version=0),
         max_steps=2,
         callbacks=[RunRecordCallback(), Started()],
         enable_progress_bar=False,
@@ -131,6 +134,8 @@ def test_a_run_records_what_decided_it_from_its_start_and_its_best_checkpoints_s
     assert seen["request"]["options"] == ["--x=1"] and seen["fit_seconds"] is None
     record = read_run_record(tmp_path / "run" / "version_0" / RUN_RECORD_FILENAME)
     assert record["seed"] == 3 and record["request"]["seed"] == 3
+    saved = hashlib.sha256(b"seed_everything: 3\n").hexdigest()
+    assert seen["config_sha256"] == record["config_sha256"] == saved
     best = tmp_path / "run" / "version_0" / record["best_checkpoint"]
     assert record["best_checkpoint_sha256"] == hashlib.sha256(best.read_bytes()).hexdigest()
 

@@ -319,7 +319,8 @@ def test_the_seed_wins_over_a_config_among_the_options_and_every_seed_is_its_own
 
 
 def test_a_run_whose_saved_seed_is_not_its_folders_is_refused(tmp_path, calls):
-    """`cp -r seed_0 seed_1`, and a seed_1 run whose config.yaml says seed 0."""
+    """`cp -r seed_0 seed_1`, a seed_1 run whose config.yaml says seed 0, and one whose
+    config.yaml was edited after the run."""
     comparison, out = _comparison(tmp_path), tmp_path / "out"
     run = _run(out, "a", 0, _record(comparison, "a", 0))
     shutil.copytree(run.parent, cmp.run_folder(out, "a", 1))
@@ -331,6 +332,11 @@ def test_a_run_whose_saved_seed_is_not_its_folders_is_refused(tmp_path, calls):
     (edited / "config.yaml").write_text("seed_everything: 0\n")
     with pytest.raises(ValueError, match="seeded with 0 but lies in seed_1"):
         cmp.collect(comparison, out, ["b"], [1])
+    saved = hashlib.sha256(b"seed_everything: 1\n").hexdigest()
+    edited = _run(out, "c", 1, _record(comparison, "c", 1, config_sha256=saved))
+    (edited / "config.yaml").write_text("seed_everything: 1\noptimizer: {lr: 9}\n")
+    with pytest.raises(ValueError, match=r"config.yaml: not the configuration this run saved"):
+        cmp.collect(comparison, out, ["c"], [1])
     assert calls == []  # seed 0 reused, then the copy refused
 
 

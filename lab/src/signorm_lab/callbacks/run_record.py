@@ -61,6 +61,7 @@ FIT_KEYS = (
     "best_checkpoint_sha256",
     "request",
     "seed",
+    "config_sha256",
 )
 #: The keys, and their types, of the record of a run whose test ended.
 FINISHED_KEYS = {
@@ -286,13 +287,20 @@ class RunRecordCallback(Callback):
     def on_fit_start(self, trainer: Trainer, pl_module: LightningModule) -> None:
         """Record what decides the run before it trains: an interrupted run says what it was."""
         if trainer.is_global_zero and trainer.log_dir is not None:
-            started = {"request": _request(), "seed": _seed(), "fit_seconds": None}
+            started = {"request": _request(), "seed": _seed(), **self._config(trainer)}
+            started["fit_seconds"] = None
             started |= {"test_seconds": None, "best_checkpoint": None}
             with replaced_atomically(Path(trainer.log_dir) / RUN_RECORD_FILENAME) as partial:
                 partial.write_text(json.dumps(started, indent=1) + "\n")
 
     def on_train_start(self, trainer: Trainer, pl_module: LightningModule) -> None:
         self._started = time.perf_counter()
+
+    @staticmethod
+    def _config(trainer: Trainer) -> dict[str, str | None]:
+        """The sha256 of the configuration the command saved in the run's folder, if any."""
+        path = Path(trainer.log_dir or ".", "config.yaml")
+        return {"config_sha256": file_sha256(path) if trainer.log_dir and path.is_file() else None}
 
     def on_train_batch_end(
         self, trainer: Trainer, pl_module: LightningModule, outputs: Any, batch: Any, batch_idx: int
@@ -348,6 +356,7 @@ class RunRecordCallback(Callback):
             "tested_step": self.tested_step,
             "request": _request(),
             "seed": _seed(),
+            **self._config(trainer),
             "provenance": provenance(_device(pl_module)),
         }
         if (fitted := self._fit_of_this_folder(trainer)) is not None:

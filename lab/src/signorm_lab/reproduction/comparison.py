@@ -267,13 +267,21 @@ def _finished(version: Path) -> bool:
 
 def _check_seed(version: Path, seed: int, record: Mapping[str, Any] | None) -> None:
     """Refuse a run whose saved seed (its record's, its request's, its ``config.yaml``'s) is
-    not its folder's: a copy of another seed's run is no run at this seed."""
+    not its folder's, a copy of another seed's run being no run at this seed, and a
+    ``config.yaml`` that is not the one the run saved (its record's ``config_sha256``)."""
     asked = record.get("request") if record else None
     saved = [
         record.get("seed") if record else None,
         asked.get("seed") if isinstance(asked, Mapping) else None,
     ]
     config = version / "config.yaml"
+    expected = record.get("config_sha256") if record else None
+    if isinstance(expected, str) and config.is_file() and file_sha256(config) != expected:
+        raise ValueError(
+            f"{config}: not the configuration this run saved (its sha256 is not the one "
+            f"{RUN_RECORD_FILENAME} holds: edited after the run); move {version} away and run "
+            "again to train the run anew."
+        )
     if config.is_file():
         tree = read_yaml(config, "config.yaml")
         saved.append(tree.get("seed_everything") if isinstance(tree, Mapping) else None)
