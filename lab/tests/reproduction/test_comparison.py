@@ -409,12 +409,12 @@ def test_a_version_folder_not_numbered_in_ascii_digits_is_no_version(tmp_path):
 @pytest.mark.parametrize(
     ("results", "message"),
     [
-        ("test/cls/Acc,test/cls/NLL\nnan,0.3\n", "test/cls/Acc is 'nan', not a number in"),
+        ("test/cls/Acc,test/cls/NLL\nnan,0.3\n", "test/cls/Acc is nan, not a finite number in"),
         (
             "test/cls/Acc,test/cls/NLL\n7.5,0.3\n",
-            r"test/cls/Acc is '7.5', not a number in \[0, 1\]",
+            r"test/cls/Acc is 7.5, not a finite number in \[0, 1\]",
         ),
-        ("test/cls/Acc,test/member_1/Acc\n0.9,-0.2\n", "test/member_1/Acc is '-0.2'"),
+        ("test/cls/Acc,test/member_1/Acc\n0.9,-0.2\n", "test/member_1/Acc is -0.2,"),
     ],
 )
 def test_a_metric_out_of_range_is_refused_not_averaged(tmp_path, results, message):

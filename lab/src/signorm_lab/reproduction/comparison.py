@@ -65,7 +65,7 @@ from ..safety.atomic_files import replaced_atomically
 from ..safety.files import read_yaml
 from ..safety.run_lock import run_folder_lock
 from .paired import mean_interval
-from .runs import RESULTS_FILENAME, read_results
+from .runs import RESULTS_FILENAME, check_metrics, read_results
 from .tables import format_table
 
 __all__ = [
@@ -644,9 +644,9 @@ def collect(
                 )
                 raise ValueError(f"{method} at seed {seed}: {why}")
             runs.folders[seed] = version
-            metrics = read_results(version / RESULTS_FILENAME)
+            metrics = runs.metrics[seed] = read_results(version / RESULTS_FILENAME)
             members = [k for k in metrics if _MEMBER_ACC.fullmatch(k)]
-            runs.metrics[seed] = read_results(version / RESULTS_FILENAME, [*tabulated, *members])
+            check_metrics(metrics, [*tabulated, *members], version / RESULTS_FILENAME)
             runs.records[seed] = read_run_record(version / RUN_RECORD_FILENAME, finished=True)
             runs.stand_in |= (version / STAND_IN_MARKER).exists()
     return found

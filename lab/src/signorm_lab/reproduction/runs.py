@@ -34,6 +34,7 @@ __all__ = [
     "TRAINED_STEPS_COLUMN",
     "Run",
     "check_header",
+    "check_metrics",
     "find_runs",
     "iter_groups",
     "merge_evaluations",
@@ -85,11 +86,8 @@ class Run:
 
 
 def read_results(path: str | Path, checked: Iterable[str] = ()) -> dict[str, float]:
-    """The last row of a TorchUncertainty ``results.csv`` as floats (empty cells are NaN).
-
-    Each ``checked`` column the row holds must be finite and, when its name is in
-    :data:`METRIC_RANGES`, within its range: a caller that averages metrics passes them (a NaN
-    in a table of several runs is a failed run, not a number to average).
+    """The last row of a TorchUncertainty ``results.csv`` as floats (empty cells are NaN), its
+    ``checked`` columns checked by :func:`check_metrics`.
 
     Raises:
         ValueError: If the file has a header but no row, or a checked value is out of range.
@@ -97,21 +95,29 @@ def read_results(path: str | Path, checked: Iterable[str] = ()) -> dict[str, flo
     path = Path(path)
     rows = _result_rows(path)
     metrics = {key: _cell(value, key, path) for key, value in rows[-1].items() if key is not None}
-    for key in checked:
+    check_metrics(metrics, checked, path)
+    return metrics
+
+
+def check_metrics(metrics: Mapping[str, float], keys: Iterable[str], path: Path) -> None:
+    """Refuse a value of ``keys`` (those ``metrics`` holds) that is not finite or, when its name
+    is in :data:`METRIC_RANGES`, out of its range: a caller that averages metrics checks them (a
+    NaN among several runs is a failed run, not a number to average).
+
+    Raises:
+        ValueError: Naming the file, the column and its value, and what to do.
+    """
+    for key in keys:
         if key not in metrics:
             continue
         low, high = METRIC_RANGES.get(key.rpartition("/")[2], (-math.inf, math.inf))
         if not (math.isfinite(metrics[key]) and low <= metrics[key] <= high):
-            valid = (
-                "a finite number"
-                if math.isinf(high) and math.isinf(low)
-                else (f"a number in [{low:g}, {high:g}]")
-            )
+            valid = f" in [{low:g}, {high:g}]" if key.rpartition("/")[2] in METRIC_RANGES else ""
             raise ValueError(
-                f"{path}: {key} is {rows[-1][key]!r:.40}, not {valid}; the run failed or the file "
-                f"was edited: move its run folder away and run again to train it anew."
+                f"{path}: {key} is {metrics[key]!r}, not a finite number{valid}; the run failed "
+                "or the file was edited: move its run folder away and run again to train it "
+                "anew."
             )
-    return metrics
 
 
 def result_rows(path: str | Path) -> int:
