@@ -148,14 +148,19 @@ def test_a_run_records_what_decided_it_from_its_start_and_its_best_checkpoints_s
         (b'{"a": "' + b"x" * (1 << 20) + b'"}', "holds more than 1048576 bytes"),
         (b'{"test_seconds": 1.0}', "'params_total' is missing, not the int a finished run"),
         (b"\xff\xfe{}", "not a run record"),
+        (None, "a symbolic link, not the record a run writes"),
     ],
-    ids=["truncated", "a list", "over 1 MB", "keys missing", "not UTF-8"],
+    ids=["truncated", "a list", "over 1 MB", "keys missing", "not UTF-8", "a symbolic link"],
 )
 def test_a_record_that_cannot_be_read_is_refused_in_one_line_saying_what_to_do(
     tmp_path, content, message
 ):
     path = tmp_path / RUN_RECORD_FILENAME
-    path.write_bytes(content)
+    if content is None:  # a link to a record elsewhere (a finished run's, another seed's)
+        (tmp_path / "elsewhere.json").write_text("{}")
+        path.symlink_to(tmp_path / "elsewhere.json")
+    else:
+        path.write_bytes(content)
     with pytest.raises(ValueError, match=message) as error:
         read_run_record(path, finished=True)
     assert str(path) in str(error.value) and "run again" in str(error.value)

@@ -97,6 +97,8 @@ def read_run_record(path: str | Path, finished: bool = False) -> dict[str, Any]:
         ValueError: In one line naming the file, what is wrong and what to do.
     """
     redo = "move its run folder away and run again to train the run anew"
+    if Path(path).is_symlink():
+        raise ValueError(f"{path}: a symbolic link, not the record a run writes; {redo}.")
     try:
         data = read_regular(path, RUN_RECORD_FILENAME, MAX_RECORD_BYTES, "a JSON file")
         record = json.loads(data)

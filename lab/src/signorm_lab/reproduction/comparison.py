@@ -255,9 +255,10 @@ def _record(version: Path) -> dict[str, Any] | None:
     return read_run_record(path) if path.exists() or path.is_symlink() else None
 
 
-def _finished(version: Path) -> bool:
-    """Whether ``version`` holds a run whose test ended (its results and its record)."""
-    record = _record(version)
+def _finished(version: Path, record: Mapping[str, Any] | None = None) -> bool:
+    """Whether ``version`` holds a run whose test ended (its results and its ``record``, read
+    when not given)."""
+    record = _record(version) if record is None else record
     return (
         record is not None
         and record.get("test_seconds") is not None
@@ -521,7 +522,9 @@ def _matching(
     for version in versions:
         _check_seed(version, seed, records[version])
     finished = [
-        v for v in reversed(versions) if _finished(v) and _difference(records[v], asked) is None
+        v
+        for v in reversed(versions)
+        if _finished(v, records[v]) and _difference(records[v], asked) is None
     ]
     return (finished[0] if finished else None), records
 
@@ -634,7 +637,7 @@ def collect(
             versions = _versions(folder)
             version, records = _matching(versions, seed, asked)
             if version is None:
-                other = [v for v in reversed(versions) if _finished(v)]
+                other = [v for v in reversed(versions) if _finished(v, records[v])]
                 why = (
                     f"the finished run in {other[0]} differs from this request "
                     f"({_difference(records[other[0]], asked)}); give the same options, or run "
