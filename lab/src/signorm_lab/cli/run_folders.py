@@ -99,7 +99,7 @@ def continue_logged_run(config: Namespace, resumes_interruption: bool) -> bool:
         return False
     run_dir = Path(ckpt_path).resolve().parent.parent  # <save_dir>/<name>/version_<n>
     version = run_dir.name.removeprefix("version_")
-    if not (run_dir.name.startswith("version_") and version.isdigit()):
+    if not (run_dir.name.startswith("version_") and version.isascii() and version.isdigit()):
         return False
     continued = False
     loggers = config.get("trainer", Namespace()).get("logger")
