@@ -513,6 +513,10 @@ def test_a_run_stopped_while_testing_after_its_fit_is_tested_not_trained_again(
     version = cmp.run_folder(out, "single", 0) / "version_0"
     fitted = json.loads((version / "run_record.json").read_text())
     assert fitted["test_seconds"] is None and fitted["optimizer_steps"] == 2
+    # What decided it, as the command ran it: this request, seed 0, the config.yaml it saved.
+    assert fitted["request"] == cmp.request(comparison, "single", 0) and fitted["seed"] == 0
+    saved = hashlib.sha256((version / "config.yaml").read_bytes()).hexdigest()
+    assert fitted["config_sha256"] == saved
     assert not (version / "results.csv").exists() and not cmp._finished(version)
     checkpoints = _files(version / "checkpoints")
     assert version / fitted["best_checkpoint"] in checkpoints
