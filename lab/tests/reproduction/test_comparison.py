@@ -306,6 +306,16 @@ def test_a_run_of_other_options_or_package_versions_is_not_reused(tmp_path, caps
     assert calls == []
 
 
+def test_an_edited_base_file_of_a_recipe_makes_another_request(tmp_path):
+    (tmp_path / "base.yaml").write_text("trainer: {max_epochs: 1}\n")
+    (tmp_path / "r.yaml").write_text("base: base.yaml\ntrainer: {}\n")
+    comparison = _comparison(tmp_path)
+    before = cmp.request(comparison, "a", 0)
+    (tmp_path / "base.yaml").write_text("trainer: {max_epochs: 2}\n")
+    difference = cmp._difference({"request": before}, cmp.request(comparison, "a", 0))
+    assert difference.startswith("recipe file base.yaml changed")
+
+
 def test_the_seed_wins_over_a_config_among_the_options_and_every_seed_is_its_own_run(
     tmp_path, calls
 ):
