@@ -1,17 +1,25 @@
 """RunRecordCallback writes what signorm-compare reads: parameters, steps, times, class counts."""
 
+import hashlib
 import json
 import shutil
 from collections import Counter
+from pathlib import Path
 
+import pytest
 import torch
-from lightning.pytorch import LightningModule, Trainer
+from lightning.pytorch import Callback, LightningModule, Trainer, seed_everything
 from lightning.pytorch.loggers import CSVLogger
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
 from signorm_lab.callbacks import RunRecordCallback
-from signorm_lab.callbacks.run_record import FIT_KEYS
+from signorm_lab.callbacks.run_record import (
+    FIT_KEYS,
+    REQUEST_ENV,
+    RUN_RECORD_FILENAME,
+    read_run_record,
+)
 
 X = torch.randn(24, 4, generator=torch.Generator().manual_seed(0))
 Y = torch.tensor([0, 1, 2, 2, 2, 1] * 4)
@@ -98,3 +106,62 @@ def test_a_later_test_of_the_runs_own_checkpoint_keeps_the_fit_of_its_folder(tmp
     assert record["test_seconds"] is not None
     assert record["test_class_counts"] == {"0": 4, "1": 8, "2": 12}
     assert record["test_provenance"]["versions"] == record["provenance"]["versions"]
+
+
+def test_a_run_records_what_decided_it_from_its_start_and_its_best_checkpoints_sha256(
+    tmp_path, monkeypatch
+):
+    """The request its comparison handed it, the seed it was seeded with and its saved
+    configuration's sha256, written when the fit starts (an interrupted run says what it was),
+    and the sha256 of its best checkpoint."""
+    monkeypatch.setenv(REQUEST_ENV, json.dumps({"seed": 3, "options": ["--x=1"], "recipes": []}))
+    seen = {}
+
+    class Started(Callback):
+        def on_train_start(self, trainer, pl_module):
+            seen.update(read_run_record(Path(trainer.log_dir) / RUN_RECORD_FILENAME))
+
+    seed_everything(3)
+    (tmp_path / "run" / "version_0").mkdir(parents=True)
+    (tmp_path / "run" / "version_0" / "config.yaml").write_text("seed_everything: 3\n")
+    Trainer(
+        logger=CSVLogger(tmp_path, name="run", version=0),
+        max_steps=2,
+        callbacks=[RunRecordCallback(), Started()],
+        enable_progress_bar=False,
+        enable_model_summary=False,
+    ).fit(_Tiny(), DataLoader(TensorDataset(X, Y), batch_size=4))
+    assert seen["request"]["options"] == ["--x=1"] and seen["fit_seconds"] is None
+    record = read_run_record(tmp_path / "run" / "version_0" / RUN_RECORD_FILENAME)
+    assert record["seed"] == 3 and record["request"]["seed"] == 3
+    saved = hashlib.sha256(b"seed_everything: 3\n").hexdigest()
+    assert seen["config_sha256"] == record["config_sha256"] == saved
+    best = tmp_path / "run" / "version_0" / record["best_checkpoint"]
+    assert record["best_checkpoint_sha256"] == hashlib.sha256(best.read_bytes()).hexdigest()
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (b'{"test_seconds": 1.', "not a run record"),
+        (b"[1, 2]", "holds a JSON list, not the object a run writes"),
+        (b'{"a": "' + b"x" * (1 << 20) + b'"}', "holds more than 1048576 bytes"),
+        (b'{"test_seconds": 1.0}', "'params_total' is missing, not the int a finished run"),
+        (b"\xff\xfe{}", "not a run record"),
+        (None, "a symbolic link, not the record a run writes"),
+    ],
+    ids=["truncated", "a list", "over 1 MB", "keys missing", "not UTF-8", "a symbolic link"],
+)
+def test_a_record_that_cannot_be_read_is_refused_in_one_line_saying_what_to_do(
+    tmp_path, content, message
+):
+    path = tmp_path / RUN_RECORD_FILENAME
+    if content is None:  # a link to a record elsewhere (a finished run's, another seed's)
+        (tmp_path / "elsewhere.json").write_text("{}")
+        path.symlink_to(tmp_path / "elsewhere.json")
+    else:
+        path.write_bytes(content)
+    with pytest.raises(ValueError, match=message) as error:
+        read_run_record(path, finished=True)
+    assert str(path) in str(error.value) and "run again" in str(error.value)
+    assert "\n" not in str(error.value)

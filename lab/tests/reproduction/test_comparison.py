@@ -4,19 +4,21 @@ the paired statistics and the verdict each table cell gives."""
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import math
+import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
-from types import SimpleNamespace
 
 import numpy as np
 import pytest
 from scipy import stats
 from statsmodels.stats.weightstats import ttost_paired
 
-from signorm_lab.callbacks.run_record import FIT_KEYS
+from signorm_lab.callbacks.run_record import FIT_KEYS, REQUEST_ENV, package_versions
 from signorm_lab.reproduction import comparison as cmp
 from signorm_lab.reproduction.paired import equivalence_test, mean_interval
 from signorm_lab.reproduction.runs import read_results
@@ -59,6 +61,16 @@ def _file(tmp_path: Path, text: str) -> Path:
 def test_a_bad_comparison_file_is_refused_naming_the_key_and_value(tmp_path, text, message):
     with pytest.raises(ValueError, match=message):
         cmp.read_comparison(_file(tmp_path, text))
+
+
+@pytest.mark.parametrize(
+    "label", ["A\\nσN-Ens better", "B\\e[2J", "A\\rB", "A\\u2028B", "A\\u202eB"]
+)
+def test_a_label_with_a_control_character_is_refused_naming_its_key(tmp_path, label):
+    methods = f'{{a: a.yaml, b: {{recipe: a.yaml, label: "{label}"}}}}'
+    path = _file(tmp_path, f"reference: a\nseeds: [0]\nmethods: {methods}\n")
+    with pytest.raises(ValueError, match=r"methods.b.label: .* holds the control character"):
+        cmp.read_comparison(path)
 
 
 def test_the_packaged_comparisons_read_and_name_existing_recipes():
@@ -111,33 +123,259 @@ def test_tost_is_statsmodels_paired_tost_on_the_per_seed_differences():
         assert equivalence_test(a - b, margin) == pytest.approx(float(expected), rel=1e-12)
 
 
-def test_a_rerun_reuses_finished_runs_and_resumes_an_interrupted_one(tmp_path, monkeypatch):
+def _comparison(tmp_path: Path, methods=("a", "b", "c"), args=()) -> cmp.Comparison:
+    recipe = tmp_path / "r.yaml"
+    if not recipe.exists():
+        recipe.write_text("trainer: {}\n")
+    spec = {"recipe": recipe, "label": "x", "args": ()}
+    return cmp.Comparison(
+        tmp_path / "c.yaml", dict.fromkeys(methods, spec), methods[0], (0, 1), tuple(args)
+    )
+
+
+def _record(comparison, method, seed, extra=(), **fields) -> dict:
+    """A finished run's record, of the request ``comparison`` makes for ``method`` at ``seed``."""
+    return {
+        "params_total": 10,
+        "params_trainable": 10,
+        "optimizer_steps": 2,
+        "fit_seconds": 1.0,
+        "test_seconds": 1.0,
+        "train_class_counts": {"0": 2},
+        "test_class_counts": {"0": 2},
+        "provenance": {"versions": package_versions()},
+        "request": cmp.request(comparison, method, seed, extra),
+        "seed": seed,
+        **fields,
+    }
+
+
+def _run(out, method, seed, record, version=0, results="test/cls/Acc\n0.9\n") -> Path:
+    """A run's version folder holding ``record`` and, when given, ``results``."""
+    folder = cmp.run_folder(out, method, seed) / f"version_{version}"
+    folder.mkdir(parents=True)
+    (folder / "run_record.json").write_text(json.dumps(record))
+    if results:
+        (folder / "results.csv").write_text(results)
+    return folder
+
+
+@pytest.fixture
+def calls(monkeypatch):
+    """The command lines ``train`` runs (each exits 0 without running)."""
+    made = []
+    skip = len(cmp._command())
+    monkeypatch.setattr(cmp, "_run", lambda argv, lock, asked: made.append(argv[skip:]) or 0)
+    return made
+
+
+def test_a_rerun_reuses_finished_runs_and_resumes_an_interrupted_one(tmp_path, monkeypatch, calls):
     """What `train` hands the command: nothing for a finished run, `--ckpt_path` of the
     interruption checkpoint for an interrupted one, a plain fit otherwise."""
-    recipe = tmp_path / "r.yaml"
-    recipe.write_text("trainer: {}\n")
-    spec = {"recipe": recipe, "label": "x", "args": ()}
-    comparison = cmp.Comparison(tmp_path / "c.yaml", {"a": spec, "b": spec, "c": spec}, "a", (0,))
-    out = tmp_path / "out"
-    finished = cmp.run_folder(out, "a", 0) / "version_0"
-    finished.mkdir(parents=True)
-    (finished / "results.csv").write_text("test/cls/Acc\n0.9\n")
-    (finished / "run_record.json").write_text('{"test_seconds": 1.0}')
-    interrupted = cmp.run_folder(out, "b", 0) / "version_0" / "checkpoints"
-    interrupted.mkdir(parents=True)
+    comparison, out = _comparison(tmp_path), tmp_path / "out"
+    _run(out, "a", 0, _record(comparison, "a", 0))
+    started = {"request": cmp.request(comparison, "b", 0), "seed": 0, "fit_seconds": None}
+    interrupted = _run(out, "b", 0, started, results="") / "checkpoints"
+    interrupted.mkdir()
     (interrupted / "interrupted.ckpt").write_bytes(b"")
-    calls = []
-    monkeypatch.setattr(
-        cmp.subprocess, "run", lambda argv, **_: calls.append(argv) or SimpleNamespace(returncode=0)
-    )
     cmp.train(comparison, out, ["a", "b", "c"], [0])
     assert len(calls) == 2  # "a" reused
     assert f"--ckpt_path={interrupted / 'interrupted.ckpt'}" in calls[0]
     assert not any(arg.startswith("--ckpt_path") for arg in calls[1])
     assert "--seed_everything=0" in calls[1] and "--config" in calls[1]
-    monkeypatch.setattr(cmp.subprocess, "run", lambda argv, **_: SimpleNamespace(returncode=130))
+    monkeypatch.setattr(cmp, "_run", lambda argv, lock, asked: 130)
     with pytest.raises(RuntimeError, match=r"the x run at seed 0 exited with code 130.*resume"):
         cmp.train(comparison, out, ["c"], [0])
+
+
+def _lr(tmp_path, comparison):
+    (tmp_path / "r.yaml").write_text("trainer: {}\noptimizer: {lr: 0.5}\n")
+    return comparison
+
+
+@pytest.mark.parametrize(
+    ("change", "difference"),
+    [
+        (_lr, "recipe file r.yaml changed"),
+        (
+            lambda tmp_path, c: dataclasses.replace(c, args=("--trainer.limit_train_batches=3",)),
+            "option 1: --trainer.limit_train_batches=2 then, --trainer.limit_train_batches=3 now",
+        ),
+    ],
+    ids=["recipe lr edited", "comparison batch count changed"],
+)
+def test_a_run_of_other_settings_is_trained_anew_and_found_again_when_they_come_back(
+    tmp_path, capsys, calls, change, difference
+):
+    comparison = _comparison(tmp_path, args=("--trainer.limit_train_batches=2",))
+    out = tmp_path / "out"
+    old = _run(out, "a", 0, _record(comparison, "a", 0))
+    changed = change(tmp_path, comparison)
+    cmp.train(changed, out, ["a"], [0])
+    assert len(calls) == 1 and not any(a.startswith("--ckpt_path") for a in calls[0])
+    assert f"{old} was run with other settings ({difference}" in capsys.readouterr().out
+    _run(out, "a", 0, _record(changed, "a", 0), version=1, results="test/cls/Acc\n0.7\n")
+    assert cmp.collect(changed, out, ["a"], [0])["a"].folders[0].name == "version_1"
+    (tmp_path / "r.yaml").write_text("trainer: {}\n")  # the settings of before, again
+    assert cmp.collect(comparison, out, ["a"], [0])["a"].folders[0] == old
+    with pytest.raises(ValueError, match=r"version_1 differs from this request \("):
+        cmp.collect(comparison, out, ["a"], [0], ["--trainer.max_steps=2"])
+
+
+def test_a_run_of_other_options_or_package_versions_is_not_reused(tmp_path, capsys, calls):
+    """Options after '--' and the installed versions decide a run too; options that decide
+    nothing (--eval_after_fit) do not."""
+    comparison, out = _comparison(tmp_path, methods=("a", "b")), tmp_path / "out"
+    _run(out, "a", 0, _record(comparison, "a", 0, ["--trainer.max_steps=4"]))
+    older = _record(
+        comparison, "b", 0, provenance={"versions": package_versions() | {"torch": "0.1"}}
+    )
+    _run(out, "b", 0, older)
+    cmp.train(comparison, out, ["a", "b"], [0], ["--trainer.max_steps=5", "--eval_after_fit=false"])
+    printed = capsys.readouterr().out
+    assert "option 1: --trainer.max_steps=4 then, --trainer.max_steps=5 now" in printed
+    assert f"torch 0.1 then, {package_versions()['torch']} now" in printed
+    assert len(calls) == 2
+    calls.clear()
+    cmp.train(comparison, out, ["a"], [0], ["--eval_after_fit", "false", "--trainer.max_steps=4"])
+    assert calls == []
+
+
+def test_an_edited_base_file_of_a_recipe_makes_another_request(tmp_path):
+    (tmp_path / "base.yaml").write_text("trainer: {max_epochs: 1}\n")
+    (tmp_path / "r.yaml").write_text("base: base.yaml\ntrainer: {}\n")
+    comparison = _comparison(tmp_path)
+    before = cmp.request(comparison, "a", 0)
+    (tmp_path / "base.yaml").write_text("trainer: {max_epochs: 2}\n")
+    difference = cmp._difference({"request": before}, cmp.request(comparison, "a", 0))
+    assert difference.startswith("recipe file base.yaml changed")
+
+
+def test_the_seed_wins_over_a_config_among_the_options_and_every_seed_is_its_own_run(
+    tmp_path, calls
+):
+    comparison, out = _comparison(tmp_path, methods=("a", "b")), tmp_path / "out"
+    (tmp_path / "seed.yaml").write_text("seed_everything: 0\n")
+    cmp.train(comparison, out, ["a"], [0, 1], ["--config", str(tmp_path / "seed.yaml")])
+    for seed, argv in zip((0, 1), calls, strict=True):
+        assert argv.index(f"--seed_everything={seed}") > argv.index(str(tmp_path / "seed.yaml"))
+    asked = cmp.request(comparison, "a", 1, ["--config", str(tmp_path / "seed.yaml")])
+    assert asked["seed"] == 1 and [name for name, _ in asked["recipes"]] == ["r.yaml", "seed.yaml"]
+
+
+def test_a_run_whose_saved_seed_is_not_its_folders_is_refused(tmp_path, calls):
+    """`cp -r seed_0 seed_1`, a seed_1 run whose config.yaml says seed 0, and one whose
+    config.yaml was edited after the run."""
+    comparison, out = _comparison(tmp_path), tmp_path / "out"
+    run = _run(out, "a", 0, _record(comparison, "a", 0))
+    shutil.copytree(run.parent, cmp.run_folder(out, "a", 1))
+    with pytest.raises(ValueError, match=r"seed_1/version_0: its run was seeded with 0 but lies"):
+        cmp.train(comparison, out, ["a"], [0, 1])
+    with pytest.raises(ValueError, match="seeded with 0 but lies in seed_1"):
+        cmp.collect(comparison, out, ["a"], [1])
+    edited = _run(out, "b", 1, _record(comparison, "b", 1))
+    (edited / "config.yaml").write_text("seed_everything: 0\n")
+    with pytest.raises(ValueError, match="seeded with 0 but lies in seed_1"):
+        cmp.collect(comparison, out, ["b"], [1])
+    saved = hashlib.sha256(b"seed_everything: 1\n").hexdigest()
+    edited = _run(out, "c", 1, _record(comparison, "c", 1, config_sha256=saved))
+    (edited / "config.yaml").write_text("seed_everything: 1\noptimizer: {lr: 9}\n")
+    with pytest.raises(ValueError, match=r"config.yaml: not the configuration this run saved"):
+        cmp.collect(comparison, out, ["c"], [1])
+    assert calls == []  # seed 0 reused, then the copy refused
+
+
+def _fitted(comparison, out, seed) -> Path:
+    """A run at ``seed`` whose fit ended (its best checkpoint saved) and whose test did not."""
+    folder = cmp.run_folder(out, "a", seed) / "version_0"
+    (folder / "checkpoints").mkdir(parents=True)
+    best = folder / "checkpoints" / "best.ckpt"
+    best.write_bytes(f"weights of seed {seed}".encode())
+    record = _record(
+        comparison, "a", seed, test_seconds=None, best_checkpoint="checkpoints/best.ckpt"
+    )
+    record["best_checkpoint_sha256"] = hashlib.sha256(best.read_bytes()).hexdigest()
+    (folder / "run_record.json").write_text(json.dumps(record))
+    return best
+
+
+@pytest.mark.parametrize("replace", ["hard link", "symbolic link", "copy", "not a checkpoint"])
+def test_a_best_checkpoint_not_saved_by_its_fit_is_refused_not_tested(tmp_path, calls, replace):
+    comparison, out = _comparison(tmp_path), tmp_path / "out"
+    seed_0 = _fitted(comparison, out, 0)
+    cmp.train(comparison, out, ["a"], [0])
+    assert calls[-1][0] == "test" and f"--ckpt_path={seed_0}" in calls[-1]
+    seed_1 = _fitted(comparison, out, 1)
+    seed_1.unlink()
+    {
+        "hard link": lambda: os.link(seed_0, seed_1),
+        "symbolic link": lambda: seed_1.symlink_to(seed_0),
+        "copy": lambda: shutil.copy(seed_0, seed_1),
+        "not a checkpoint": lambda: seed_1.write_bytes(b"\x00" * 5),
+    }[replace]()
+    with pytest.raises(ValueError, match=r"best.ckpt: not the checkpoint this run's fit saved"):
+        cmp.train(comparison, out, ["a"], [1])
+    assert len(calls) == 1
+
+
+def test_a_test_of_a_best_checkpoint_that_fails_says_to_train_the_run_anew(tmp_path, monkeypatch):
+    comparison, out = _comparison(tmp_path), tmp_path / "out"
+    best = _fitted(comparison, out, 0)
+    monkeypatch.setattr(cmp, "_run", lambda argv, lock, asked: 1)
+    with pytest.raises(RuntimeError, match=rf"testing {best} .* move .*version_0 away"):
+        cmp.train(comparison, out, ["a"], [0])
+
+
+@pytest.mark.parametrize(
+    ("make", "message"),
+    [
+        (lambda f: (f / "run.lock").symlink_to(f / "elsewhere"), "run.lock: a symbolic link"),
+        (lambda f: (f / "run.lock").mkdir(), "run.lock: Is a directory"),
+        (lambda f: f.rmdir() or f.write_text("x"), "seed_0: is a file, not a run folder"),
+    ],
+    ids=["lock a symlink", "lock a folder", "seed folder a file"],
+)
+def test_a_run_folder_that_cannot_be_one_is_refused_in_one_line(tmp_path, calls, make, message):
+    comparison, out = _comparison(tmp_path), tmp_path / "out"
+    folder = cmp.run_folder(out, "a", 0)
+    folder.mkdir(parents=True)
+    make(folder)
+    with pytest.raises((RuntimeError, ValueError), match=message) as error:
+        cmp.train(comparison, out, ["a"], [0])
+    assert "\n" not in str(error.value) and calls == []
+
+
+def test_a_version_folder_not_numbered_in_ascii_digits_is_no_version(tmp_path):
+    for name in ("version_²", "version_٣", "version_1", "version_x"):
+        (tmp_path / name).mkdir()
+    assert cmp._versions(tmp_path) == [tmp_path / "version_1"]
+
+
+@pytest.mark.parametrize(
+    ("results", "message"),
+    [
+        ("test/cls/Acc,test/cls/NLL\nnan,0.3\n", "test/cls/Acc is nan, not a finite number in"),
+        (
+            "test/cls/Acc,test/cls/NLL\n7.5,0.3\n",
+            r"test/cls/Acc is 7.5, not a finite number in \[0, 1\]",
+        ),
+        ("test/cls/Acc,test/member_1/Acc\n0.9,-0.2\n", "test/member_1/Acc is -0.2,"),
+    ],
+)
+def test_a_metric_out_of_range_is_refused_not_averaged(tmp_path, results, message):
+    comparison, out = _comparison(tmp_path), tmp_path / "out"
+    _run(out, "a", 0, _record(comparison, "a", 0), results=results)
+    with pytest.raises(ValueError, match=message):
+        cmp.collect(comparison, out, ["a"], [0])
+
+
+def test_a_record_without_the_keys_a_table_reads_is_refused_in_one_line(tmp_path):
+    comparison, out = _comparison(tmp_path), tmp_path / "out"
+    record = _record(comparison, "a", 0)
+    del record["fit_seconds"]
+    _run(out, "a", 0, record)
+    with pytest.raises(ValueError, match="'fit_seconds' is missing, not the number a finished"):
+        cmp.collect(comparison, out, ["a"], [0])
 
 
 FINISH_UNDER_LOCK = """
@@ -149,27 +387,22 @@ with run_folder_lock(folder):
     time.sleep(2)
     (folder / "version_0").mkdir()
     (folder / "version_0" / "results.csv").write_text("test/cls/Acc\\n0.9\\n")
-    (folder / "version_0" / "run_record.json").write_text('{"test_seconds": 1.0}')
+    (folder / "version_0" / "run_record.json").write_text(sys.argv[2])
 """
 
 
-def test_a_run_another_process_is_training_is_waited_for_then_reused(tmp_path, monkeypatch, capsys):
+def test_a_run_another_process_is_training_is_waited_for_then_reused(tmp_path, capsys, calls):
     """Two processes given the same --out (each also runs the reference) must not train one run
     into one folder: while another process holds a run's lock the command is not called for it;
     once that process has finished the run and ended, the run is reused, not trained again."""
-    recipe = tmp_path / "r.yaml"
-    recipe.write_text("trainer: {}\n")
-    spec = {"recipe": recipe, "label": "x", "args": ()}
-    comparison = cmp.Comparison(tmp_path / "c.yaml", {"a": spec}, "a", (0,))
-    out = tmp_path / "out"
+    comparison, out = _comparison(tmp_path, methods=("a",)), tmp_path / "out"
     folder = cmp.run_folder(out, "a", 0)
     folder.mkdir(parents=True)
-    calls = []
-    monkeypatch.setattr(
-        cmp.subprocess, "run", lambda argv, **_: calls.append(argv) or SimpleNamespace(returncode=0)
-    )
+    record = json.dumps(_record(comparison, "a", 0))
     holder = subprocess.Popen(
-        [sys.executable, "-c", FINISH_UNDER_LOCK, str(folder)], stdout=subprocess.PIPE, text=True
+        [sys.executable, "-c", FINISH_UNDER_LOCK, str(folder), record],
+        stdout=subprocess.PIPE,
+        text=True,
     )
     try:
         assert holder.stdout.readline().strip() == "held"
@@ -209,16 +442,15 @@ def test_a_run_stopped_while_testing_after_its_fit_is_tested_not_trained_again(
 
     monkeypatch.chdir(tmp_path)
     monkeypatch.setattr(sys, "argv", ["torch-uncertainty"])
-    calls, run = [], subprocess.run
+    calls = []
 
-    def command(argv, **kwargs):  # the command, in this process; any other process as it is
-        if argv[: len(cmp._command())] != cmp._command():
-            return run(argv, **kwargs)
+    def command(argv, lock, asked):  # the command, in this process
         calls.append(argv[len(cmp._command()) :])
+        monkeypatch.setenv(REQUEST_ENV, json.dumps(asked))
         cli_main(calls[-1])
-        return SimpleNamespace(returncode=0)
+        return 0
 
-    monkeypatch.setattr(cmp.subprocess, "run", command)
+    monkeypatch.setattr(cmp, "_run", command)
     comparison = cmp.read_comparison(EXPERIMENTS / "compare" / "digits.yaml")
     comparison = dataclasses.replace(comparison, args=TINY_DIGITS)
     out = tmp_path / "out"
@@ -226,6 +458,10 @@ def test_a_run_stopped_while_testing_after_its_fit_is_tested_not_trained_again(
     version = cmp.run_folder(out, "single", 0) / "version_0"
     fitted = json.loads((version / "run_record.json").read_text())
     assert fitted["test_seconds"] is None and fitted["optimizer_steps"] == 2
+    # What decided it, as the command ran it: this request, seed 0, the config.yaml it saved.
+    assert fitted["request"] == cmp.request(comparison, "single", 0) and fitted["seed"] == 0
+    saved = hashlib.sha256((version / "config.yaml").read_bytes()).hexdigest()
+    assert fitted["config_sha256"] == saved
     assert not (version / "results.csv").exists() and not cmp._finished(version)
     checkpoints = _files(version / "checkpoints")
     assert version / fitted["best_checkpoint"] in checkpoints

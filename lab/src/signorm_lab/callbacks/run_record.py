@@ -16,12 +16,12 @@ fit's fields.
 from __future__ import annotations
 
 import json
+import os
 import platform
 import subprocess
 import time
 import warnings
 from collections import Counter
-from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
@@ -29,14 +29,28 @@ import torch
 from lightning.pytorch import Callback, LightningModule, Trainer
 
 from ..evaluation.parameter_counts import parameter_counts
-from ..reproduction.runs import RUN_RECORD_FILENAME
+from ..reproduction.runs import (
+    FINISHED_KEYS,
+    REQUEST_ENV,
+    RUN_RECORD_FILENAME,
+    file_sha256,
+    package_versions,
+    read_run_record,
+)
 from ..safety.atomic_files import replaced_atomically
-from ..safety.files import read_regular
 
-__all__ = ["RUN_RECORD_FILENAME", "RunRecordCallback"]
+__all__ = [
+    "FINISHED_KEYS",
+    "REQUEST_ENV",
+    "RUN_RECORD_FILENAME",
+    "RunRecordCallback",
+    "file_sha256",
+    "package_versions",
+    "read_run_record",
+]
 
 #: What a record takes from the one its folder holds when its process tested the run's own
-#: checkpoint without fitting: the fit's cost, counts and best checkpoint.
+#: checkpoint without fitting: the fit's cost, counts, best checkpoint and what decided it.
 FIT_KEYS = (
     "params_total",
     "params_trainable",
@@ -44,19 +58,26 @@ FIT_KEYS = (
     "fit_seconds",
     "train_class_counts",
     "best_checkpoint",
+    "best_checkpoint_sha256",
+    "request",
+    "seed",
+    "config_sha256",
 )
-#: The distributions whose versions a run records.
-PACKAGES = (
-    "torch-uncertainty-signorm",
-    "torch-uncertainty",
-    "torch",
-    "lightning",
-    "torchvision",
-    "timm",
-    "transformers",
-    "numpy",
-    "scikit-learn",
-)
+
+
+def _request() -> dict[str, Any] | None:
+    """The request signorm-compare handed this process (:data:`REQUEST_ENV`), else ``None``."""
+    try:
+        request = json.loads(os.environ.get(REQUEST_ENV, "null"))
+    except ValueError:
+        return None
+    return request if isinstance(request, dict) else None
+
+
+def _seed() -> int | None:
+    """The seed Lightning's ``seed_everything`` seeded this process with, else ``None``."""
+    seed = os.environ.get("PL_GLOBAL_SEED", "")
+    return int(seed) if seed.isascii() and seed.lstrip("-").isdigit() else None
 
 
 def provenance(device: str) -> dict[str, Any]:
@@ -75,16 +96,10 @@ def provenance(device: str) -> dict[str, Any]:
 
     commit = git("rev-parse", "HEAD")
     modified = git("status", "--porcelain", ".") if commit else None
-    versions = {}
-    for name in PACKAGES:
-        try:
-            versions[name] = version(name)
-        except PackageNotFoundError:
-            versions[name] = None
     return {
         "commit": commit,
         "source_modified": None if modified is None else bool(modified),
-        "versions": versions,
+        "versions": package_versions(),
         "python": platform.python_version(),
         "device": device,
     }
@@ -116,15 +131,14 @@ def _fitted_record(log_dir: Path) -> dict[str, Any] | None:
     if not path.is_file():
         return None
     try:
-        record = json.loads(read_regular(path, RUN_RECORD_FILENAME, 1 << 20, "a JSON file"))
-    except (OSError, ValueError, RecursionError) as error:
+        record = read_run_record(path)
+    except (OSError, ValueError) as error:
         warnings.warn(
-            f"{path} cannot be read ({' '.join(str(error).split())}): the record of this test "
-            "does not keep the fit's cost and counts.",
+            f"{error} The record of this test does not keep the fit's cost and counts.",
             stacklevel=3,
         )
         return None
-    if not isinstance(record, dict) or not isinstance(record.get("fit_seconds"), int | float):
+    if not isinstance(record.get("fit_seconds"), int | float):
         return None
     return record
 
@@ -175,6 +189,7 @@ class RunRecordCallback(Callback):
         self.test_counts: Counter[int] = Counter()
         self.test_seconds: float | None = None
         self.best_checkpoint: str | None = None
+        self.best_checkpoint_sha256: str | None = None
         self.tested_step: int | None = None
         self._started: float | None = None
         self._fitted = False  # whether this process ran a fit to its end
@@ -195,8 +210,23 @@ class RunRecordCallback(Callback):
         running = time.perf_counter() - self._started if self._started is not None else 0.0
         return self.fit_seconds + running
 
+    def on_fit_start(self, trainer: Trainer, pl_module: LightningModule) -> None:
+        """Record what decides the run before it trains: an interrupted run says what it was."""
+        if trainer.is_global_zero and trainer.log_dir is not None:
+            started = {"request": _request(), "seed": _seed(), **self._config(trainer)}
+            started["fit_seconds"] = None
+            started |= {"test_seconds": None, "best_checkpoint": None}
+            with replaced_atomically(Path(trainer.log_dir) / RUN_RECORD_FILENAME) as partial:
+                partial.write_text(json.dumps(started, indent=1) + "\n")
+
     def on_train_start(self, trainer: Trainer, pl_module: LightningModule) -> None:
         self._started = time.perf_counter()
+
+    @staticmethod
+    def _config(trainer: Trainer) -> dict[str, str | None]:
+        """The sha256 of the configuration the command saved in the run's folder, if any."""
+        path = Path(trainer.log_dir or ".", "config.yaml")
+        return {"config_sha256": file_sha256(path) if trainer.log_dir and path.is_file() else None}
 
     def on_train_batch_end(
         self, trainer: Trainer, pl_module: LightningModule, outputs: Any, batch: Any, batch_idx: int
@@ -211,6 +241,8 @@ class RunRecordCallback(Callback):
         checkpoint = trainer.checkpoint_callback
         best = getattr(checkpoint, "best_model_path", None) if checkpoint is not None else None
         self.best_checkpoint = None if trainer.log_dir is None else _inside(best, trainer.log_dir)
+        if self.best_checkpoint is not None:
+            self.best_checkpoint_sha256 = file_sha256(Path(trainer.log_dir, self.best_checkpoint))
         self._write(trainer, pl_module)
 
     def on_test_start(self, trainer: Trainer, pl_module: LightningModule) -> None:
@@ -246,7 +278,11 @@ class RunRecordCallback(Callback):
             "train_class_counts": {str(k): v for k, v in sorted(self.train_counts.items())},
             "test_class_counts": {str(k): v for k, v in sorted(self.test_counts.items())},
             "best_checkpoint": self.best_checkpoint,
+            "best_checkpoint_sha256": self.best_checkpoint_sha256,
             "tested_step": self.tested_step,
+            "request": _request(),
+            "seed": _seed(),
+            **self._config(trainer),
             "provenance": provenance(_device(pl_module)),
         }
         if (fitted := self._fit_of_this_folder(trainer)) is not None:

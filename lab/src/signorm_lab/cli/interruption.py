@@ -79,7 +79,11 @@ def _same_version(args: list[str], checkpoint: Path) -> list[str]:
     of a ``version_<n>`` folder) write into that run's folder, unless ``args`` set a version."""
     version = checkpoint.parent.parent.name.removeprefix("version_")
     pinned = any(arg.startswith("--trainer.logger.init_args.version") for arg in args)
-    if pinned or checkpoint.parent.name != "checkpoints" or not version.isdigit():
+    if (
+        pinned
+        or checkpoint.parent.name != "checkpoints"
+        or not (version.isascii() and version.isdigit())
+    ):
         return []
     return [f"--trainer.logger.init_args.version={version}"]
 

@@ -99,7 +99,7 @@ def continue_logged_run(config: Namespace, resumes_interruption: bool) -> bool:
         return False
     run_dir = Path(ckpt_path).resolve().parent.parent  # <save_dir>/<name>/version_<n>
     version = run_dir.name.removeprefix("version_")
-    if not (run_dir.name.startswith("version_") and version.isdigit()):
+    if not (run_dir.name.startswith("version_") and version.isascii() and version.isdigit()):
         return False
     continued = False
     loggers = config.get("trainer", Namespace()).get("logger")
@@ -136,7 +136,7 @@ def remove_unused_log_dirs(trainer: Trainer | None, started: float) -> None:
             and entry.stat().st_mtime >= started - 1
             and (
                 entry.name.startswith("events.out.tfevents.")
-                or entry.name in ("hparams.yaml", "config.yaml", "metrics.csv")
+                or entry.name in ("hparams.yaml", "config.yaml", "metrics.csv", "run_record.json")
             )
             for entry in entries
         ):

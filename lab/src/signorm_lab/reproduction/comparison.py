@@ -14,31 +14,50 @@ The tables (:mod:`.comparison_report`) hold, per method, each metric, its paired
 learned; ``comparison.png`` and ``.svg`` (:mod:`.comparison_figure`) draw them. Both are written
 from the finished runs, so ``--tables-only`` redraws a stored comparison.
 
-A finished run (``results.csv`` and ``run_record.json`` in its folder) is reused when the
-comparison runs again; one interrupted while training resumes from its ``interrupted.ckpt``;
-one interrupted while testing after its fit (its record names the fit's best checkpoint, no
-test has ended) is tested from that checkpoint into its own folder, not trained again.
+A run is reused only when it is the run asked for. Each run records its *request* (its seed,
+its options, the sha256 of every recipe file it reads, :func:`request`), the seed it was seeded
+with and the package versions (:mod:`~signorm_lab.callbacks.run_record`). On a rerun, the newest
+finished version whose record matches this invocation's request is reused; one interrupted
+while training resumes from its ``interrupted.ckpt``, and one interrupted while testing after its
+fit is tested from the fit's best checkpoint into its own folder, each only when its record
+matches. A run whose record differs (a recipe edited, other options, other package versions) is
+trained again into a new version, the first difference printed: a change of settings is the
+user's, the old version is kept (and reused again if the settings come back), and refusing would
+make every edit a manual clean-up. What is no change of settings is refused in one line: a run
+whose saved seed is not its folder's (a copied folder), a best checkpoint that is not the one its
+fit saved (a link or a copy of another run's), an unreadable record, metrics out of range.
+
+The comparison owns what it starts: each run is a child in a process group of its own, which
+the comparison stops on SIGINT, SIGTERM or SIGHUP (SIGTERM), waiting for it to write its
+``interrupted.ckpt``; on Linux the child is also sent SIGTERM when the comparison dies, however
+it dies (``PR_SET_PDEATHSIG``). The run's folder lock is handed to the child, so a rerun waits
+for a run still training, even past its comparison's death.
 """
 
 from __future__ import annotations
 
 import argparse
+import ctypes
 import json
+import os
 import re
 import signal
 import subprocess
 import sys
+import unicodedata
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..cli.recipe_bases import CONFIG_OPTIONS, RecipeBaseError, recipe_chain
 from ..safety.atomic_files import replaced_atomically
-from ..safety.files import read_regular, read_yaml
+from ..safety.files import read_yaml
 from ..safety.run_lock import run_folder_lock
 from .comparison_figure import write_figure
 from .comparison_report import (
     LEARNED_MARGINS,
+    MEMBER_ACC,
     METRICS,
     SIGNORM_COS,
     MethodRuns,
@@ -48,7 +67,16 @@ from .comparison_report import (
     runs_csv,
     tables,
 )
-from .runs import RESULTS_FILENAME, RUN_RECORD_FILENAME, read_results
+from .runs import (
+    REQUEST_ENV,
+    RESULTS_FILENAME,
+    RUN_RECORD_FILENAME,
+    check_metrics,
+    file_sha256,
+    package_versions,
+    read_results,
+    read_run_record,
+)
 
 __all__ = [
     "LEARNED_MARGINS",
@@ -61,6 +89,7 @@ __all__ = [
     "learned",
     "main",
     "read_comparison",
+    "request",
     "run_folder",
     "runs_csv",
     "tables",
@@ -73,6 +102,17 @@ PREDICTIONS = "signorm_lab.callbacks.TestPredictionWriter"
 #: Options the comparison sets on every run itself: given again, one of them would be dropped.
 RESERVED_OPTIONS = ("--seed_everything", "--trainer.logger", "--ckpt_path")
 _METHOD_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
+_VERSION = re.compile(r"version_([0-9]+)", re.ASCII)
+#: Unicode categories a label cannot hold: control and format characters (a newline, a
+#: terminal escape, a bidirectional override) and line or paragraph separators.
+_UNPRINTABLE = ("Cc", "Cf", "Zl", "Zp")
+#: Options that change neither the weights a run trains nor what its test measures: left out of
+#: its request, so that a rerun giving them or not asks for the same run.
+UNDECIDING_OPTIONS = (
+    "--eval_after_fit",
+    "--trainer.enable_progress_bar",
+    "--trainer.enable_model_summary",
+)
 
 
 @dataclass(frozen=True)
@@ -160,9 +200,17 @@ def read_comparison(path: str | Path) -> Comparison:
             raise _fail(
                 where, f"recipe '{spec['recipe']}' is not a file (read relative to {path.parent})."
             )
+        label = str(spec.get("label", name))
+        if bad := [c for c in label if unicodedata.category(c) in _UNPRINTABLE]:
+            raise _fail(
+                f"{where}.label",
+                f"{label!r} holds the control character {bad[0]!r} (a line break or a terminal "
+                "escape would forge lines in comparison.txt); write the label on one line of "
+                "printable characters.",
+            )
         checked[name] = {
             "recipe": recipe,
-            "label": str(spec.get("label", name)),
+            "label": label,
             "args": _strings(spec.get("args", []), f"{where}.args"),
         }
     reference = tree.get("reference")
@@ -186,36 +234,147 @@ def run_folder(out: Path, method: str, seed: int) -> Path:
 
 
 def _versions(folder: Path) -> list[Path]:
-    found = [p for p in folder.glob("version_*") if p.name[8:].isdigit() and p.is_dir()]
+    """The ``version_<n>`` folders of a run's folder, oldest first (``n`` in ASCII digits)."""
+    if folder.exists() and not folder.is_dir():
+        raise ValueError(f"{folder}: is a file, not a run folder; move it away and run again.")
+    found = [p for p in folder.glob("version_*") if _VERSION.fullmatch(p.name) and p.is_dir()]
     return sorted(found, key=lambda p: int(p.name[8:]))
 
 
-def _finished(version: Path) -> bool:
-    record = version / RUN_RECORD_FILENAME
-    if not ((version / RESULTS_FILENAME).is_file() and record.is_file()):
-        return False
+def _record(version: Path) -> dict[str, Any] | None:
+    """The run record of ``version``, ``None`` when it has none (refused in one line when it
+    cannot be read)."""
+    path = version / RUN_RECORD_FILENAME
+    return read_run_record(path) if path.exists() or path.is_symlink() else None
+
+
+def _finished(version: Path, record: Mapping[str, Any] | None = None) -> bool:
+    """Whether ``version`` holds a run whose test ended (its results and its ``record``, read
+    when not given)."""
+    record = _record(version) if record is None else record
     return (
-        json.loads(read_regular(record, RUN_RECORD_FILENAME, 1 << 20)).get("test_seconds")
-        is not None
+        record is not None
+        and record.get("test_seconds") is not None
+        and (version / RESULTS_FILENAME).is_file()
     )
 
 
-def _tested_checkpoint(version: Path) -> Path | None:
+def _check_seed(version: Path, seed: int, record: Mapping[str, Any] | None) -> None:
+    """Refuse a run whose saved seed (its record's, its request's, its ``config.yaml``'s) is
+    not its folder's, a copy of another seed's run being no run at this seed, and a
+    ``config.yaml`` that is not the one the run saved (its record's ``config_sha256``)."""
+    asked = record.get("request") if record else None
+    saved = [
+        record.get("seed") if record else None,
+        asked.get("seed") if isinstance(asked, Mapping) else None,
+    ]
+    config = version / "config.yaml"
+    expected = record.get("config_sha256") if record else None
+    if isinstance(expected, str) and config.is_file() and file_sha256(config) != expected:
+        raise ValueError(
+            f"{config}: not the configuration this run saved (its sha256 is not the one "
+            f"{RUN_RECORD_FILENAME} holds: edited after the run); move {version} away and run "
+            "again to train the run anew."
+        )
+    if config.is_file():
+        tree = read_yaml(config, "config.yaml")
+        saved.append(tree.get("seed_everything") if isinstance(tree, Mapping) else None)
+    if wrong := [s for s in saved if s is not None and s != seed]:
+        raise ValueError(
+            f"{version}: its run was seeded with {wrong[0]!r} but lies in seed_{seed} (a copy of "
+            "another seed's run?); move it away and run again to train this seed."
+        )
+
+
+def _tested_checkpoint(version: Path, record: Mapping[str, Any]) -> Path | None:
     """The checkpoint a test after the fit in ``version`` evaluates (its record's
-    ``best_checkpoint``) when that fit finished and the file is in ``version``, else ``None``."""
-    path = version / RUN_RECORD_FILENAME
-    if not path.is_file():
-        return None
-    try:
-        record = json.loads(read_regular(path, RUN_RECORD_FILENAME, 1 << 20))
-    except (OSError, ValueError, RecursionError):
-        return None  # not the record of a finished fit: trained again
-    best = record.get("best_checkpoint") if isinstance(record, dict) else None
+    ``best_checkpoint``) when that fit finished and the file is there, else ``None``.
+
+    Raises:
+        ValueError: When the file is a link or not the checkpoint the fit saved (its sha256 is
+            not the record's ``best_checkpoint_sha256``): a link to, or copy of, another run's.
+    """
+    best = record.get("best_checkpoint")
     if not isinstance(best, str) or not best:
         return None
-    checkpoint = (version / best).resolve()
-    inside = checkpoint.is_relative_to(version.resolve()) and checkpoint.is_file()
-    return version / best if inside else None
+    checkpoint = version / best
+    if not (checkpoint.is_file() or checkpoint.is_symlink()):
+        return None  # removed: trained again
+    inside = checkpoint.resolve().is_relative_to(version.resolve())
+    if (
+        checkpoint.is_symlink()
+        or not inside
+        or (file_sha256(checkpoint) != record.get("best_checkpoint_sha256"))
+    ):
+        raise ValueError(
+            f"{checkpoint}: not the checkpoint this run's fit saved (a link, a copy or another "
+            f"file: its sha256 is not the one {RUN_RECORD_FILENAME} holds); move {version} away "
+            "and run again to train the run anew."
+        )
+    return checkpoint
+
+
+def request(
+    comparison: Comparison, method: str, seed: int, extra: Sequence[str] = ()
+) -> dict[str, Any]:
+    """What decides ``method``'s run at ``seed``: the seed, the options (those of
+    :data:`UNDECIDING_OPTIONS` left out) and the sha256 of every recipe file the run reads (its
+    recipe, each ``--config`` file among the options, and their base files), by name."""
+    spec = comparison.methods[method]
+    options = [*spec["args"], *comparison.args, *extra]
+    files, deciding, skip = [Path(spec["recipe"])], [], False
+    for index, arg in enumerate(options):
+        if arg in CONFIG_OPTIONS and index + 1 < len(options):
+            files.append(Path(options[index + 1]))
+        elif arg.startswith(tuple(f"{o}=" for o in CONFIG_OPTIONS)):
+            files.append(Path(arg.partition("=")[2]))
+        if skip or arg.startswith(tuple(f"{o}=" for o in UNDECIDING_OPTIONS)):
+            skip = False
+        elif arg in UNDECIDING_OPTIONS:
+            skip = True
+        else:
+            deciding.append(arg)
+    recipes = []
+    for file in files:
+        if not file.is_file():
+            continue  # a YAML string: in the options
+        try:
+            chain = [path for path, _ in recipe_chain(file)]
+        except RecipeBaseError:
+            chain = [file]  # the run refuses it
+        recipes.extend([path.name, file_sha256(path)] for path in chain)
+    return {"seed": seed, "options": deciding, "recipes": recipes}
+
+
+def _difference(record: Mapping[str, Any], asked: Mapping[str, Any]) -> str | None:
+    """The first way the run of ``record`` differs from the request ``asked``, in words, else
+    ``None``."""
+    ran = record.get("request")
+    if not isinstance(ran, Mapping):
+        return "its record holds no request (a run from before requests were recorded)"
+    provenance = record.get("provenance")
+    versions = provenance.get("versions") if isinstance(provenance, Mapping) else None
+    if isinstance(versions, Mapping):
+        for name, now in package_versions().items():
+            if versions.get(name) != now:
+                return f"{name} {versions.get(name)} then, {now} now"
+    then, now = list(ran.get("recipes") or []), list(asked["recipes"])
+    for index in range(max(len(then), len(now))):
+        old = then[index] if index < len(then) else None
+        new = now[index] if index < len(now) else None
+        if old != new:
+            name = (new or old)[0]
+            return (
+                f"recipe file {name} changed (sha256 {old[1][:12] if old else 'none'} then, "
+                f"{new[1][:12] if new else 'none'} now)"
+            )
+    then, now = list(ran.get("options") or []), list(asked["options"])
+    for index in range(max(len(then), len(now))):
+        old = then[index] if index < len(then) else "(none)"
+        new = now[index] if index < len(now) else "(none)"
+        if old != new:
+            return f"option {index + 1}: {old} then, {new} now"
+    return None
 
 
 def _command() -> list[str]:
@@ -223,8 +382,88 @@ def _command() -> list[str]:
     return [str(script)] if script.is_file() else [sys.executable, "-m", "signorm_lab.cli"]
 
 
-def _default_sigint() -> None:
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
+class Stopped(Exception):
+    """The comparison was stopped by ``signum`` while a run trained; the run was stopped too."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+#: The signals that stop the comparison and its run, and the signal the run is sent for each.
+_STOPS = {
+    signal.SIGINT: signal.SIGINT,
+    signal.SIGTERM: signal.SIGTERM,
+    **({signal.SIGHUP: signal.SIGTERM} if hasattr(signal, "SIGHUP") else {}),
+}
+_PR_SET_PDEATHSIG = 1
+
+
+def _prctl() -> Any:
+    """Linux's ``prctl``, loaded before any fork, or ``None`` elsewhere."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        return ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+
+
+def _owned_by(parent: int) -> Any:
+    """What a run's process does before its command starts: SIGINT to its default action, a
+    process group of its own (a terminal's Ctrl-C reaches it once, through the comparison), and
+    on Linux SIGTERM when ``parent`` dies (sent at once if it has died already)."""
+    prctl = _prctl()
+
+    def setup() -> None:
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        os.setpgid(0, 0)
+        if prctl is not None:
+            prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+            if os.getppid() != parent:
+                os.kill(os.getpid(), signal.SIGTERM)
+
+    return setup
+
+
+def _run(argv: Sequence[str], lock: int, asked: Mapping[str, Any]) -> int:
+    """Run ``argv`` as a child the comparison owns (see the module docstring), handing it the
+    run folder's ``lock`` and the request it records; its exit code.
+
+    Raises:
+        Stopped: When a signal of :data:`_STOPS` stopped the comparison (and the child).
+    """
+    env = {**os.environ, REQUEST_ENV: json.dumps(dict(asked))}
+    stops: list[int] = []
+    child: subprocess.Popen | None = None
+
+    def stop(signum: int, frame: Any) -> None:
+        stops.append(signum)
+        if child is not None and child.poll() is None:
+            child.send_signal(_STOPS[signum])
+
+    previous = {signum: signal.signal(signum, stop) for signum in _STOPS}
+    try:
+        posix = os.name == "posix"
+        child = subprocess.Popen(
+            list(argv),
+            env=env,
+            pass_fds=(lock,) if posix else (),
+            # The comparison runs no thread of its own while it starts a run.
+            preexec_fn=_owned_by(os.getpid()) if posix else None,  # noqa: PLW1509
+        )
+        if stops:  # a signal before the child was known
+            child.send_signal(_STOPS[stops[0]])
+        code = child.wait()
+    finally:
+        if child is not None and child.poll() is None:  # an error of the comparison's own
+            child.terminate()
+            child.wait()
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+    if stops:
+        raise Stopped(stops[0])
+    return code
 
 
 def train(
@@ -235,16 +474,19 @@ def train(
     extra: Sequence[str] = (),
 ) -> None:
     """Run every method at every seed through the command (seed by seed), reusing finished
-    runs and resuming interrupted ones: from the interruption checkpoint, or, for a run stopped
-    while testing after its fit, by testing the fit's best checkpoint into the same folder.
+    runs of the same request and resuming interrupted ones: from the interruption checkpoint,
+    or, for a run stopped while testing after its fit, by testing the fit's best checkpoint
+    into the same folder.
 
-    A run's folder is locked while it is checked and trained (:mod:`..safety.run_lock`): a
-    process that reaches a run another is training waits for it, then reuses the finished run
-    (or resumes it, if the other was interrupted), so that two processes given the same ``out``
-    never train one run into one folder.
+    A run's folder is locked while it is checked and trained (:mod:`..safety.run_lock`), by the
+    comparison and by the run's process: a process that reaches a run another is training waits
+    for it, then reuses the finished run (or resumes it, if the other was interrupted), so that
+    two processes given the same ``out`` never train one run into one folder.
 
     Raises:
         RuntimeError: Naming the run and its folder when a run exits non-zero.
+        ValueError: In one line, naming a run folder or file that cannot be a run.
+        Stopped: See :func:`_run`.
     """
     total, done = len(methods) * len(seeds), 0
     for seed in seeds:
@@ -260,41 +502,78 @@ def train(
                     f"{run}: {message}; waiting for it to end (reused if it finished)", flush=True
                 )
 
-            with run_folder_lock(folder, on_busy=waiting):
-                _train_one(comparison, out, method, seed, extra, step)
+            with run_folder_lock(folder, on_busy=waiting) as lock:
+                _train_one(comparison, out, method, seed, extra, step, lock)
+
+
+def _matching(
+    versions: Sequence[Path], seed: int, asked: Mapping[str, Any]
+) -> tuple[Path | None, dict[Path, Any]]:
+    """The newest finished version whose record matches ``asked`` (``None`` if none), and
+    each version's record; a version whose saved seed is not ``seed`` is refused."""
+    records = {version: _record(version) for version in versions}
+    for version in versions:
+        _check_seed(version, seed, records[version])
+    finished = [
+        v
+        for v in reversed(versions)
+        if _finished(v, records[v]) and _difference(records[v], asked) is None
+    ]
+    return (finished[0] if finished else None), records
 
 
 def _train_one(
-    comparison: Comparison, out: Path, method: str, seed: int, extra: Sequence[str], step: str
+    comparison: Comparison,
+    out: Path,
+    method: str,
+    seed: int,
+    extra: Sequence[str],
+    step: str,
+    lock: int = -1,
 ) -> None:
-    """Reuse, resume, test or start one run; the caller holds its folder's lock.
+    """Reuse, resume, test or start one run; the caller holds its folder's ``lock``.
 
-    The last version is reused when finished; resumed from its ``interrupted.ckpt`` when it has
-    one; tested when its fit finished but no test did (a stop during ``--eval_after_fit``):
-    ``test`` of the checkpoint that test would have evaluated, logged into that version, so
-    that its ``results.csv`` and ``run_record.json`` (the fit's fields kept) complete the run.
-    Otherwise a new run is started.
+    The newest finished version of this request is reused. The last version, when its record
+    matches the request, is resumed from its ``interrupted.ckpt`` when it has one, or tested
+    when its fit finished but no test did (a stop during ``--eval_after_fit``): ``test`` of the
+    checkpoint that test would have evaluated, logged into that version, so that its
+    ``results.csv`` and ``run_record.json`` (the fit's fields kept) complete the run. Otherwise
+    a new run is started, in a new version.
     """
     spec, folder = comparison.methods[method], run_folder(out, method, seed)
     versions = _versions(folder)
     run = f"{step} {spec['label']}, seed {seed}"
-    if versions and _finished(versions[-1]):
-        print(f"{run}: finished earlier in {versions[-1]}, reused", flush=True)
+    asked = request(comparison, method, seed, extra)
+    reused, records = _matching(versions, seed, asked)
+    if reused is not None:
+        print(f"{run}: finished earlier in {reused}, reused", flush=True)
         return
-    subcommand, resume = "fit", []
-    if versions and (ckpt := versions[-1] / "checkpoints" / "interrupted.ckpt").is_file():
-        resume = [f"--ckpt_path={ckpt}"]
-    elif versions and (best := _tested_checkpoint(versions[-1])) is not None:
-        subcommand = "test"
-        resume = [
-            f"--ckpt_path={best}",
-            f"--trainer.logger.init_args.version={versions[-1].name.removeprefix('version_')}",
-        ]
+    subcommand, resume, last = "fit", [], versions[-1] if versions else None
+    difference = None
+    if last is not None and records[last] is not None:
+        difference = _difference(records[last], asked)
+    if last is not None and records[last] is None and (last / "checkpoints").is_dir():
+        difference = "it holds no run_record.json, so what it was asked is unknown"
+    if last is not None and difference is not None:
         print(
-            f"\n{run}: its fit finished in {versions[-1]} but its test did not; testing the "
-            f"fit's best checkpoint {best.name} there instead of training again",
+            f"\n{run}: {last} was run with other settings ({difference}); training it anew "
+            "in a new version",
             flush=True,
         )
+    elif last is not None and records[last] is not None:
+        if (ckpt := last / "checkpoints" / "interrupted.ckpt").is_file():
+            resume = [f"--ckpt_path={ckpt}"]
+        elif (best := _tested_checkpoint(last, records[last])) is not None:
+            subcommand = "test"
+            resume = [
+                f"--ckpt_path={best}",
+                f"--trainer.logger.init_args.version={last.name.removeprefix('version_')}",
+            ]
+            print(
+                f"\n{run}: its fit finished in {last} but its test did not; testing the "
+                f"fit's best checkpoint {best.name} there instead of training again",
+                flush=True,
+            )
     argv = [
         *_command(),
         subcommand,
@@ -302,17 +581,24 @@ def _train_one(
         str(spec["recipe"]),
         *spec["args"],
         *comparison.args,
+        *extra,
+        # The comparison's own options last: a --config among the options cannot override them.
         f"--seed_everything={seed}",
         f"--trainer.logger.init_args.save_dir={out / method}",
         f"--trainer.logger.init_args.name={folder.name}",
         f"--trainer.callbacks+={CALLBACK}",
         f"--trainer.callbacks+={PREDICTIONS}",
         *resume,
-        *extra,
     ]
     lead = "" if subcommand == "test" else "\n"  # the line above opens a tested run's output
     print(f"{lead}{run}: {' '.join(argv[len(_command()) :])}", flush=True)
-    code = subprocess.run(argv, preexec_fn=_default_sigint, check=False).returncode
+    code = _run(argv, lock, asked)
+    if code != 0 and subcommand == "test":
+        raise RuntimeError(
+            f"testing {resume[0].partition('=')[2]} (the {spec['label']} run at seed {seed}) "
+            f"exited with code {code}: if it is no checkpoint, move {last} away and run the "
+            "comparison again to train the run anew."
+        )
     if code != 0:
         raise RuntimeError(
             f"the {spec['label']} run at seed {seed} exited with code "
@@ -322,29 +608,43 @@ def _train_one(
 
 
 def collect(
-    comparison: Comparison, out: Path, methods: Sequence[str], seeds: Sequence[int]
+    comparison: Comparison,
+    out: Path,
+    methods: Sequence[str],
+    seeds: Sequence[int],
+    extra: Sequence[str] = (),
 ) -> dict[str, MethodRuns]:
-    """Each method's finished runs under ``out``: the newest finished version of each seed.
+    """Each method's finished runs under ``out``: per seed, the newest finished version of the
+    request (:func:`request`, with the options ``extra``).
 
     Raises:
-        ValueError: Naming the method and seed whose run is missing or unfinished.
+        ValueError: Naming the method and seed whose run is missing, unfinished or of another
+            request (with the first difference), or a file of a run that is not one.
     """
+    tabulated = [m[0] for m in METRICS] + [SIGNORM_COS]
     found: dict[str, MethodRuns] = {}
     for method in methods:
         runs = found[method] = MethodRuns(comparison.methods[method]["label"])
         for seed in seeds:
-            finished = [v for v in _versions(run_folder(out, method, seed)) if _finished(v)]
-            if not finished:
-                raise ValueError(
-                    f"{method} at seed {seed}: no finished run under "
-                    f"{run_folder(out, method, seed)} (run without --tables-only)."
+            folder = run_folder(out, method, seed)
+            asked = request(comparison, method, seed, extra)
+            versions = _versions(folder)
+            version, records = _matching(versions, seed, asked)
+            if version is None:
+                other = [v for v in reversed(versions) if _finished(v, records[v])]
+                why = (
+                    f"the finished run in {other[0]} differs from this request "
+                    f"({_difference(records[other[0]], asked)}); give the same options, or run "
+                    "without --tables-only to train it anew."
+                    if other
+                    else f"no finished run under {folder} (run without --tables-only)."
                 )
-            version = finished[-1]
+                raise ValueError(f"{method} at seed {seed}: {why}")
             runs.folders[seed] = version
-            runs.metrics[seed] = read_results(version / RESULTS_FILENAME)
-            runs.records[seed] = json.loads(
-                read_regular(version / RUN_RECORD_FILENAME, RUN_RECORD_FILENAME, 1 << 20)
-            )
+            metrics = runs.metrics[seed] = read_results(version / RESULTS_FILENAME)
+            members = [k for k in metrics if MEMBER_ACC.fullmatch(k)]
+            check_metrics(metrics, [*tabulated, *members], version / RESULTS_FILENAME)
+            runs.records[seed] = read_run_record(version / RUN_RECORD_FILENAME, finished=True)
             runs.stand_in |= (version / STAND_IN_MARKER).exists()
     return found
 
@@ -399,16 +699,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not args.tables_only:
         try:
             train(comparison, out, methods, seeds, extra)
-        except RuntimeError as error:
+        except (RuntimeError, ValueError) as error:
             parser.exit(1, f"signorm-compare: error: {error}\n")
-        except KeyboardInterrupt:
+        except (KeyboardInterrupt, Stopped) as stop:
             parser.exit(
-                130,
+                128 + getattr(stop, "signum", signal.SIGINT),
                 f"signorm-compare: interrupted; the finished runs under {out} are "
                 "kept, and running the same command again resumes the rest.\n",
             )
     try:
-        runs = collect(comparison, out, methods, seeds)
+        runs = collect(comparison, out, methods, seeds, extra)
     except ValueError as error:
         parser.exit(1, f"signorm-compare: error: {error}\n")
     text = tables(comparison, runs, seeds)

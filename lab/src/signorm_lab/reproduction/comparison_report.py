@@ -31,6 +31,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "LEARNED_MARGINS",
+    "MEMBER_ACC",
     "METRICS",
     "ONE_MODEL_COS",
     "SIGNORM_COS",
@@ -62,7 +63,7 @@ SIGNORM_COS = "test/div/signorm_cos"
 #: members-apart check (0.948, digits) and the lowest of the second main job's 120-step runs,
 #: whose members stayed one model (0.993, seeds 0-4).
 ONE_MODEL_COS = 0.97
-_MEMBER_ACC = re.compile(r"test/member_(\d+)/Acc")
+MEMBER_ACC = re.compile(r"test/member_(\d+)/Acc")
 
 
 @dataclass
@@ -107,7 +108,7 @@ def learned(metrics: Mapping[str, float], record: Mapping[str, Any]) -> tuple[bo
     the margins as text."""
     majority, prior_nll = class_frequency_baseline(record)
     accuracy, nll = metrics.get("test/cls/Acc", math.nan), metrics.get("test/cls/NLL", math.nan)
-    members = [v for k, v in metrics.items() if _MEMBER_ACC.fullmatch(k)]
+    members = [v for k, v in metrics.items() if MEMBER_ACC.fullmatch(k)]
     worst = min(members) if members else math.nan
     above = 100 * (accuracy - majority)
     below = prior_nll - nll

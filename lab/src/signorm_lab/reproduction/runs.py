@@ -16,11 +16,13 @@ seed.
 from __future__ import annotations
 
 import csv
+import hashlib
 import io
 import json
 import math
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
+from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
@@ -28,16 +30,23 @@ from ..safety.files import read_regular, read_yaml
 
 __all__ = [
     "BUDGET_KEYS",
+    "FINISHED_KEYS",
+    "METRIC_RANGES",
+    "REQUEST_ENV",
     "RESULTS_FILENAME",
     "RUN_RECORD_FILENAME",
     "SETTINGS_FILENAME",
     "TRAINED_STEPS_COLUMN",
     "Run",
     "check_header",
+    "check_metrics",
+    "file_sha256",
     "find_runs",
     "iter_groups",
     "merge_evaluations",
+    "package_versions",
     "read_results",
+    "read_run_record",
     "read_settings",
     "result_rows",
     "trained_steps",
@@ -46,6 +55,35 @@ __all__ = [
 RESULTS_FILENAME = "results.csv"
 #: The cost and class counts a run's :class:`~signorm_lab.callbacks.RunRecordCallback` writes.
 RUN_RECORD_FILENAME = "run_record.json"
+#: A run record holds a few kilobytes; larger is no such file.
+MAX_RECORD_BYTES = 1 << 20
+#: The environment variable holding the request (JSON) of the process signorm-compare starts.
+REQUEST_ENV = "SIGNORM_RUN_REQUEST"
+#: The keys, and their types, of the record of a run whose test ended.
+FINISHED_KEYS = {
+    "params_total": int,
+    "params_trainable": int,
+    "optimizer_steps": int,
+    "fit_seconds": (int, float),
+    "test_seconds": (int, float),
+    "train_class_counts": dict,
+    "test_class_counts": dict,
+    "provenance": dict,
+}
+#: The distributions whose versions a run records.
+PACKAGES = (
+    "torch-uncertainty-signorm",
+    "torch-uncertainty",
+    "torch",
+    "lightning",
+    "torchvision",
+    "timm",
+    "transformers",
+    "numpy",
+    "scikit-learn",
+)
+
+
 #: The ``results.csv`` column holding the optimizer steps a run took (``trainer.global_step``).
 TRAINED_STEPS_COLUMN = "train/trained_steps"
 #: A run's results.csv, config.yaml or settings.json holds kilobytes; larger is no such file.
@@ -53,6 +91,14 @@ MAX_RESULTS_BYTES = 16 << 20
 SETTINGS_FILENAME = "settings.json"
 #: The trainer's arguments that bound a training run, read from its ``config.yaml``.
 BUDGET_KEYS = ("max_epochs", "max_steps", "limit_train_batches", "fast_dev_run")
+#: The values a metric can take, by the last part of its results.csv key (TorchUncertainty logs
+#: rates as fractions): a value outside is no such metric.
+METRIC_RANGES = {
+    **dict.fromkeys(("Acc", "ECE", "aECE", "AUROC", "AUPR", "FPR95", "AURC"), (0.0, 1.0)),
+    "NLL": (0.0, math.inf),
+    "Brier": (0.0, 2.0),
+    "signorm_cos": (-1.0, 1.0),
+}
 
 
 @dataclass(frozen=True)
@@ -78,15 +124,39 @@ class Run:
         return self.settings.get(name)
 
 
-def read_results(path: str | Path) -> dict[str, float]:
-    """The last row of a TorchUncertainty ``results.csv`` as floats (empty cells are NaN).
+def read_results(path: str | Path, checked: Iterable[str] = ()) -> dict[str, float]:
+    """The last row of a TorchUncertainty ``results.csv`` as floats (empty cells are NaN), its
+    ``checked`` columns checked by :func:`check_metrics`.
 
     Raises:
-        ValueError: If the file has a header but no row.
+        ValueError: If the file has a header but no row, or a checked value is out of range.
     """
     path = Path(path)
     rows = _result_rows(path)
-    return {key: _cell(value, key, path) for key, value in rows[-1].items() if key is not None}
+    metrics = {key: _cell(value, key, path) for key, value in rows[-1].items() if key is not None}
+    check_metrics(metrics, checked, path)
+    return metrics
+
+
+def check_metrics(metrics: Mapping[str, float], keys: Iterable[str], path: Path) -> None:
+    """Refuse a value of ``keys`` (those ``metrics`` holds) that is not finite or, when its name
+    is in :data:`METRIC_RANGES`, out of its range: a caller that averages metrics checks them (a
+    NaN among several runs is a failed run, not a number to average).
+
+    Raises:
+        ValueError: Naming the file, the column and its value, and what to do.
+    """
+    for key in keys:
+        if key not in metrics:
+            continue
+        low, high = METRIC_RANGES.get(key.rpartition("/")[2], (-math.inf, math.inf))
+        if not (math.isfinite(metrics[key]) and low <= metrics[key] <= high):
+            valid = f" in [{low:g}, {high:g}]" if key.rpartition("/")[2] in METRIC_RANGES else ""
+            raise ValueError(
+                f"{path}: {key} is {metrics[key]!r}, not a finite number{valid}; the run failed "
+                "or the file was edited: move its run folder away and run again to train it "
+                "anew."
+            )
 
 
 def result_rows(path: str | Path) -> int:
@@ -340,3 +410,56 @@ def iter_groups(runs: Iterable[Run], key: str) -> Iterator[tuple[Any, list[Run]]
     for run in runs:
         groups.setdefault(run.get(key), []).append(run)
     yield from sorted(groups.items(), key=lambda item: (item[0] is None, item[0]))
+
+
+def read_run_record(path: str | Path, finished: bool = False) -> dict[str, Any]:
+    """The ``run_record.json`` at ``path`` as a dictionary; with ``finished``, one holding every
+    key of :data:`FINISHED_KEYS` with its type.
+
+    Raises:
+        FileNotFoundError: If nothing is there.
+        ValueError: In one line naming the file, what is wrong and what to do.
+    """
+    redo = "move its run folder away and run again to train the run anew"
+    if Path(path).is_symlink():
+        raise ValueError(f"{path}: a symbolic link, not the record a run writes; {redo}.")
+    try:
+        data = read_regular(path, RUN_RECORD_FILENAME, MAX_RECORD_BYTES, "a JSON file")
+        record = json.loads(data)
+    except (ValueError, RecursionError) as error:  # not JSON or UTF-8, too large, too deep
+        reason = " ".join(str(error).split())
+        raise ValueError(f"{path}: not a run record ({reason}); {redo}.") from None
+    if not isinstance(record, dict):
+        raise ValueError(
+            f"{path}: holds a JSON {type(record).__name__}, not the object a run writes; {redo}."
+        )
+    if finished:
+        for key, kind in FINISHED_KEYS.items():
+            value = record.get(key)
+            if not isinstance(value, kind) or isinstance(value, bool):
+                raise ValueError(
+                    f"{path}: {key!r} is {'missing' if key not in record else repr(value)[:60]}, "
+                    f"not the {getattr(kind, '__name__', 'number')} a finished run records; "
+                    f"{redo}."
+                )
+    return record
+
+
+def file_sha256(path: str | Path) -> str:
+    """The sha256 of the file at ``path``, read in blocks."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as file:
+        for block in iter(lambda: file.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def package_versions() -> dict[str, str | None]:
+    """The versions of :data:`PACKAGES` installed (``None`` for one that is not)."""
+    versions = {}
+    for name in PACKAGES:
+        try:
+            versions[name] = version(name)
+        except PackageNotFoundError:
+            versions[name] = None
+    return versions
