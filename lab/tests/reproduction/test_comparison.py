@@ -188,6 +188,16 @@ def test_a_rerun_reuses_finished_runs_and_resumes_an_interrupted_one(tmp_path, m
         cmp.train(comparison, out, ["c"], [0])
 
 
+def test_every_run_logs_where_the_comparison_reads_it_whatever_its_recipes_logger(tmp_path, calls):
+    """A recipe logging to MLflow (no save_dir/name/version layout) runs under the comparison:
+    the logger's class is set before its folder, so another class's arguments are dropped."""
+    comparison, out = _comparison(tmp_path, methods=("a",)), tmp_path / "out"
+    cmp.train(comparison, out, ["a"], [0])
+    (argv,) = calls
+    logger = argv.index("--trainer.logger=lightning.pytorch.loggers.TensorBoardLogger")
+    assert logger < argv.index(f"--trainer.logger.init_args.save_dir={out / 'a'}")
+
+
 def _lr(tmp_path, comparison):
     (tmp_path / "r.yaml").write_text("trainer: {}\noptimizer: {lr: 0.5}\n")
     return comparison

@@ -97,6 +97,9 @@ __all__ = [
 
 STAND_IN_MARKER = "STAND_IN_DATA.txt"
 CALLBACK = "signorm_lab.callbacks.RunRecordCallback"
+#: The logger of every run, whatever its recipe's (MLflow's included): the comparison reads the
+#: runs' folders, ``<out>/<method>/seed_<s>/version_<n>``, which this logger lays out.
+LOGGER = "lightning.pytorch.loggers.TensorBoardLogger"
 #: Each run's test predictions, from which the figure draws its reliability diagram.
 PREDICTIONS = "signorm_lab.callbacks.TestPredictionWriter"
 #: Options the comparison sets on every run itself: given again, one of them would be dropped.
@@ -584,6 +587,7 @@ def _train_one(
         *extra,
         # The comparison's own options last: a --config among the options cannot override them.
         f"--seed_everything={seed}",
+        f"--trainer.logger={LOGGER}",
         f"--trainer.logger.init_args.save_dir={out / method}",
         f"--trainer.logger.init_args.name={folder.name}",
         f"--trainer.callbacks+={CALLBACK}",
