@@ -58,3 +58,15 @@ def test_a_constructor_error_is_the_last_line_of_the_command(
     assert stop.value.code == 1
     last = capsys.readouterr().err.strip().splitlines()[-1]
     assert last == f"torch-uncertainty: invalid configuration: ValueError: {message}"
+
+
+def test_a_recipe_giving_a_key_twice_is_one_line_naming_it(tmp_path, monkeypatch, capsys):
+    """The YAML reader's refusal reaches the terminal as itself, without the parser's traceback
+    or the inner error it replaced."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "r.yaml").write_text("optimizer:\n  lr: 0.05\n  'lr': 0.9\n")
+    with pytest.raises(SystemExit) as stop:
+        main(["fit", "--config", "r.yaml", "--print_config"])
+    error = capsys.readouterr().err
+    assert stop.value.code != 0 and "Traceback" not in error and "DuplicateKey" not in error
+    assert "gives the key 'lr' twice (lines 2 and 3)" in error.strip().splitlines()[-1]

@@ -261,6 +261,62 @@ def test_an_edited_base_file_of_a_recipe_makes_another_request(tmp_path):
     assert difference.startswith("recipe file base.yaml changed")
 
 
+def _nested(tmp_path, monkeypatch):
+    (tmp_path / "r.yaml").write_text("trainer: {}\ndata: data.yaml\n")
+    (tmp_path / "data.yaml").write_text("batch_size: 64\n")
+    return [], lambda: (tmp_path / "data.yaml").write_text("batch_size: 16\n")
+
+
+def _option_file(tmp_path, monkeypatch):
+    (tmp_path / "t.yaml").write_text("limit_val_batches: 1\n")
+    edit = (tmp_path / "t.yaml").write_text
+    return [f"--trainer={tmp_path / 't.yaml'}"], lambda: edit("limit_val_batches: 2\n")
+
+
+def _environment(tmp_path, monkeypatch):
+    monkeypatch.setenv("JSONARGPARSE_DEFAULT_ENV", "true")
+    return [], lambda: monkeypatch.setenv("PL_FIT__TRAINER__MAX_STEPS", "1")
+
+
+def _flag_then_option(tmp_path, monkeypatch):
+    options = ["--eval_after_fit", "--trainer.max_epochs=1"]
+    return options, lambda: options.__setitem__(1, "--trainer.max_epochs=50")
+
+
+@pytest.mark.parametrize(
+    ("setup", "difference"),
+    [
+        (_nested, "recipe file data.yaml changed"),
+        (_option_file, "recipe file t.yaml changed"),
+        (_environment, "environment variable PL_FIT__TRAINER__MAX_STEPS: None then, '1' now"),
+        (_flag_then_option, "option 1: --trainer.max_epochs=1 then, --trainer.max_epochs=50 now"),
+    ],
+    ids=["a file a recipe's value names", "a file an option names", "PL_ variables", "a flag"],
+)
+def test_what_the_command_reads_beside_the_options_decides_the_run_too(
+    tmp_path, monkeypatch, setup, difference
+):
+    """jsonargparse reads nested files, option files and (with JSONARGPARSE_DEFAULT_ENV) the
+    environment; a flag of no value (--eval_after_fit) does not hide the option after it."""
+    comparison = _comparison(tmp_path)
+    options, change = setup(tmp_path, monkeypatch)
+    before = cmp.request(comparison, "a", 0, options)
+    change()
+    now = cmp.request(comparison, "a", 0, options)
+    assert cmp._difference({"request": before}, now).startswith(difference)
+
+
+def test_a_recipe_renamed_says_so(tmp_path):
+    comparison = _comparison(tmp_path)
+    before = cmp.request(comparison, "a", 0)
+    (tmp_path / "r.yaml").rename(tmp_path / "s.yaml")
+    moved = dataclasses.replace(
+        comparison, methods={"a": {"recipe": tmp_path / "s.yaml", "label": "x", "args": ()}}
+    )
+    difference = cmp._difference({"request": before}, cmp.request(moved, "a", 0))
+    assert difference == "recipe file r.yaml then, s.yaml now (the same contents, renamed)"
+
+
 def test_the_seed_wins_over_a_config_among_the_options_and_every_seed_is_its_own_run(
     tmp_path, calls
 ):
@@ -493,3 +549,49 @@ def test_a_run_stopped_while_testing_after_its_fit_is_tested_not_trained_again(
     calls.clear()
     cmp.train(comparison, out, ["single"], [0])
     assert calls == []  # reused
+
+
+def _stored(tmp_path: Path) -> Path:
+    """A finished comparison of methods a (the reference) and b at seed 0 under ``out``."""
+    (tmp_path / "r.yaml").write_text("trainer: {}\n")
+    (tmp_path / "c.yaml").write_text("reference: a\nseeds: [0]\nmethods: {a: r.yaml, b: r.yaml}\n")
+    comparison, out = cmp.read_comparison(tmp_path / "c.yaml"), tmp_path / "out"
+    for method in ("a", "b"):
+        _run(out, method, 0, _record(comparison, method, 0))
+    return out
+
+
+@pytest.mark.parametrize(
+    ("options", "spoil", "code", "said"),
+    [
+        (["--seeds", "0", "--seeds", "1"], None, 2, "--seeds given twice"),
+        (["--methods", "a"], None, 2, "--methods: only the reference 'a'"),
+        ([], "two rows", 1, "holds 2 result rows and no test/row_crc32 column"),
+        ([], "predictions", 1, "test_predictions.safetensors: not the test predictions"),
+        ([], "figure a folder", 1, "comparison.png is not a file; move it away"),
+    ],
+    ids=[
+        "an option twice",
+        "the reference alone",
+        "rows no test wrote",
+        "bad predictions",
+        "a folder in the way",
+    ],
+)
+def test_a_comparison_that_cannot_be_tabulated_whole_writes_nothing_and_says_why(
+    tmp_path, capsys, options, spoil, code, said
+):
+    out = _stored(tmp_path)
+    version = cmp.run_folder(out, "b", 0) / "version_0"
+    if spoil == "two rows":
+        (version / "results.csv").write_text("test/cls/Acc\n0.9\n0.99\n")
+    elif spoil == "predictions":
+        (version / "test_predictions.safetensors").write_bytes(b"\x10" * 100)
+    elif spoil == "figure a folder":
+        (out / "comparison.png").mkdir()
+    argv = ["--config", str(tmp_path / "c.yaml"), "--out", str(out), "--tables-only", *options]
+    with pytest.raises(SystemExit) as stop:
+        cmp.main(argv)
+    error = capsys.readouterr().err
+    assert stop.value.code == code and said in error and error.count("\n") == 1
+    assert not (out / "comparison.txt").exists()

@@ -106,6 +106,7 @@ def test_the_commands_recipe_replaced_after_its_first_read_is_parsed_as_read(tmp
         (b"methods:\n  sn: 1\n  de: 2\n  sn: 3\n", r"gives the key 'sn' twice \(lines 2 and 4\)"),
         (b"- {a: 1, a: 2}\n", r"gives the key 'a' twice \(lines 1 and 1\)"),
         (b"1: x\n0x1: y\n", r"gives the key 1 twice \(lines 1 and 2\)"),
+        (b"a: {<<: {x: 1}, <<: {x: 2}}\n", r"gives the key '<<' twice \(lines 1 and 1\)"),
     ],
 )
 def test_yaml_that_is_not_utf8_or_repeats_a_key_is_refused_in_one_line(data, said, tmp_path):

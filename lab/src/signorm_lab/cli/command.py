@@ -509,18 +509,26 @@ def _raised_here(error: BaseException) -> bool:
     return bool(frames) and "\n" not in str(error) and _own(frames[-1].filename)
 
 
+def _cause(error: BaseException) -> BaseException | None:
+    """The exception ``error`` was raised from, or during; none where it was raised
+    ``from None`` (the error says all, the one it replaced is an inner detail)."""
+    if error.__cause__ is not None:
+        return error.__cause__
+    return None if error.__suppress_context__ else error.__context__
+
+
 def _buried_cause(error: BaseException) -> BaseException | None:
     """The deepest ``ValueError``/``TypeError`` raised by the lab's or the method's code in
     ``error``'s chain of causes, when ``error`` is not it (a library's wrapper around it), else
     ``None``."""
     found, seen = None, set()
-    current: BaseException | None = error.__cause__ or error.__context__
+    current = _cause(error)
     while current is not None and id(current) not in seen:
         seen.add(id(current))
         frames = traceback.extract_tb(current.__traceback__)
         if isinstance(current, (ValueError, TypeError)) and frames and _own(frames[-1].filename):
             found = current
-        current = current.__cause__ or current.__context__
+        current = _cause(current)
     return found if found is not None and str(found) != str(error) else None
 
 

@@ -41,6 +41,7 @@ import yaml
 __all__ = [
     "BASE_KEY",
     "CONFIG_OPTIONS",
+    "NESTED_FILE_SUFFIXES",
     "RecipeBaseError",
     "anchored",
     "composed_recipe",
@@ -56,7 +57,7 @@ BASE_KEY = "base"
 CONFIG_OPTIONS = ("--config", "-c")
 _SUFFIXES = (".yaml", ".yml")
 #: Values jsonargparse reads as a nested configuration file, relative to the file naming them.
-_NESTED_FILE_SUFFIXES = (".yaml", ".yml", ".json")
+NESTED_FILE_SUFFIXES = (".yaml", ".yml", ".json")
 
 
 class RecipeBaseError(ValueError):
@@ -191,7 +192,7 @@ def anchored(config: Any, folder: Path) -> Any:
         return [anchored(value, folder) for value in config]
     if (
         isinstance(config, str)
-        and config.endswith(_NESTED_FILE_SUFFIXES)
+        and config.endswith(NESTED_FILE_SUFFIXES)
         and not Path(config).is_absolute()
         and (folder / config).is_file()
     ):

@@ -50,11 +50,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..cli.recipe_bases import CONFIG_OPTIONS, RecipeBaseError, recipe_chain
+from ..cli.recipe_bases import (
+    CONFIG_OPTIONS,
+    NESTED_FILE_SUFFIXES,
+    RecipeBaseError,
+    recipe_chain,
+)
+from ..evaluation.results_csv import check_test_rows
 from ..safety.atomic_files import replaced_atomically
 from ..safety.files import read_yaml
 from ..safety.run_lock import run_folder_lock
-from .comparison_figure import write_figure
+from .comparison_figure import FIGURE_FILES, draw_comparison, save_figure
 from .comparison_report import (
     LEARNED_MARGINS,
     MEMBER_ACC,
@@ -97,6 +103,11 @@ __all__ = [
 
 STAND_IN_MARKER = "STAND_IN_DATA.txt"
 CALLBACK = "signorm_lab.callbacks.RunRecordCallback"
+#: Environment variables that change what a run parses or how it runs, by prefix.
+DECIDING_ENVIRONMENT = ("PL_", "JSONARGPARSE_")
+#: The variables Lightning's ``seed_everything`` sets in the process it seeds (the seed is in the
+#: request already).
+SEEDING_ENVIRONMENT = ("PL_GLOBAL_SEED", "PL_SEED_WORKERS")
 #: The logger of every run, whatever its recipe's (MLflow's included): the comparison reads the
 #: runs' folders, ``<out>/<method>/seed_<s>/version_<n>``, which this logger lays out.
 LOGGER = "lightning.pytorch.loggers.TensorBoardLogger"
@@ -317,36 +328,81 @@ def _tested_checkpoint(version: Path, record: Mapping[str, Any]) -> Path | None:
     return checkpoint
 
 
+def _nested_files(tree: Any, folder: Path) -> list[Path]:
+    """The configuration files a recipe's values name (jsonargparse reads a value ending in
+    ``.yaml``, ``.yml`` or ``.json`` as a file, relative to the recipe's folder)."""
+    if isinstance(tree, Mapping):
+        return [f for value in tree.values() for f in _nested_files(value, folder)]
+    if isinstance(tree, list):
+        return [f for value in tree for f in _nested_files(value, folder)]
+    if isinstance(tree, str) and tree.endswith(NESTED_FILE_SUFFIXES):
+        path = Path(tree) if Path(tree).is_absolute() else folder / tree
+        return [path] if path.is_file() else []
+    return []
+
+
+def _option_files(options: Sequence[str]) -> list[Path]:
+    """The files the options name: each ``--config`` file, and every option value that is a
+    file (``--trainer=t.yaml``, ``--data t.yaml``: jsonargparse reads them)."""
+    files = []
+    for index, arg in enumerate(options):
+        if arg.startswith("-") and "=" in arg:
+            value = arg.partition("=")[2]
+        elif arg in CONFIG_OPTIONS and index + 1 < len(options):
+            value = options[index + 1]
+        elif not arg.startswith("-") and index and options[index - 1].startswith("-"):
+            value = arg
+        else:
+            continue
+        try:
+            if value and Path(value).is_file():
+                files.append(Path(value))
+        except (OSError, ValueError):  # a YAML string
+            continue
+    return list(dict.fromkeys(files))  # `--config f` is read once
+
+
+def _environment() -> list[list[str]]:
+    """The environment variables that change what a run parses (jsonargparse reads ``PL_*``
+    options when ``JSONARGPARSE_DEFAULT_ENV`` is set), the comparison's own left out."""
+    return sorted(
+        [name, value]
+        for name, value in os.environ.items()
+        if name.startswith(DECIDING_ENVIRONMENT) and name not in (REQUEST_ENV, *SEEDING_ENVIRONMENT)
+    )
+
+
 def request(
     comparison: Comparison, method: str, seed: int, extra: Sequence[str] = ()
 ) -> dict[str, Any]:
     """What decides ``method``'s run at ``seed``: the seed, the options (those of
-    :data:`UNDECIDING_OPTIONS` left out) and the sha256 of every recipe file the run reads (its
-    recipe, each ``--config`` file among the options, and their base files), by name."""
+    :data:`UNDECIDING_OPTIONS` left out), the environment variables that change its parse, and
+    the sha256 of every file it reads as configuration (its recipe, their base files and the
+    files their values name; the files the options name), by name."""
     spec = comparison.methods[method]
     options = [*spec["args"], *comparison.args, *extra]
-    files, deciding, skip = [Path(spec["recipe"])], [], False
-    for index, arg in enumerate(options):
-        if arg in CONFIG_OPTIONS and index + 1 < len(options):
-            files.append(Path(options[index + 1]))
-        elif arg.startswith(tuple(f"{o}=" for o in CONFIG_OPTIONS)):
-            files.append(Path(arg.partition("=")[2]))
-        if skip or arg.startswith(tuple(f"{o}=" for o in UNDECIDING_OPTIONS)):
+    deciding, skip = [], False
+    for arg in options:
+        if skip and not arg.startswith("-"):
+            skip = False  # the value of an undeciding option
+        elif arg.startswith(tuple(f"{o}=" for o in UNDECIDING_OPTIONS)):
             skip = False
         elif arg in UNDECIDING_OPTIONS:
             skip = True
         else:
+            skip = False
             deciding.append(arg)
     recipes = []
-    for file in files:
-        if not file.is_file():
-            continue  # a YAML string: in the options
+    for file in [Path(spec["recipe"]), *_option_files(options)]:
         try:
-            chain = [path for path, _ in recipe_chain(file)]
+            chain = recipe_chain(file) if file.suffix in (".yaml", ".yml") else [(file, {})]
         except RecipeBaseError:
-            chain = [file]  # the run refuses it
-        recipes.extend([path.name, file_sha256(path)] for path in chain)
-    return {"seed": seed, "options": deciding, "recipes": recipes}
+            chain = [(file, {})]  # the run refuses it
+        for path, tree in chain:
+            recipes.append([path.name, file_sha256(path)])
+            folder = path.resolve().parent
+            recipes.extend([f.name, file_sha256(f)] for f in _nested_files(tree, folder))
+    return {"seed": seed, "options": deciding, "recipes": recipes, "environment": _environment()}
 
 
 def _difference(record: Mapping[str, Any], asked: Mapping[str, Any]) -> str | None:
@@ -366,10 +422,23 @@ def _difference(record: Mapping[str, Any], asked: Mapping[str, Any]) -> str | No
         old = then[index] if index < len(then) else None
         new = now[index] if index < len(now) else None
         if old != new:
+            if old and new and old[1] == new[1]:
+                return f"recipe file {old[0]} then, {new[0]} now (the same contents, renamed)"
             name = (new or old)[0]
             return (
                 f"recipe file {name} changed (sha256 {old[1][:12] if old else 'none'} then, "
                 f"{new[1][:12] if new else 'none'} now)"
+            )
+    try:
+        then_env = dict(ran.get("environment") or [])
+    except (TypeError, ValueError):
+        return "its record's environment is not the list of pairs a run records"
+    now_env = dict(asked["environment"])
+    for name in sorted(set(then_env) | set(now_env)):
+        if then_env.get(name) != now_env.get(name):
+            return (
+                f"environment variable {name}: {then_env.get(name)!r} then, "
+                f"{now_env.get(name)!r} now"
             )
     then, now = list(ran.get("options") or []), list(asked["options"])
     for index in range(max(len(then), len(now))):
@@ -645,12 +714,17 @@ def collect(
                 )
                 raise ValueError(f"{method} at seed {seed}: {why}")
             runs.folders[seed] = version
+            check_test_rows(version / RESULTS_FILENAME)  # rows only its tests wrote
             metrics = runs.metrics[seed] = read_results(version / RESULTS_FILENAME)
             members = [k for k in metrics if MEMBER_ACC.fullmatch(k)]
             check_metrics(metrics, [*tabulated, *members], version / RESULTS_FILENAME)
             runs.records[seed] = read_run_record(version / RUN_RECORD_FILENAME, finished=True)
             runs.stand_in |= (version / STAND_IN_MARKER).exists()
     return found
+
+
+#: The tables a comparison writes into ``--out`` (beside its figure, :data:`FIGURE_FILES`).
+TABLE_FILES = ("comparison.txt", "comparison_runs.csv")
 
 
 def _write(path: Path, text: str) -> None:
@@ -681,7 +755,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     argv = list(sys.argv[1:] if argv is None else argv)
     extra = argv[argv.index("--") + 1 :] if "--" in argv else []
-    args = parser.parse_args(argv[: argv.index("--")] if "--" in argv else argv)
+    own = argv[: argv.index("--")] if "--" in argv else argv
+    args = parser.parse_args(own)
+    given = [a.partition("=")[0] for a in own if a.startswith("--")]
+    if twice := sorted({a for a in given if given.count(a) > 1}):
+        parser.exit(
+            2,
+            f"signorm-compare: error: {twice[0]} given twice; give it once (the last would win).\n",
+        )
     try:
         _strings(extra, "options after '--'")
         comparison = read_comparison(args.config)
@@ -693,6 +774,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         if unknown := [m for m in methods if m not in comparison.methods]:
             raise ValueError(
                 f"--methods: {unknown} not in {args.config}; valid: {list(comparison.methods)}."
+            )
+        if len(methods) < 2:
+            raise ValueError(
+                f"--methods: only the reference {comparison.reference!r}; name at least one "
+                f"method to compare it with, of {list(comparison.methods)}."
             )
         seeds = tuple(args.seeds) if args.seeds else comparison.seeds
         _seeds(list(seeds), "--seeds")
@@ -721,10 +807,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"under {out}\n"
     )
     print(text, end="")
+    written = [out / name for name in (*TABLE_FILES, *FIGURE_FILES)]
+    if odd := [p for p in written if p.exists() and not p.is_symlink() and not p.is_file()]:
+        parser.exit(1, f"signorm-compare: error: {odd[0]} is not a file; move it away.\n")
+    try:  # drawn before anything is written: the files of one comparison change together
+        figure = draw_comparison(comparison, runs, seeds, out)
+    except (ValueError, OSError) as error:
+        parser.exit(1, f"signorm-compare: error: the figure: {error}\n")
     out.mkdir(parents=True, exist_ok=True)
     _write(out / "comparison.txt", text)
     _write(out / "comparison_runs.csv", runs_csv(runs, seeds, out))
-    figures = write_figure(comparison, runs, seeds, out)
+    figures = save_figure(figure, out)
     print(f"\nWritten: {out / 'comparison.txt'}, {out / 'comparison_runs.csv'}, {figures}")
     return 0
 

@@ -32,10 +32,20 @@ if TYPE_CHECKING:
     from .comparison import Comparison
     from .comparison_report import MethodRuns
 
-__all__ = ["PREDICTIONS_FILENAME", "draw", "main", "write_figure"]
+__all__ = [
+    "FIGURE_FILES",
+    "PREDICTIONS_FILENAME",
+    "draw",
+    "draw_comparison",
+    "main",
+    "save_figure",
+    "write_figure",
+]
 
 #: What :class:`~signorm_lab.callbacks.TestPredictionWriter` writes into a run's folder.
 PREDICTIONS_FILENAME = "test_predictions.safetensors"
+#: The figure's files in a comparison's folder.
+FIGURE_FILES = ("comparison.png", "comparison.svg")
 _COST = (("params_total", "params"), ("fit_seconds", "fit time"), ("test_seconds", "test time"))
 _BETTER, _WORSE, _OPEN = "#1b7837", "#b2182b", "#555555"
 
@@ -171,8 +181,15 @@ def _reliability(ax: Axes, path: Path, label: str) -> None:
     from torchmetrics.functional.classification.calibration_error import _binning_bucketize
     from torchmetrics.utilities.data import dim_zero_cat
 
-    tensors = load_file(path)
-    probs, targets = tensors["probs/0"].mean(dim=0), tensors["targets/0"]
+    try:
+        tensors = load_file(path)
+        probs, targets = tensors["probs/0"].mean(dim=0), tensors["targets/0"]
+    except Exception as error:  # safetensors' own error is no ValueError
+        reason = " ".join(str(error).split())
+        raise ValueError(
+            f"{path}: not the test predictions a run writes ({reason}); remove it to draw the "
+            "figure without this run's reliability diagram."
+        ) from None
     # 15 bins: the ECE of TorchUncertainty's classification routine, the tables' ECE.
     metric = CalibrationError(task="multiclass", num_classes=probs.shape[-1], num_bins=15)
     metric.update(probs, targets)
@@ -189,11 +206,11 @@ def _reliability(ax: Axes, path: Path, label: str) -> None:
     ax.yaxis.label.set_fontsize(8)
 
 
-def _save(figure: Figure, out: Path) -> str:
+def save_figure(figure: Figure, out: Path) -> str:
     """``comparison.png`` and ``comparison.svg`` in ``out``, each replaced whole; their names."""
     from matplotlib import rc_context
 
-    png, svg = out / "comparison.png", out / "comparison.svg"
+    png, svg = (out / name for name in FIGURE_FILES)
     with replaced_atomically(png) as partial:
         figure.savefig(partial, format="png", dpi=72)
     # No date and fixed ids: redrawing the same runs writes the same file.
@@ -202,15 +219,26 @@ def _save(figure: Figure, out: Path) -> str:
     return f"{png}, {svg}"
 
 
-def write_figure(
+def draw_comparison(
     comparison: Comparison, runs: Mapping[str, MethodRuns], seeds: Sequence[int], out: Path
-) -> str:
-    """Draw the comparison of ``runs`` into ``out`` (from the rows of ``comparison_runs.csv``,
-    and each method's test predictions at the first seed); the files written, as text."""
+) -> Figure:
+    """The figure of ``runs`` (from the rows of ``comparison_runs.csv``, and each method's test
+    predictions at the first seed).
+
+    Raises:
+        ValueError: Naming a predictions file that is not one, or what cannot be drawn.
+    """
     rows = list(csv.DictReader(io.StringIO(runs_csv(runs, seeds, out))))
     labels = {name: r.label for name, r in runs.items()}
     predictions = {name: r.folders[seeds[0]] / PREDICTIONS_FILENAME for name, r in runs.items()}
-    return _save(draw(rows, comparison.reference, labels, predictions), out)
+    return draw(rows, comparison.reference, labels, predictions)
+
+
+def write_figure(
+    comparison: Comparison, runs: Mapping[str, MethodRuns], seeds: Sequence[int], out: Path
+) -> str:
+    """Draw the comparison of ``runs`` into ``out``; the files written, as text."""
+    return save_figure(draw_comparison(comparison, runs, seeds, out), out)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -242,7 +270,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         if int(row["seed"]) == first
     }
     labels = {name: spec["label"] for name, spec in comparison.methods.items()}
-    print(f"Written: {_save(draw(rows, comparison.reference, labels, predictions), out)}")
+    try:
+        figure = draw(rows, comparison.reference, labels, predictions)
+    except ValueError as error:
+        parser.exit(1, f"{parser.prog}: error: {error}\n")
+    print(f"Written: {save_figure(figure, out)}")
     return 0
 
 

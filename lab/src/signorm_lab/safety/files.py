@@ -202,7 +202,8 @@ def _expanded_size(node: object, limit: int) -> int | None:
 
 def _unique_keys_loader(text: str) -> object:
     """A ``yaml.SafeLoader`` of ``text`` refusing a key given twice in one mapping (PyYAML keeps
-    the last, silently); a merge (``<<: *base``) may still override what it brings."""
+    the last, silently), ``<<`` included; a merge (``<<: *base``) may still override what it
+    brings."""
     import yaml
 
     class UniqueKeysLoader(yaml.SafeLoader):
@@ -210,10 +211,13 @@ def _unique_keys_loader(text: str) -> object:
             if isinstance(node, yaml.MappingNode):
                 seen: dict[object, int] = {}
                 for key_node, _ in node.value:
-                    if not isinstance(key_node, yaml.ScalarNode) or key_node.tag.endswith(":merge"):
+                    if not isinstance(key_node, yaml.ScalarNode):
                         continue
-                    key = self.construct_object(key_node)
                     line = key_node.start_mark.line + 1
+                    if key_node.tag.endswith(":merge"):  # one merge a mapping: `<<` is a key
+                        key = "<<"
+                    else:
+                        key = self.construct_object(key_node)
                     if key in seen:
                         raise DuplicateKey(key, seen[key], line)
                     seen[key] = line
