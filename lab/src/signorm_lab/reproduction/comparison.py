@@ -1,11 +1,12 @@
 """``signorm-compare``: σN-Ens against the methods a user would pick instead, in one table.
 
-A comparison file (``experiments/compare/*.yaml``) names one recipe per method, the seeds and
-the method the others are compared with (σN-Ens). Every run goes through the
-``torch-uncertainty`` command as a user would run its recipe (each recipe's own datamodule,
-budget and optimizer; the comparison's recipes are written alike), with its seed, its logs under
-``--out/<method>/seed_<s>/`` and :class:`~signorm_lab.callbacks.RunRecordCallback`
-added (and :class:`~signorm_lab.callbacks.TestPredictionWriter`, for the figure). Runs are
+A comparison file (``experiments/compare/*.yaml``, read by :mod:`.comparison_file`) names one
+recipe per method, the seeds and the method the others are compared with (σN-Ens). Every run
+goes through the ``torch-uncertainty`` command as a user would run its recipe (each recipe's
+own datamodule, budget and optimizer; the comparison's recipes are written alike), with its
+seed, its logs under ``--out/<method>/seed_<s>/``, and
+:class:`~signorm_lab.callbacks.RunRecordCallback` and
+:class:`~signorm_lab.callbacks.TestPredictionWriter` (for the figure) added. Runs are
 interleaved, every method for one seed before the next seed, so that time ratios compare runs
 made under the same load.
 
@@ -15,7 +16,8 @@ learned; ``comparison.png`` and ``.svg`` (:mod:`.comparison_figure`) draw them. 
 from the finished runs, so ``--tables-only`` redraws a stored comparison.
 
 A run is reused only when it is the run asked for. Each run records its *request* (its seed,
-its options, the sha256 of every recipe file it reads, :func:`request`), the seed it was seeded
+its options, the sha256 of every file it reads as configuration, the environment variables its
+parse reads, :func:`request`), the seed it was seeded
 with and the package versions (:mod:`~signorm_lab.callbacks.run_record`). On a rerun, the newest
 finished version whose record matches this invocation's request is reused; one interrupted
 while training resumes from its ``interrupted.ckpt``, and one interrupted while testing after its
@@ -44,9 +46,7 @@ import re
 import signal
 import subprocess
 import sys
-import unicodedata
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -61,6 +61,12 @@ from ..safety.atomic_files import replaced_atomically
 from ..safety.files import read_yaml
 from ..safety.run_lock import run_folder_lock
 from .comparison_figure import FIGURE_FILES, draw_comparison, save_figure
+from .comparison_file import (
+    Comparison,
+    check_options,
+    check_seeds,
+    read_comparison,
+)
 from .comparison_report import (
     LEARNED_MARGINS,
     MEMBER_ACC,
@@ -113,13 +119,7 @@ SEEDING_ENVIRONMENT = ("PL_GLOBAL_SEED", "PL_SEED_WORKERS")
 LOGGER = "lightning.pytorch.loggers.TensorBoardLogger"
 #: Each run's test predictions, from which the figure draws its reliability diagram.
 PREDICTIONS = "signorm_lab.callbacks.TestPredictionWriter"
-#: Options the comparison sets on every run itself: given again, one of them would be dropped.
-RESERVED_OPTIONS = ("--seed_everything", "--trainer.logger", "--ckpt_path")
-_METHOD_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
 _VERSION = re.compile(r"version_([0-9]+)", re.ASCII)
-#: Unicode categories a label cannot hold: control and format characters (a newline, a
-#: terminal escape, a bidirectional override) and line or paragraph separators.
-_UNPRINTABLE = ("Cc", "Cf", "Zl", "Zp")
 #: Options that change neither the weights a run trains nor what its test measures: left out of
 #: its request, so that a rerun giving them or not asks for the same run.
 UNDECIDING_OPTIONS = (
@@ -127,119 +127,6 @@ UNDECIDING_OPTIONS = (
     "--trainer.enable_progress_bar",
     "--trainer.enable_model_summary",
 )
-
-
-@dataclass(frozen=True)
-class Comparison:
-    """A comparison file, checked: recipes per method, seeds, the reference method, options."""
-
-    path: Path
-    methods: Mapping[str, Mapping[str, Any]]
-    reference: str
-    seeds: tuple[int, ...]
-    args: tuple[str, ...] = ()
-    see: str = ""  # where a difference was found, said when the members stay one model
-
-
-def _fail(where: str, message: str) -> ValueError:
-    return ValueError(f"{where}: {message}")
-
-
-def _strings(value: Any, where: str) -> tuple[str, ...]:
-    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-        raise _fail(where, f"expected a list of strings, got {value!r}.")
-    if reserved := [v for v in value if v.startswith(RESERVED_OPTIONS)]:
-        raise _fail(
-            where,
-            f"{reserved[0]!r} is set by signorm-compare for every run (the seed "
-            f"from --seeds, the logger under --out, the resume checkpoint); "
-            f"options starting with {', '.join(RESERVED_OPTIONS)} are refused.",
-        )
-    return tuple(value)
-
-
-def _seeds(value: Any, where: str) -> tuple[int, ...]:
-    if (
-        not isinstance(value, list)
-        or not value
-        or not all(type(v) is int and v >= 0 for v in value)
-        or len(set(value)) < len(value)
-    ):
-        raise _fail(where, f"expected a non-empty list of distinct integers >= 0, got {value!r}.")
-    return tuple(value)
-
-
-def read_comparison(path: str | Path) -> Comparison:
-    """Read and check a comparison file; recipe paths are relative to the file.
-
-    Raises:
-        ValueError: Naming the key and the value that is wrong, and what would be valid.
-    """
-    path = Path(path)
-    tree = read_yaml(path, "--config")
-    if not isinstance(tree, Mapping):
-        raise _fail(
-            str(path),
-            f"expected a mapping with 'methods', 'reference' and 'seeds', "
-            f"got {type(tree).__name__}.",
-        )
-    if unknown := set(tree) - {"methods", "reference", "seeds", "args", "description", "see"}:
-        raise _fail(
-            str(path),
-            f"unknown key(s) {sorted(unknown)}; valid: methods, reference, "
-            "seeds, args, description, see.",
-        )
-    methods = tree.get("methods")
-    if not isinstance(methods, Mapping) or len(methods) < 2:
-        raise _fail(
-            f"{path}: methods",
-            f"expected a mapping of at least two methods (name: recipe), got {methods!r}.",
-        )
-    checked: dict[str, dict[str, Any]] = {}
-    for name, given in methods.items():
-        where = f"{path}: methods.{name}"
-        if not isinstance(name, str) or not _METHOD_NAME.fullmatch(name):
-            raise _fail(where, "a method name is letters, digits, '_', '.' or '-'.")
-        spec = {"recipe": given} if isinstance(given, str) else given
-        if not isinstance(spec, Mapping) or not isinstance(spec.get("recipe"), str):
-            raise _fail(
-                where,
-                f"expected a recipe path or {{recipe: PATH, label: TEXT, args: "
-                f"[...]}}, got {spec!r}.",
-            )
-        if unknown := set(spec) - {"recipe", "label", "args"}:
-            raise _fail(where, f"unknown key(s) {sorted(unknown)}; valid: recipe, label, args.")
-        recipe = (path.parent / spec["recipe"]).resolve()
-        if not recipe.is_file():
-            raise _fail(
-                where, f"recipe '{spec['recipe']}' is not a file (read relative to {path.parent})."
-            )
-        label = str(spec.get("label", name))
-        if bad := [c for c in label if unicodedata.category(c) in _UNPRINTABLE]:
-            raise _fail(
-                f"{where}.label",
-                f"{label!r} holds the control character {bad[0]!r} (a line break or a terminal "
-                "escape would forge lines in comparison.txt); write the label on one line of "
-                "printable characters.",
-            )
-        checked[name] = {
-            "recipe": recipe,
-            "label": label,
-            "args": _strings(spec.get("args", []), f"{where}.args"),
-        }
-    reference = tree.get("reference")
-    if reference not in checked:
-        raise _fail(
-            f"{path}: reference", f"{reference!r} is not one of the methods {list(checked)}."
-        )
-    return Comparison(
-        path,
-        checked,
-        reference,
-        _seeds(tree.get("seeds"), f"{path}: seeds"),
-        _strings(tree.get("args", []), f"{path}: args"),
-        str(tree.get("see", "")),
-    )
 
 
 def run_folder(out: Path, method: str, seed: int) -> Path:
@@ -764,7 +651,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"signorm-compare: error: {twice[0]} given twice; give it once (the last would win).\n",
         )
     try:
-        _strings(extra, "options after '--'")
+        check_options(extra, "options after '--'")
         comparison = read_comparison(args.config)
         methods = (
             list(comparison.methods)
@@ -781,7 +668,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 f"method to compare it with, of {list(comparison.methods)}."
             )
         seeds = tuple(args.seeds) if args.seeds else comparison.seeds
-        _seeds(list(seeds), "--seeds")
+        check_seeds(list(seeds), "--seeds")
     except (ValueError, FileNotFoundError) as error:
         parser.exit(2, f"signorm-compare: error: {error}\n")
     out = Path(args.out or Path("logs/compare") / Path(args.config).stem)

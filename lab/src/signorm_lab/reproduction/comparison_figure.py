@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from matplotlib.axes import Axes
     from matplotlib.figure import Figure
 
-    from .comparison import Comparison
+    from .comparison_file import Comparison
     from .comparison_report import MethodRuns
 
 __all__ = [
@@ -244,7 +244,7 @@ def write_figure(
 def main(argv: Sequence[str] | None = None) -> int:
     """Redraw a stored comparison from its ``comparison_runs.csv`` (and run folders, if any)."""
     from ..safety.files import read_regular
-    from .comparison import read_comparison
+    from .comparison_file import read_comparison
     from .runs import MAX_RESULTS_BYTES
 
     parser = argparse.ArgumentParser(

@@ -27,7 +27,7 @@ from .paired import mean_interval
 from .tables import format_table
 
 if TYPE_CHECKING:
-    from .comparison import Comparison
+    from .comparison_file import Comparison
 
 __all__ = [
     "LEARNED_MARGINS",
