@@ -1,6 +1,7 @@
 """log_figure: a figure reaches TensorBoard at its step, MLflow as a run artifact, else a file.
 
-MLflow is an optional extra of the method (``[mlflow]``): its test is skipped without it.
+MLflow is an optional extra of the method (``[mlflow]``) and TensorBoard a logger users add:
+each test is skipped where its logger is not installed (the ``test`` extra installs both).
 """
 
 import importlib.util

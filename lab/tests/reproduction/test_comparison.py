@@ -188,11 +188,17 @@ def test_a_rerun_reuses_finished_runs_and_resumes_an_interrupted_one(tmp_path, m
         cmp.train(comparison, out, ["c"], [0])
 
 
-def test_every_run_logs_where_the_comparison_reads_it_whatever_its_recipes_logger(tmp_path, calls):
+def test_every_run_logs_where_the_comparison_reads_it_whatever_its_recipes_logger(
+    tmp_path, calls, capsys
+):
     """A recipe logging to MLflow (no save_dir/name/version layout) runs under the comparison:
-    the logger's class is set before its folder, so another class's arguments are dropped."""
+    the logger's class is set before its folder, so another class's arguments are dropped, and
+    the comparison says so."""
     comparison, out = _comparison(tmp_path, methods=("a",)), tmp_path / "out"
+    mlflow = "lightning.pytorch.loggers.MLFlowLogger"
+    (tmp_path / "r.yaml").write_text(f"trainer:\n  logger: {{class_path: {mlflow}}}\n")
     cmp.train(comparison, out, ["a"], [0])
+    assert f"x: its recipe logs with {mlflow}; the comparison logs" in capsys.readouterr().out
     (argv,) = calls
     logger = argv.index("--trainer.logger=lightning.pytorch.loggers.TensorBoardLogger")
     assert logger < argv.index(f"--trainer.logger.init_args.save_dir={out / 'a'}")

@@ -153,7 +153,9 @@ def test_the_figure_draws_each_runs_reliability_diagram_from_its_test_prediction
         folder / figure.PREDICTIONS_FILENAME,
     )
     comparison = cmp.Comparison(tmp_path / "c.yaml", {}, "ref", (0, 1))
-    written = figure.write_figure(comparison, runs, (0, 1), tmp_path)
+    written = figure.save_figure(
+        figure.draw_comparison(comparison, runs, (0, 1), tmp_path), tmp_path
+    )
     assert (tmp_path / "comparison.png").stat().st_size > 0 and "comparison.svg" in written
     # TorchUncertainty's diagram writes its ECE into the panel: the routine's (15 bins)
     ece = CalibrationError(task="multiclass", num_classes=3, num_bins=15)(probs.mean(0), targets)

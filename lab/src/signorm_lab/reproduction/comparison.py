@@ -425,6 +425,21 @@ def _run(argv: Sequence[str], lock: int, asked: Mapping[str, Any]) -> int:
     return code
 
 
+def _recipe_logger(recipe: Path) -> str | None:
+    """The logger class a recipe names (the last of its files to name one), else ``None``."""
+    try:
+        chain = recipe_chain(recipe)
+    except RecipeBaseError:
+        return None  # the run refuses it
+    named = None
+    for _, tree in chain:
+        trainer = tree.get("trainer")
+        logger = trainer.get("logger") if isinstance(trainer, Mapping) else None
+        if isinstance(logger, Mapping) and isinstance(logger.get("class_path"), str):
+            named = logger["class_path"]
+    return named
+
+
 def train(
     comparison: Comparison,
     out: Path,
@@ -447,6 +462,14 @@ def train(
         ValueError: In one line, naming a run folder or file that cannot be a run.
         Stopped: See :func:`_run`.
     """
+    for method in methods:
+        named = _recipe_logger(Path(comparison.methods[method]["recipe"]))
+        if named not in (None, LOGGER):
+            print(
+                f"{comparison.methods[method]['label']}: its recipe logs with {named}; the "
+                f"comparison logs its runs with {LOGGER} under {out}, the folders it reads",
+                flush=True,
+            )
     total, done = len(methods) * len(seeds), 0
     for seed in seeds:
         for method in methods:

@@ -39,7 +39,6 @@ __all__ = [
     "draw_comparison",
     "main",
     "save_figure",
-    "write_figure",
 ]
 
 #: What :class:`~signorm_lab.callbacks.TestPredictionWriter` writes into a run's folder.
@@ -232,13 +231,6 @@ def draw_comparison(
     labels = {name: r.label for name, r in runs.items()}
     predictions = {name: r.folders[seeds[0]] / PREDICTIONS_FILENAME for name, r in runs.items()}
     return draw(rows, comparison.reference, labels, predictions)
-
-
-def write_figure(
-    comparison: Comparison, runs: Mapping[str, MethodRuns], seeds: Sequence[int], out: Path
-) -> str:
-    """Draw the comparison of ``runs`` into ``out``; the files written, as text."""
-    return save_figure(draw_comparison(comparison, runs, seeds, out), out)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
