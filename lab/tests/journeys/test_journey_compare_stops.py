@@ -51,6 +51,9 @@ def _until(condition, seconds: float = 30.0) -> None:
 
 
 def _alive(pid: int) -> bool:
+    """Whether ``pid`` runs: a zombie (ended, not yet reaped by its parent, which is not this
+    process) counts as ended. Its state is read from Linux's process table, ``/proc``: the
+    tests using it are Linux's alone (``PR_SET_PDEATHSIG``)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
