@@ -12,6 +12,7 @@ from pathlib import Path
 
 from lightning.pytorch.loggers import Logger, MLFlowLogger
 from matplotlib.figure import Figure
+from torch_uncertainty.utils.logging import log_figure as tu_log_figure
 
 __all__ = ["log_figure"]
 
@@ -24,9 +25,9 @@ def log_figure(
     takes neither or there is no logger. The figure is left open for the caller to drop."""
     to_file = not loggers
     for logger in loggers:
-        if isinstance(logger, MLFlowLogger):
-            logger.experiment.log_figure(logger.run_id, figure, artifact)
-        elif hasattr(logger.experiment, "add_figure"):
+        if isinstance(logger, MLFlowLogger):  # TorchUncertainty's: the artifact ``<tag>.png``
+            tu_log_figure(logger, artifact.removesuffix(".png"), figure)
+        elif hasattr(logger.experiment, "add_figure"):  # at ``step``, left open: not TU's
             logger.experiment.add_figure(tag, figure, global_step=step, close=False)
         else:
             to_file = True
